@@ -1,0 +1,1 @@
+//! Outpost wire protocol (work in progress).
