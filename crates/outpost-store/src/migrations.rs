@@ -1,0 +1,140 @@
+//! Schema migrations: append-only, numbered, applied with `rusqlite_migration` (which keeps
+//! the version in SQLite's `user_version`). Never edit a shipped migration; add a new file
+//! `migrations/000N_*.sql` and append it to [`STEPS`].
+
+use rusqlite::Connection;
+use rusqlite_migration::{M, Migrations};
+
+use crate::error::{Error, Result, SqlContext};
+
+/// Every migration, in order. Index `i` takes the schema from version `i` to `i + 1`.
+const STEPS: &[M<'static>] = &[M::up(include_str!("../migrations/0001_initial.sql"))];
+
+/// The migration set.
+pub fn migrations() -> Migrations<'static> {
+    Migrations::from_slice(STEPS)
+}
+
+/// Number of migrations this build knows (the newest schema version).
+pub fn latest_version() -> usize {
+    STEPS.len()
+}
+
+/// The schema version recorded in the database (0 for a new file).
+pub fn current_version(conn: &Connection) -> Result<usize> {
+    let v: i64 = conn
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .ctx(|| "read schema version".to_owned())?;
+    Ok(usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+/// Brings the schema to the newest version, refusing a database from a newer build.
+pub fn migrate(conn: &mut Connection) -> Result<()> {
+    let found = current_version(conn)?;
+    if found > latest_version() {
+        return Err(Error::SchemaTooNew {
+            found,
+            known: latest_version(),
+        });
+    }
+    migrations().to_latest(conn)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn schema_objects(conn: &Connection) -> Vec<(String, String)> {
+        let mut stmt = conn
+            .prepare("SELECT type, name FROM sqlite_schema WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name")
+            .unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn migrations_are_valid() {
+        migrations().validate().unwrap();
+    }
+
+    #[test]
+    fn from_empty_reaches_latest() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        assert_eq!(current_version(&conn).unwrap(), latest_version());
+        let names: Vec<String> = schema_objects(&conn).into_iter().map(|(_, n)| n).collect();
+        for table in [
+            "conversations",
+            "messages",
+            "status_changes",
+            "tool_calls",
+            "consents",
+            "protocol_errors",
+            "settings",
+            "messages_fts",
+            "tool_calls_fts",
+        ] {
+            assert!(
+                names.iter().any(|n| n == table),
+                "missing {table}: {names:?}"
+            );
+        }
+        let fk: Vec<String> = conn
+            .prepare("PRAGMA foreign_key_check")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert!(fk.is_empty());
+    }
+
+    /// For every earlier version k: apply the first k migrations, then upgrade; the result
+    /// must be the same schema as a fresh database at the newest version.
+    #[test]
+    fn from_each_earlier_version_reaches_the_same_schema() {
+        let mut fresh = Connection::open_in_memory().unwrap();
+        migrate(&mut fresh).unwrap();
+        let want = schema_objects(&fresh);
+        for k in 0..latest_version() {
+            let mut conn = Connection::open_in_memory().unwrap();
+            migrations().to_version(&mut conn, k).unwrap();
+            assert_eq!(current_version(&conn).unwrap(), k);
+            migrate(&mut conn).unwrap();
+            assert_eq!(
+                current_version(&conn).unwrap(),
+                latest_version(),
+                "from {k}"
+            );
+            assert_eq!(
+                schema_objects(&conn),
+                want,
+                "schema after upgrading from {k}"
+            );
+        }
+    }
+
+    #[test]
+    fn migrating_twice_is_a_no_op() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        let before = schema_objects(&conn);
+        migrate(&mut conn).unwrap();
+        assert_eq!(schema_objects(&conn), before);
+    }
+
+    #[test]
+    fn database_from_a_newer_build_is_refused() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrate(&mut conn).unwrap();
+        conn.pragma_update(None, "user_version", latest_version() as i64 + 3)
+            .unwrap();
+        let err = migrate(&mut conn).unwrap_err();
+        assert!(matches!(err, Error::SchemaTooNew { .. }), "{err}");
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+}

@@ -1,0 +1,1458 @@
+//! [`Store`]: the handle the session engine, CLI and app hold.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::task::{Context, Poll};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::oneshot;
+
+use crate::error::{Error, Result, SqlContext};
+use crate::export::{self, ExportFormat, ExportScope};
+use crate::model::{
+    AuditPage, Conversation, ConversationId, ConversationPage, Cursor, MessageDelta, Millis,
+    NewConsent, NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport,
+    SearchHit, Timeline, ToolCallEvent,
+};
+use crate::query::{self, AuditQuery};
+use crate::search::{self, SearchQuery};
+use crate::writer::{self, Job, Op, Outcome, WriterConfig};
+use crate::{migrations, paths};
+
+/// What "acknowledged" promises.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous=FULL`: each batch's commit fsyncs the WAL before acknowledgements go
+    /// out, so an acknowledged write survives a process kill *and* an OS crash or power
+    /// loss. Batching spreads one fsync over many writes.
+    #[default]
+    Full,
+    /// `synchronous=NORMAL`: an acknowledged write survives the process being killed
+    /// (it is in the WAL, in the OS page cache) but may be lost on power loss; the file is
+    /// never corrupted either way. Faster on slow disks.
+    ProcessCrash,
+}
+
+/// Where the database lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// `outpost.sqlite3` inside this directory (created if needed).
+    Directory(PathBuf),
+    /// This database file (its directory must exist).
+    File(PathBuf),
+    /// A private in-memory database (tests).
+    Memory,
+}
+
+/// How to open a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    /// Where.
+    pub location: Location,
+    /// What an acknowledgement promises.
+    pub durability: Durability,
+    /// Per-row cap, in bytes, for message text, tool-call arguments, results and error
+    /// messages. Larger values keep their first bytes and a visible truncation note.
+    pub max_field_bytes: usize,
+    /// Most writes committed in one transaction.
+    pub max_batch: usize,
+}
+
+/// Default per-row cap: 1 MiB.
+pub const DEFAULT_MAX_FIELD_BYTES: usize = 1 << 20;
+/// Default batch size.
+pub const DEFAULT_MAX_BATCH: usize = 4096;
+
+impl StoreConfig {
+    /// Defaults for `location`.
+    pub fn new(location: Location) -> Self {
+        Self {
+            location,
+            durability: Durability::default(),
+            max_field_bytes: DEFAULT_MAX_FIELD_BYTES,
+            max_batch: DEFAULT_MAX_BATCH,
+        }
+    }
+}
+
+/// The result of a queued write or a query, delivered later.
+///
+/// Await it (any executor) or call [`Pending::wait`] from synchronous code. For writes,
+/// `Ok` means the write is committed with the store's [`Durability`]; dropping a `Pending`
+/// does not cancel the write.
+#[derive(Debug)]
+pub struct Pending<T> {
+    rx: oneshot::Receiver<Result<T>>,
+    worker: &'static str,
+}
+
+impl<T> Pending<T> {
+    /// Blocks the current thread until the result is in. Do not call from async code; await
+    /// instead.
+    pub fn wait(self) -> Result<T> {
+        futures::executor::block_on(self)
+    }
+}
+
+impl<T> Future for Pending<T> {
+    type Output = Result<T>;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let worker = self.worker;
+        Pin::new(&mut self.rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::Stopped(worker))))
+    }
+}
+
+/// The conversation log and audit store. Cheap to clone; all clones share one writer
+/// thread and one reader thread. When the last clone is dropped, queued writes are
+/// committed and the threads are joined.
+#[derive(Debug, Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    writer: Option<Sender<Job>>,
+    /// None for in-memory stores: their reads run on the writer's connection.
+    reader: Option<Sender<ReadJob>>,
+    threads: Vec<JoinHandle<()>>,
+    path: Option<PathBuf>,
+    durability: Durability,
+}
+
+type ReadJob = Box<dyn FnOnce(&Connection) + Send>;
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.writer.take();
+        self.reader.take();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn configure(conn: &Connection, durability: Durability, what: &str) -> Result<()> {
+    conn.busy_timeout(Duration::from_secs(5))
+        .ctx(|| format!("set busy timeout on {what}"))?;
+    conn.pragma_update(None, "foreign_keys", "ON")
+        .ctx(|| format!("enable foreign keys on {what}"))?;
+    let sync = match durability {
+        Durability::Full => "FULL",
+        Durability::ProcessCrash => "NORMAL",
+    };
+    conn.pragma_update(None, "synchronous", sync)
+        .ctx(|| format!("set synchronous={sync} on {what}"))?;
+    Ok(())
+}
+
+impl Store {
+    /// Opens (creating and migrating if needed) the store in the resolved data directory:
+    /// `explicit` if given, else `$OUTPOST_DATA_DIR`, else the user's data directory.
+    pub fn open_default(explicit_dir: Option<&Path>) -> Result<Store> {
+        let dir = paths::data_dir(explicit_dir)?;
+        Store::open(StoreConfig::new(Location::Directory(dir)))
+    }
+
+    /// A private in-memory store with default settings (tests).
+    pub fn open_in_memory() -> Result<Store> {
+        Store::open(StoreConfig::new(Location::Memory))
+    }
+
+    /// Opens a store. Blocking (opening, migrating, maybe a retention pass); quick.
+    pub fn open(config: StoreConfig) -> Result<Store> {
+        if config.max_field_bytes < 64 {
+            return Err(Error::InvalidArgument {
+                name: "max_field_bytes",
+                reason: format!("{} is too small (minimum 64)", config.max_field_bytes),
+            });
+        }
+        let path = match &config.location {
+            Location::Directory(dir) => {
+                paths::ensure_dir(dir)?;
+                Some(paths::database_path(dir))
+            }
+            Location::File(file) => Some(file.clone()),
+            Location::Memory => None,
+        };
+        let what = path
+            .as_ref()
+            .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
+        let mut conn = match &path {
+            Some(p) => Connection::open(p),
+            None => Connection::open_in_memory(),
+        }
+        .ctx(|| format!("open database {what}"))?;
+        conn.busy_timeout(Duration::from_secs(5))
+            .ctx(|| format!("set busy timeout on {what}"))?;
+        if path.is_some() {
+            // Fails with "file is not a database" on a file that is not SQLite.
+            let mode: String = conn
+                .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+                .ctx(|| format!("enable WAL on {what}"))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                return Err(Error::InvalidArgument {
+                    name: "database",
+                    reason: format!("{what} cannot use WAL mode (got {mode})"),
+                });
+            }
+        }
+        configure(&conn, config.durability, &what)?;
+        migrations::migrate(&mut conn)?;
+        let start_seq = writer::max_seq(&conn)?;
+        let retention_set = query::retention_days(&conn)?.is_some();
+
+        let mut threads = Vec::new();
+        let reader = match &path {
+            Some(p) => {
+                let rconn = Connection::open_with_flags(
+                    p,
+                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .ctx(|| format!("open reader connection to {what}"))?;
+                configure(&rconn, config.durability, &what)?;
+                rconn
+                    .pragma_update(None, "query_only", "ON")
+                    .ctx(|| "make reader connection read-only".to_owned())?;
+                let (tx, rx) = mpsc::channel::<ReadJob>();
+                let handle = std::thread::Builder::new()
+                    .name("outpost-store-reader".to_owned())
+                    .spawn(move || {
+                        while let Ok(job) = rx.recv() {
+                            job(&rconn);
+                        }
+                    })
+                    .map_err(|source| Error::Io {
+                        action: "spawn reader thread for",
+                        path: p.clone(),
+                        source,
+                    })?;
+                threads.push(handle);
+                Some(tx)
+            }
+            None => None,
+        };
+
+        let (wtx, wrx) = mpsc::channel::<Job>();
+        let cfg = WriterConfig {
+            max_batch: config.max_batch,
+            max_field_bytes: config.max_field_bytes,
+        };
+        let handle = std::thread::Builder::new()
+            .name("outpost-store-writer".to_owned())
+            .spawn(move || writer::run(conn, wrx, cfg, start_seq))
+            .map_err(|source| Error::Io {
+                action: "spawn writer thread for",
+                path: path.clone().unwrap_or_default(),
+                source,
+            })?;
+        threads.push(handle);
+
+        let store = Store {
+            inner: Arc::new(Inner {
+                writer: Some(wtx),
+                reader,
+                threads,
+                path,
+                durability: config.durability,
+            }),
+        };
+        if retention_set {
+            // Runs in the background; its outcome is not needed here.
+            drop(store.apply_retention(crate::model::now_ms()));
+        }
+        Ok(store)
+    }
+
+    /// The database file, or None for an in-memory store.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// What acknowledgements promise for this store.
+    pub fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    fn write<T: Send + 'static>(&self, op: Op, map: fn(Outcome) -> T) -> Pending<T> {
+        let (tx, rx) = oneshot::channel();
+        let done = Box::new(move |r: Result<Outcome>| {
+            let _ = tx.send(r.map(map));
+        });
+        if let Some(w) = &self.inner.writer {
+            // On failure the job (and its sender) is dropped: the Pending reports Stopped.
+            let _ = w.send(Job::Write { op, done });
+        }
+        Pending {
+            rx,
+            worker: "writer",
+        }
+    }
+
+    /// Runs `f` on a read connection, off the caller's thread. Reads see every write whose
+    /// acknowledgement has arrived (for in-memory stores: every write queued before).
+    pub fn read<T, F>(&self, f: F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job = move |conn: &Connection| {
+            let _ = tx.send(f(conn));
+        };
+        match (&self.inner.reader, &self.inner.writer) {
+            (Some(r), _) => {
+                let _ = r.send(Box::new(job));
+                Pending {
+                    rx,
+                    worker: "reader",
+                }
+            }
+            (None, Some(w)) => {
+                let _ = w.send(Job::Read(Box::new(job)));
+                Pending {
+                    rx,
+                    worker: "writer",
+                }
+            }
+            (None, None) => Pending {
+                rx,
+                worker: "writer",
+            },
+        }
+    }
+
+    // ---- writes -----------------------------------------------------------------------
+
+    /// Records a new conversation.
+    pub fn begin_conversation(&self, c: NewConversation) -> Pending<()> {
+        self.write(Op::BeginConversation(c), |_| ())
+    }
+
+    /// Records when a conversation ended.
+    pub fn end_conversation(&self, id: ConversationId, at: Millis) -> Pending<()> {
+        self.write(Op::EndConversation { id, at }, |_| ())
+    }
+
+    /// Sets (or clears) a conversation's title.
+    pub fn set_conversation_title(&self, id: ConversationId, title: Option<String>) -> Pending<()> {
+        self.write(Op::SetTitle { id, title }, |_| ())
+    }
+
+    /// Records a whole message, or replaces the text of one already recorded with this id.
+    pub fn log_message(&self, m: NewMessage) -> Pending<()> {
+        self.write(Op::Message(m), |_| ())
+    }
+
+    /// Appends a streamed delta to an assistant message (creating it on the first delta).
+    /// Each delta rewrites the message's search-index entry; for long streams prefer one
+    /// [`Store::log_message`] with the final text.
+    pub fn append_message_delta(&self, d: MessageDelta) -> Pending<()> {
+        self.write(Op::Delta(d), |_| ())
+    }
+
+    /// Records a status change.
+    pub fn log_status(&self, s: NewStatusChange) -> Pending<()> {
+        self.write(Op::Status(s), |_| ())
+    }
+
+    /// Records a step of a tool call's lifecycle. Out-of-order steps (a result for an
+    /// unknown call, `Running` after `Completed`) are refused with a clear error.
+    pub fn log_tool_event(&self, e: ToolCallEvent) -> Pending<()> {
+        self.write(Op::Tool(e), |_| ())
+    }
+
+    /// Records a consent decision.
+    pub fn log_consent(&self, c: NewConsent) -> Pending<()> {
+        self.write(Op::Consent(c), |_| ())
+    }
+
+    /// Records a protocol error.
+    pub fn log_protocol_error(&self, e: NewProtocolError) -> Pending<()> {
+        self.write(Op::ProtocolError(e), |_| ())
+    }
+
+    /// Deletes a conversation and everything in it (search index included). Resolves to
+    /// whether it existed.
+    pub fn delete_conversation(&self, id: ConversationId) -> Pending<bool> {
+        self.write(Op::DeleteConversation(id), |o| {
+            matches!(o, Outcome::Deleted(true))
+        })
+    }
+
+    /// Sets the retention period (None keeps everything; 0 is refused). The store applies
+    /// it when opened and hourly while open; call [`Store::apply_retention`] to apply now.
+    pub fn set_retention_days(&self, days: Option<u32>) -> Pending<()> {
+        self.write(Op::SetRetention(days), |_| ())
+    }
+
+    /// Deletes conversations in which nothing happened during the retention period
+    /// before `now`, and protocol errors outside conversations older than that.
+    pub fn apply_retention(&self, now: Millis) -> Pending<RetentionReport> {
+        self.write(Op::ApplyRetention { now }, |o| match o {
+            Outcome::Retention(r) => r,
+            _ => RetentionReport::default(),
+        })
+    }
+
+    /// Resolves once every write queued before it is committed.
+    pub fn flush(&self) -> Pending<()> {
+        self.write(Op::Flush, |_| ())
+    }
+
+    // ---- queries ----------------------------------------------------------------------
+
+    /// One conversation's header.
+    pub fn conversation(&self, id: ConversationId) -> Pending<Option<Conversation>> {
+        self.read(move |c| query::conversation(c, &id))
+    }
+
+    /// Conversations, newest first. `limit` 0 means 50; pass a page's `next` as `before`.
+    pub fn list_conversations(
+        &self,
+        limit: u32,
+        before: Option<Cursor>,
+    ) -> Pending<ConversationPage> {
+        self.read(move |c| query::list_conversations(c, limit, before))
+    }
+
+    /// One conversation's full timeline.
+    pub fn timeline(&self, id: ConversationId) -> Pending<Timeline> {
+        self.read(move |c| query::timeline(c, &id))
+    }
+
+    /// Full-text search across messages and tool calls.
+    pub fn search(&self, q: SearchQuery) -> Pending<Vec<SearchHit>> {
+        self.read(move |c| search::search(c, &q))
+    }
+
+    /// The tool-call audit log.
+    pub fn audit(&self, q: AuditQuery) -> Pending<AuditPage> {
+        self.read(move |c| query::audit(c, &q))
+    }
+
+    /// The retention setting.
+    pub fn retention_days(&self) -> Pending<Option<u32>> {
+        self.read(query::retention_days)
+    }
+
+    /// The export document for `scope` (for callers that want the data, not text).
+    pub fn export_document(&self, scope: ExportScope) -> Pending<export::ExportDocument> {
+        self.read(move |c| export::document(c, &scope, crate::model::now_ms()))
+    }
+
+    /// Exports `scope` as JSON or Markdown text.
+    pub fn export(&self, scope: ExportScope, format: ExportFormat) -> Pending<String> {
+        self.read(move |c| {
+            let doc = export::document(c, &scope, crate::model::now_ms())?;
+            export::render(&doc, format)
+        })
+    }
+
+    /// Runs `PRAGMA integrity_check`; resolves to the problems found (empty when sound).
+    pub fn integrity_check(&self) -> Pending<Vec<String>> {
+        self.read(|c| {
+            let rows = c
+                .prepare("PRAGMA integrity_check")
+                .and_then(|mut s| {
+                    s.query_map([], |r| r.get::<_, String>(0))?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .ctx(|| "run integrity check".to_owned())?;
+            Ok(rows.into_iter().filter(|r| r != "ok").collect())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use serde_json::json;
+
+    use super::*;
+    use crate::model::*;
+    use crate::search::SearchSyntax;
+
+    const T0: Millis = 1_700_000_000_000;
+
+    fn conv(store: &Store, id: &str, at: Millis) -> ConversationId {
+        let cid = ConversationId::from(id);
+        store
+            .begin_conversation(NewConversation {
+                id: cid.clone(),
+                title: Some(format!("Conversation {id}")),
+                room: Some("room-1".into()),
+                assistant_identity: Some("assistant".into()),
+                started_at: at,
+            })
+            .wait()
+            .unwrap();
+        cid
+    }
+
+    fn msg(cid: &ConversationId, id: &str, role: Role, text: &str, at: Millis) -> NewMessage {
+        NewMessage {
+            conversation_id: cid.clone(),
+            id: id.into(),
+            role,
+            text: text.into(),
+            created_at: at,
+            completed_at: Some(at),
+        }
+    }
+
+    fn initiated(
+        cid: &ConversationId,
+        id: &str,
+        tool: &str,
+        args: Value,
+        at: Millis,
+    ) -> ToolCallEvent {
+        ToolCallEvent::Initiated {
+            conversation_id: cid.clone(),
+            id: id.into(),
+            message_id: Some("m2".into()),
+            tool_name: tool.into(),
+            server_name: String::new(),
+            execution: Execution::Client,
+            arguments: args,
+            at,
+        }
+    }
+
+    use serde_json::Value;
+
+    fn consent(
+        cid: &ConversationId,
+        call: &str,
+        tool: &str,
+        d: Decision,
+        at: Millis,
+    ) -> NewConsent {
+        NewConsent {
+            conversation_id: cid.clone(),
+            tool_call_id: Some(call.into()),
+            tool_name: tool.into(),
+            asked: format!("Allow {tool}?"),
+            decision: d,
+            scope: Some("/home/alice/docs/**".into()),
+            decided_by: DecidedBy::User,
+            asked_at: Some(at - 5),
+            decided_at: at,
+        }
+    }
+
+    /// A conversation with one of everything.
+    fn populate(store: &Store) -> ConversationId {
+        let cid = conv(store, "c1", T0);
+        let acks = vec![
+            store.log_message(msg(
+                &cid,
+                "m1",
+                Role::User,
+                "please read my notes file",
+                T0 + 10,
+            )),
+            store.log_status(NewStatusChange {
+                conversation_id: cid.clone(),
+                at: T0 + 15,
+                status: "thinking".into(),
+                detail: None,
+            }),
+            store.append_message_delta(MessageDelta {
+                conversation_id: cid.clone(),
+                id: "m2".into(),
+                delta: "Reading ".into(),
+                at: T0 + 20,
+                done: false,
+            }),
+            store.append_message_delta(MessageDelta {
+                conversation_id: cid.clone(),
+                id: "m2".into(),
+                delta: "it now.".into(),
+                at: T0 + 25,
+                done: true,
+            }),
+            store.log_tool_event(initiated(
+                &cid,
+                "t1",
+                "read_local_file",
+                json!({"filePath": "/Users/alice/documents/notes.txt"}),
+                T0 + 30,
+            )),
+            store.log_tool_event(ToolCallEvent::AwaitingConsent {
+                conversation_id: cid.clone(),
+                id: "t1".into(),
+                at: T0 + 31,
+            }),
+            store.log_consent(consent(
+                &cid,
+                "t1",
+                "read_local_file",
+                Decision::AllowOnce,
+                T0 + 40,
+            )),
+            store.log_tool_event(ToolCallEvent::Running {
+                conversation_id: cid.clone(),
+                id: "t1".into(),
+                executed_by: Executor::Client,
+                at: T0 + 41,
+            }),
+            store.log_tool_event(ToolCallEvent::Completed {
+                conversation_id: cid.clone(),
+                id: "t1".into(),
+                result: Some(json!({"content": "buy milk", "size": 8})),
+                executed_by: None,
+                at: T0 + 141,
+            }),
+            store.log_protocol_error(NewProtocolError {
+                conversation_id: Some(cid.clone()),
+                at: T0 + 150,
+                code: "malformed".into(),
+                message: "bad msgpack".into(),
+                detail: Some("c1 ff".into()),
+            }),
+        ];
+        for a in acks {
+            a.wait().unwrap();
+        }
+        cid
+    }
+
+    #[test]
+    fn timeline_merges_everything_by_time() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = populate(&store);
+        let t = store.timeline(cid).wait().unwrap();
+        let kinds: Vec<&str> = t
+            .items
+            .iter()
+            .map(|i| match i {
+                TimelineItem::Message(_) => "message",
+                TimelineItem::Status(_) => "status",
+                TimelineItem::ToolCall(_) => "tool",
+                TimelineItem::Consent(_) => "consent",
+                TimelineItem::ProtocolError(_) => "error",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            ["message", "status", "message", "tool", "consent", "error"]
+        );
+        let TimelineItem::Message(m2) = &t.items[2] else {
+            panic!("not a message")
+        };
+        assert_eq!(m2.text, "Reading it now.");
+        assert_eq!(m2.role, Role::Assistant);
+        assert_eq!(m2.completed_at, Some(T0 + 25));
+        let TimelineItem::ToolCall(tc) = &t.items[3] else {
+            panic!("not a tool call")
+        };
+        assert_eq!(tc.state, ToolCallState::Completed);
+        assert_eq!(tc.awaiting_consent_at, Some(T0 + 31));
+        assert_eq!(tc.running_at, Some(T0 + 41));
+        assert_eq!(tc.finished_at, Some(T0 + 141));
+        assert_eq!(tc.duration_ms, Some(100));
+        assert_eq!(tc.executed_by, Some(Executor::Client));
+        assert_eq!(tc.message_id.as_deref(), Some("m2"));
+        assert_eq!(
+            tc.arguments.value(),
+            Some(&json!({"filePath": "/Users/alice/documents/notes.txt"}))
+        );
+        assert_eq!(
+            tc.result.as_ref().and_then(|r| r.value()),
+            Some(&json!({"content": "buy milk", "size": 8}))
+        );
+    }
+
+    #[test]
+    fn equal_times_keep_logging_order() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        for i in 0..5 {
+            drop(store.log_message(msg(&cid, &format!("m{i}"), Role::User, "x", T0)));
+        }
+        let t = store.timeline(cid).wait().unwrap();
+        let ids: Vec<String> = t
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                TimelineItem::Message(m) => Some(m.id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["m0", "m1", "m2", "m3", "m4"]);
+    }
+
+    #[test]
+    fn logging_a_message_again_replaces_its_text() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        store
+            .log_message(msg(&cid, "m", Role::Assistant, "partial", T0))
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(&cid, "m", Role::Assistant, "final answer", T0))
+            .wait()
+            .unwrap();
+        let t = store.timeline(cid).wait().unwrap();
+        assert_eq!(t.items.len(), 1);
+        let TimelineItem::Message(m) = &t.items[0] else {
+            panic!()
+        };
+        assert_eq!(m.text, "final answer");
+        let hits = store.search(SearchQuery::new("partial")).wait().unwrap();
+        assert!(hits.is_empty(), "old text still indexed: {hits:?}");
+    }
+
+    #[test]
+    fn writes_to_unknown_conversations_fail_clearly() {
+        let store = Store::open_in_memory().unwrap();
+        let ghost = ConversationId::from("ghost");
+        let err = store
+            .log_message(msg(&ghost, "m", Role::User, "hi", T0))
+            .wait()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::NotFound {
+                    what: "conversation",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = store
+            .end_conversation(ghost.clone(), T0)
+            .wait()
+            .unwrap_err();
+        assert!(err.to_string().contains("ghost"), "{err}");
+        let err = store
+            .log_tool_event(initiated(&ghost, "t", "x", json!({}), T0))
+            .wait()
+            .unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn one_bad_write_does_not_sink_its_batch() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        // Queue without waiting so they land in one batch.
+        let good1 = store.log_message(msg(&cid, "a", Role::User, "first", T0 + 1));
+        let bad = store.log_message(msg(&"nope".into(), "b", Role::User, "lost", T0 + 2));
+        let good2 = store.log_message(msg(&cid, "c", Role::User, "third", T0 + 3));
+        good1.wait().unwrap();
+        assert!(bad.wait().is_err());
+        good2.wait().unwrap();
+        let t = store.timeline(cid).wait().unwrap();
+        assert_eq!(t.items.len(), 2);
+    }
+
+    #[test]
+    fn tool_call_lifecycle_is_enforced() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        // A result for a call never requested.
+        let err = store
+            .log_tool_event(ToolCallEvent::Completed {
+                conversation_id: cid.clone(),
+                id: "unknown".into(),
+                result: None,
+                executed_by: None,
+                at: T0,
+            })
+            .wait()
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::NotFound {
+                    what: "tool call",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        store
+            .log_tool_event(initiated(&cid, "t", "calc", json!({"e": "1+1"}), T0))
+            .wait()
+            .unwrap();
+        let dup = store
+            .log_tool_event(initiated(&cid, "t", "calc", json!({}), T0))
+            .wait()
+            .unwrap_err();
+        assert!(dup.to_string().contains("UNIQUE"), "{dup}");
+        store
+            .log_tool_event(ToolCallEvent::Failed {
+                conversation_id: cid.clone(),
+                id: "t".into(),
+                code: "timeout".into(),
+                message: "Tool execution exceeded timeout of 5000ms".into(),
+                result: None,
+                executed_by: Some(Executor::Server),
+                at: T0 + 5000,
+            })
+            .wait()
+            .unwrap();
+        let err = store
+            .log_tool_event(ToolCallEvent::Running {
+                conversation_id: cid.clone(),
+                id: "t".into(),
+                executed_by: Executor::Client,
+                at: T0 + 6000,
+            })
+            .wait()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidTransition { .. }), "{err}");
+        let page = store.audit(AuditQuery::default()).wait().unwrap();
+        let tc = &page.entries[0].tool_call;
+        assert_eq!(tc.state, ToolCallState::Error);
+        assert_eq!(tc.error_code.as_deref(), Some("timeout"));
+        assert_eq!(tc.duration_ms, Some(5000));
+        assert_eq!(tc.executed_by, Some(Executor::Server));
+    }
+
+    #[test]
+    fn conversations_page_newest_first() {
+        let store = Store::open_in_memory().unwrap();
+        for i in 0..7 {
+            conv(&store, &format!("c{i}"), T0 + i * 1000);
+        }
+        // Two with the same start time still page deterministically.
+        conv(&store, "tie", T0 + 6000);
+        let mut seen = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = store.list_conversations(3, cursor).wait().unwrap();
+            seen.extend(page.items.iter().map(|s| s.conversation.id.0.clone()));
+            match page.next {
+                Some(c) => cursor = Some(c),
+                None => break,
+            }
+        }
+        assert_eq!(seen, ["tie", "c6", "c5", "c4", "c3", "c2", "c1", "c0"]);
+    }
+
+    #[test]
+    fn summary_counts_messages_and_tool_calls() {
+        let store = Store::open_in_memory().unwrap();
+        populate(&store);
+        let page = store.list_conversations(0, None).wait().unwrap();
+        assert_eq!(page.items[0].message_count, 2);
+        assert_eq!(page.items[0].tool_call_count, 1);
+    }
+
+    #[test]
+    fn search_finds_messages_and_tool_arguments() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = populate(&store);
+        let hits = store.search(SearchQuery::new("notes")).wait().unwrap();
+        let kinds: Vec<HitKind> = hits.iter().map(|h| h.kind).collect();
+        assert!(kinds.contains(&HitKind::Message), "{hits:?}");
+        assert!(kinds.contains(&HitKind::ToolCall), "{hits:?}");
+        let tool_hit = hits.iter().find(|h| h.kind == HitKind::ToolCall).unwrap();
+        assert_eq!(tool_hit.id, "t1");
+        assert_eq!(tool_hit.conversation_id, cid);
+        assert_eq!(tool_hit.tool_name.as_deref(), Some("read_local_file"));
+        assert!(tool_hit.snippet.contains("[notes]"), "{}", tool_hit.snippet);
+        // A token only in the result.
+        let hits = store.search(SearchQuery::new("milk")).wait().unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].kind, HitKind::ToolCall);
+        // A path searched as typed.
+        let hits = store
+            .search(SearchQuery::new("/Users/alice/documents/notes.txt"))
+            .wait()
+            .unwrap();
+        assert_eq!(hits.len(), 1, "{hits:?}");
+    }
+
+    #[test]
+    fn phrase_and_prefix_queries() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        store
+            .log_message(msg(&cid, "a", Role::User, "pizza in new york tonight", T0))
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(&cid, "b", Role::User, "york is new to me", T0 + 1))
+            .wait()
+            .unwrap();
+        let ids = |q: &str| -> Vec<String> {
+            let mut v: Vec<String> = store
+                .search(SearchQuery::new(q))
+                .wait()
+                .unwrap()
+                .into_iter()
+                .map(|h| h.id)
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(ids("new york"), ["a", "b"]);
+        assert_eq!(ids("\"new york\""), ["a"]);
+        assert_eq!(ids("piz*"), ["a"]);
+        assert_eq!(ids("piz"), Vec::<String>::new());
+        assert_eq!(ids("NEW YORK"), ["a", "b"]);
+    }
+
+    #[test]
+    fn hostile_queries_never_panic() {
+        let store = Store::open_in_memory().unwrap();
+        populate(&store);
+        let hostile = [
+            "\"",
+            "\"\"",
+            "\"unbalanced",
+            "a\"b",
+            "(",
+            ")",
+            "a AND",
+            "OR",
+            "NOT notes",
+            "NEAR(",
+            "*",
+            "notes*)",
+            "col:notes",
+            "text:notes",
+            "^notes",
+            "-",
+            "+",
+            "{",
+            "}",
+            ":",
+            "'",
+            "\\",
+            "\0",
+            "😀",
+            "a\"\"b",
+            "notes\" OR \"x",
+            "NEAR(notes milk, 2)",
+        ];
+        for q in hostile {
+            for syntax in [SearchSyntax::Plain, SearchSyntax::Fts5] {
+                let mut sq = SearchQuery::new(q);
+                sq.syntax = syntax;
+                match store.search(sq).wait() {
+                    Ok(_) => {}
+                    Err(Error::InvalidSearchQuery { query, reason }) => {
+                        assert_eq!(query, q);
+                        assert!(!reason.is_empty());
+                    }
+                    Err(other) => panic!("{q:?} ({syntax:?}) gave {other}"),
+                }
+            }
+        }
+        // Plain mode takes operators literally: "NOT notes" finds notes, no syntax error.
+        let hits = store.search(SearchQuery::new("NOT notes")).wait().unwrap();
+        assert!(
+            hits.is_empty(),
+            "no message contains the word 'not': {hits:?}"
+        );
+        // Raw mode reports an unbalanced quote as a syntax error.
+        let mut raw = SearchQuery::new("\"unbalanced");
+        raw.syntax = SearchSyntax::Fts5;
+        let err = store.search(raw).wait().unwrap_err();
+        assert!(matches!(err, Error::InvalidSearchQuery { .. }), "{err}");
+        // Raw mode does run real FTS5 syntax.
+        let mut raw = SearchQuery::new("milk OR please");
+        raw.syntax = SearchSyntax::Fts5;
+        assert_eq!(store.search(raw).wait().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn search_can_be_limited_to_one_conversation_and_one_kind() {
+        let store = Store::open_in_memory().unwrap();
+        let a = conv(&store, "a", T0);
+        let b = conv(&store, "b", T0 + 1);
+        store
+            .log_message(msg(&a, "m", Role::User, "shared word", T0))
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(&b, "m", Role::User, "shared word", T0))
+            .wait()
+            .unwrap();
+        let mut q = SearchQuery::new("shared");
+        q.conversation_id = Some(b.clone());
+        let hits = store.search(q).wait().unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].conversation_id, b);
+        let mut q = SearchQuery::new("shared");
+        q.messages = false;
+        assert!(store.search(q).wait().unwrap().is_empty());
+    }
+
+    #[test]
+    fn audit_filters_by_tool_decision_state_and_date() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        let tools = [
+            "read_local_file",
+            "web_search",
+            "read_local_file",
+            "calculator",
+        ];
+        let decisions = [
+            Decision::AllowOnce,
+            Decision::DenyOnce,
+            Decision::AlwaysAllow,
+            Decision::AllowOnce,
+        ];
+        for (i, (tool, d)) in tools.iter().zip(decisions).enumerate() {
+            let at = T0 + (i as i64) * 86_400_000;
+            let id = format!("t{i}");
+            store
+                .log_tool_event(initiated(&cid, &id, tool, json!({"i": i}), at))
+                .wait()
+                .unwrap();
+            store
+                .log_consent(consent(&cid, &id, tool, d, at + 1))
+                .wait()
+                .unwrap();
+            let end = if d.allows() {
+                ToolCallEvent::Completed {
+                    conversation_id: cid.clone(),
+                    id: id.clone(),
+                    result: Some(json!(i)),
+                    executed_by: Some(Executor::Client),
+                    at: at + 2,
+                }
+            } else {
+                ToolCallEvent::Failed {
+                    conversation_id: cid.clone(),
+                    id: id.clone(),
+                    code: "permission_denied".into(),
+                    message: "The user denied this tool call".into(),
+                    result: None,
+                    executed_by: None,
+                    at: at + 2,
+                }
+            };
+            store.log_tool_event(end).wait().unwrap();
+        }
+        let ids = |q: AuditQuery| -> Vec<String> {
+            store
+                .audit(q)
+                .wait()
+                .unwrap()
+                .entries
+                .into_iter()
+                .map(|e| e.tool_call.id)
+                .collect()
+        };
+        assert_eq!(ids(AuditQuery::default()), ["t3", "t2", "t1", "t0"]);
+        assert_eq!(
+            ids(AuditQuery {
+                tool_name: Some("read_local_file".into()),
+                ..Default::default()
+            }),
+            ["t2", "t0"]
+        );
+        assert_eq!(
+            ids(AuditQuery {
+                decision: Some(Decision::DenyOnce),
+                ..Default::default()
+            }),
+            ["t1"]
+        );
+        assert_eq!(
+            ids(AuditQuery {
+                state: Some(ToolCallState::Error),
+                ..Default::default()
+            }),
+            ["t1"]
+        );
+        assert_eq!(
+            ids(AuditQuery {
+                from: Some(T0 + 86_400_000),
+                until: Some(T0 + 3 * 86_400_000),
+                ..Default::default()
+            }),
+            ["t2", "t1"]
+        );
+        assert_eq!(
+            ids(AuditQuery {
+                tool_name: Some("read_local_file".into()),
+                decision: Some(Decision::AllowOnce),
+                ..Default::default()
+            }),
+            ["t0"]
+        );
+        let page = store
+            .audit(AuditQuery {
+                limit: 3,
+                ..Default::default()
+            })
+            .wait()
+            .unwrap();
+        assert_eq!(page.entries.len(), 3);
+        assert_eq!(page.entries[0].consents[0].decision, Decision::AllowOnce);
+        let rest = ids(AuditQuery {
+            limit: 3,
+            before: page.next,
+            ..Default::default()
+        });
+        assert_eq!(rest, ["t0"]);
+        let err = store
+            .audit(AuditQuery {
+                from: Some(10),
+                until: Some(5),
+                ..Default::default()
+            })
+            .wait()
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    }
+
+    #[test]
+    fn json_export_parses_back_into_the_same_data() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = populate(&store);
+        conv(&store, "empty", T0 + 1);
+        store
+            .log_protocol_error(NewProtocolError {
+                conversation_id: None,
+                at: T0,
+                code: "unknown_type".into(),
+                message: "type 99".into(),
+                detail: None,
+            })
+            .wait()
+            .unwrap();
+        let text = store
+            .export(ExportScope::All, ExportFormat::Json)
+            .wait()
+            .unwrap();
+        let parsed: export::ExportDocument = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed.format, export::EXPORT_FORMAT);
+        assert_eq!(parsed.conversations.len(), 2);
+        assert_eq!(
+            parsed.conversations[0],
+            store.timeline(cid.clone()).wait().unwrap()
+        );
+        assert_eq!(parsed.unattached_protocol_errors.len(), 1);
+        let mut direct = store.export_document(ExportScope::All).wait().unwrap();
+        direct.exported_at = parsed.exported_at;
+        assert_eq!(parsed, direct);
+
+        let one = store
+            .export(ExportScope::Conversation(cid.clone()), ExportFormat::Json)
+            .wait()
+            .unwrap();
+        let one: export::ExportDocument = serde_json::from_str(&one).unwrap();
+        assert_eq!(one.conversations, vec![store.timeline(cid).wait().unwrap()]);
+        assert!(one.unattached_protocol_errors.is_empty());
+    }
+
+    #[test]
+    fn markdown_export_reads_like_a_transcript() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = populate(&store);
+        let md = store
+            .export(ExportScope::Conversation(cid), ExportFormat::Markdown)
+            .wait()
+            .unwrap();
+        for needle in [
+            "# Conversation c1",
+            "### You · 2023-11-14T22:13:20.010Z",
+            "please read my notes file",
+            "Reading it now.",
+            "#### Tool `read_local_file`",
+            "\"filePath\": \"/Users/alice/documents/notes.txt\"",
+            "**allow_once** by user",
+            "Protocol error `malformed`",
+            "*2023-11-14T22:13:20.015Z · status: thinking*",
+        ] {
+            assert!(md.contains(needle), "missing {needle:?} in\n{md}");
+        }
+        let err = store
+            .export(
+                ExportScope::Conversation("nope".into()),
+                ExportFormat::Markdown,
+            )
+            .wait()
+            .unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    }
+
+    fn count(store: &Store, sql: &'static str) -> i64 {
+        store
+            .read(move |c| Ok(c.query_row(sql, [], |r| r.get(0)).unwrap()))
+            .wait()
+            .unwrap()
+    }
+
+    fn fts_integrity(store: &Store) {
+        store
+            .read(|c| {
+                c.execute_batch(
+                    "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check');
+                     INSERT INTO tool_calls_fts (tool_calls_fts) VALUES ('integrity-check');",
+                )
+                .ctx(|| "fts integrity".to_owned())
+            })
+            .wait()
+            .unwrap();
+    }
+
+    #[test]
+    fn delete_cascades_to_everything_and_the_search_index() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = populate(&store);
+        let keep = conv(&store, "keep", T0);
+        store
+            .log_message(msg(&keep, "k", Role::User, "notes to keep", T0))
+            .wait()
+            .unwrap();
+        assert!(store.delete_conversation(cid.clone()).wait().unwrap());
+        assert!(!store.delete_conversation(cid.clone()).wait().unwrap());
+        for table in [
+            "SELECT COUNT(*) FROM messages WHERE conversation_id = 'c1'",
+            "SELECT COUNT(*) FROM tool_calls",
+            "SELECT COUNT(*) FROM consents",
+            "SELECT COUNT(*) FROM status_changes",
+            "SELECT COUNT(*) FROM protocol_errors",
+        ] {
+            assert_eq!(count(&store, table), 0, "{table}");
+        }
+        let hits = store.search(SearchQuery::new("notes")).wait().unwrap();
+        assert_eq!(hits.len(), 1);
+        assert_eq!(hits[0].conversation_id, keep);
+        assert!(
+            store
+                .search(SearchQuery::new("milk"))
+                .wait()
+                .unwrap()
+                .is_empty()
+        );
+        fts_integrity(&store);
+        let err = store.timeline(cid).wait().unwrap_err();
+        assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn retention_deletes_only_what_is_old() {
+        let store = Store::open_in_memory().unwrap();
+        let day = 86_400_000;
+        let now = T0 + 100 * day;
+        let old = conv(&store, "old", T0);
+        store
+            .log_message(msg(&old, "m", Role::User, "ancient", T0 + day))
+            .wait()
+            .unwrap();
+        // Started long ago but still active recently.
+        let active = conv(&store, "active", T0);
+        store
+            .log_message(msg(&active, "m", Role::User, "fresh", now - day))
+            .wait()
+            .unwrap();
+        let recent = conv(&store, "recent", now - 2 * day);
+        drop(recent);
+        store
+            .log_protocol_error(NewProtocolError {
+                conversation_id: None,
+                at: T0,
+                code: "old".into(),
+                message: "old".into(),
+                detail: None,
+            })
+            .wait()
+            .unwrap();
+
+        // No setting: nothing happens.
+        let r = store.apply_retention(now).wait().unwrap();
+        assert_eq!(r, RetentionReport::default());
+
+        let err = store.set_retention_days(Some(0)).wait().unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+        store.set_retention_days(Some(30)).wait().unwrap();
+        assert_eq!(store.retention_days().wait().unwrap(), Some(30));
+        let r = store.apply_retention(now).wait().unwrap();
+        assert_eq!(
+            r,
+            RetentionReport {
+                conversations: 1,
+                protocol_errors: 1
+            }
+        );
+        let left: Vec<String> = store
+            .list_conversations(0, None)
+            .wait()
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|s| s.conversation.id.0)
+            .collect();
+        assert_eq!(left, ["recent", "active"]);
+        assert!(
+            store
+                .search(SearchQuery::new("ancient"))
+                .wait()
+                .unwrap()
+                .is_empty()
+        );
+        fts_integrity(&store);
+        store.set_retention_days(None).wait().unwrap();
+        assert_eq!(store.retention_days().wait().unwrap(), None);
+    }
+
+    #[test]
+    fn large_values_are_capped_with_a_visible_note() {
+        let mut cfg = StoreConfig::new(Location::Memory);
+        cfg.max_field_bytes = 1024;
+        let store = Store::open(cfg).unwrap();
+        let cid = conv(&store, "c", T0);
+        let big = "word ".repeat(1000); // 5000 bytes
+        store
+            .log_tool_event(initiated(&cid, "t", "dump", json!({"small": true}), T0))
+            .wait()
+            .unwrap();
+        store
+            .log_tool_event(ToolCallEvent::Completed {
+                conversation_id: cid.clone(),
+                id: "t".into(),
+                result: Some(json!({"content": big})),
+                executed_by: Some(Executor::Client),
+                at: T0 + 1,
+            })
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(&cid, "m", Role::Assistant, &big, T0 + 2))
+            .wait()
+            .unwrap();
+        let t = store.timeline(cid.clone()).wait().unwrap();
+        let TimelineItem::ToolCall(tc) = &t.items[0] else {
+            panic!()
+        };
+        assert_eq!(tc.arguments.value(), Some(&json!({"small": true})));
+        match tc.result.as_ref().unwrap() {
+            StoredJson::Truncated { text, truncation } => {
+                assert_eq!(truncation.stored_bytes, 1024);
+                assert_eq!(truncation.original_bytes, 5014);
+                assert!(
+                    text.ends_with("[truncated: 5014 bytes, stored first 1024]"),
+                    "{text}"
+                );
+                assert!(text.starts_with("{\"content\":\"word word"));
+            }
+            other => panic!("not truncated: {other:?}"),
+        }
+        let TimelineItem::Message(m) = &t.items[1] else {
+            panic!()
+        };
+        assert_eq!(m.truncation.as_ref().map(|t| t.original_bytes), Some(5000));
+        assert!(
+            m.text
+                .ends_with("[truncated: 5000 bytes, stored first 1024]")
+        );
+        // Stored once: the row holds only the capped prefix.
+        let stored = count(
+            &store,
+            "SELECT SUM(length(CAST(result AS BLOB))) FROM tool_calls",
+        );
+        assert_eq!(stored, 1024);
+        let md = store
+            .export(ExportScope::Conversation(cid), ExportFormat::Markdown)
+            .wait()
+            .unwrap();
+        assert!(md.contains("[truncated: 5014 bytes, stored first 1024]"));
+    }
+
+    #[test]
+    fn deltas_past_the_cap_only_grow_the_note() {
+        let mut cfg = StoreConfig::new(Location::Memory);
+        cfg.max_field_bytes = 100;
+        let store = Store::open(cfg).unwrap();
+        let cid = conv(&store, "c", T0);
+        for i in 0..30 {
+            store
+                .append_message_delta(MessageDelta {
+                    conversation_id: cid.clone(),
+                    id: "m".into(),
+                    delta: "0123456789".into(),
+                    at: T0 + i,
+                    done: i == 29,
+                })
+                .wait()
+                .unwrap();
+        }
+        let t = store.timeline(cid).wait().unwrap();
+        let TimelineItem::Message(m) = &t.items[0] else {
+            panic!()
+        };
+        assert_eq!(
+            m.truncation,
+            Some(Truncation {
+                original_bytes: 300,
+                stored_bytes: 100
+            })
+        );
+        assert!(m.text.starts_with(&"0123456789".repeat(10)));
+        assert_eq!(m.completed_at, Some(T0 + 29));
+    }
+
+    #[test]
+    fn tiny_cap_is_refused() {
+        let mut cfg = StoreConfig::new(Location::Memory);
+        cfg.max_field_bytes = 3;
+        let err = Store::open(cfg).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { .. }), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn async_callers_log_concurrently() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = ConversationId::generate();
+        store
+            .begin_conversation(NewConversation {
+                id: cid.clone(),
+                title: None,
+                room: None,
+                assistant_identity: None,
+                started_at: T0,
+            })
+            .await
+            .unwrap();
+        let mut tasks = Vec::new();
+        for task in 0..8 {
+            let store = store.clone();
+            let cid = cid.clone();
+            tasks.push(tokio::spawn(async move {
+                let acks: Vec<_> = (0..250)
+                    .map(|i| {
+                        store.log_message(msg(
+                            &cid,
+                            &format!("{task}-{i}"),
+                            Role::User,
+                            "hello",
+                            T0 + i,
+                        ))
+                    })
+                    .collect();
+                for a in acks {
+                    a.await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        let page = store.list_conversations(1, None).await.unwrap();
+        assert_eq!(page.items[0].message_count, 2000);
+        assert!(store.integrity_check().await.unwrap().is_empty());
+    }
+}
