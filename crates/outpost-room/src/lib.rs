@@ -1,0 +1,34 @@
+//! `outpost-room`: a small LiveKit-compatible room server for data, for offline demos
+//! and tests. Production deployments use LiveKit Cloud or `livekit-server`.
+//!
+//! It speaks LiveKit's signaling protocol (WebSocket `/rtc`, protobuf) to the official
+//! SDKs, answers each client's publisher peer connection with the pure-Rust `webrtc`
+//! crate, and relays every `DataPacket` a participant sends on `_reliable` / `_lossy`
+//! to the other participants of its room. There is no media and no single peer
+//! connection mode (`/rtc/v1` answers 404, and the SDKs fall back to `/rtc`).
+//!
+//! Layout:
+//! - [`server`]: HTTP routes, token checks, and the [`Server`] handle (start in-process
+//!   on a bound listener, [`Server::shutdown`] to tell clients to leave and stop).
+//! - `session`: one participant's signaling loop (join, offer/answer, trickle, ping,
+//!   leave, timeouts) and its data-channel reader/writer tasks.
+//! - [`room`]: rooms, participants, participant updates, and the relay.
+//! - [`auth`]: key pairs, minting and verifying access tokens.
+//! - [`proto`]: the only import site of `livekit_protocol` (types and codec).
+//! - `wire`: the only import site of `webrtc` (peer connection and data channels).
+//! - [`tasks`]: counts the server's tasks so tests can prove none leak.
+
+pub mod auth;
+pub mod error;
+pub mod proto;
+pub mod room;
+pub mod server;
+mod session;
+pub mod tasks;
+mod wire;
+
+pub use auth::{Grant, Keys};
+pub use error::{Error, Result};
+pub use room::Stats;
+pub use server::{Config, Server};
+pub use wire::WireConfig;

@@ -1,0 +1,597 @@
+//! Rooms and the participants in them: membership, participant updates, and the
+//! data relay between participants.
+//!
+//! A [`Registry`] maps room names to [`Room`]s. Rooms are created on first join and
+//! removed `empty_timeout` after the last participant left. Each [`Participant`] owns a
+//! bounded outbound queue per data channel kind; the relay pushes encoded packets
+//! into the receivers' queues and a writer task per channel drains each queue in order,
+//! which is what keeps every sender's reliable packets in order at every receiver.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+
+use crate::auth::Grant;
+use crate::proto::{
+    self, DisconnectReason, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Reliability,
+    RoomInfo, participant_info, signal_response,
+};
+use crate::tasks::Tasks;
+
+/// Packets queued towards one receiver's data channel before the sender waits.
+pub const RELIABLE_QUEUE: usize = 256;
+/// Lossy packets queued before new ones are dropped.
+pub const LOSSY_QUEUE: usize = 256;
+
+/// An encoded `DataPacket`, shared by all receivers.
+pub type Packet = Arc<Vec<u8>>;
+
+/// What a room asks of a participant's session.
+#[derive(Debug)]
+pub enum Control {
+    /// Send this signaling message.
+    Signal(Box<proto::SignalResponse>),
+    /// Tell the client to leave for this reason, then end the session.
+    Kick(DisconnectReason),
+}
+
+/// One outbound queue towards a participant's data channel.
+#[derive(Debug)]
+struct Outbox {
+    tx: mpsc::Sender<Packet>,
+    rx: Mutex<Option<mpsc::Receiver<Packet>>>,
+    /// Set once the channel is open and a writer drains the queue.
+    open: AtomicBool,
+}
+
+impl Outbox {
+    fn new(cap: usize) -> Self {
+        let (tx, rx) = mpsc::channel(cap);
+        Self {
+            tx,
+            rx: Mutex::new(Some(rx)),
+            open: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A participant as the room sees it.
+#[derive(Debug)]
+pub struct Participant {
+    /// `PA_…` id.
+    pub sid: String,
+    /// What the token allows, including identity and name.
+    pub grant: Grant,
+    /// Client protocol the SDK announced (RPC v2 needs ≥ 1).
+    pub client_protocol: i32,
+    joined_at_ms: i64,
+    state: Mutex<i32>,
+    version: AtomicU32,
+    control: mpsc::UnboundedSender<Control>,
+    reliable: Outbox,
+    lossy: Outbox,
+}
+
+impl Participant {
+    /// A new participant whose session listens on `control`.
+    pub fn new(
+        grant: Grant,
+        client_protocol: i32,
+        control: mpsc::UnboundedSender<Control>,
+    ) -> Self {
+        Self {
+            sid: format!("PA_{}", short_id()),
+            grant,
+            client_protocol,
+            joined_at_ms: now_ms(),
+            state: Mutex::new(participant_info::State::Joined as i32),
+            version: AtomicU32::new(0),
+            control,
+            reliable: Outbox::new(RELIABLE_QUEUE),
+            lossy: Outbox::new(LOSSY_QUEUE),
+        }
+    }
+
+    /// Identity from the token.
+    pub fn identity(&self) -> &str {
+        &self.grant.identity
+    }
+
+    /// Marks the participant's state (JOINED, ACTIVE, DISCONNECTED).
+    pub fn set_state(&self, state: participant_info::State) {
+        *lock(&self.state) = state as i32;
+    }
+
+    /// The protobuf view other participants get.
+    pub fn info(&self) -> ParticipantInfo {
+        let joined_at_ms = self.joined_at_ms;
+        ParticipantInfo {
+            sid: self.sid.clone(),
+            identity: self.grant.identity.clone(),
+            name: self.grant.name.clone(),
+            metadata: self.grant.metadata.clone(),
+            attributes: self.grant.attributes.clone(),
+            state: *lock(&self.state),
+            joined_at: joined_at_ms / 1000,
+            joined_at_ms,
+            version: self.version.fetch_add(1, Ordering::Relaxed) + 1,
+            permission: Some(ParticipantPermission {
+                can_subscribe: self.grant.can_subscribe,
+                can_publish: self.grant.can_publish,
+                can_publish_data: self.grant.can_publish_data,
+                hidden: self.grant.hidden,
+                ..Default::default()
+            }),
+            client_protocol: self.client_protocol,
+            ..Default::default()
+        }
+    }
+
+    /// Sends a control message to the participant's session (ignored if it is gone).
+    pub fn control(&self, msg: Control) {
+        let _ = self.control.send(msg);
+    }
+
+    /// Takes the receiving end of an outbound queue, for the channel's writer task.
+    /// Marks the queue open: from now on reliable relays wait for room in it.
+    pub fn take_outbox(&self, kind: Reliability) -> Option<mpsc::Receiver<Packet>> {
+        let outbox = self.outbox(kind);
+        let rx = lock(&outbox.rx).take();
+        outbox.open.store(true, Ordering::Release);
+        rx
+    }
+
+    fn outbox(&self, kind: Reliability) -> &Outbox {
+        match kind {
+            Reliability::Reliable => &self.reliable,
+            Reliability::Lossy => &self.lossy,
+        }
+    }
+
+    /// Queues a packet for this participant. Reliable packets wait for room once the
+    /// channel is open (back-pressure to the sender); before that, and for lossy
+    /// packets, a full queue drops the packet.
+    async fn deliver(&self, kind: Reliability, packet: Packet) {
+        let outbox = self.outbox(kind);
+        if kind == Reliability::Reliable && outbox.open.load(Ordering::Acquire) {
+            if outbox.tx.send(packet).await.is_err() {
+                tracing::debug!(to = %self.grant.identity, "receiver gone; packet dropped");
+            }
+        } else if outbox.tx.try_send(packet).is_err() {
+            tracing::debug!(to = %self.grant.identity, ?kind, "receiver queue full; packet dropped");
+        }
+    }
+}
+
+/// Sizes of the registry, for tests and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stats {
+    /// Open rooms.
+    pub rooms: usize,
+    /// Participants in all rooms.
+    pub participants: usize,
+    /// Server tasks still running (sessions, relays, timers).
+    pub tasks: usize,
+}
+
+/// A room.
+#[derive(Debug)]
+pub struct Room {
+    /// `RM_…` id.
+    pub sid: String,
+    /// Room name.
+    pub name: String,
+    created_ms: i64,
+    empty_timeout: Duration,
+    inner: Mutex<RoomInner>,
+}
+
+#[derive(Debug, Default)]
+struct RoomInner {
+    /// By identity.
+    participants: HashMap<String, Arc<Participant>>,
+    /// Bumped whenever the room becomes empty; an empty-timeout timer only closes
+    /// the room if the generation it saw is still current.
+    empty_generation: u64,
+}
+
+impl Room {
+    /// The protobuf view of the room.
+    pub fn info(&self) -> RoomInfo {
+        let n = lock(&self.inner).participants.len();
+        RoomInfo {
+            sid: self.sid.clone(),
+            name: self.name.clone(),
+            empty_timeout: u32::try_from(self.empty_timeout.as_secs()).unwrap_or(u32::MAX),
+            departure_timeout: 0,
+            creation_time: self.created_ms / 1000,
+            creation_time_ms: self.created_ms,
+            num_participants: u32::try_from(n).unwrap_or(u32::MAX),
+            ..Default::default()
+        }
+    }
+
+    /// Everyone in the room except `sid`.
+    pub fn others(&self, sid: &str) -> Vec<Arc<Participant>> {
+        lock(&self.inner)
+            .participants
+            .values()
+            .filter(|p| p.sid != sid)
+            .cloned()
+            .collect()
+    }
+
+    /// Sends a participant update about `who` to everyone else who can see it.
+    pub fn announce(&self, who: &Participant) {
+        if who.grant.hidden {
+            return;
+        }
+        let info = who.info();
+        for p in self.others(&who.sid) {
+            p.control(Control::Signal(Box::new(proto::response(
+                signal_response::Message::Update(ParticipantUpdate {
+                    participants: vec![info.clone()],
+                }),
+            ))));
+        }
+    }
+
+    /// Relays an encoded packet from `from` to the other participants (or only to
+    /// `destinations`, by identity, when it is not empty).
+    pub async fn relay(
+        &self,
+        from: &str,
+        kind: Reliability,
+        destinations: &[String],
+        packet: Packet,
+    ) {
+        let targets: Vec<Arc<Participant>> = {
+            let inner = lock(&self.inner);
+            if destinations.is_empty() {
+                inner
+                    .participants
+                    .values()
+                    .filter(|p| p.sid != from)
+                    .cloned()
+                    .collect()
+            } else {
+                destinations
+                    .iter()
+                    .filter_map(|id| inner.participants.get(id))
+                    .filter(|p| p.sid != from)
+                    .cloned()
+                    .collect()
+            }
+        };
+        for target in targets {
+            target.deliver(kind, packet.clone()).await;
+        }
+    }
+}
+
+/// All rooms of a server.
+#[derive(Debug)]
+pub struct Registry {
+    rooms: Mutex<HashMap<String, Arc<Room>>>,
+    empty_timeout: Duration,
+    tasks: Tasks,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Registry {
+    /// An empty registry whose rooms close `empty_timeout` after their last leave.
+    /// Pending empty-room timers end early when `shutdown` turns true.
+    pub fn new(
+        empty_timeout: Duration,
+        tasks: Tasks,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            rooms: Mutex::new(HashMap::new()),
+            empty_timeout,
+            tasks,
+            shutdown,
+        }
+    }
+
+    /// Adds a participant to its room (creating the room), replacing and kicking any
+    /// participant with the same identity. Announces the join to the others.
+    pub fn join(&self, participant: Arc<Participant>) -> Arc<Room> {
+        let room = {
+            let mut rooms = lock(&self.rooms);
+            rooms
+                .entry(participant.grant.room.clone())
+                .or_insert_with(|| {
+                    tracing::info!(room = %participant.grant.room, "room created");
+                    Arc::new(Room {
+                        sid: format!("RM_{}", short_id()),
+                        name: participant.grant.room.clone(),
+                        created_ms: now_ms(),
+                        empty_timeout: self.empty_timeout,
+                        inner: Mutex::new(RoomInner::default()),
+                    })
+                })
+                .clone()
+        };
+        let replaced = lock(&room.inner)
+            .participants
+            .insert(participant.identity().to_owned(), participant.clone());
+        if let Some(old) = replaced {
+            tracing::info!(room = %room.name, identity = %old.identity(), "duplicate identity: new connection wins");
+            old.set_state(participant_info::State::Disconnected);
+            room.announce(&old);
+            old.control(Control::Kick(DisconnectReason::DuplicateIdentity));
+        }
+        room.announce(&participant);
+        room
+    }
+
+    /// Removes a participant (if it is still the one registered under its identity),
+    /// tells the others, and arms the empty-room timer when it was the last one.
+    pub fn leave(self: &Arc<Self>, room: &Arc<Room>, participant: &Participant) {
+        let now_empty = {
+            let mut inner = lock(&room.inner);
+            let ours = inner
+                .participants
+                .get(participant.identity())
+                .is_some_and(|p| p.sid == participant.sid);
+            if !ours {
+                return;
+            }
+            inner.participants.remove(participant.identity());
+            if inner.participants.is_empty() {
+                inner.empty_generation += 1;
+                Some(inner.empty_generation)
+            } else {
+                None
+            }
+        };
+        participant.set_state(participant_info::State::Disconnected);
+        room.announce(participant);
+        if let Some(generation) = now_empty {
+            let registry = self.clone();
+            let room = room.clone();
+            let delay = self.empty_timeout;
+            let mut shutdown = self.shutdown.clone();
+            self.tasks.spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => registry.close_if_empty(&room, generation),
+                    _ = shutdown.wait_for(|s| *s) => {}
+                }
+            });
+        }
+    }
+
+    fn close_if_empty(&self, room: &Arc<Room>, generation: u64) {
+        let mut rooms = lock(&self.rooms);
+        let inner = lock(&room.inner);
+        let same = rooms.get(&room.name).is_some_and(|r| Arc::ptr_eq(r, room));
+        if same && inner.participants.is_empty() && inner.empty_generation == generation {
+            rooms.remove(&room.name);
+            tracing::info!(room = %room.name, "room closed (empty)");
+        }
+    }
+
+    /// Every participant of every room.
+    pub fn all_participants(&self) -> Vec<Arc<Participant>> {
+        let rooms: Vec<Arc<Room>> = lock(&self.rooms).values().cloned().collect();
+        rooms
+            .iter()
+            .flat_map(|r| {
+                lock(&r.inner)
+                    .participants
+                    .values()
+                    .cloned()
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Drops all rooms (server shutdown).
+    pub fn clear(&self) {
+        lock(&self.rooms).clear();
+    }
+
+    /// Room and participant counts.
+    pub fn stats(&self) -> Stats {
+        let rooms = lock(&self.rooms);
+        Stats {
+            rooms: rooms.len(),
+            participants: rooms
+                .values()
+                .map(|r| lock(&r.inner).participants.len())
+                .sum(),
+            tasks: self.tasks.count(),
+        }
+    }
+
+    /// Names and participant identities of the open rooms, sorted.
+    pub fn snapshot(&self) -> Vec<(String, Vec<String>)> {
+        let rooms = lock(&self.rooms);
+        let mut out: Vec<(String, Vec<String>)> = rooms
+            .values()
+            .map(|r| {
+                let mut ids: Vec<String> = lock(&r.inner).participants.keys().cloned().collect();
+                ids.sort();
+                (r.name.clone(), ids)
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (our critical
+/// sections only move data in and out of maps, so the data stays consistent).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn short_id() -> String {
+    const ALPHABET: [char; 62] = [
+        '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h',
+        'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p', 'q', 'r', 's', 't', 'u', 'v', 'w', 'x', 'y', 'z',
+        'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L', 'M', 'N', 'O', 'P', 'Q', 'R',
+        'S', 'T', 'U', 'V', 'W', 'X', 'Y', 'Z',
+    ];
+    nanoid::nanoid!(12, &ALPHABET)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn never() -> tokio::sync::watch::Receiver<bool> {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        std::mem::forget(tx);
+        rx
+    }
+
+    fn grant(room: &str, id: &str) -> Grant {
+        Grant {
+            room: room.into(),
+            identity: id.into(),
+            name: String::new(),
+            metadata: String::new(),
+            attributes: HashMap::new(),
+            can_publish: true,
+            can_subscribe: true,
+            can_publish_data: true,
+            hidden: false,
+        }
+    }
+
+    fn participant(room: &str, id: &str) -> (Arc<Participant>, mpsc::UnboundedReceiver<Control>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (Arc::new(Participant::new(grant(room, id), 1, tx)), rx)
+    }
+
+    #[tokio::test]
+    async fn rooms_are_isolated_and_close_after_empty_timeout() {
+        let reg = Arc::new(Registry::new(
+            Duration::from_millis(50),
+            Tasks::default(),
+            never(),
+        ));
+        let (a, _ra) = participant("r1", "a");
+        let (b, _rb) = participant("r2", "b");
+        let r1 = reg.join(a.clone());
+        let r2 = reg.join(b.clone());
+        assert_eq!(reg.stats().rooms, 2);
+        assert!(r1.others(&a.sid).is_empty());
+        r1.relay(&a.sid, Reliability::Reliable, &[], Arc::new(vec![1]))
+            .await;
+        assert!(
+            b.take_outbox(Reliability::Reliable)
+                .unwrap()
+                .try_recv()
+                .is_err()
+        );
+        reg.leave(&r1, &a);
+        reg.leave(&r2, &b);
+        assert_eq!(reg.stats().participants, 0);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(reg.stats().rooms, 0);
+        assert_eq!(reg.stats().tasks, 0);
+    }
+
+    #[tokio::test]
+    async fn rejoin_within_timeout_keeps_room() {
+        let reg = Arc::new(Registry::new(
+            Duration::from_millis(100),
+            Tasks::default(),
+            never(),
+        ));
+        let (a, _ra) = participant("r", "a");
+        let room = reg.join(a.clone());
+        reg.leave(&room, &a);
+        let (a2, _ra2) = participant("r", "a");
+        let room2 = reg.join(a2.clone());
+        assert_eq!(room.sid, room2.sid);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(reg.stats().rooms, 1);
+    }
+
+    #[tokio::test]
+    async fn duplicate_identity_kicks_old() {
+        let reg = Arc::new(Registry::new(
+            Duration::from_secs(1),
+            Tasks::default(),
+            never(),
+        ));
+        let (old, mut rold) = participant("r", "a");
+        let (watcher, mut rw) = participant("r", "w");
+        reg.join(watcher.clone());
+        let room = reg.join(old.clone());
+        let (new, _rnew) = participant("r", "a");
+        reg.join(new.clone());
+        assert!(matches!(
+            rold.recv().await,
+            Some(Control::Kick(DisconnectReason::DuplicateIdentity))
+        ));
+        // Old session cleanup must not remove the new participant.
+        reg.leave(&room, &old);
+        assert_eq!(
+            reg.snapshot(),
+            vec![("r".to_string(), vec!["a".to_string(), "w".to_string()])]
+        );
+        // Watcher saw: old joined, old disconnected, new joined.
+        let mut states = vec![];
+        while let Ok(Control::Signal(s)) = rw.try_recv() {
+            if let Some(signal_response::Message::Update(u)) = s.message {
+                states.push((u.participants[0].sid.clone(), u.participants[0].state));
+            }
+        }
+        let d = participant_info::State::Disconnected as i32;
+        let j = participant_info::State::Joined as i32;
+        assert_eq!(
+            states,
+            vec![
+                (old.sid.clone(), j),
+                (old.sid.clone(), d),
+                (new.sid.clone(), j)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn destinations_limit_receivers_and_order_is_kept() {
+        let reg = Arc::new(Registry::new(
+            Duration::from_secs(1),
+            Tasks::default(),
+            never(),
+        ));
+        let (a, _ra) = participant("r", "a");
+        let (b, _rb) = participant("r", "b");
+        let (c, _rc) = participant("r", "c");
+        let room = reg.join(a.clone());
+        reg.join(b.clone());
+        reg.join(c.clone());
+        let mut b_rx = b.take_outbox(Reliability::Reliable).unwrap();
+        let mut c_rx = c.take_outbox(Reliability::Reliable).unwrap();
+        for i in 0..10u8 {
+            room.relay(
+                &a.sid,
+                Reliability::Reliable,
+                &["b".to_string()],
+                Arc::new(vec![i]),
+            )
+            .await;
+        }
+        for i in 0..10u8 {
+            assert_eq!(*b_rx.recv().await.unwrap(), vec![i]);
+        }
+        assert!(c_rx.try_recv().is_err());
+    }
+}

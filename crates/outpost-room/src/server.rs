@@ -1,0 +1,267 @@
+//! The HTTP side: routes, token checks, and the [`Server`] handle that starts and
+//! stops everything.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::auth::{Grant, Keys};
+use crate::error::{Error, Result};
+use crate::room::{Registry, Stats};
+use crate::tasks::Tasks;
+use crate::wire::WireConfig;
+
+/// Server settings. `Default` matches `outpost-room serve` without options.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// API key pair tokens must be signed with.
+    pub keys: Keys,
+    /// How often clients ping (sent in the join response).
+    pub ping_interval: Duration,
+    /// Silence after which a participant is removed.
+    pub ping_timeout: Duration,
+    /// How long a room lives after its last participant left.
+    pub empty_timeout: Duration,
+    /// How long a participant may take to get its peer connection up.
+    pub connect_timeout: Duration,
+    /// Largest signaling frame accepted, bytes.
+    pub max_signal_message: usize,
+    /// WebRTC settings. `udp_ip` is replaced by the bind address's IP when unspecified
+    /// here and specified there.
+    pub wire: WireConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            keys: Keys::dev(),
+            ping_interval: Duration::from_secs(5),
+            ping_timeout: Duration::from_secs(15),
+            empty_timeout: Duration::from_secs(20),
+            connect_timeout: Duration::from_secs(20),
+            max_signal_message: 256 * 1024,
+            wire: WireConfig {
+                udp_ip: std::net::Ipv4Addr::UNSPECIFIED.into(),
+                ..WireConfig::default()
+            },
+        }
+    }
+}
+
+/// State shared by all sessions.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) tasks: Tasks,
+    pub(crate) shutdown: watch::Sender<bool>,
+    pub(crate) node_id: String,
+}
+
+/// A running room server.
+#[derive(Debug)]
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    http: tokio::task::JoinHandle<()>,
+}
+
+impl Server {
+    /// Binds `addr` and starts serving.
+    pub async fn bind(addr: SocketAddr, config: Config) -> Result<Self> {
+        let listener = TcpListener::bind(addr).await.map_err(|source| Error::Io {
+            what: format!("bind {addr}"),
+            source,
+        })?;
+        Self::start(listener, config).await
+    }
+
+    /// Starts serving on an already bound listener.
+    pub async fn start(listener: TcpListener, mut config: Config) -> Result<Self> {
+        let addr = listener.local_addr().map_err(|source| Error::Io {
+            what: "local address".into(),
+            source,
+        })?;
+        if config.wire.udp_ip.is_unspecified() && !addr.ip().is_unspecified() {
+            config.wire.udp_ip = addr.ip();
+        }
+        let tasks = Tasks::default();
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            registry: Arc::new(Registry::new(
+                config.empty_timeout,
+                tasks.clone(),
+                shutdown_rx,
+            )),
+            config,
+            tasks,
+            shutdown,
+            node_id: format!("ND_{}", addr.port()),
+        });
+        let app = Router::new()
+            .route("/", get(|| async { "OK" }))
+            .route("/rtc", get(rtc))
+            .route("/rtc/validate", get(validate))
+            .route("/rtc/v1", get(single_pc))
+            .route("/rtc/v1/validate", get(single_pc))
+            .with_state(shared.clone());
+        let mut stop = shared.shutdown.subscribe();
+        let http = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = stop.wait_for(|s| *s).await;
+            });
+            if let Err(e) = serve.await {
+                tracing::error!("http server: {e}");
+            }
+        });
+        tracing::info!(%addr, "outpost-room listening");
+        Ok(Self { addr, shared, http })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `ws://ADDR`, the URL SDKs connect to.
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.addr)
+    }
+
+    /// Room, participant and task counts.
+    pub fn stats(&self) -> Stats {
+        self.shared.registry.stats()
+    }
+
+    /// Open rooms and their participants' identities, sorted.
+    pub fn rooms(&self) -> Vec<(String, Vec<String>)> {
+        self.shared.registry.snapshot()
+    }
+
+    /// Mints a join token signed with the server's keys, valid for an hour.
+    pub fn token(&self, room: &str, identity: &str) -> Result<String> {
+        self.shared
+            .config
+            .keys
+            .mint(room, identity, None, Duration::from_secs(3600))
+    }
+
+    /// Tells every connected client to leave, stops listening, and waits (up to five
+    /// seconds) for all sessions to end. Returns the stats left afterwards.
+    pub async fn shutdown(self) -> Stats {
+        let _ = self.shared.shutdown.send(true);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.shared.tasks.count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if tokio::time::timeout(Duration::from_secs(2), self.http)
+            .await
+            .is_err()
+        {
+            tracing::warn!("http listener did not stop in time");
+        }
+        let left = self.shared.registry.stats();
+        self.shared.registry.clear();
+        tracing::info!(?left, "outpost-room stopped");
+        left
+    }
+}
+
+fn token_from(params: &HashMap<String, String>, headers: &HeaderMap) -> Option<String> {
+    if let Some(v) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    {
+        if let Some(t) = v.strip_prefix("Bearer ") {
+            return Some(t.trim().to_owned());
+        }
+    }
+    params.get("access_token").cloned()
+}
+
+/// The grant of the request's token, or the reason it is refused.
+fn authorize(
+    shared: &Shared,
+    params: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Result<Grant, String> {
+    let Some(token) = token_from(params, headers) else {
+        return Err("no access token (Authorization: Bearer … or access_token=…)".to_owned());
+    };
+    shared.config.keys.verify(&token).map_err(|e| match e {
+        Error::Unauthorized(reason) => reason,
+        other => other.to_string(),
+    })
+}
+
+fn unauthorized(reason: &str) -> Response {
+    tracing::info!(reason, "join refused");
+    (StatusCode::UNAUTHORIZED, reason.to_owned()).into_response()
+}
+
+async fn rtc(
+    State(shared): State<Arc<Shared>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Response {
+    let grant = match authorize(&shared, &params, &headers) {
+        Ok(g) => g,
+        Err(reason) => return unauthorized(&reason),
+    };
+    if params
+        .get("reconnect")
+        .is_some_and(|v| v == "1" || v == "true")
+    {
+        // Resuming needs the old peer connection's state; we ask for a full rejoin,
+        // which the SDKs fall back to.
+        return (
+            StatusCode::NOT_FOUND,
+            "session resume is not supported; rejoin",
+        )
+            .into_response();
+    }
+    let ws = match ws {
+        Ok(ws) => ws,
+        Err(e) => return e.into_response(),
+    };
+    let client_protocol = params
+        .get("client_protocol")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let tasks = shared.tasks.clone();
+    ws.max_message_size(shared.config.max_signal_message)
+        .max_frame_size(shared.config.max_signal_message)
+        .on_upgrade(move |socket| {
+            tasks.track(crate::session::run(shared, socket, grant, client_protocol))
+        })
+}
+
+async fn validate(
+    State(shared): State<Arc<Shared>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    match authorize(&shared, &params, &headers) {
+        Ok(_) => (StatusCode::OK, "success").into_response(),
+        Err(reason) => unauthorized(&reason),
+    }
+}
+
+async fn single_pc() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "single peer connection mode (/rtc/v1) is not implemented; use /rtc",
+    )
+        .into_response()
+}

@@ -1,0 +1,282 @@
+//! WebRTC transport: one answering peer connection per participant (the client's
+//! "publisher" connection) and its `_reliable` / `_lossy` data channels.
+//!
+//! This is the only module that imports `webrtc` (and its `rtc` core, for the two
+//! setting types `webrtc` does not re-export). The rest of the crate sees plain SDP
+//! strings, candidate JSON strings and byte messages.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tokio::sync::mpsc;
+use webrtc::data_channel::{DataChannel, DataChannelEvent};
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
+    RTCIceCandidateInit, RTCPeerConnectionIceEvent, RTCPeerConnectionState, RTCSessionDescription,
+    SettingEngineBuilder,
+};
+
+use crate::error::{Error, Result};
+use crate::proto::Reliability;
+
+/// Transport settings shared by all peer connections of a server.
+#[derive(Debug, Clone)]
+pub struct WireConfig {
+    /// Address the server's ICE host candidates bind to (port chosen per connection).
+    pub udp_ip: IpAddr,
+    /// SCTP `max-message-size` announced in answers.
+    pub sctp_max_message_size: u32,
+    /// SCTP receive window (a_rwnd), bytes.
+    pub sctp_receive_buffer: u32,
+    /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
+    /// above it, which turns a slow receiver into back-pressure on the sender.
+    pub send_buffer_limit: usize,
+}
+
+impl Default for WireConfig {
+    fn default() -> Self {
+        Self {
+            udp_ip: IpAddr::from([127, 0, 0, 1]),
+            sctp_max_message_size: 65_536,
+            sctp_receive_buffer: 4 * 1024 * 1024,
+            send_buffer_limit: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Something that happened on a participant's peer connection.
+#[derive(Debug)]
+pub enum WireEvent {
+    /// A local ICE candidate, as the JSON `{candidate, sdpMid, sdpMLineIndex}` LiveKit's
+    /// `TrickleRequest.candidateInit` carries.
+    LocalCandidate(String),
+    /// The connection reached `connected`.
+    Connected,
+    /// The connection failed or was closed.
+    Down(&'static str),
+    /// The client opened a data channel LiveKit uses.
+    Channel(Reliability, DataChannelHandle),
+}
+
+/// A data channel the client opened: read with [`DataChannelHandle::recv`], write with
+/// [`DataChannelHandle::send`]. Cloning shares the channel.
+#[derive(Clone)]
+pub struct DataChannelHandle {
+    dc: Arc<dyn DataChannel>,
+}
+
+impl std::fmt::Debug for DataChannelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataChannelHandle")
+            .field("id", &self.dc.id())
+            .finish()
+    }
+}
+
+impl DataChannelHandle {
+    /// Next binary or text message; `None` once the channel has closed.
+    pub async fn recv(&self) -> Option<BytesMut> {
+        loop {
+            match self.dc.poll().await? {
+                DataChannelEvent::OnMessage(msg) => return Some(msg.data),
+                DataChannelEvent::OnClose => return None,
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends one message; waits while the channel's send buffer is over its limit.
+    pub async fn send(&self, data: &[u8]) -> Result<()> {
+        self.dc
+            .send(BytesMut::from(data))
+            .await
+            .map_err(|e| Error::Webrtc(format!("data channel send: {e}")))
+    }
+}
+
+struct Handler {
+    events: mpsc::UnboundedSender<WireEvent>,
+    /// The `a=mid` of the answer's application section, used in outgoing candidates.
+    mid: Arc<std::sync::Mutex<String>>,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
+        let Ok(init) = event.candidate.to_json() else {
+            return;
+        };
+        let mid = self
+            .mid
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_else(|_| "0".to_owned());
+        let json = serde_json::json!({
+            "candidate": init.candidate,
+            "sdpMid": mid,
+            "sdpMLineIndex": 0,
+        });
+        let _ = self
+            .events
+            .send(WireEvent::LocalCandidate(json.to_string()));
+    }
+
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        let event = match state {
+            RTCPeerConnectionState::Connected => WireEvent::Connected,
+            RTCPeerConnectionState::Failed => WireEvent::Down("peer connection failed"),
+            RTCPeerConnectionState::Closed => WireEvent::Down("peer connection closed"),
+            _ => return,
+        };
+        let _ = self.events.send(event);
+    }
+
+    async fn on_data_channel(&self, dc: Arc<dyn DataChannel>) {
+        let label = dc.label().await.unwrap_or_default();
+        let reliability = match label.as_str() {
+            "_reliable" => Reliability::Reliable,
+            "_lossy" => Reliability::Lossy,
+            other => {
+                tracing::debug!(label = other, "ignoring data channel LiveKit does not use");
+                return;
+            }
+        };
+        let _ = self
+            .events
+            .send(WireEvent::Channel(reliability, DataChannelHandle { dc }));
+    }
+}
+
+/// The server side of a client's publisher peer connection.
+pub struct Publisher {
+    pc: Arc<dyn PeerConnection>,
+    mid: Arc<std::sync::Mutex<String>>,
+}
+
+impl std::fmt::Debug for Publisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher").finish_non_exhaustive()
+    }
+}
+
+impl Publisher {
+    /// Creates the peer connection; its events arrive on `events`.
+    pub async fn new(
+        config: &WireConfig,
+        events: mpsc::UnboundedSender<WireEvent>,
+    ) -> Result<Self> {
+        let loopback = config.udp_ip.is_loopback();
+        let settings = SettingEngineBuilder::new()
+            // mDNS would open a multicast socket, which fails (ENODEV) inside a bare
+            // network namespace; LiveKit servers hand out plain IP candidates anyway.
+            .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+            .with_include_loopback_candidate(loopback)
+            .with_sctp_max_message_size(
+                rtc::peer_connection::configuration::setting_engine::SctpMaxMessageSize::Bounded(
+                    config.sctp_max_message_size,
+                ),
+            )
+            .with_sctp_max_receive_buffer_size(config.sctp_receive_buffer)
+            .build();
+        let mid = Arc::new(std::sync::Mutex::new("0".to_owned()));
+        let handler = Arc::new(Handler {
+            events,
+            mid: mid.clone(),
+        });
+        let pc = PeerConnectionBuilder::new()
+            .with_configuration(RTCConfigurationBuilder::new().build())
+            .with_setting_engine(settings)
+            .with_handler(handler)
+            .with_udp_addrs(vec![std::net::SocketAddr::new(config.udp_ip, 0)])
+            .with_data_channel_send_buffer_limit(config.send_buffer_limit)
+            .build()
+            .await
+            .map_err(|e| Error::Webrtc(format!("create peer connection: {e}")))?;
+        Ok(Self {
+            pc: Arc::new(pc),
+            mid,
+        })
+    }
+
+    /// Applies the client's offer and returns our answer SDP.
+    pub async fn answer(&self, offer_sdp: String) -> Result<String> {
+        if let Some(mid) = application_mid(&offer_sdp) {
+            if let Ok(mut m) = self.mid.lock() {
+                *m = mid;
+            }
+        }
+        let offer = RTCSessionDescription::offer(offer_sdp)
+            .map_err(|e| Error::BadSignal(format!("offer SDP: {e}")))?;
+        self.pc
+            .set_remote_description(offer)
+            .await
+            .map_err(|e| Error::BadSignal(format!("set remote offer: {e}")))?;
+        let answer = self
+            .pc
+            .create_answer(None)
+            .await
+            .map_err(|e| Error::Webrtc(format!("create answer: {e}")))?;
+        let sdp = answer.sdp.clone();
+        self.pc
+            .set_local_description(answer)
+            .await
+            .map_err(|e| Error::Webrtc(format!("set local answer: {e}")))?;
+        Ok(self
+            .pc
+            .local_description()
+            .await
+            .map(|d| d.sdp)
+            .unwrap_or(sdp))
+    }
+
+    /// Adds a remote candidate given as LiveKit's candidate JSON.
+    pub async fn add_candidate(&self, json: &str) -> Result<()> {
+        let init: RTCIceCandidateInit = serde_json::from_str(json)
+            .map_err(|e| Error::BadSignal(format!("candidate JSON {json:?}: {e}")))?;
+        if init.candidate.is_empty() {
+            // End-of-candidates marker.
+            return Ok(());
+        }
+        self.pc
+            .add_ice_candidate(init)
+            .await
+            .map_err(|e| Error::BadSignal(format!("add candidate: {e}")))
+    }
+
+    /// Closes the connection and its channels.
+    pub async fn close(&self) {
+        if let Err(e) = self.pc.close().await {
+            tracing::debug!("closing peer connection: {e}");
+        }
+    }
+}
+
+/// The `a=mid` of the first `m=application` section of an SDP, if any.
+fn application_mid(sdp: &str) -> Option<String> {
+    let mut in_app = false;
+    for line in sdp.lines() {
+        let line = line.trim_end();
+        if let Some(m) = line.strip_prefix("m=") {
+            in_app = m.starts_with("application");
+        } else if in_app {
+            if let Some(mid) = line.strip_prefix("a=mid:") {
+                return Some(mid.to_owned());
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn finds_application_mid() {
+        let sdp = "v=0\r\nm=audio 9 UDP 0\r\na=mid:0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:1\r\n";
+        assert_eq!(application_mid(sdp).as_deref(), Some("1"));
+        assert_eq!(application_mid("v=0\r\n"), None);
+    }
+}

@@ -1,0 +1,72 @@
+"""Shared helpers for the interop scenarios: tokens, connecting, waiting.
+
+Every scenario reads LK_URL, LK_API_KEY, LK_API_SECRET and LK_ROOM from the
+environment, prints one JSON line per result on stdout, and exits non-zero with a
+message on stderr when something it checks does not hold.
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+from livekit import api, rtc
+
+URL = os.environ.get("LK_URL", "ws://127.0.0.1:7880")
+KEY = os.environ.get("LK_API_KEY", "devkey")
+SECRET = os.environ.get("LK_API_SECRET", "secret")
+ROOM = os.environ.get("LK_ROOM", "interop")
+
+
+def token(identity, room=ROOM, secret=SECRET, ttl_s=600):
+    import datetime
+
+    return (
+        api.AccessToken(KEY, secret)
+        .with_identity(identity)
+        .with_name(identity.capitalize())
+        .with_ttl(datetime.timedelta(seconds=ttl_s))
+        .with_grants(api.VideoGrants(room_join=True, room=room))
+        .to_jwt()
+    )
+
+
+async def connect(identity, room=ROOM):
+    r = rtc.Room()
+    await r.connect(URL, token(identity, room), rtc.RoomOptions(auto_subscribe=False))
+    return r
+
+
+def report(**kv):
+    print(json.dumps(kv), flush=True)
+
+
+def fail(msg):
+    print(f"FAIL: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+async def wait_for(pred, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        await asyncio.sleep(0.02)
+    fail(f"timed out after {timeout}s waiting for {what}")
+
+
+async def wait_remote(room, identity, timeout=10):
+    await wait_for(lambda: identity in room.remote_participants, timeout, f"{identity} to appear")
+
+
+def run(main):
+    try:
+        asyncio.run(asyncio.wait_for(main(), timeout=float(os.environ.get("LK_TIMEOUT", "60"))))
+    except asyncio.TimeoutError:
+        fail("scenario timed out")
