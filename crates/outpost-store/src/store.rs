@@ -456,18 +456,48 @@ impl Store {
         })
     }
 
-    /// Runs `PRAGMA integrity_check`; resolves to the problems found (empty when sound).
+    /// Checks the file: `PRAGMA integrity_check` plus FTS5's own check that both search
+    /// indexes match their tables. Resolves to the problems found (empty when sound). Runs
+    /// on the writer's connection, after every write queued before it.
     pub fn integrity_check(&self) -> Pending<Vec<String>> {
-        self.read(|c| {
-            let rows = c
+        self.on_writer(|c| {
+            let mut problems: Vec<String> = c
                 .prepare("PRAGMA integrity_check")
                 .and_then(|mut s| {
                     s.query_map([], |r| r.get::<_, String>(0))?
                         .collect::<rusqlite::Result<Vec<_>>>()
                 })
-                .ctx(|| "run integrity check".to_owned())?;
-            Ok(rows.into_iter().filter(|r| r != "ok").collect())
+                .ctx(|| "run integrity check".to_owned())?
+                .into_iter()
+                .filter(|r| r != "ok")
+                .collect();
+            for fts in ["messages_fts", "tool_calls_fts"] {
+                // rank = 1 also compares the index with the external content table.
+                let sql = format!("INSERT INTO {fts} ({fts}, rank) VALUES ('integrity-check', 1)");
+                if let Err(e) = c.execute(&sql, []) {
+                    problems.push(format!("{fts}: {e}"));
+                }
+            }
+            Ok(problems)
         })
+    }
+
+    /// Runs `f` on the writer's connection between batches.
+    fn on_writer<T, F>(&self, f: F) -> Pending<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        if let Some(w) = &self.inner.writer {
+            let _ = w.send(Job::Read(Box::new(move |conn: &Connection| {
+                let _ = tx.send(f(conn));
+            })));
+        }
+        Pending {
+            rx,
+            worker: "writer",
+        }
     }
 }
 
@@ -1196,16 +1226,29 @@ mod tests {
     }
 
     fn fts_integrity(store: &Store) {
+        assert_eq!(
+            store.integrity_check().wait().unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn integrity_check_notices_a_search_index_out_of_step() {
+        let store = Store::open_in_memory().unwrap();
+        populate(&store);
+        fts_integrity(&store);
         store
-            .read(|c| {
-                c.execute_batch(
-                    "INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check');
-                     INSERT INTO tool_calls_fts (tool_calls_fts) VALUES ('integrity-check');",
-                )
-                .ctx(|| "fts integrity".to_owned())
+            .on_writer(|c| {
+                c.execute_batch("DROP TRIGGER messages_fts_delete; DELETE FROM messages;")
+                    .ctx(|| "sabotage".to_owned())
             })
             .wait()
             .unwrap();
+        let problems = store.integrity_check().wait().unwrap();
+        assert!(
+            problems.iter().any(|p| p.starts_with("messages_fts")),
+            "{problems:?}"
+        );
     }
 
     #[test]
