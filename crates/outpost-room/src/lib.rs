@@ -16,9 +16,11 @@
 //! - [`auth`]: key pairs, minting and verifying access tokens.
 //! - [`proto`]: the only import site of `livekit_protocol` (types and codec).
 //! - `wire`: the only import site of `webrtc` (peer connection and data channels).
+//! - [`cli`]: the `serve` / `token` command line (the binary is a thin `main`).
 //! - [`tasks`]: counts the server's tasks so tests can prove none leak.
 
 pub mod auth;
+pub mod cli;
 pub mod error;
 pub mod proto;
 pub mod room;

@@ -1,0 +1,62 @@
+//! Interop of `outpost-room` with the official LiveKit Python SDK (Google's libwebrtc
+//! inside), each test in its own network namespace with its own server process.
+//! Needs root, iproute2 and the venv (see `outpost_tests::python`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use outpost_tests::netns::NetNs;
+use outpost_tests::room::{RoomProcess, run_script};
+
+const BIN: &str = env!("CARGO_BIN_EXE_room_server");
+/// Short keep-alive so the vanish test is quick; the SDK pings every second.
+const PING: &[&str] = &[
+    "--ping-interval",
+    "1s",
+    "--ping-timeout",
+    "4s",
+    "--empty-timeout",
+    "2s",
+];
+
+fn scenario(script: &str, timeout_s: u64) -> Vec<serde_json::Value> {
+    let ns = NetNs::create().expect("network namespace");
+    let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
+    run_script(
+        &ns,
+        &server,
+        script,
+        &[("LK_PING_TIMEOUT", "4")],
+        Duration::from_secs(timeout_s),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+#[test]
+fn publish_data_both_ways_with_topics_and_destinations() {
+    let out = scenario("data_exchange.py", 60);
+    assert_eq!(out[0]["ok"], true);
+    assert_eq!(out[0]["seq"], 200);
+}
+
+#[test]
+fn text_stream_5mib_byte_stream_and_rpc() {
+    let out = scenario("streams_rpc.py", 120);
+    assert_eq!(out[0]["ok"], true);
+    assert_eq!(out[0]["stream_bytes"], 5 * 1024 * 1024);
+}
+
+#[test]
+fn third_participant_sees_join_leave_and_vanished_peer_is_removed() {
+    let out = scenario("presence.py", 60);
+    assert_eq!(out[0]["ok"], true);
+    let after = out[0]["vanished_removed_after_s"].as_f64().unwrap();
+    assert!(after <= 6.0, "removed after {after}s");
+}
+
+#[test]
+fn bad_tokens_are_rejected_by_the_official_sdk() {
+    let out = scenario("bad_token.py", 60);
+    assert_eq!(out[0]["ok"], true);
+}
