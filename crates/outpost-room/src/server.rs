@@ -157,7 +157,8 @@ impl Server {
     }
 
     /// Tells every connected client to leave, stops listening, and waits (up to five
-    /// seconds) for all sessions to end. Returns the stats left afterwards.
+    /// seconds) for all sessions to end, then drops the rooms. Returns what is left
+    /// (all zero unless a session failed to stop in time).
     pub async fn shutdown(self) -> Stats {
         let _ = self.shared.shutdown.send(true);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -170,8 +171,8 @@ impl Server {
         {
             tracing::warn!("http listener did not stop in time");
         }
-        let left = self.shared.registry.stats();
         self.shared.registry.clear();
+        let left = self.shared.registry.stats();
         tracing::info!(?left, "outpost-room stopped");
         left
     }
