@@ -1252,6 +1252,55 @@ mod tests {
     }
 
     #[test]
+    fn a_full_disk_fails_the_writes_it_hits_and_nothing_else() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        store
+            .log_message(msg(&cid, "before", Role::User, "kept", T0))
+            .wait()
+            .unwrap();
+        // Cap the database at its current size: the next page allocation fails (SQLITE_FULL).
+        store
+            .on_writer(|c| {
+                c.query_row("PRAGMA page_count", [], |r| r.get::<_, i64>(0))
+                    .and_then(|n| {
+                        c.query_row(&format!("PRAGMA max_page_count = {n}"), [], |_| Ok(()))
+                    })
+                    .ctx(|| "limit size".to_owned())
+            })
+            .wait()
+            .unwrap();
+        let big = "many words here ".repeat(20_000);
+        let acks: Vec<_> = (0..5)
+            .map(|i| store.log_message(msg(&cid, &format!("big{i}"), Role::User, &big, T0 + 1)))
+            .collect();
+        let results: Vec<_> = acks.into_iter().map(|a| a.wait()).collect();
+        assert!(results.iter().all(|r| r.is_err()), "{results:?}");
+        store
+            .on_writer(|c| {
+                c.query_row("PRAGMA max_page_count = 1000000", [], |_| Ok(()))
+                    .ctx(|| "lift limit".to_owned())
+            })
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(&cid, "after", Role::User, "also kept", T0 + 2))
+            .wait()
+            .unwrap();
+        let t = store.timeline(cid).wait().unwrap();
+        let ids: Vec<String> = t
+            .items
+            .iter()
+            .filter_map(|i| match i {
+                TimelineItem::Message(m) => Some(m.id.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ids, ["before", "after"]);
+        fts_integrity(&store);
+    }
+
+    #[test]
     fn delete_cascades_to_everything_and_the_search_index() {
         let store = Store::open_in_memory().unwrap();
         let cid = populate(&store);

@@ -58,6 +58,13 @@ pub(crate) enum Op {
     Flush,
 }
 
+impl Op {
+    /// True for writes that run more than one writing statement.
+    fn needs_savepoint(&self) -> bool {
+        matches!(self, Op::ApplyRetention { .. })
+    }
+}
+
 /// What a write produced.
 #[derive(Debug)]
 pub(crate) enum Outcome {
@@ -183,9 +190,40 @@ fn commit_segment(conn: &mut Connection, ctx: &mut Ctx, segment: Vec<(Op, Done)>
         }
     };
     let mut results = Vec::with_capacity(segment.len());
+    let mut aborted: Option<String> = None;
     for (op, done) in segment {
-        let result = apply_in_savepoint(&tx, ctx, op);
+        if let Some(reason) = &aborted {
+            results.push((done, Err(Error::CommitFailed(reason.clone()))));
+            continue;
+        }
+        // Single-statement writes need no savepoint: SQLite undoes a failed statement by
+        // itself and keeps the transaction. Savepoints cost two statements per write.
+        let result = if op.needs_savepoint() {
+            apply_in_savepoint(&tx, ctx, op)
+        } else {
+            apply(&tx, ctx, op)
+        };
+        if result.is_err() && tx.is_autocommit() {
+            // SQLite rolled the whole transaction back (disk full, I/O error): nothing in
+            // this batch is stored, and later writes must not run outside a transaction.
+            let reason = match &result {
+                Err(e) => format!("transaction rolled back by SQLite: {e}"),
+                Ok(_) => String::new(),
+            };
+            aborted = Some(reason);
+        }
         results.push((done, result));
+    }
+    if let Some(reason) = aborted {
+        drop(tx);
+        ctx.next_seq = seq_before;
+        for (done, result) in results {
+            done(match result {
+                Ok(_) => Err(Error::CommitFailed(reason.clone())),
+                Err(e) => Err(e),
+            });
+        }
+        return;
     }
     match tx.commit() {
         Ok(()) => {
@@ -553,36 +591,17 @@ fn apply_delta(conn: &Connection, ctx: &mut Ctx, d: MessageDelta) -> Result<()> 
     Ok(())
 }
 
-struct CallRow {
-    pk: i64,
-    state: ToolCallState,
-    initiated_at: Millis,
-    running_at: Option<Millis>,
-}
-
-fn load_call(conn: &Connection, conv: &ConversationId, id: &str) -> Result<CallRow> {
-    let row: Option<(i64, String, i64, Option<i64>)> = conn
-        .prepare_cached(
-            "SELECT pk, state, initiated_at, running_at FROM tool_calls
-             WHERE conversation_id = ?1 AND id = ?2",
-        )
-        .and_then(|mut s| {
-            s.query_row(params![conv.0, id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-            })
-            .optional()
-        })
+fn load_call_state(conn: &Connection, conv: &ConversationId, id: &str) -> Result<ToolCallState> {
+    let state: Option<String> = conn
+        .prepare_cached("SELECT state FROM tool_calls WHERE conversation_id = ?1 AND id = ?2")
+        .and_then(|mut s| s.query_row(params![conv.0, id], |r| r.get(0)).optional())
         .ctx(|| format!("look up tool call {id}"))?;
-    let (pk, state, initiated_at, running_at) = row.ok_or_else(|| Error::NotFound {
-        what: "tool call",
-        id: id.to_owned(),
-    })?;
-    Ok(CallRow {
-        pk,
-        state: state.parse()?,
-        initiated_at,
-        running_at,
-    })
+    state
+        .ok_or_else(|| Error::NotFound {
+            what: "tool call",
+            id: id.to_owned(),
+        })?
+        .parse()
 }
 
 fn check_transition(id: &str, from: ToolCallState, to: ToolCallState) -> Result<()> {
@@ -648,14 +667,22 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             id,
             at,
         } => {
-            let row = load_call(conn, &conversation_id, &id)?;
-            check_transition(&id, row.state, ToolCallState::AwaitingConsent)?;
-            conn.prepare_cached(
-                "UPDATE tool_calls SET state = 'awaiting_consent', awaiting_consent_at = ?2
-                 WHERE pk = ?1",
-            )
-            .and_then(|mut s| s.execute(params![row.pk, at]))
-            .ctx(|| format!("update tool call {id}"))?;
+            let n = conn
+                .prepare_cached(
+                    "UPDATE tool_calls SET state = 'awaiting_consent', awaiting_consent_at = ?3
+                     WHERE conversation_id = ?1 AND id = ?2
+                       AND state IN ('initiated', 'awaiting_consent')",
+                )
+                .and_then(|mut s| s.execute(params![conversation_id.0, id, at]))
+                .ctx(|| format!("update tool call {id}"))?;
+            if n == 0 {
+                return Err(explain_refusal(
+                    conn,
+                    &conversation_id,
+                    &id,
+                    ToolCallState::AwaitingConsent,
+                ));
+            }
         }
         ToolCallEvent::Running {
             conversation_id,
@@ -663,14 +690,24 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             executed_by,
             at,
         } => {
-            let row = load_call(conn, &conversation_id, &id)?;
-            check_transition(&id, row.state, ToolCallState::Running)?;
-            conn.prepare_cached(
-                "UPDATE tool_calls SET state = 'running', running_at = ?2, executed_by = ?3
-                 WHERE pk = ?1",
-            )
-            .and_then(|mut s| s.execute(params![row.pk, at, executed_by.as_str()]))
-            .ctx(|| format!("update tool call {id}"))?;
+            let n = conn
+                .prepare_cached(
+                    "UPDATE tool_calls SET state = 'running', running_at = ?3, executed_by = ?4
+                     WHERE conversation_id = ?1 AND id = ?2
+                       AND state IN ('initiated', 'awaiting_consent')",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![conversation_id.0, id, at, executed_by.as_str()])
+                })
+                .ctx(|| format!("update tool call {id}"))?;
+            if n == 0 {
+                return Err(explain_refusal(
+                    conn,
+                    &conversation_id,
+                    &id,
+                    ToolCallState::Running,
+                ));
+            }
         }
         ToolCallEvent::Completed {
             conversation_id,
@@ -678,21 +715,17 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             result,
             executed_by,
             at,
-        } => {
-            let row = load_call(conn, &conversation_id, &id)?;
-            check_transition(&id, row.state, ToolCallState::Completed)?;
-            finish(
-                conn,
-                &row,
-                &id,
-                ToolCallState::Completed,
-                result.as_ref(),
-                None,
-                executed_by,
-                at,
-                cap,
-            )?;
-        }
+        } => finish(
+            conn,
+            &conversation_id,
+            &id,
+            ToolCallState::Completed,
+            result.as_ref(),
+            None,
+            executed_by,
+            at,
+            cap,
+        )?,
         ToolCallEvent::Failed {
             conversation_id,
             id,
@@ -701,29 +734,42 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             result,
             executed_by,
             at,
-        } => {
-            let row = load_call(conn, &conversation_id, &id)?;
-            check_transition(&id, row.state, ToolCallState::Error)?;
-            finish(
-                conn,
-                &row,
-                &id,
-                ToolCallState::Error,
-                result.as_ref(),
-                Some((code, message)),
-                executed_by,
-                at,
-                cap,
-            )?;
-        }
+        } => finish(
+            conn,
+            &conversation_id,
+            &id,
+            ToolCallState::Error,
+            result.as_ref(),
+            Some((code, message)),
+            executed_by,
+            at,
+            cap,
+        )?,
     }
     Ok(())
+}
+
+/// Why a lifecycle update matched no row: the call is unknown, or in a state that does not
+/// allow the step.
+fn explain_refusal(conn: &Connection, conv: &ConversationId, id: &str, to: ToolCallState) -> Error {
+    match load_call_state(conn, conv, id) {
+        Ok(from) => match check_transition(id, from, to) {
+            Err(e) => e,
+            // Matched no row yet allowed: only possible if the row changed in between.
+            Ok(()) => Error::InvalidTransition {
+                id: id.to_owned(),
+                from: from.to_string(),
+                to: to.to_string(),
+            },
+        },
+        Err(e) => e,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn finish(
     conn: &Connection,
-    row: &CallRow,
+    conv: &ConversationId,
     id: &str,
     state: ToolCallState,
     result: Option<&Value>,
@@ -743,27 +789,32 @@ fn finish(
         Some((c, m)) => (Some(c), Some(cap_text(m, cap).0)),
         None => (None, None),
     };
-    let duration = at.saturating_sub(row.running_at.unwrap_or(row.initiated_at));
-    conn.prepare_cached(
-        "UPDATE tool_calls SET state = ?2, finished_at = ?3, duration_ms = ?4,
-            executed_by = COALESCE(executed_by, ?5), result = ?6, result_original_bytes = ?7,
-            error_code = ?8, error_message = ?9
-         WHERE pk = ?1",
-    )
-    .and_then(|mut s| {
-        s.execute(params![
-            row.pk,
-            state.as_str(),
-            at,
-            duration,
-            executed_by.map(|e| e.as_str()),
-            result_text,
-            result_original,
-            code,
-            message
-        ])
-    })
-    .ctx(|| format!("finish tool call {id}"))?;
+    let n = conn
+        .prepare_cached(
+            "UPDATE tool_calls SET state = ?3, finished_at = ?4,
+                duration_ms = ?4 - COALESCE(running_at, initiated_at),
+                executed_by = COALESCE(executed_by, ?5), result = ?6, result_original_bytes = ?7,
+                error_code = ?8, error_message = ?9
+             WHERE conversation_id = ?1 AND id = ?2
+               AND state NOT IN ('completed', 'error')",
+        )
+        .and_then(|mut s| {
+            s.execute(params![
+                conv.0,
+                id,
+                state.as_str(),
+                at,
+                executed_by.map(|e| e.as_str()),
+                result_text,
+                result_original,
+                code,
+                message
+            ])
+        })
+        .ctx(|| format!("finish tool call {id}"))?;
+    if n == 0 {
+        return Err(explain_refusal(conn, conv, id, state));
+    }
     Ok(())
 }
 
