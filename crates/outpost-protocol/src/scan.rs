@@ -1,0 +1,298 @@
+//! A single pass over raw MessagePack that checks structure before serde sees it.
+//!
+//! It is iterative (no recursion, whatever the nesting), allocates one small stack, and
+//! answers the questions serde cannot answer cheaply: does the buffer hold exactly one value,
+//! is it a map with string keys throughout, is it within the depth and element limits, are
+//! there only JSON-like values (no binary or extension types), and what is its `type`.
+
+use crate::error::DecodeError;
+use crate::limits::{MAX_ELEMENTS, MAX_VALUE_DEPTH};
+
+/// Deepest container nesting of a whole message: the message map, a list such as
+/// `tools`, a descriptor map, then a free-form value of up to [`MAX_VALUE_DEPTH`].
+pub(crate) const MAX_MESSAGE_DEPTH: usize = MAX_VALUE_DEPTH + 3;
+
+/// What the scan learned about a structurally valid message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Scanned {
+    /// The top-level `type`.
+    pub ty: u64,
+}
+
+struct Frame {
+    /// Items still to read: 2 per map entry, 1 per array element.
+    remaining: u64,
+    is_map: bool,
+}
+
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        let end = self.pos.checked_add(n).ok_or(DecodeError::Incomplete)?;
+        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Incomplete)?;
+        self.pos = end;
+        Ok(s)
+    }
+
+    fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
+        Ok(self
+            .take(n)?
+            .iter()
+            .fold(0u64, |acc, b| (acc << 8) | u64::from(*b)))
+    }
+}
+
+/// One MessagePack item, as far as the scan cares.
+enum Item<'a> {
+    Str(&'a [u8]),
+    UInt(u64),
+    NegInt,
+    OtherScalar,
+    Array(u64),
+    Map(u64),
+}
+
+fn read_item<'a>(c: &mut Cursor<'a>) -> Result<Item<'a>, DecodeError> {
+    let marker = c.take(1)?[0];
+    let item = match marker {
+        0x00..=0x7f => Item::UInt(marker.into()),
+        0x80..=0x8f => Item::Map((marker & 0x0f).into()),
+        0x90..=0x9f => Item::Array((marker & 0x0f).into()),
+        0xa0..=0xbf => Item::Str(c.take((marker & 0x1f).into())?),
+        0xc0 | 0xc2 | 0xc3 => Item::OtherScalar,
+        0xc1 => return Err(DecodeError::Malformed("reserved marker byte 0xc1".into())),
+        0xc4..=0xc6 => {
+            return Err(DecodeError::Malformed(
+                "binary values are not allowed; send bytes as base64 strings".into(),
+            ));
+        }
+        0xc7..=0xc9 | 0xd4..=0xd8 => {
+            return Err(DecodeError::Malformed(
+                "extension values are not allowed".into(),
+            ));
+        }
+        0xca => {
+            c.take(4)?;
+            Item::OtherScalar
+        }
+        0xcb => {
+            c.take(8)?;
+            Item::OtherScalar
+        }
+        0xcc => Item::UInt(c.be(1)?),
+        0xcd => Item::UInt(c.be(2)?),
+        0xce => Item::UInt(c.be(4)?),
+        0xcf => Item::UInt(c.be(8)?),
+        0xd0..=0xd3 => {
+            let width = 1usize << (marker - 0xd0);
+            let raw = c.be(width)?;
+            let sign_bit = 1u64 << (width * 8 - 1);
+            if raw & sign_bit == 0 {
+                Item::UInt(raw)
+            } else {
+                Item::NegInt
+            }
+        }
+        0xd9 => {
+            let n = c.be(1)?;
+            Item::Str(c.take(len(n)?)?)
+        }
+        0xda => {
+            let n = c.be(2)?;
+            Item::Str(c.take(len(n)?)?)
+        }
+        0xdb => {
+            let n = c.be(4)?;
+            Item::Str(c.take(len(n)?)?)
+        }
+        0xdc => Item::Array(c.be(2)?),
+        0xdd => Item::Array(c.be(4)?),
+        0xde => Item::Map(c.be(2)?),
+        0xdf => Item::Map(c.be(4)?),
+        0xe0..=0xff => Item::NegInt,
+    };
+    Ok(item)
+}
+
+fn len(n: u64) -> Result<usize, DecodeError> {
+    usize::try_from(n).map_err(|_| DecodeError::Incomplete)
+}
+
+fn check_count(n: u64, per_entry: u64, elements: &mut u64) -> Result<u64, DecodeError> {
+    let items = n.saturating_mul(per_entry);
+    *elements = elements.saturating_add(items);
+    if *elements > MAX_ELEMENTS as u64 {
+        return Err(DecodeError::Malformed(format!(
+            "the message holds more than {MAX_ELEMENTS} elements"
+        )));
+    }
+    Ok(items)
+}
+
+/// Checks `buf` holds exactly one well-formed message map and returns its `type`.
+pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
+    let mut c = Cursor { buf, pos: 0 };
+    let mut elements: u64 = 1;
+    let top = match read_item(&mut c)? {
+        Item::Map(n) => check_count(n, 2, &mut elements)?,
+        _ => {
+            return Err(DecodeError::Malformed(
+                "a message must be a MessagePack map".into(),
+            ));
+        }
+    };
+    let mut stack = vec![Frame {
+        remaining: top,
+        is_map: true,
+    }];
+    let mut ty: Option<u64> = None;
+    // Set while the next item is the value of the top-level `type` key.
+    let mut type_value_next = false;
+
+    while let Some(frame) = stack.last_mut() {
+        if frame.remaining == 0 {
+            stack.pop();
+            continue;
+        }
+        let is_key = frame.is_map && frame.remaining % 2 == 0;
+        frame.remaining -= 1;
+        let at_top = stack.len() == 1;
+        let item = read_item(&mut c)?;
+        if is_key {
+            let Item::Str(key) = item else {
+                return Err(DecodeError::Malformed("map keys must be strings".into()));
+            };
+            let key = std::str::from_utf8(key)
+                .map_err(|_| DecodeError::Malformed("invalid UTF-8 in a map key".into()))?;
+            if at_top && key == "type" {
+                if ty.is_some() {
+                    return Err(DecodeError::Malformed(
+                        "the `type` key appears twice".into(),
+                    ));
+                }
+                type_value_next = true;
+            }
+            continue;
+        }
+        if type_value_next {
+            type_value_next = false;
+            match item {
+                Item::UInt(t) if t > 0 => ty = Some(t),
+                _ => {
+                    return Err(DecodeError::Malformed(
+                        "`type` must be a positive integer".into(),
+                    ));
+                }
+            }
+            continue;
+        }
+        match item {
+            Item::Str(s) => {
+                if std::str::from_utf8(s).is_err() {
+                    return Err(DecodeError::Malformed("invalid UTF-8 in a string".into()));
+                }
+            }
+            Item::Array(n) | Item::Map(n) => {
+                let is_map = matches!(item, Item::Map(_));
+                let items = check_count(n, if is_map { 2 } else { 1 }, &mut elements)?;
+                if stack.len() >= MAX_MESSAGE_DEPTH {
+                    return Err(DecodeError::Malformed(format!(
+                        "values nest deeper than {MAX_MESSAGE_DEPTH} levels"
+                    )));
+                }
+                stack.push(Frame {
+                    remaining: items,
+                    is_map,
+                });
+            }
+            Item::UInt(_) | Item::NegInt | Item::OtherScalar => {}
+        }
+    }
+
+    if c.pos != buf.len() {
+        return Err(DecodeError::TrailingBytes(buf.len() - c.pos));
+    }
+    ty.map(|ty| Scanned { ty }).ok_or(DecodeError::MissingType)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_map_with_type() {
+        // {"type": 6}
+        let buf = [0x81, 0xa4, b't', b'y', b'p', b'e', 0x06];
+        assert_eq!(scan(&buf), Ok(Scanned { ty: 6 }));
+    }
+
+    #[test]
+    fn every_prefix_of_a_valid_message_is_incomplete() {
+        let buf = [
+            0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'a', 0x91, 0xc3,
+        ];
+        assert!(scan(&buf).is_ok());
+        for cut in 0..buf.len() {
+            assert_eq!(
+                scan(&buf[..cut]),
+                Err(DecodeError::Incomplete),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn huge_declared_lengths_fail_without_allocating() {
+        // map32 declaring 4 billion entries
+        let buf = [0xdf, 0xff, 0xff, 0xff, 0xff];
+        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+        // str32 declaring 4 GiB inside a map
+        let buf = [0x81, 0xa1, b'a', 0xdb, 0xff, 0xff, 0xff, 0xff, b'x'];
+        assert_eq!(scan(&buf), Err(DecodeError::Incomplete));
+    }
+
+    #[test]
+    fn nesting_is_bounded_without_recursion() {
+        let mut buf = vec![0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'p'];
+        buf.extend(std::iter::repeat_n(0x91, 1_000_000));
+        buf.push(0xc0);
+        let err = scan(&buf).unwrap_err();
+        assert!(
+            matches!(err, DecodeError::Malformed(ref m) if m.contains("deeper")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn non_string_keys_and_binary_are_rejected() {
+        let buf = [0x81, 0x01, 0x02];
+        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+        let buf = [
+            0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'b', 0xc4, 0x01, 0x00,
+        ];
+        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+    }
+
+    #[test]
+    fn type_must_be_present_unique_and_positive() {
+        assert_eq!(scan(&[0x80]), Err(DecodeError::MissingType));
+        let dup = [
+            0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa4, b't', b'y', b'p', b'e', 0x07,
+        ];
+        assert!(matches!(scan(&dup), Err(DecodeError::Malformed(_))));
+        let neg = [0x81, 0xa4, b't', b'y', b'p', b'e', 0xff];
+        assert!(matches!(scan(&neg), Err(DecodeError::Malformed(_))));
+        let text = [0x81, 0xa4, b't', b'y', b'p', b'e', 0xa1, b'6'];
+        assert!(matches!(scan(&text), Err(DecodeError::Malformed(_))));
+    }
+
+    #[test]
+    fn trailing_bytes_are_counted() {
+        let buf = [0x81, 0xa4, b't', b'y', b'p', b'e', 0x06, 0x00, 0x00];
+        assert_eq!(scan(&buf), Err(DecodeError::TrailingBytes(2)));
+    }
+}

@@ -1,0 +1,71 @@
+use serde::{Deserialize, Serialize};
+
+use crate::error::FieldError;
+use crate::open_enum::open_enum;
+use crate::validate::{self, Validate};
+
+open_enum! {
+    /// Protocol-level fault codes carried by [`ErrorMessage`]. Tool failures never use these:
+    /// they travel as a failed [`ToolUseResult`](crate::ToolUseResult) (seed 001).
+    pub enum ProtocolErrorCode {
+        /// The bytes are not a well-formed Outpost message (truncated, trailing bytes,
+        /// invalid UTF-8, too deep, not a map, binary or extension values).
+        MalformedMessage => "malformed_message",
+        /// The message is larger than the receiver accepts.
+        MessageTooLarge => "message_too_large",
+        /// The `type` is not one the receiver knows.
+        UnknownType => "unknown_type",
+        /// A required field (or `type`) is absent.
+        MissingField => "missing_field",
+        /// A field has an unacceptable value.
+        InvalidField => "invalid_field",
+        /// Hello and welcome found no protocol version both sides speak.
+        UnsupportedVersion => "unsupported_version",
+        /// A valid message arrived where it makes no sense: wrong direction, or before hello.
+        UnexpectedMessage => "unexpected_message",
+        /// The sender hit a fault of its own.
+        InternalError => "internal_error",
+    }
+}
+
+/// Type 1: a protocol-level fault, sent by either side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorMessage {
+    /// Machine-readable code.
+    pub code: ProtocolErrorCode,
+    /// Human-readable description; the exact texts are listed in docs/PROTOCOL.md.
+    pub message: String,
+    /// The `type` of the offending message, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_type: Option<u32>,
+    /// The `id` of the offending message, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ref_id: Option<String>,
+    /// True when the sender is about to leave the session because of this fault.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fatal: bool,
+}
+
+impl ErrorMessage {
+    /// A non-fatal error with `code` and `message`.
+    pub fn new(code: ProtocolErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            message_type: None,
+            ref_id: None,
+            fatal: false,
+        }
+    }
+}
+
+impl Validate for ErrorMessage {
+    fn validate(&self) -> Result<(), FieldError> {
+        validate::name("code", self.code.as_str())?;
+        if let Some(r) = &self.ref_id {
+            validate::id("refId", r)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,14 @@
+//! The message catalogue: one struct per message type, camelCase on the wire.
+
+mod chat;
+mod error;
+pub(crate) mod session;
+mod tool;
+
+pub use chat::{AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, UserMessage};
+pub use error::{ErrorMessage, ProtocolErrorCode};
+pub use session::{ClientHello, ServerWelcome, ToolDescriptor};
+pub use tool::{
+    Execution, ProgressState, ToolErrorCode, ToolUseCancel, ToolUseProgress, ToolUseRequest,
+    ToolUseResult,
+};
