@@ -60,3 +60,38 @@ fn bad_tokens_are_rejected_by_the_official_sdk() {
     let out = scenario("bad_token.py", 60);
     assert_eq!(out[0]["ok"], true);
 }
+
+/// The quickstart in docs/ROOM.md: tokens from `outpost-room token`, two copies of
+/// examples/room-quickstart/talk.py that greet each other.
+#[test]
+fn quickstart_example_participants_talk() {
+    use outpost_tests::proc::Proc;
+    let ns = NetNs::create().expect("network namespace");
+    let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
+    let py = outpost_tests::python::python().unwrap_or_else(|e| panic!("{e:#}"));
+    let script = outpost_tests::python::workspace_root().join("examples/room-quickstart/talk.py");
+    let token = |id: &str| {
+        let out = std::process::Command::new(BIN)
+            .args(["token", "--room", "demo", "--identity", id])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    };
+    let talk = |id: &str, msg: &str| {
+        let mut cmd = ns.command(&py);
+        cmd.arg(&script).args([&server.url, &token(id), msg]);
+        Proc::spawn(id, cmd).unwrap()
+    };
+    let alice = talk("alice", "hi bob");
+    let bob = talk("bob", "hi alice");
+    let (sa, out_a, err_a) = alice.finish(Duration::from_secs(40)).unwrap();
+    let (sb, out_b, err_b) = bob.finish(Duration::from_secs(40)).unwrap();
+    assert!(
+        sa.success() && sb.success(),
+        "alice:\n{out_a}{err_a}\nbob:\n{out_b}{err_b}\nserver:\n{}",
+        server.proc.stderr()
+    );
+    assert!(out_a.contains("bob: hi alice"), "{out_a}");
+    assert!(out_b.contains("alice: hi bob"), "{out_b}");
+}

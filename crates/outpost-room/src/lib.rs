@@ -33,4 +33,4 @@ pub use auth::{Grant, Keys};
 pub use error::{Error, Result};
 pub use room::Stats;
 pub use server::{Config, Server};
-pub use wire::WireConfig;
+pub use wire::{WireConfig, direct_pair_seconds};

@@ -20,6 +20,9 @@ use crate::room::{Control, Participant, Room};
 use crate::server::Shared;
 use crate::wire::{DataChannelHandle, Publisher, WireEvent};
 
+/// How long a participant that asked to leave keeps relaying what is still in flight.
+const LEAVE_GRACE: Duration = Duration::from_millis(300);
+
 /// Candidates buffered before the offer arrives.
 const MAX_EARLY_CANDIDATES: usize = 64;
 
@@ -67,6 +70,11 @@ pub(crate) async fn run(
     };
     let end = session.drive(socket, ctl_rx).await;
     tracing::info!(room = %room.name, identity = %participant.identity(), sid = %participant.sid, reason = %end.reason(), "participant left");
+    if matches!(end, End::Quiet("client left")) {
+        // A client that sends data and then leaves at once would otherwise lose the
+        // packets still crossing SCTP while its Leave overtook them on the WebSocket.
+        tokio::time::sleep(LEAVE_GRACE).await;
+    }
     shared.registry.leave(&room, &participant);
     session.teardown().await;
 }

@@ -238,6 +238,10 @@ impl Publisher {
             // End-of-candidates marker.
             return Ok(());
         }
+        if is_tcp_candidate(&init.candidate) {
+            // We only listen on UDP; dialling the client's TCP candidates just fails.
+            return Ok(());
+        }
         self.pc
             .add_ice_candidate(init)
             .await
@@ -250,6 +254,14 @@ impl Publisher {
             tracing::debug!("closing peer connection: {e}");
         }
     }
+}
+
+/// Whether an ICE candidate line uses TCP (`candidate:<foundation> <component> tcp …`).
+fn is_tcp_candidate(candidate: &str) -> bool {
+    candidate
+        .split_whitespace()
+        .nth(2)
+        .is_some_and(|t| t.eq_ignore_ascii_case("tcp"))
 }
 
 /// The `a=mid` of the first `m=application` section of an SDP, if any.
@@ -268,10 +280,128 @@ fn application_mid(sdp: &str) -> Option<String> {
     None
 }
 
+/// Baseline for benchmarks: pushes `total` bytes in `chunk`-byte messages over an
+/// ordered data channel from a plain `webrtc` offerer straight into a [`Publisher`]
+/// configured like the server's (no signaling, no relay, no SDK), on loopback.
+/// Returns the seconds from the first send until the last byte arrived.
+pub async fn direct_pair_seconds(config: &WireConfig, total: usize, chunk: usize) -> Result<f64> {
+    struct Offerer {
+        candidates: mpsc::UnboundedSender<String>,
+    }
+    #[async_trait::async_trait]
+    impl PeerConnectionEventHandler for Offerer {
+        async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
+            if let Ok(init) = event.candidate.to_json() {
+                let json = serde_json::json!({"candidate": init.candidate, "sdpMid": "0", "sdpMLineIndex": 0});
+                let _ = self.candidates.send(json.to_string());
+            }
+        }
+    }
+    let w = |e: webrtc::error::Error| Error::Webrtc(e.to_string());
+    let mut config = config.clone();
+    config.udp_ip = IpAddr::from([127, 0, 0, 1]);
+    let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
+    let answerer = Publisher::new(&config, ev_tx).await?;
+    let (cand_tx, mut cand_rx) = mpsc::unbounded_channel();
+    let settings = SettingEngineBuilder::new()
+        .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+        .with_include_loopback_candidate(true)
+        .build();
+    let offerer = PeerConnectionBuilder::new()
+        .with_configuration(RTCConfigurationBuilder::new().build())
+        .with_setting_engine(settings)
+        .with_handler(Arc::new(Offerer {
+            candidates: cand_tx,
+        }))
+        .with_udp_addrs(vec!["127.0.0.1:0".to_owned()])
+        .with_data_channel_send_buffer_limit(config.send_buffer_limit)
+        .build()
+        .await
+        .map_err(w)?;
+    let dc = offerer
+        .create_data_channel("_reliable", None)
+        .await
+        .map_err(w)?;
+    let offer = offerer.create_offer(None).await.map_err(w)?;
+    offerer
+        .set_local_description(offer.clone())
+        .await
+        .map_err(w)?;
+    let answer = answerer.answer(offer.sdp).await?;
+    offerer
+        .set_remote_description(RTCSessionDescription::answer(answer).map_err(w)?)
+        .await
+        .map_err(w)?;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    let mut incoming = None;
+    while incoming.is_none() {
+        tokio::select! {
+            Some(c) = cand_rx.recv() => answerer.add_candidate(&c).await?,
+            Some(ev) = ev_rx.recv() => match ev {
+                WireEvent::LocalCandidate(c) => {
+                    let init: RTCIceCandidateInit = serde_json::from_str(&c)
+                        .map_err(|e| Error::Webrtc(e.to_string()))?;
+                    offerer.add_ice_candidate(init).await.map_err(w)?;
+                }
+                WireEvent::Channel(_, handle) => incoming = Some(handle),
+                _ => {}
+            },
+            _ = tokio::time::sleep_until(deadline) => return Err(Error::Webrtc("direct pair did not connect".into())),
+        }
+    }
+    while let Some(ev) = dc.poll().await {
+        if matches!(ev, DataChannelEvent::OnOpen) {
+            break;
+        }
+    }
+    let Some(incoming) = incoming else {
+        return Err(Error::Webrtc("no channel".into()));
+    };
+    let reader = tokio::spawn(async move {
+        let mut got = 0usize;
+        while got < total {
+            match incoming.recv().await {
+                Some(m) => got += m.len(),
+                None => break,
+            }
+        }
+        got
+    });
+    let started = std::time::Instant::now();
+    let payload = vec![7u8; chunk];
+    let mut sent = 0usize;
+    while sent < total {
+        let n = chunk.min(total - sent);
+        dc.send(BytesMut::from(&payload[..n])).await.map_err(w)?;
+        sent += n;
+    }
+    let got = reader.await.map_err(|e| Error::Webrtc(e.to_string()))?;
+    let secs = started.elapsed().as_secs_f64();
+    let _ = offerer.close().await;
+    answerer.close().await;
+    if got < total {
+        return Err(Error::Webrtc(format!(
+            "direct pair delivered {got} of {total} bytes"
+        )));
+    }
+    Ok(secs)
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn tcp_candidates_are_recognised() {
+        assert!(is_tcp_candidate(
+            "candidate:1 1 tcp 1518280447 10.0.0.2 9 typ host tcptype active"
+        ));
+        assert!(!is_tcp_candidate(
+            "candidate:1 1 udp 2122260223 10.0.0.2 5000 typ host"
+        ));
+        assert!(!is_tcp_candidate("garbage"));
+    }
 
     #[test]
     fn finds_application_mid() {

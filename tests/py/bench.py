@@ -1,0 +1,119 @@
+"""Benchmark through outpost-room between two official-SDK peers: reliable data-packet
+round-trip latency and 10 MiB byte-stream throughput, plus, in the same run, a raw
+TCP copy over the same veth as a link baseline. Prints one JSON line."""
+
+import asyncio
+import os
+import statistics
+import time
+
+from lkcommon import connect, report, run, wait_remote
+
+SIZE = int(os.environ.get("BENCH_BYTES", str(10 * 1024 * 1024)))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "200"))
+HOST = os.environ.get("BENCH_TCP_HOST", "127.0.0.1")
+
+
+async def rtt(alice, bob):
+    def echo(p):
+        if p.topic == "ping":
+            asyncio.ensure_future(bob.local_participant.publish_data(
+                bytes(p.data), topic="pong", destination_identities=["alice"]))
+
+    waiting = {}
+
+    def arrived(p):
+        fut = waiting.pop(bytes(p.data), None) if p.topic == "pong" else None
+        if fut is not None and not fut.done():
+            fut.set_result(time.perf_counter())
+
+    bob.on("data_received", echo)
+    alice.on("data_received", arrived)
+    loop = asyncio.get_running_loop()
+    samples = []
+    for i in range(ROUNDS + 20):
+        key = f"{i}".encode().ljust(64, b".")
+        fut = loop.create_future()
+        waiting[key] = fut
+        t0 = time.perf_counter()
+        await alice.local_participant.publish_data(key, topic="ping", destination_identities=["bob"])
+        t1 = await asyncio.wait_for(fut, 10)
+        if i >= 20:
+            samples.append((t1 - t0) * 1000)
+    samples.sort()
+    return {
+        "rtt_ms_p50": round(statistics.median(samples), 3),
+        "rtt_ms_p95": round(samples[int(len(samples) * 0.95) - 1], 3),
+        "rtt_rounds": len(samples),
+    }
+
+
+async def stream(alice, bob):
+    loop = asyncio.get_running_loop()
+    done = loop.create_future()
+
+    async def read(reader, sender):
+        n = 0
+        async for chunk in reader:
+            n += len(chunk)
+        done.set_result((n, time.perf_counter()))
+
+    bob.register_byte_stream_handler("bench", lambda r, s: asyncio.ensure_future(read(r, s)))
+    payload = os.urandom(SIZE)
+    t0 = time.perf_counter()
+    writer = await alice.local_participant.stream_bytes("bench.bin", total_size=SIZE, topic="bench")
+    step = 256 * 1024
+    for i in range(0, SIZE, step):
+        await writer.write(payload[i:i + step])
+    await writer.aclose()
+    n, t1 = await asyncio.wait_for(done, 600)
+    assert n == SIZE, n
+    return {"stream_bytes": n, "stream_s": round(t1 - t0, 3), "stream_mb_s": round(n / (t1 - t0) / 1e6, 2)}
+
+
+async def tcp_baseline():
+    """Copies SIZE bytes over TCP on the same interface, same process: link ceiling."""
+    got = 0
+    done = asyncio.Event()
+
+    async def sink(reader, writer):
+        nonlocal got
+        while True:
+            b = await reader.read(1 << 20)
+            if not b:
+                break
+            got += len(b)
+        writer.close()
+        done.set()
+
+    server = await asyncio.start_server(sink, HOST, 0)
+    port = server.sockets[0].getsockname()[1]
+    _, w = await asyncio.open_connection(HOST, port)
+    payload = os.urandom(SIZE)
+    t0 = time.perf_counter()
+    for i in range(0, SIZE, 15000):
+        w.write(payload[i:i + 15000])
+        await w.drain()
+    w.close()
+    await done.wait()
+    secs = time.perf_counter() - t0
+    server.close()
+    return {"tcp_mb_s": round(got / secs / 1e6, 2)}
+
+
+async def main():
+    alice = await connect("alice", room="bench")
+    bob = await connect("bob", room="bench")
+    await wait_remote(alice, "bob")
+    await wait_remote(bob, "alice")
+    await asyncio.sleep(0.5)
+    out = {"scenario": "bench"}
+    out.update(await rtt(alice, bob))
+    out.update(await stream(alice, bob))
+    out.update(await tcp_baseline())
+    report(**out)
+    await alice.disconnect()
+    await bob.disconnect()
+
+
+run(main)
