@@ -1,0 +1,48 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in the policy crate.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The policy file could not be read or written.
+    #[error("policy file {path}: {source}")]
+    Io {
+        /// The file concerned.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy file is not valid TOML or does not follow the policy's shape.
+    #[error("policy file {path} is invalid: {message}")]
+    Invalid {
+        /// The file concerned.
+        path: PathBuf,
+        /// What is wrong, with the line and column when TOML knows them.
+        message: String,
+    },
+    /// The file watcher could not be started.
+    #[error("cannot watch policy file {path}: {message}")]
+    Watch {
+        /// The file concerned.
+        path: PathBuf,
+        /// The watcher's error.
+        message: String,
+    },
+    /// A consent answer named a question that is not pending (answered, withdrawn or unknown).
+    #[error("no pending consent question with id '{0}'")]
+    UnknownConsent(String),
+    /// A consent answer chose a decision the question did not offer.
+    #[error("decision '{decision}' was not offered for consent question '{consent_id}'")]
+    DecisionNotOffered {
+        /// The question.
+        consent_id: String,
+        /// The decision given.
+        decision: String,
+    },
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = PolicyError> = std::result::Result<T, E>;

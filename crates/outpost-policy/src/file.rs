@@ -1,0 +1,527 @@
+//! The policy file: a commented TOML file in the config directory, loaded at start,
+//! reloaded when it changes, and edited in place (comments kept) when the user picks
+//! "always allow" or "always deny".
+//!
+//! An invalid file never loosens anything: the error is reported through
+//! [`PolicyStore::status`] and the last valid policy stays in force. A file that is invalid
+//! at start leaves the built-in defaults in force (which ask before anything outside a
+//! folder scope runs).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::watch;
+
+use crate::error::{PolicyError, Result};
+use crate::model::{CompiledPolicy, FolderAccess, Policy, PolicyContext, Rule};
+
+/// The file written when none exists. Parsing it gives [`Policy::default`].
+pub const DEFAULT_POLICY_TOML: &str = r#"# Outpost tool permissions
+#
+# Outpost runs tools on this computer only as this file allows. Edit it with any text
+# editor: Outpost reloads it when you save. If the file has a mistake, Outpost shows the
+# error and keeps using the last version that was valid.
+#
+# How a tool call is decided, strongest rule first:
+#   1. "deny" always wins: a tool set to "deny", or a folder with access = "deny".
+#   2. Tools that change files (write_file) are off until you enable them below, and then
+#      ask every time. open_path and open_url ask every time.
+#   3. The built-in secrets list is never touched: ~/.ssh, ~/.gnupg, ~/.aws,
+#      ~/.config/gcloud, ~/.kube, ~/.docker/config.json, keyrings, browser profiles,
+#      password stores, .env files, *.pem, *.key, id_* files, shell histories, and
+#      Outpost's own settings and data. To allow one exact path, add it under
+#      [[exceptions]].
+#   4. A tool set to "allow" runs without asking; "ask" asks every time.
+#   5. Other tools run without asking inside the folders listed with access = "allow",
+#      and ask you everywhere else.
+
+# Seconds Outpost waits for your answer before treating a question as "deny".
+consent_timeout_secs = 120
+
+# Let tools read /proc, /sys and /dev. Devices, pipes and sockets are refused even then.
+allow_system_paths = false
+
+# Per-tool rules: "allow", "ask" or "deny". A tool not listed follows its default.
+# Example: enable write_file (it will still ask every time):
+#   write_file = "ask"
+[tools]
+
+# Folder scopes. Example:
+#   [[folders]]
+#   path = "~/Documents"
+#   access = "allow"               # or "deny"
+#   tools = ["read_local_file"]    # optional: only these tools
+# "Always allow" and "always deny" answers are added here.
+
+# Exceptions to the secrets list, one exact path each. Example:
+#   [[exceptions]]
+#   path = "~/projects/app/.env.example"
+"#;
+
+/// How long the watcher waits for a burst of change events to end before reloading.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// Where the policy stands: which load is in force and the last error, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyStatus {
+    /// Increases by one each time a valid file is loaded.
+    pub generation: u64,
+    /// The last load's error, `None` when the file in force is the file on disk.
+    pub error: Option<String>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    path: Option<PathBuf>,
+    ctx: PolicyContext,
+    current: RwLock<Arc<CompiledPolicy>>,
+    status: watch::Sender<PolicyStatus>,
+    // Serializes edits of the file so two "always" answers do not lose each other.
+    edit: Mutex<()>,
+}
+
+/// The policy in force, shared by the dispatcher, the UI and the file watcher.
+#[derive(Debug, Clone)]
+pub struct PolicyStore {
+    inner: Arc<Inner>,
+}
+
+impl PolicyStore {
+    /// Opens the policy file at `path`, writing [`DEFAULT_POLICY_TOML`] when it does not
+    /// exist. An invalid file is reported in [`status`](Self::status) and the defaults apply.
+    pub fn open(path: impl Into<PathBuf>, ctx: PolicyContext) -> Result<Self> {
+        let path = path.into();
+        if !path.exists() {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|source| PolicyError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+            write_atomic(&path, DEFAULT_POLICY_TOML)?;
+        }
+        let store = Self::build(Some(path), ctx, Policy::default());
+        // The error, if any, is now in `status`; the defaults stay in force.
+        let _ = store.reload();
+        Ok(store)
+    }
+
+    /// A store with no file: `policy` stays in force and "always" answers are kept in
+    /// memory only. For tests, benchmarks and headless use.
+    pub fn in_memory(policy: Policy, ctx: PolicyContext) -> Self {
+        Self::build(None, ctx, policy)
+    }
+
+    fn build(path: Option<PathBuf>, ctx: PolicyContext, policy: Policy) -> Self {
+        let compiled = Arc::new(CompiledPolicy::new(policy, &ctx));
+        let (status, _) = watch::channel(PolicyStatus {
+            generation: 0,
+            error: None,
+        });
+        Self {
+            inner: Arc::new(Inner {
+                path,
+                ctx,
+                current: RwLock::new(compiled),
+                status,
+                edit: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The file's path, if the store has one.
+    pub fn path(&self) -> Option<&Path> {
+        self.inner.path.as_deref()
+    }
+
+    /// The context the policy is compiled against.
+    pub fn context(&self) -> &PolicyContext {
+        &self.inner.ctx
+    }
+
+    /// The policy in force.
+    pub fn current(&self) -> Arc<CompiledPolicy> {
+        match self.inner.current.read() {
+            Ok(g) => Arc::clone(&g),
+            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
+        }
+    }
+
+    /// The current status; subscribe to learn of reloads and errors.
+    pub fn status(&self) -> watch::Receiver<PolicyStatus> {
+        self.inner.status.subscribe()
+    }
+
+    fn install(&self, policy: Policy) {
+        let compiled = Arc::new(CompiledPolicy::new(policy, &self.inner.ctx));
+        match self.inner.current.write() {
+            Ok(mut g) => *g = compiled,
+            Err(poisoned) => *poisoned.into_inner() = compiled,
+        }
+        self.inner.status.send_modify(|s| {
+            s.generation += 1;
+            s.error = None;
+        });
+    }
+
+    /// Reads the file again. On error the last valid policy stays in force, the error is
+    /// published in [`status`](Self::status) and returned.
+    pub fn reload(&self) -> Result<()> {
+        let Some(path) = self.inner.path.clone() else {
+            return Ok(());
+        };
+        match read_policy(&path) {
+            Ok(policy) => {
+                self.install(policy);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "policy file rejected; keeping the last valid policy");
+                let msg = e.to_string();
+                self.inner.status.send_modify(|s| s.error = Some(msg));
+                Err(e)
+            }
+        }
+    }
+
+    /// Starts watching the file's directory; each change reloads it. Stop by dropping the
+    /// returned watcher.
+    pub fn watch(&self) -> Result<PolicyWatcher> {
+        let Some(path) = self.inner.path.clone() else {
+            return Err(PolicyError::Watch {
+                path: PathBuf::new(),
+                message: "this policy store has no file".into(),
+            });
+        };
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let file_name = path.file_name().map(|n| n.to_os_string());
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                let Ok(event) = event else { return };
+                if event.kind.is_access() {
+                    return;
+                }
+                let ours = event
+                    .paths
+                    .iter()
+                    .any(|p| p.file_name().map(|n| n.to_os_string()) == file_name);
+                if ours {
+                    let _ = tx.send(());
+                }
+            })
+            .map_err(|e| PolicyError::Watch {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        // Watching the directory (not the file) survives editors that save by renaming.
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|e| PolicyError::Watch {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        // Saving often takes several events (truncate, write, rename); reload once they
+        // settle so a half-written file is not mistaken for the user's intent. The thread
+        // ends when the watcher, and with it the sender, is dropped.
+        let store = self.clone();
+        std::thread::Builder::new()
+            .name("outpost-policy-watch".into())
+            .spawn(move || {
+                while rx.recv().is_ok() {
+                    while rx.recv_timeout(SETTLE).is_ok() {}
+                    // The error is published in status(); nothing else to do here.
+                    let _ = store.reload();
+                }
+            })
+            .map_err(|e| PolicyError::Watch {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        Ok(PolicyWatcher { _watcher: watcher })
+    }
+
+    /// Remembers an "always allow" or "always deny" answer: for a folder, a `[[folders]]`
+    /// entry limited to `tool`; without one, the tool's rule. The file keeps its comments.
+    pub fn remember(&self, tool: &str, folder: Option<&Path>, access: FolderAccess) -> Result<()> {
+        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut policy = self.current().policy().clone();
+        apply(&mut policy, tool, folder, access);
+        let Some(path) = self.inner.path.clone() else {
+            self.install(policy);
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let mut doc: toml_edit::DocumentMut =
+            text.parse()
+                .map_err(|e: toml_edit::TomlError| PolicyError::Invalid {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+        edit_document(&mut doc, tool, folder, access);
+        let new_text = doc.to_string();
+        // Never write a file we could not read back.
+        let parsed = parse_policy(&path, &new_text)?;
+        write_atomic(&path, &new_text)?;
+        self.install(parsed);
+        Ok(())
+    }
+}
+
+fn apply(policy: &mut Policy, tool: &str, folder: Option<&Path>, access: FolderAccess) {
+    match folder {
+        Some(f) => policy.folders.push(crate::model::FolderRule {
+            path: f.to_string_lossy().into_owned(),
+            access,
+            tools: Some(vec![tool.to_owned()]),
+        }),
+        None => {
+            let rule = match access {
+                FolderAccess::Allow => Rule::Allow,
+                FolderAccess::Deny => Rule::Deny,
+            };
+            policy.tools.insert(tool.to_owned(), rule);
+        }
+    }
+}
+
+fn edit_document(
+    doc: &mut toml_edit::DocumentMut,
+    tool: &str,
+    folder: Option<&Path>,
+    access: FolderAccess,
+) {
+    let access_str = match access {
+        FolderAccess::Allow => "allow",
+        FolderAccess::Deny => "deny",
+    };
+    match folder {
+        Some(f) => {
+            let mut table = toml_edit::Table::new();
+            table.insert("path", toml_edit::value(f.to_string_lossy().into_owned()));
+            table.insert("access", toml_edit::value(access_str));
+            let mut tools = toml_edit::Array::new();
+            tools.push(tool);
+            table.insert("tools", toml_edit::value(tools));
+            if !doc.contains_key("folders") {
+                doc.insert(
+                    "folders",
+                    toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()),
+                );
+            }
+            if let Some(arr) = doc
+                .get_mut("folders")
+                .and_then(toml_edit::Item::as_array_of_tables_mut)
+            {
+                arr.push(table);
+            }
+        }
+        None => {
+            if !doc.contains_key("tools") {
+                doc.insert("tools", toml_edit::table());
+            }
+            if let Some(t) = doc.get_mut("tools").and_then(toml_edit::Item::as_table_mut) {
+                t.insert(tool, toml_edit::value(access_str));
+            }
+        }
+    }
+}
+
+/// Reads and checks a policy file.
+pub fn read_policy(path: &Path) -> Result<Policy> {
+    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_policy(path, &text)
+}
+
+/// Parses and checks policy text; `path` is only used in errors.
+pub fn parse_policy(path: &Path, text: &str) -> Result<Policy> {
+    let policy: Policy = toml::from_str(text).map_err(|e| PolicyError::Invalid {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    policy.check().map_err(|message| PolicyError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(policy)
+}
+
+fn write_atomic(path: &Path, text: &str) -> Result<()> {
+    let io = |source| PolicyError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Keeps a policy file watched; dropping it stops the watching.
+#[derive(Debug)]
+pub struct PolicyWatcher {
+    _watcher: notify::RecommendedWatcher,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::model::{Exception, FolderRule};
+
+    fn ctx(home: &Path) -> PolicyContext {
+        PolicyContext::new(home, vec![])
+    }
+
+    #[test]
+    fn default_text_parses_to_the_default_policy() {
+        let p = parse_policy(Path::new("x"), DEFAULT_POLICY_TOML).unwrap();
+        assert_eq!(p, Policy::default());
+    }
+
+    #[test]
+    fn policy_round_trips_through_toml() {
+        let p = Policy {
+            consent_timeout_secs: 30,
+            allow_system_paths: true,
+            tools: [
+                ("write_file".to_owned(), Rule::Ask),
+                ("calculator".to_owned(), Rule::Deny),
+            ]
+            .into(),
+            folders: vec![
+                FolderRule {
+                    path: "~/Documents".into(),
+                    access: FolderAccess::Allow,
+                    tools: None,
+                },
+                FolderRule {
+                    path: "/srv/private".into(),
+                    access: FolderAccess::Deny,
+                    tools: Some(vec!["read_local_file".into()]),
+                },
+            ],
+            exceptions: vec![Exception {
+                path: "~/app/.env.example".into(),
+            }],
+        };
+        let text = toml::to_string(&p).unwrap();
+        assert_eq!(parse_policy(Path::new("x"), &text).unwrap(), p);
+    }
+
+    #[test]
+    fn open_writes_defaults_and_remember_keeps_comments() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cfg/policy.toml");
+        let store = PolicyStore::open(&path, ctx(dir.path())).unwrap();
+        assert_eq!(store.current().policy(), &Policy::default());
+        assert_eq!(store.status().borrow().error, None);
+
+        let folder = dir.path().join("notes");
+        store
+            .remember("read_local_file", Some(&folder), FolderAccess::Allow)
+            .unwrap();
+        store
+            .remember("calculator", None, FolderAccess::Deny)
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# Outpost tool permissions"), "{text}");
+        assert!(text.contains("# Folder scopes. Example:"), "{text}");
+        let reread = read_policy(&path).unwrap();
+        assert_eq!(reread.tools.get("calculator"), Some(&Rule::Deny));
+        assert_eq!(reread.folders.len(), 1);
+        assert_eq!(reread.folders[0].path, folder.to_string_lossy());
+        assert_eq!(
+            reread.folders[0].tools.as_deref(),
+            Some(&["read_local_file".to_owned()][..])
+        );
+        assert_eq!(store.current().policy(), &reread);
+    }
+
+    #[test]
+    fn invalid_file_is_reported_and_last_valid_policy_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(
+            &path,
+            "consent_timeout_secs = 7\n[tools]\ncalculator = \"deny\"\n",
+        )
+        .unwrap();
+        let store = PolicyStore::open(&path, ctx(dir.path())).unwrap();
+        assert_eq!(store.current().policy().consent_timeout_secs, 7);
+
+        for bad in [
+            "consent_timeout_secs = \"soon\"\n",
+            "[tools]\ncalculator = \"sometimes\"\n",
+            "[[folders]]\npath = \"relative\"\naccess = \"allow\"\n",
+            "unknown_key = 1\n",
+            "this is not toml",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            let err = store.reload().unwrap_err();
+            assert!(matches!(err, PolicyError::Invalid { .. }), "{bad}: {err}");
+            assert_eq!(store.current().policy().consent_timeout_secs, 7, "{bad}");
+            assert!(store.status().borrow().error.is_some());
+        }
+        std::fs::write(&path, "consent_timeout_secs = 9\n").unwrap();
+        store.reload().unwrap();
+        assert_eq!(store.current().policy().consent_timeout_secs, 9);
+        assert_eq!(store.status().borrow().error, None);
+    }
+
+    #[test]
+    fn invalid_file_at_start_leaves_defaults_and_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, "[tools]\nwrite_file = \"allow\"\nbroken").unwrap();
+        let store = PolicyStore::open(&path, ctx(dir.path())).unwrap();
+        assert_eq!(store.current().policy(), &Policy::default());
+        let err = store.status().borrow().error.clone().unwrap();
+        assert!(err.contains("policy.toml"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn watcher_reloads_on_change_and_keeps_last_valid_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        let store = PolicyStore::open(&path, ctx(dir.path())).unwrap();
+        let _watcher = store.watch().unwrap();
+        let mut status = store.status();
+        let start = status.borrow().generation;
+
+        std::fs::write(&path, "consent_timeout_secs = 33\n").unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                if store.current().policy().consent_timeout_secs == 33 {
+                    break;
+                }
+                status.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the watcher did not reload the changed file");
+        assert!(status.borrow().generation > start);
+
+        std::fs::write(&path, "consent_timeout_secs = [").unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                if status.borrow_and_update().error.is_some() {
+                    break;
+                }
+                status.changed().await.unwrap();
+            }
+        })
+        .await
+        .expect("the watcher did not report the invalid file");
+        assert_eq!(store.current().policy().consent_timeout_secs, 33);
+    }
+}

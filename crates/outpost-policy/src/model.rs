@@ -1,0 +1,728 @@
+//! The policy model: what the file says ([`Policy`]), the same compiled against a home
+//! directory ([`CompiledPolicy`]), and the evaluation of one tool call into a [`Verdict`].
+//!
+//! Evaluation order, strongest first: an explicit `deny` (tool or folder), the off-by-default
+//! rule for destructive tools, /proc and /sys, the secrets deny list (unless an exception
+//! names the path), then the asks that no allow rule may skip (destructive and launching
+//! tools, hard-linked files), then allow rules (tool, folder scope, conversation grant), and
+//! finally "ask".
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::secrets::SecretsList;
+
+/// Default seconds to wait for the user's answer before denying.
+pub const DEFAULT_CONSENT_TIMEOUT_SECS: u64 = 120;
+/// Longest consent timeout the file may set: one day.
+pub const MAX_CONSENT_TIMEOUT_SECS: u64 = 86_400;
+
+/// A per-tool rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// Run without asking, except where a deny rule or the secrets list says otherwise.
+    Allow,
+    /// Ask every time.
+    Ask,
+    /// Never run.
+    Deny,
+}
+
+/// What a folder entry does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FolderAccess {
+    /// Tools run without asking inside the folder.
+    Allow,
+    /// No tool may touch the folder.
+    Deny,
+}
+
+/// One `[[folders]]` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FolderRule {
+    /// Absolute path or a path starting with `~`.
+    pub path: String,
+    /// Allow or deny.
+    pub access: FolderAccess,
+    /// The tools this entry applies to; absent means every tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+/// One `[[exceptions]]` entry: lifts the secrets deny list for exactly this path (and what is
+/// below it, when it is a folder).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Exception {
+    /// Absolute path or a path starting with `~`.
+    pub path: String,
+}
+
+/// The policy as written in the policy file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Seconds to wait for an answer before a question counts as "deny".
+    #[serde(default = "default_consent_timeout")]
+    pub consent_timeout_secs: u64,
+    /// Whether tools may read /proc, /sys and /dev.
+    #[serde(default)]
+    pub allow_system_paths: bool,
+    /// Per-tool rules; a tool not listed follows its default.
+    #[serde(default)]
+    pub tools: BTreeMap<String, Rule>,
+    /// Folder scopes.
+    #[serde(default)]
+    pub folders: Vec<FolderRule>,
+    /// Exceptions to the secrets deny list.
+    #[serde(default)]
+    pub exceptions: Vec<Exception>,
+}
+
+fn default_consent_timeout() -> u64 {
+    DEFAULT_CONSENT_TIMEOUT_SECS
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            consent_timeout_secs: DEFAULT_CONSENT_TIMEOUT_SECS,
+            allow_system_paths: false,
+            tools: BTreeMap::new(),
+            folders: Vec::new(),
+            exceptions: Vec::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// Checks values serde cannot: ranges and path shapes. The message names the entry.
+    pub fn check(&self) -> Result<(), String> {
+        if self.consent_timeout_secs == 0 || self.consent_timeout_secs > MAX_CONSENT_TIMEOUT_SECS {
+            return Err(format!(
+                "consent_timeout_secs must be between 1 and {MAX_CONSENT_TIMEOUT_SECS}, got {}",
+                self.consent_timeout_secs
+            ));
+        }
+        for name in self.tools.keys() {
+            if name.trim().is_empty() {
+                return Err("tools: a tool name must not be empty".into());
+            }
+        }
+        for (i, f) in self.folders.iter().enumerate() {
+            check_path(&format!("folders[{i}].path"), &f.path)?;
+        }
+        for (i, e) in self.exceptions.iter().enumerate() {
+            check_path(&format!("exceptions[{i}].path"), &e.path)?;
+        }
+        Ok(())
+    }
+}
+
+fn check_path(field: &str, path: &str) -> Result<(), String> {
+    if path.contains('\0') {
+        return Err(format!("{field} must not contain a NUL byte"));
+    }
+    if !(path == "~" || path.starts_with("~/") || Path::new(path).is_absolute()) {
+        return Err(format!(
+            "{field} must be an absolute path or start with '~/', got '{path}'"
+        ));
+    }
+    Ok(())
+}
+
+/// The machine facts a policy is compiled against.
+#[derive(Debug, Clone)]
+pub struct PolicyContext {
+    /// The user's home directory (canonical when it exists).
+    pub home: PathBuf,
+    /// Outpost's own config and data directories: always protected.
+    pub protected: Vec<PathBuf>,
+}
+
+impl PolicyContext {
+    /// A context for `home`, protecting `protected` (both canonicalized when they exist).
+    pub fn new(home: impl Into<PathBuf>, protected: Vec<PathBuf>) -> Self {
+        let home = home.into();
+        Self {
+            home: canonical_or_clean(&home),
+            protected: protected.iter().map(|p| canonical_or_clean(p)).collect(),
+        }
+    }
+
+    /// Expands a leading `~` to the home directory.
+    pub fn expand(&self, path: &str) -> PathBuf {
+        if path == "~" {
+            self.home.clone()
+        } else if let Some(rest) = path.strip_prefix("~/") {
+            self.home.join(rest)
+        } else {
+            PathBuf::from(path)
+        }
+    }
+}
+
+/// Canonical form of `path` when it exists; otherwise the path with `.` and `..` removed
+/// lexically (so a rule for a folder that does not exist yet still compares sensibly).
+pub fn canonical_or_clean(path: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(path) {
+        return c;
+    }
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// Hints of a tool that shape its defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolHints {
+    /// Changes nothing.
+    pub read_only: bool,
+    /// May change or delete data: off by default, asks every time, never "always allow".
+    pub destructive: bool,
+    /// Reaches outside the machine or into other applications.
+    pub open_world: bool,
+    /// Asks every time whatever the rules say (e.g. launching another application).
+    pub asks_every_time: bool,
+}
+
+/// One tool call, as the policy sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct AccessRequest<'a> {
+    /// The tool's name.
+    pub tool: &'a str,
+    /// Its hints.
+    pub hints: ToolHints,
+    /// Canonical paths the call reads, lists or writes.
+    pub paths: &'a [PathBuf],
+    /// The folder "always allow" and "allow for this conversation" would cover.
+    pub folder: Option<&'a Path>,
+    /// A reason that forces a question even where a rule would allow (e.g. hard links).
+    pub force_ask: Option<&'a str>,
+}
+
+/// A user's answer to a consent question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Run this call only.
+    AllowOnce,
+    /// Run this and later calls of this tool in this folder during this conversation.
+    AllowForConversation,
+    /// Run this tool in this folder from now on (written to the policy file).
+    AlwaysAllow,
+    /// Do not run this call.
+    DenyOnce,
+    /// Never run this tool in this folder (written to the policy file).
+    AlwaysDeny,
+}
+
+impl Decision {
+    /// The wire / file spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AllowOnce => "allow_once",
+            Self::AllowForConversation => "allow_for_conversation",
+            Self::AlwaysAllow => "always_allow",
+            Self::DenyOnce => "deny_once",
+            Self::AlwaysDeny => "always_deny",
+        }
+    }
+
+    /// Whether the call may run.
+    pub fn allows(self) -> bool {
+        matches!(
+            self,
+            Self::AllowOnce | Self::AllowForConversation | Self::AlwaysAllow
+        )
+    }
+}
+
+/// Why a call was allowed without asking.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Allowance {
+    /// The tool is set to "allow".
+    ToolRule,
+    /// Every path is inside this allowed folder.
+    Folder {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// The user allowed it for this conversation.
+    Conversation,
+    /// A harmless tool with no paths (calculator, system_info).
+    Default,
+}
+
+/// The outcome of evaluating one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Run it.
+    Allow(Allowance),
+    /// Ask the user, offering exactly these decisions.
+    Ask {
+        /// Why the question is asked, for the prompt.
+        reason: String,
+        /// The decisions the UI may offer.
+        options: Vec<Decision>,
+    },
+    /// Do not run it.
+    Deny {
+        /// Who denied: "your policy" or "the built-in secrets list".
+        by: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What a user allowed for one conversation.
+#[derive(Debug, Clone, Default)]
+pub struct ConversationGrants {
+    grants: Vec<(String, Option<PathBuf>)>,
+}
+
+impl ConversationGrants {
+    /// Records "allow for this conversation" for `tool` in `folder`.
+    pub fn grant(&mut self, tool: &str, folder: Option<&Path>) {
+        let g = (tool.to_owned(), folder.map(Path::to_path_buf));
+        if !self.grants.contains(&g) {
+            self.grants.push(g);
+        }
+    }
+
+    fn covers(&self, tool: &str, paths: &[PathBuf]) -> bool {
+        self.grants.iter().any(|(t, folder)| {
+            t == tool
+                && match folder {
+                    None => paths.is_empty(),
+                    Some(f) => !paths.is_empty() && paths.iter().all(|p| p.starts_with(f)),
+                }
+        })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct CompiledFolder {
+    path: PathBuf,
+    access: FolderAccess,
+    tools: Option<Vec<String>>,
+}
+
+impl CompiledFolder {
+    fn applies(&self, tool: &str, path: &Path) -> bool {
+        path.starts_with(&self.path)
+            && self
+                .tools
+                .as_ref()
+                .is_none_or(|tools| tools.iter().any(|t| t == tool))
+    }
+}
+
+const SYSTEM_DIRS: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// A [`Policy`] with its paths expanded and canonicalized, ready to evaluate calls.
+#[derive(Debug, Clone)]
+pub struct CompiledPolicy {
+    policy: Policy,
+    folders: Vec<CompiledFolder>,
+    exceptions: Vec<PathBuf>,
+    secrets: SecretsList,
+}
+
+impl CompiledPolicy {
+    /// Compiles `policy` for `ctx`.
+    pub fn new(policy: Policy, ctx: &PolicyContext) -> Self {
+        let folders = policy
+            .folders
+            .iter()
+            .map(|f| CompiledFolder {
+                path: canonical_or_clean(&ctx.expand(&f.path)),
+                access: f.access,
+                tools: f.tools.clone(),
+            })
+            .collect();
+        let exceptions = policy
+            .exceptions
+            .iter()
+            .map(|e| canonical_or_clean(&ctx.expand(&e.path)))
+            .collect();
+        Self {
+            policy,
+            folders,
+            exceptions,
+            secrets: SecretsList::new(&ctx.home, &ctx.protected),
+        }
+    }
+
+    /// The policy as written.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// How long to wait for a consent answer.
+    pub fn consent_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.policy.consent_timeout_secs)
+    }
+
+    /// Why `path` may not be touched by `tool` whatever the user answers, or `None`.
+    /// Recursive tools call this for every entry they return.
+    pub fn hard_deny(&self, tool: &str, path: &Path) -> Option<(String, String)> {
+        if !self.policy.allow_system_paths && SYSTEM_DIRS.iter().any(|d| path.starts_with(d)) {
+            return Some((
+                "your policy".into(),
+                format!(
+                    "{} is a system directory (/proc, /sys and /dev are off limits unless \
+                     allow_system_paths = true)",
+                    path.display()
+                ),
+            ));
+        }
+        if let Some(f) = self
+            .folders
+            .iter()
+            .find(|f| f.access == FolderAccess::Deny && f.applies(tool, path))
+        {
+            return Some((
+                "your policy".into(),
+                format!("{} is denied in the policy file", f.path.display()),
+            ));
+        }
+        if let Some(why) = self.secrets.matches(path) {
+            if !self.exceptions.iter().any(|e| path.starts_with(e)) {
+                return Some((
+                    "the built-in secrets list".into(),
+                    format!(
+                        "{why}; to allow {} add it under [[exceptions]] in the policy file",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        None
+    }
+
+    /// Evaluates one call. Deny wins over everything.
+    pub fn evaluate(&self, req: &AccessRequest<'_>, grants: &ConversationGrants) -> Verdict {
+        let tool = req.tool;
+        let rule = self.policy.tools.get(tool).copied();
+        if rule == Some(Rule::Deny) {
+            return Verdict::Deny {
+                by: "your policy".into(),
+                reason: format!("the tool '{tool}' is set to \"deny\""),
+            };
+        }
+        if req.hints.destructive && rule.is_none() {
+            return Verdict::Deny {
+                by: "your policy".into(),
+                reason: format!(
+                    "'{tool}' can change or delete files and is off by default; set \
+                     {tool} = \"ask\" under [tools] in the policy file to enable it"
+                ),
+            };
+        }
+        for path in req.paths {
+            if let Some((by, reason)) = self.hard_deny(tool, path) {
+                return Verdict::Deny { by, reason };
+            }
+        }
+        let once_only = vec![
+            Decision::AllowOnce,
+            Decision::DenyOnce,
+            Decision::AlwaysDeny,
+        ];
+        if req.hints.destructive || req.hints.asks_every_time {
+            return Verdict::Ask {
+                reason: format!("'{tool}' asks every time"),
+                options: once_only,
+            };
+        }
+        if let Some(reason) = req.force_ask {
+            return Verdict::Ask {
+                reason: reason.to_owned(),
+                options: once_only,
+            };
+        }
+        match rule {
+            Some(Rule::Allow) => return Verdict::Allow(Allowance::ToolRule),
+            Some(Rule::Ask) => {
+                return Verdict::Ask {
+                    reason: format!("'{tool}' is set to \"ask\""),
+                    options: once_only,
+                };
+            }
+            Some(Rule::Deny) | None => {}
+        }
+        if req.paths.is_empty() && !req.hints.open_world {
+            return Verdict::Allow(Allowance::Default);
+        }
+        if !req.paths.is_empty() {
+            let scope = req.paths.iter().map(|p| {
+                self.folders
+                    .iter()
+                    .find(|f| f.access == FolderAccess::Allow && f.applies(tool, p))
+            });
+            let scopes: Option<Vec<_>> = scope.collect();
+            if let Some(first) = scopes.as_ref().and_then(|s| s.first()) {
+                return Verdict::Allow(Allowance::Folder {
+                    path: first.path.clone(),
+                });
+            }
+        }
+        if grants.covers(tool, req.paths) {
+            return Verdict::Allow(Allowance::Conversation);
+        }
+        let reason = match req.folder {
+            Some(f) => format!("{} is outside the folders you allowed", f.display()),
+            None => format!("'{tool}' reaches outside this computer"),
+        };
+        Verdict::Ask {
+            reason,
+            options: vec![
+                Decision::AllowOnce,
+                Decision::AllowForConversation,
+                Decision::AlwaysAllow,
+                Decision::DenyOnce,
+                Decision::AlwaysDeny,
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn ctx() -> PolicyContext {
+        PolicyContext {
+            home: PathBuf::from("/home/u"),
+            protected: vec![PathBuf::from("/home/u/.config/outpost")],
+        }
+    }
+
+    fn read_only() -> ToolHints {
+        ToolHints {
+            read_only: true,
+            ..ToolHints::default()
+        }
+    }
+
+    fn eval(policy: &Policy, tool: &str, hints: ToolHints, path: Option<&str>) -> Verdict {
+        let compiled = CompiledPolicy::new(policy.clone(), &ctx());
+        let paths: Vec<PathBuf> = path.map(PathBuf::from).into_iter().collect();
+        let folder = paths
+            .first()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf);
+        compiled.evaluate(
+            &AccessRequest {
+                tool,
+                hints,
+                paths: &paths,
+                folder: folder.as_deref(),
+                force_ask: None,
+            },
+            &ConversationGrants::default(),
+        )
+    }
+
+    fn docs_policy() -> Policy {
+        Policy {
+            folders: vec![FolderRule {
+                path: "~/docs".into(),
+                access: FolderAccess::Allow,
+                tools: None,
+            }],
+            ..Policy::default()
+        }
+    }
+
+    #[test]
+    fn read_only_tools_run_inside_scopes_and_ask_outside() {
+        let p = docs_policy();
+        let v = eval(
+            &p,
+            "read_local_file",
+            read_only(),
+            Some("/home/u/docs/a.txt"),
+        );
+        assert!(
+            matches!(v, Verdict::Allow(Allowance::Folder { .. })),
+            "{v:?}"
+        );
+        let v = eval(
+            &p,
+            "read_local_file",
+            read_only(),
+            Some("/home/u/docs-evil/a.txt"),
+        );
+        assert!(
+            matches!(v, Verdict::Ask { .. }),
+            "prefix trick must not match: {v:?}"
+        );
+        let v = eval(&p, "read_local_file", read_only(), Some("/home/u/a.txt"));
+        match v {
+            Verdict::Ask { options, .. } => assert!(options.contains(&Decision::AlwaysAllow)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn secrets_win_over_scopes_and_tool_allow_unless_excepted() {
+        let mut p = docs_policy();
+        p.folders.push(FolderRule {
+            path: "~".into(),
+            access: FolderAccess::Allow,
+            tools: None,
+        });
+        p.tools.insert("read_local_file".into(), Rule::Allow);
+        for path in [
+            "/home/u/.ssh/id_rsa",
+            "/home/u/docs/.env",
+            "/home/u/docs/x.pem",
+        ] {
+            let v = eval(&p, "read_local_file", read_only(), Some(path));
+            match v {
+                Verdict::Deny { by, .. } => assert_eq!(by, "the built-in secrets list"),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        p.exceptions.push(Exception {
+            path: "~/docs/.env".into(),
+        });
+        let v = eval(
+            &p,
+            "read_local_file",
+            read_only(),
+            Some("/home/u/docs/.env"),
+        );
+        assert!(matches!(v, Verdict::Allow(_)), "{v:?}");
+        let v = eval(
+            &p,
+            "read_local_file",
+            read_only(),
+            Some("/home/u/docs/.env.local"),
+        );
+        assert!(
+            matches!(v, Verdict::Deny { .. }),
+            "exception is per path: {v:?}"
+        );
+    }
+
+    #[test]
+    fn deny_wins_over_allow() {
+        let mut p = docs_policy();
+        p.folders.push(FolderRule {
+            path: "~/docs/private".into(),
+            access: FolderAccess::Deny,
+            tools: None,
+        });
+        let v = eval(
+            &p,
+            "read_local_file",
+            read_only(),
+            Some("/home/u/docs/private/a"),
+        );
+        assert!(matches!(v, Verdict::Deny { .. }), "{v:?}");
+        p.tools.insert("read_local_file".into(), Rule::Deny);
+        let v = eval(&p, "read_local_file", read_only(), Some("/home/u/docs/a"));
+        assert!(matches!(v, Verdict::Deny { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn destructive_tools_are_off_then_ask_every_time_without_always_allow() {
+        let w = ToolHints {
+            destructive: true,
+            ..ToolHints::default()
+        };
+        let mut p = docs_policy();
+        assert!(matches!(
+            eval(&p, "write_file", w, Some("/home/u/docs/a")),
+            Verdict::Deny { .. }
+        ));
+        p.tools.insert("write_file".into(), Rule::Allow);
+        match eval(&p, "write_file", w, Some("/home/u/docs/a")) {
+            Verdict::Ask { options, .. } => {
+                assert!(!options.contains(&Decision::AlwaysAllow));
+                assert!(!options.contains(&Decision::AllowForConversation));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn explicit_ask_always_asks_even_inside_scopes() {
+        let mut p = docs_policy();
+        p.tools.insert("read_local_file".into(), Rule::Ask);
+        let v = eval(&p, "read_local_file", read_only(), Some("/home/u/docs/a"));
+        assert!(matches!(v, Verdict::Ask { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn system_dirs_are_refused_by_default() {
+        let p = Policy {
+            tools: [("read_local_file".to_owned(), Rule::Allow)].into(),
+            ..Policy::default()
+        };
+        for path in ["/proc/self/environ", "/sys/kernel", "/dev/zero"] {
+            assert!(matches!(
+                eval(&p, "read_local_file", read_only(), Some(path)),
+                Verdict::Deny { .. }
+            ));
+        }
+    }
+
+    #[test]
+    fn conversation_grants_cover_their_folder_only() {
+        let compiled = CompiledPolicy::new(Policy::default(), &ctx());
+        let mut grants = ConversationGrants::default();
+        grants.grant("read_local_file", Some(Path::new("/home/u/notes")));
+        let ask = |p: &str| {
+            let paths = vec![PathBuf::from(p)];
+            compiled.evaluate(
+                &AccessRequest {
+                    tool: "read_local_file",
+                    hints: read_only(),
+                    paths: &paths,
+                    folder: None,
+                    force_ask: None,
+                },
+                &grants,
+            )
+        };
+        assert_eq!(
+            ask("/home/u/notes/a"),
+            Verdict::Allow(Allowance::Conversation)
+        );
+        assert!(matches!(ask("/home/u/notes2/a"), Verdict::Ask { .. }));
+    }
+
+    #[test]
+    fn check_names_the_bad_entry() {
+        let mut p = Policy::default();
+        p.folders.push(FolderRule {
+            path: "relative/dir".into(),
+            access: FolderAccess::Allow,
+            tools: None,
+        });
+        let e = p.check().unwrap_err();
+        assert!(e.contains("folders[0].path"), "{e}");
+        p.folders.clear();
+        p.consent_timeout_secs = 0;
+        assert!(p.check().unwrap_err().contains("consent_timeout_secs"));
+    }
+}
