@@ -1,0 +1,915 @@
+//! The session engine: one task per room that owns the signal connection and the
+//! peer connections, turns what arrives into [`RoomEvent`]s, and recovers from lost
+//! links (resume first, then full rejoins with backoff).
+//!
+//! The room handle talks to it only through the shared state ([`Shared`]: the send
+//! queue, the roster, the connection state) and a command channel (leave).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::error::{Error, Result};
+use crate::outbox::{self, Outbox};
+use crate::proto::{
+    self, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, SessionDescription,
+    SignalTarget, TrickleRequest, data_packet, leave_request, signal_request, signal_response,
+};
+use crate::signal::{self, Signal};
+use crate::streams::Receivers;
+use crate::types::{
+    ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent,
+};
+use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
+use crate::RoomOptions;
+
+/// Commands from the room handle.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Leave cleanly; answer when done.
+    Leave(oneshot::Sender<()>),
+}
+
+/// Who is in the room.
+#[derive(Debug, Default)]
+pub(crate) struct Roster {
+    pub local: Option<Participant>,
+    /// Remote participants in the order they joined.
+    pub remote: Vec<Participant>,
+    pub assistant: Option<Participant>,
+}
+
+/// State the room handle reads and the engine writes.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub outbox: Arc<Outbox>,
+    pub state: watch::Sender<ConnectionState>,
+    pub roster: Mutex<Roster>,
+    pub lossy: Mutex<Option<Channel>>,
+}
+
+impl Shared {
+    pub(crate) fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
+        self.roster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn lossy(&self) -> Option<Channel> {
+        self.lossy.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_lossy(&self, ch: Option<Channel>) {
+        *self.lossy.lock().unwrap_or_else(|p| p.into_inner()) = ch;
+    }
+}
+
+/// One signal connection with its peer connections.
+struct Link {
+    signal: Signal,
+    events: signal::Events,
+    join: JoinResponse,
+    publisher: Transport,
+    subscriber: Option<Transport>,
+    reliable: Channel,
+    lossy: Channel,
+    remote_channels: Vec<Channel>,
+    pub_candidates: Vec<String>,
+    sub_candidates: Vec<String>,
+    pub_connected: bool,
+    sub_connected: bool,
+    answered: bool,
+    writer: Option<(JoinHandle<()>, watch::Sender<bool>)>,
+    offer_id: u32,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the peer connection (and channel) to come up.
+    Connecting { deadline: Instant },
+    Connected,
+    /// Waiting before the next rejoin attempt.
+    Backoff { until: Instant, last_error: String },
+    Closed,
+}
+
+/// Delay before rejoin attempt `n` (0-based): 300 ms doubling up to 7 s, as the
+/// official engine does.
+pub(crate) fn backoff(n: u32) -> Duration {
+    let ms = 300u64.saturating_mul(1u64 << n.min(10));
+    Duration::from_millis(ms.min(7_000))
+}
+
+pub(crate) struct Engine {
+    url: String,
+    token: String,
+    opts: RoomOptions,
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<RoomEvent>,
+    cmd_rx: mpsc::UnboundedReceiver<Command>,
+    wire_tx: mpsc::UnboundedSender<WireEvent>,
+    wire_rx: mpsc::UnboundedReceiver<WireEvent>,
+    epoch: u64,
+    link: Option<Link>,
+    phase: Phase,
+    attempts: u32,
+    outage: bool,
+    resuming: bool,
+    receivers: Receivers,
+    /// Last reliable sequence seen per sender sid, to drop replays after a resume.
+    recv_seq: HashMap<String, u32>,
+    ready: Option<oneshot::Sender<Result<()>>>,
+}
+
+impl Engine {
+    pub(crate) fn new(
+        url: String,
+        token: String,
+        opts: RoomOptions,
+        shared: Arc<Shared>,
+        events: mpsc::UnboundedSender<RoomEvent>,
+        cmd_rx: mpsc::UnboundedReceiver<Command>,
+    ) -> Self {
+        let (wire_tx, wire_rx) = mpsc::unbounded_channel();
+        let receivers = Receivers::new(opts.stream_receive_cap);
+        Self {
+            url,
+            token,
+            opts,
+            shared,
+            events,
+            cmd_rx,
+            wire_tx,
+            wire_rx,
+            epoch: 0,
+            link: None,
+            phase: Phase::Closed,
+            attempts: 0,
+            outage: false,
+            resuming: false,
+            receivers,
+            recv_seq: HashMap::new(),
+            ready: None,
+        }
+    }
+
+    /// First join; the caller then spawns [`Engine::run`] and waits on `ready`.
+    pub(crate) async fn start(&mut self, ready: oneshot::Sender<Result<()>>) -> Result<()> {
+        self.join().await?;
+        self.ready = Some(ready);
+        Ok(())
+    }
+
+    fn emit(&self, ev: RoomEvent) {
+        let _ = self.events.send(ev);
+    }
+
+    /// Opens a signal connection and a publisher peer connection and sends the offer.
+    async fn join(&mut self) -> Result<()> {
+        self.epoch += 1;
+        let (signal, join, events) =
+            Signal::connect(&self.url, &self.token, self.opts.connect_timeout).await?;
+        let config = WireConfig {
+            loopback: host_is_loopback(&self.url),
+            send_buffer_limit: self.opts.send_buffer_limit,
+            ice_servers: join
+                .ice_servers
+                .iter()
+                .map(|s| (s.urls.clone(), s.username.clone(), s.credential.clone()))
+                .collect(),
+        };
+        let built = async {
+            let publisher =
+                Transport::new(Role::Publisher, self.epoch, &config, self.wire_tx.clone()).await?;
+            let reliable = publisher.create_channel(true).await?;
+            let lossy = publisher.create_channel(false).await?;
+            let sdp = publisher.offer(false).await?;
+            Ok::<_, Error>((publisher, reliable, lossy, sdp))
+        }
+        .await;
+        let (publisher, reliable, lossy, sdp) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                signal.close().await;
+                return Err(e);
+            }
+        };
+        signal
+            .send(signal_request::Message::Offer(SessionDescription {
+                r#type: "offer".into(),
+                sdp,
+                id: 1,
+                ..Default::default()
+            }))
+            .await;
+        tracing::info!(
+            url = %self.url,
+            sid = %join.participant.as_ref().map(|p| p.sid.as_str()).unwrap_or(""),
+            subscriber_primary = join.subscriber_primary,
+            "joined; negotiating"
+        );
+        let local = join.participant.as_ref().map(proto::participant);
+        self.shared.roster().local = local;
+        let others = join.other_participants.clone();
+        self.link = Some(Link {
+            signal,
+            events,
+            join,
+            publisher,
+            subscriber: None,
+            reliable,
+            lossy,
+            remote_channels: Vec::new(),
+            pub_candidates: Vec::new(),
+            sub_candidates: Vec::new(),
+            pub_connected: false,
+            sub_connected: false,
+            answered: false,
+            writer: None,
+            offer_id: 1,
+        });
+        self.replace_roster(&others);
+        self.phase = Phase::Connecting {
+            deadline: Instant::now() + self.opts.peer_connection_timeout,
+        };
+        Ok(())
+    }
+
+    /// The event loop; returns when the room is closed for good.
+    pub(crate) async fn run(mut self) {
+        loop {
+            if matches!(self.phase, Phase::Closed) {
+                break;
+            }
+            let timer = match &self.phase {
+                Phase::Connecting { deadline } => Some(*deadline),
+                Phase::Backoff { until, .. } => Some(*until),
+                _ => None,
+            };
+            tokio::select! {
+                cmd = self.cmd_rx.recv() => match cmd {
+                    Some(Command::Leave(done)) => {
+                        self.leave().await;
+                        let _ = done.send(());
+                    }
+                    None => self.leave().await,
+                },
+                ev = next_signal(&mut self.link) => self.on_signal(ev).await,
+                Some(ev) = self.wire_rx.recv() => self.on_wire(ev).await,
+                _ = sleep_until(timer) => self.on_timer().await,
+            }
+        }
+        tracing::debug!("room engine stopped");
+    }
+
+    async fn on_signal(&mut self, ev: Option<signal::Event>) {
+        use signal_response::Message as M;
+        let msg = match ev {
+            Some(signal::Event::Message(m)) => *m,
+            Some(signal::Event::Close(why)) => {
+                self.lost(format!("signal connection lost: {why}"), true)
+                    .await;
+                return;
+            }
+            None => {
+                self.lost("signal connection lost".into(), true).await;
+                return;
+            }
+        };
+        match msg {
+            M::Answer(sd) => {
+                let Some(link) = self.link.as_mut() else { return };
+                if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
+                    tracing::warn!("publisher answer: {e}");
+                    self.lost(format!("bad publisher answer: {e}"), false).await;
+                    return;
+                }
+                link.answered = true;
+                for c in std::mem::take(&mut link.pub_candidates) {
+                    if let Err(e) = link.publisher.add_candidate(&c).await {
+                        tracing::debug!("early publisher candidate: {e}");
+                    }
+                }
+            }
+            M::Offer(sd) => self.on_subscriber_offer(sd).await,
+            M::Trickle(t) => self.on_trickle(t).await,
+            M::Update(u) => self.update_roster(&u.participants),
+            M::Leave(l) => self.on_leave(l).await,
+            M::RefreshToken(t) => self.token = t,
+            M::Join(_) | M::Reconnect(_) => {}
+            _ => {}
+        }
+    }
+
+    async fn on_subscriber_offer(&mut self, sd: SessionDescription) {
+        let epoch = self.epoch;
+        let config = WireConfig {
+            loopback: host_is_loopback(&self.url),
+            send_buffer_limit: self.opts.send_buffer_limit,
+            ice_servers: Vec::new(),
+        };
+        let Some(link) = self.link.as_mut() else { return };
+        if link.subscriber.is_none() {
+            let mut config = config;
+            config.ice_servers = link
+                .join
+                .ice_servers
+                .iter()
+                .map(|s| (s.urls.clone(), s.username.clone(), s.credential.clone()))
+                .collect();
+            match Transport::new(Role::Subscriber, epoch, &config, self.wire_tx.clone()).await {
+                Ok(t) => link.subscriber = Some(t),
+                Err(e) => {
+                    tracing::warn!("subscriber peer connection: {e}");
+                    return;
+                }
+            }
+        }
+        let Some(sub) = link.subscriber.as_ref() else { return };
+        match sub.answer(sd.sdp).await {
+            Ok(sdp) => {
+                link.signal
+                    .send(signal_request::Message::Answer(SessionDescription {
+                        r#type: "answer".into(),
+                        sdp,
+                        id: sd.id,
+                        ..Default::default()
+                    }))
+                    .await;
+                for c in std::mem::take(&mut link.sub_candidates) {
+                    if let Err(e) = sub.add_candidate(&c).await {
+                        tracing::debug!("early subscriber candidate: {e}");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("subscriber offer: {e}"),
+        }
+    }
+
+    async fn on_trickle(&mut self, t: TrickleRequest) {
+        let Some(link) = self.link.as_mut() else { return };
+        let subscriber = t.target == SignalTarget::Subscriber as i32;
+        let transport = if subscriber {
+            link.subscriber.as_ref()
+        } else {
+            Some(&link.publisher)
+        };
+        match transport {
+            Some(tr) if tr.has_remote_description().await => {
+                if let Err(e) = tr.add_candidate(&t.candidate_init).await {
+                    tracing::debug!("remote candidate: {e}");
+                }
+            }
+            _ => {
+                let buf = if subscriber {
+                    &mut link.sub_candidates
+                } else {
+                    &mut link.pub_candidates
+                };
+                if buf.len() < 128 {
+                    buf.push(t.candidate_init);
+                }
+            }
+        }
+    }
+
+    async fn on_leave(&mut self, l: LeaveRequest) {
+        let reason = proto::disconnect_reason_name(l.reason);
+        match leave_request::Action::try_from(l.action) {
+            Ok(leave_request::Action::Resume) => {
+                self.lost(format!("server asked to resume ({reason})"), true)
+                    .await;
+            }
+            Ok(leave_request::Action::Reconnect) => {
+                self.lost(format!("server asked to reconnect ({reason})"), false)
+                    .await;
+            }
+            _ if l.can_reconnect => {
+                self.lost(format!("server asked to reconnect ({reason})"), false)
+                    .await;
+            }
+            _ => {
+                self.disconnect(DisconnectReason::ServerRequest(reason)).await;
+            }
+        }
+    }
+
+    async fn on_wire(&mut self, ev: WireEvent) {
+        match ev {
+            WireEvent::Message { reliable, data, .. } => self.on_data(reliable, &data),
+            WireEvent::Candidate { epoch, role, json } if epoch == self.epoch => {
+                if let Some(link) = &self.link {
+                    let target = match role {
+                        Role::Publisher => SignalTarget::Publisher,
+                        Role::Subscriber => SignalTarget::Subscriber,
+                    };
+                    link.signal
+                        .send(signal_request::Message::Trickle(TrickleRequest {
+                            candidate_init: json,
+                            target: target as i32,
+                            r#final: false,
+                        }))
+                        .await;
+                }
+            }
+            WireEvent::Connected { epoch, role } if epoch == self.epoch => {
+                if let Some(link) = self.link.as_mut() {
+                    match role {
+                        Role::Publisher => link.pub_connected = true,
+                        Role::Subscriber => link.sub_connected = true,
+                    }
+                }
+                self.check_ready().await;
+            }
+            WireEvent::Opened { epoch } if epoch == self.epoch => self.check_ready().await,
+            WireEvent::Down { epoch, role, why } if epoch == self.epoch => {
+                if let Some(link) = self.link.as_mut() {
+                    match role {
+                        Role::Publisher => link.pub_connected = false,
+                        Role::Subscriber => link.sub_connected = false,
+                    }
+                }
+                if matches!(self.phase, Phase::Connected) {
+                    self.lost(format!("{role:?} {why}"), true).await;
+                }
+            }
+            WireEvent::RemoteChannel { epoch, channel } if epoch == self.epoch => {
+                if let Some(link) = self.link.as_mut() {
+                    link.remote_channels.push(channel);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves from `Connecting` to `Connected` once the publisher (and, when the
+    /// server says it is primary, the subscriber) is up and `_reliable` is open.
+    async fn check_ready(&mut self) {
+        if !matches!(self.phase, Phase::Connecting { .. }) {
+            return;
+        }
+        let Some(link) = self.link.as_mut() else { return };
+        let sub_ok = !link.join.subscriber_primary || link.sub_connected;
+        if !(link.pub_connected && sub_ok && link.reliable.is_open()) {
+            return;
+        }
+        if self.resuming {
+            link.signal.resumed().await;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let handle = tokio::spawn(outbox::writer(
+            self.shared.outbox.clone(),
+            link.reliable.clone(),
+            stop_rx,
+        ));
+        link.writer = Some((handle, stop_tx));
+        self.shared.set_lossy(Some(link.lossy.clone()));
+        self.phase = Phase::Connected;
+        self.attempts = 0;
+        self.shared.state.send_replace(ConnectionState::Connected);
+        tracing::info!(resumed = self.resuming, "connected");
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Ok(()));
+        } else if self.outage {
+            self.outage = false;
+            self.emit(RoomEvent::Reconnected {
+                resumed: self.resuming,
+            });
+        }
+        self.resuming = false;
+    }
+
+    async fn on_timer(&mut self) {
+        match std::mem::replace(&mut self.phase, Phase::Closed) {
+            Phase::Connecting { .. } => {
+                self.phase = Phase::Connected; // so `lost` treats it as a live link
+                let why = format!(
+                    "peer connection not up within {:?}",
+                    self.opts.peer_connection_timeout
+                );
+                if let Some(ready) = self.ready.take() {
+                    self.teardown(false).await;
+                    self.shared.outbox.close(&why);
+                    self.phase = Phase::Closed;
+                    self.shared
+                        .state
+                        .send_replace(ConnectionState::Disconnected);
+                    let _ = ready.send(Err(Error::Timeout {
+                        what: "the WebRTC peer connection",
+                        after: self.opts.peer_connection_timeout,
+                    }));
+                    return;
+                }
+                self.lost(why, false).await;
+            }
+            Phase::Backoff { last_error, .. } => {
+                self.attempts += 1;
+                if self.attempts > self.opts.reconnect_attempts {
+                    self.disconnect(DisconnectReason::ReconnectFailed(last_error))
+                        .await;
+                    return;
+                }
+                tracing::info!(attempt = self.attempts, "rejoining");
+                match self.join().await {
+                    Ok(()) => {}
+                    Err(e) if signal::is_permanent(&e) => {
+                        self.disconnect(DisconnectReason::ReconnectFailed(e.to_string()))
+                            .await;
+                    }
+                    Err(e) => {
+                        tracing::info!(attempt = self.attempts, "rejoin failed: {e}");
+                        self.phase = Phase::Backoff {
+                            until: Instant::now() + backoff(self.attempts),
+                            last_error: e.to_string(),
+                        };
+                    }
+                }
+            }
+            other => self.phase = other,
+        }
+    }
+
+    /// The link is lost: tell the caller, try to resume (when `resume` and the link
+    /// had been up), otherwise tear it down and schedule a rejoin.
+    async fn lost(&mut self, why: String, resume: bool) {
+        if matches!(self.phase, Phase::Closed | Phase::Backoff { .. }) {
+            return;
+        }
+        if self.ready.is_some() {
+            // Still in the first connect: no reconnecting, just fail.
+            let ready = self.ready.take();
+            self.teardown(false).await;
+            self.shared.outbox.close(&why);
+            self.phase = Phase::Closed;
+            self.shared
+                .state
+                .send_replace(ConnectionState::Disconnected);
+            if let Some(ready) = ready {
+                let _ = ready.send(Err(Error::Signal(why)));
+            }
+            return;
+        }
+        let was_connected = matches!(self.phase, Phase::Connected);
+        tracing::info!(%why, resume, "link lost");
+        if !self.outage {
+            self.outage = true;
+            self.shared
+                .state
+                .send_replace(ConnectionState::Reconnecting);
+            self.emit(RoomEvent::Reconnecting {
+                reason: why.clone(),
+            });
+        }
+        self.stop_writer().await;
+        self.shared.set_lossy(None);
+        if resume && was_connected && self.try_resume().await {
+            return;
+        }
+        self.teardown(true).await;
+        self.receivers
+            .abort_all("the link was lost during the stream (rejoined)");
+        self.phase = Phase::Backoff {
+            until: Instant::now() + backoff(self.attempts),
+            last_error: why,
+        };
+    }
+
+    /// Resume: new WebSocket with `reconnect=1`, then an ICE restart of the publisher.
+    async fn try_resume(&mut self) -> bool {
+        let Some(link) = self.link.as_mut() else {
+            return false;
+        };
+        let limit = self.opts.connect_timeout + Duration::from_secs(2);
+        let resp = tokio::time::timeout(
+            limit,
+            link.signal
+                .resume(&self.url, ReconnectReason::RrSignalDisconnected),
+        )
+        .await;
+        match resp {
+            Ok(Ok(resp)) => {
+                tracing::info!(last_message_seq = resp.last_message_seq, "session resumed");
+            }
+            Ok(Err(e)) => {
+                tracing::info!("resume refused, rejoining: {e}");
+                return false;
+            }
+            Err(_) => {
+                tracing::info!("resume timed out, rejoining");
+                return false;
+            }
+        }
+        match link.publisher.offer(true).await {
+            Ok(sdp) => {
+                link.offer_id += 1;
+                link.signal
+                    .send(signal_request::Message::Offer(SessionDescription {
+                        r#type: "offer".into(),
+                        sdp,
+                        id: link.offer_id,
+                        ..Default::default()
+                    }))
+                    .await;
+            }
+            Err(e) => {
+                tracing::info!("ICE restart offer failed, rejoining: {e}");
+                return false;
+            }
+        }
+        self.resuming = true;
+        self.phase = Phase::Connecting {
+            deadline: Instant::now() + self.opts.peer_connection_timeout,
+        };
+        self.check_ready().await;
+        true
+    }
+
+    async fn stop_writer(&mut self) {
+        let Some(link) = self.link.as_mut() else { return };
+        if let Some((handle, stop)) = link.writer.take() {
+            let _ = stop.send(true);
+            let abort = handle.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(3), handle)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+
+    /// Closes the link. With `requeue`, packets SCTP did not acknowledge go back to
+    /// the send queue for the next link.
+    async fn teardown(&mut self, requeue: bool) {
+        self.stop_writer().await;
+        let Some(link) = self.link.take() else { return };
+        if requeue {
+            let outstanding = link.reliable.outstanding_bytes().await.ok();
+            let n = self.shared.outbox.requeue_unacked(outstanding);
+            tracing::info!(?outstanding, requeued = n, "unacknowledged packets requeued");
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(3), link.signal.close()).await;
+        link.publisher.close().await;
+        if let Some(sub) = &link.subscriber {
+            sub.close().await;
+        }
+    }
+
+    async fn leave(&mut self) {
+        if matches!(self.phase, Phase::Closed) {
+            return;
+        }
+        let connected = matches!(self.phase, Phase::Connected);
+        if let (true, Some(link)) = (connected, self.link.as_ref()) {
+            // Let queued packets reach the server before we say goodbye.
+            let deadline = Instant::now() + self.opts.leave_flush_timeout;
+            while Instant::now() < deadline {
+                let idle = self.shared.outbox.pending_len() == 0
+                    && link.reliable.outstanding_bytes().await.unwrap_or(0) == 0;
+                if idle {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            #[allow(deprecated)]
+            link.signal
+                .send(signal_request::Message::Leave(LeaveRequest {
+                    can_reconnect: false,
+                    reason: proto::DisconnectReason::ClientInitiated as i32,
+                    action: leave_request::Action::Disconnect as i32,
+                    regions: None,
+                }))
+                .await;
+        }
+        self.close_for_good(DisconnectReason::ClientLeft).await;
+    }
+
+    async fn disconnect(&mut self, reason: DisconnectReason) {
+        tracing::info!(%reason, "disconnected");
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Err(Error::Closed(reason.to_string())));
+        }
+        self.close_for_good(reason).await;
+    }
+
+    async fn close_for_good(&mut self, reason: DisconnectReason) {
+        self.teardown(false).await;
+        self.shared.outbox.close(&reason.to_string());
+        self.shared.set_lossy(None);
+        self.receivers.abort_all("the room connection closed");
+        self.phase = Phase::Closed;
+        self.shared
+            .state
+            .send_replace(ConnectionState::Disconnected);
+        self.emit(RoomEvent::Disconnected { reason });
+    }
+
+    fn on_data(&mut self, reliable: bool, bytes: &[u8]) {
+        let mut packet = match proto::decode_data_packet(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!("dropping malformed data packet ({} bytes): {e}", bytes.len());
+                return;
+            }
+        };
+        if reliable && packet.sequence > 0 && !packet.participant_sid.is_empty() {
+            let last = self
+                .recv_seq
+                .entry(packet.participant_sid.clone())
+                .or_insert(0);
+            if packet.sequence <= *last {
+                tracing::debug!(seq = packet.sequence, "dropping replayed packet");
+                return;
+            }
+            *last = packet.sequence;
+        }
+        let Some(value) = packet.value.take() else { return };
+        match value {
+            data_packet::Value::User(u) => {
+                let msg = proto::data_message(&packet, u, reliable);
+                self.emit(RoomEvent::Data(msg));
+            }
+            data_packet::Value::StreamHeader(h) => {
+                let reader = self.receivers.on_header(&packet.participant_identity, h);
+                self.emit(RoomEvent::StreamOpened(reader));
+            }
+            data_packet::Value::StreamChunk(c) => self.receivers.on_chunk(c),
+            data_packet::Value::StreamTrailer(t) => self.receivers.on_trailer(t),
+            _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
+        }
+    }
+
+    fn is_local(&self, info: &ParticipantInfo) -> bool {
+        let roster = self.shared.roster();
+        roster
+            .local
+            .as_ref()
+            .is_some_and(|l| l.sid == info.sid || l.identity == info.identity)
+    }
+
+    /// Applies a participant update.
+    fn update_roster(&mut self, infos: &[ParticipantInfo]) {
+        let mut events = Vec::new();
+        for info in infos {
+            if self.is_local(info) {
+                continue;
+            }
+            let p = proto::participant(info);
+            let mut roster = self.shared.roster();
+            let pos = roster.remote.iter().position(|r| r.identity == p.identity);
+            if proto::is_disconnected(info) {
+                if let Some(i) = pos {
+                    if roster.remote[i].sid == p.sid || p.sid.is_empty() {
+                        let gone = roster.remote.remove(i);
+                        drop(roster);
+                        self.receivers
+                            .abort_from(&gone.identity, "the sender left mid-stream");
+                        events.push(RoomEvent::ParticipantLeft(gone));
+                    }
+                }
+            } else if let Some(i) = pos {
+                roster.remote[i] = p;
+            } else {
+                roster.remote.push(p.clone());
+                events.push(RoomEvent::ParticipantJoined(p));
+            }
+        }
+        for ev in events {
+            self.emit(ev);
+        }
+        self.update_assistant();
+    }
+
+    /// After a (re)join: the join response's list is the truth.
+    fn replace_roster(&mut self, infos: &[ParticipantInfo]) {
+        let fresh: Vec<Participant> = infos
+            .iter()
+            .filter(|i| !proto::is_disconnected(i))
+            .map(proto::participant)
+            .collect();
+        let mut events = Vec::new();
+        {
+            let mut roster = self.shared.roster();
+            let local_identity = roster.local.as_ref().map(|l| l.identity.clone());
+            let fresh: Vec<Participant> = fresh
+                .into_iter()
+                .filter(|p| Some(&p.identity) != local_identity.as_ref())
+                .collect();
+            for old in &roster.remote {
+                if !fresh.iter().any(|p| p.identity == old.identity) {
+                    events.push(RoomEvent::ParticipantLeft(old.clone()));
+                }
+            }
+            for p in &fresh {
+                if !roster.remote.iter().any(|o| o.identity == p.identity) {
+                    events.push(RoomEvent::ParticipantJoined(p.clone()));
+                }
+            }
+            roster.remote = fresh;
+        }
+        for ev in events {
+            if let RoomEvent::ParticipantLeft(p) = &ev {
+                self.receivers
+                    .abort_from(&p.identity, "the sender left mid-stream");
+            }
+            self.emit(ev);
+        }
+        self.update_assistant();
+    }
+
+    fn update_assistant(&mut self) {
+        let (old, new) = {
+            let mut roster = self.shared.roster();
+            let new = match &self.opts.assistant_identity {
+                Some(id) => roster.remote.iter().find(|p| &p.identity == id).cloned(),
+                None => {
+                    let current = roster.assistant.as_ref().and_then(|a| {
+                        roster
+                            .remote
+                            .iter()
+                            .find(|p| p.identity == a.identity)
+                            .cloned()
+                    });
+                    current.or_else(|| {
+                        roster
+                            .remote
+                            .iter()
+                            .find(|p| p.kind == ParticipantKind::Agent)
+                            .cloned()
+                    })
+                }
+            };
+            let old = std::mem::replace(&mut roster.assistant, new.clone());
+            (old, new)
+        };
+        let same = match (&old, &new) {
+            (Some(a), Some(b)) => a.identity == b.identity,
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        if let Some(old) = old {
+            self.emit(RoomEvent::AssistantLeft(old));
+        }
+        if let Some(new) = new {
+            self.emit(RoomEvent::AssistantJoined(new));
+        }
+    }
+}
+
+async fn next_signal(link: &mut Option<Link>) -> Option<signal::Event> {
+    match link {
+        Some(l) => l.events.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Whether the server URL's host is a loopback address (then loopback ICE
+/// candidates are needed).
+fn host_is_loopback(url: &str) -> bool {
+    let rest = url.split("://").nth(1).unwrap_or(url);
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority)
+    };
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn backoff_grows_to_seven_seconds() {
+        assert_eq!(backoff(0), Duration::from_millis(300));
+        assert_eq!(backoff(1), Duration::from_millis(600));
+        assert_eq!(backoff(5), Duration::from_millis(7000));
+        assert_eq!(backoff(40), Duration::from_millis(7000));
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(host_is_loopback("ws://127.0.0.1:7880"));
+        assert!(host_is_loopback("ws://localhost:7880/x"));
+        assert!(host_is_loopback("wss://[::1]:443"));
+        assert!(!host_is_loopback("wss://example.livekit.cloud"));
+        assert!(!host_is_loopback("ws://10.1.2.3:7880"));
+    }
+}

@@ -1,0 +1,57 @@
+//! `outpost-livekit`: a pure-Rust LiveKit client for data (no media), the app's link
+//! to the assistant. It behaves like the official SDKs on the wire, so it works with
+//! LiveKit Cloud, `livekit-server` and `outpost-room`.
+//!
+//! Built on LiveKit's official `livekit-protocol` (types), `livekit-signaling` (the
+//! WebSocket signal client: URL, v1→v0 fallback, validate, keep-alive, resume) and
+//! the pure-Rust `webrtc` crate (peer connections, SCTP data channels).
+//!
+//! ```no_run
+//! # async fn demo() -> outpost_livekit::Result<()> {
+//! use outpost_livekit::{DataOptions, Room, RoomEvent, RoomOptions};
+//! let (room, mut events) = Room::connect("wss://example.livekit.cloud", "TOKEN",
+//!     RoomOptions::default().assistant("assistant")).await?;
+//! room.send_data(b"hello".to_vec(), DataOptions::topic("chat")).await?;
+//! while let Some(ev) = events.recv().await {
+//!     if let RoomEvent::Data(msg) = ev { /* … */ let _ = msg; }
+//! }
+//! room.leave().await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Layout:
+//! - [`room`]: the public [`Room`] handle and [`RoomOptions`].
+//! - `engine`: the per-room task: signaling, peer connections, participants,
+//!   incoming packets, and reconnects (resume, then full rejoins with backoff).
+//! - `outbox`: the ordered reliable send queue that survives reconnects.
+//! - [`streams`]: LiveKit data streams (header / 15 000-byte chunks / trailer).
+//! - [`token`]: token endpoints (LiveKit's token-server convention).
+//! - [`types`]: participants, messages, events.
+//! - `signal`: adapter over `livekit-signaling`.
+//! - `proto`: the only import site of `livekit_protocol` (and `prost`).
+//! - `wire`: the only import site of `webrtc` (and `rtc`).
+//!
+//! Not implemented: media tracks, single peer connection mode (`/rtc/v1`; the
+//! signal client falls back to `/rtc` like the official SDKs), RPC, end-to-end
+//! encryption, compressed streams.
+
+pub mod error;
+pub mod room;
+pub mod streams;
+pub mod token;
+pub mod types;
+
+mod engine;
+mod outbox;
+mod proto;
+mod signal;
+mod wire;
+
+pub use error::{Error, Result};
+pub use room::{Room, RoomEvents, RoomOptions};
+pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
+pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
+pub use types::{
+    ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
+    RoomEvent,
+};

@@ -1,0 +1,211 @@
+//! LiveKit's protobuf types and their codec.
+//!
+//! The only module that imports `livekit_protocol` and `prost`: everything else names
+//! LiveKit messages through the re-exports below (the signaling adapter included), so
+//! a protocol upgrade touches one file. Conversions into the crate's public types live
+//! here too, so no protobuf type leaks into the public API.
+
+use std::collections::HashMap;
+
+pub(crate) use livekit_protocol::{
+    DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, ReconnectResponse,
+    SessionDescription, SignalTarget, TrickleRequest, UserPacket, data_packet,
+    data_stream, leave_request, participant_info, signal_request, signal_response,
+};
+
+use prost::Message as _;
+
+use crate::types::{DataMessage, Participant, ParticipantKind};
+
+/// Decodes a `DataPacket` from a data channel message.
+pub(crate) fn decode_data_packet(bytes: &[u8]) -> Result<DataPacket, String> {
+    DataPacket::decode(bytes).map_err(|e| e.to_string())
+}
+
+/// Encodes a `DataPacket` for a data channel.
+pub(crate) fn encode_data_packet(packet: &DataPacket) -> Vec<u8> {
+    packet.encode_to_vec()
+}
+
+/// Our public participant from the server's `ParticipantInfo`.
+pub(crate) fn participant(info: &ParticipantInfo) -> Participant {
+    let kind = match participant_info::Kind::try_from(info.kind) {
+        Ok(participant_info::Kind::Standard) => ParticipantKind::Standard,
+        Ok(participant_info::Kind::Agent) => ParticipantKind::Agent,
+        _ => ParticipantKind::Other(info.kind),
+    };
+    Participant {
+        sid: info.sid.clone(),
+        identity: info.identity.clone(),
+        name: info.name.clone(),
+        kind,
+        metadata: info.metadata.clone(),
+        attributes: info.attributes.clone(),
+    }
+}
+
+/// Whether a participant update says this participant is gone.
+pub(crate) fn is_disconnected(info: &ParticipantInfo) -> bool {
+    info.state == participant_info::State::Disconnected as i32
+}
+
+/// A user packet for sending. Destinations go in both the packet and the legacy
+/// `UserPacket` field, which older servers read.
+#[allow(deprecated)] // the legacy fields are what older servers and SDKs read
+pub(crate) fn user_packet(
+    payload: Vec<u8>,
+    topic: Option<String>,
+    destinations: Vec<String>,
+    reliable: bool,
+) -> DataPacket {
+    DataPacket {
+        kind: if reliable {
+            data_packet::Kind::Reliable as i32
+        } else {
+            data_packet::Kind::Lossy as i32
+        },
+        destination_identities: destinations.clone(),
+        value: Some(data_packet::Value::User(UserPacket {
+            payload,
+            topic,
+            destination_identities: destinations,
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// Wraps a stream header, chunk or trailer for the reliable channel.
+#[allow(deprecated)]
+pub(crate) fn stream_packet(value: data_packet::Value, destinations: Vec<String>) -> DataPacket {
+    DataPacket {
+        kind: data_packet::Kind::Reliable as i32,
+        destination_identities: destinations,
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+/// A received user packet as our public type. The sender identity comes from the
+/// packet (stamped by the server), falling back to the legacy field.
+#[allow(deprecated)]
+pub(crate) fn data_message(packet: &DataPacket, user: UserPacket, reliable: bool) -> DataMessage {
+    let sender_identity = if packet.participant_identity.is_empty() {
+        user.participant_identity.clone()
+    } else {
+        packet.participant_identity.clone()
+    };
+    let sender_sid = if packet.participant_sid.is_empty() {
+        user.participant_sid.clone()
+    } else {
+        packet.participant_sid.clone()
+    };
+    DataMessage {
+        sender_identity,
+        sender_sid,
+        topic: user.topic,
+        payload: user.payload,
+        reliable,
+    }
+}
+
+/// Header of a byte or text stream we send.
+pub(crate) struct HeaderFields {
+    pub stream_id: String,
+    pub topic: String,
+    pub mime_type: String,
+    pub total_length: Option<u64>,
+    pub attributes: HashMap<String, String>,
+    /// `Some(name)` for a byte stream, `None` for a text stream.
+    pub byte_name: Option<String>,
+}
+
+/// Builds a `data_stream::Header`.
+pub(crate) fn stream_header(h: HeaderFields, now_ms: i64) -> data_packet::Value {
+    let content_header = match h.byte_name {
+        Some(name) => data_stream::header::ContentHeader::ByteHeader(data_stream::ByteHeader {
+            name,
+        }),
+        None => data_stream::header::ContentHeader::TextHeader(data_stream::TextHeader {
+            operation_type: data_stream::OperationType::Create as i32,
+            ..Default::default()
+        }),
+    };
+    data_packet::Value::StreamHeader(data_stream::Header {
+        stream_id: h.stream_id,
+        timestamp: now_ms,
+        topic: h.topic,
+        mime_type: h.mime_type,
+        total_length: h.total_length,
+        attributes: h.attributes,
+        content_header: Some(content_header),
+        ..Default::default()
+    })
+}
+
+/// Builds a `data_stream::Chunk`.
+pub(crate) fn stream_chunk(stream_id: String, index: u64, content: Vec<u8>) -> data_packet::Value {
+    data_packet::Value::StreamChunk(data_stream::Chunk {
+        stream_id,
+        chunk_index: index,
+        content,
+        ..Default::default()
+    })
+}
+
+/// Builds a `data_stream::Trailer`; a non-empty reason tells the receiver the stream
+/// was cut short.
+pub(crate) fn stream_trailer(stream_id: String, reason: String) -> data_packet::Value {
+    data_packet::Value::StreamTrailer(data_stream::Trailer {
+        stream_id,
+        reason,
+        ..Default::default()
+    })
+}
+
+/// Name of a server `DisconnectReason` code, for messages.
+pub(crate) fn disconnect_reason_name(code: i32) -> String {
+    DisconnectReason::try_from(code)
+        .map(|r| r.as_str_name().to_owned())
+        .unwrap_or_else(|_| format!("reason {code}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn user_packet_round_trips_with_destinations_and_topic() {
+        let p = user_packet(b"hi".to_vec(), Some("t".into()), vec!["bob".into()], true);
+        let back = decode_data_packet(&encode_data_packet(&p)).unwrap();
+        assert_eq!(back.destination_identities, vec!["bob".to_string()]);
+        let Some(data_packet::Value::User(u)) = back.value.clone() else {
+            panic!("user packet expected")
+        };
+        let msg = data_message(&back, u, true);
+        assert_eq!(msg.payload, b"hi");
+        assert_eq!(msg.topic.as_deref(), Some("t"));
+    }
+
+    #[test]
+    fn garbage_is_an_error() {
+        assert!(decode_data_packet(&[0x0a, 0x80]).is_err());
+        assert!(decode_data_packet(&[0xff; 7]).is_err());
+    }
+
+    #[test]
+    fn agent_kind_maps() {
+        let info = ParticipantInfo {
+            kind: participant_info::Kind::Agent as i32,
+            identity: "a".into(),
+            ..Default::default()
+        };
+        assert_eq!(participant(&info).kind, ParticipantKind::Agent);
+        let info = ParticipantInfo {
+            kind: 99,
+            ..Default::default()
+        };
+        assert_eq!(participant(&info).kind, ParticipantKind::Other(99));
+    }
+}

@@ -1,0 +1,335 @@
+//! The public room handle.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::engine::{Command, Engine, Shared};
+use crate::error::{Error, Result};
+use crate::outbox::Outbox;
+use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
+use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
+use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent};
+use crate::proto;
+
+/// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct RoomOptions {
+    /// Identity of the assistant to watch for; `None` = the first participant of
+    /// kind AGENT.
+    pub assistant_identity: Option<String>,
+    /// Deadline for each signaling connection attempt (WebSocket + join response).
+    pub connect_timeout: Duration,
+    /// Deadline for the peer connection to come up after joining.
+    pub peer_connection_timeout: Duration,
+    /// Full rejoin attempts after a lost link before giving up.
+    pub reconnect_attempts: u32,
+    /// Incoming data streams larger than this are cut off with an error.
+    pub stream_receive_cap: u64,
+    /// Largest payload [`Room::send_data`] accepts (LiveKit recommends ≤ 15 KiB;
+    /// larger payloads belong in data streams).
+    pub max_packet_payload: usize,
+    /// Per-channel bound on bytes handed to SCTP and not yet acknowledged.
+    pub send_buffer_limit: usize,
+    /// How long [`Room::leave`] waits for queued packets to reach the server.
+    pub leave_flush_timeout: Duration,
+}
+
+impl Default for RoomOptions {
+    fn default() -> Self {
+        Self {
+            assistant_identity: None,
+            connect_timeout: Duration::from_secs(5),
+            peer_connection_timeout: Duration::from_secs(15),
+            reconnect_attempts: 10,
+            stream_receive_cap: 5_000_000_000,
+            max_packet_payload: 15 * 1024,
+            send_buffer_limit: 4 * 1024 * 1024,
+            leave_flush_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl RoomOptions {
+    /// Watches for the assistant with this identity.
+    #[must_use]
+    pub fn assistant(mut self, identity: impl Into<String>) -> Self {
+        self.assistant_identity = Some(identity.into());
+        self
+    }
+}
+
+/// Events from the room, in order. Unbounded: read them promptly.
+pub type RoomEvents = mpsc::UnboundedReceiver<RoomEvent>;
+
+/// A connection to a LiveKit room. Cheap to clone; the connection closes when
+/// [`Room::leave`] is called or the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Room {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    shared: Arc<Shared>,
+    cmd: mpsc::UnboundedSender<Command>,
+    max_payload: usize,
+    engine: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Room {
+    /// Joins the room at `url` (`ws://`, `wss://`, `http(s)://`) with an access token.
+    /// Returns once the data channel is open, or with an error saying why not:
+    /// [`Error::Unauthorized`] for a refused token, [`Error::Unreachable`] when the
+    /// server cannot be reached within [`RoomOptions::connect_timeout`],
+    /// [`Error::Timeout`] when WebRTC does not come up.
+    pub async fn connect(url: &str, token: &str, options: RoomOptions) -> Result<(Room, RoomEvents)> {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            outbox: Arc::new(Outbox::default()),
+            state: watch::channel(ConnectionState::Reconnecting).0,
+            roster: Mutex::default(),
+            lossy: Mutex::default(),
+        });
+        let max_payload = options.max_packet_payload;
+        let mut engine = Engine::new(
+            url.to_owned(),
+            token.to_owned(),
+            options,
+            shared.clone(),
+            events_tx,
+            cmd_rx,
+        );
+        let (ready_tx, ready_rx) = oneshot::channel();
+        engine.start(ready_tx).await?;
+        let handle = tokio::spawn(engine.run());
+        match ready_rx.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                let _ = handle.await;
+                return Err(e);
+            }
+            Err(_) => return Err(Error::Closed("room engine stopped while connecting".into())),
+        }
+        let room = Room {
+            inner: Arc::new(Inner {
+                shared,
+                cmd: cmd_tx,
+                max_payload,
+                engine: Mutex::new(Some(handle)),
+            }),
+        };
+        Ok((room, events_rx))
+    }
+
+    /// Gets connection details from a token endpoint (see [`crate::token`]) and joins.
+    pub async fn connect_with_endpoint(
+        endpoint: &TokenEndpoint,
+        request: &TokenRequest,
+        options: RoomOptions,
+    ) -> Result<(Room, RoomEvents)> {
+        let details = fetch_connection_details(endpoint, request).await?;
+        Room::connect(&details.server_url, &details.participant_token, options).await
+    }
+
+    /// Ourselves, as the server sees us (sid changes after a full rejoin).
+    pub fn local_participant(&self) -> Option<Participant> {
+        self.inner.shared.roster().local.clone()
+    }
+
+    /// The other participants, in the order they joined.
+    pub fn participants(&self) -> Vec<Participant> {
+        self.inner.shared.roster().remote.clone()
+    }
+
+    /// The assistant, when present.
+    pub fn assistant(&self) -> Option<Participant> {
+        self.inner.shared.roster().assistant.clone()
+    }
+
+    /// Current connection state.
+    pub fn connection_state(&self) -> ConnectionState {
+        *self.inner.shared.state.borrow()
+    }
+
+    /// A watch on the connection state.
+    pub fn watch_state(&self) -> watch::Receiver<ConnectionState> {
+        self.inner.shared.state.subscribe()
+    }
+
+    /// Sends a data packet. Reliable packets are queued in order and survive a
+    /// reconnect (sent once the link is back); this returns once the packet is
+    /// queued. Lossy packets are dropped while reconnecting or when the channel's
+    /// buffer is full.
+    pub async fn send_data(&self, payload: impl Into<Vec<u8>>, options: DataOptions) -> Result<()> {
+        let payload = payload.into();
+        if payload.len() > self.inner.max_payload {
+            return Err(Error::PayloadTooLarge {
+                size: payload.len(),
+                limit: self.inner.max_payload,
+            });
+        }
+        let identity = self.identity();
+        if options.reliable {
+            self.inner.shared.outbox.push(
+                move |seq| {
+                    let mut p = proto::user_packet(
+                        payload,
+                        options.topic,
+                        options.destination_identities,
+                        true,
+                    );
+                    p.sequence = seq;
+                    p.participant_identity = identity;
+                    proto::encode_data_packet(&p)
+                },
+                None,
+            )
+        } else {
+            if self.connection_state() == ConnectionState::Disconnected {
+                return Err(Error::Closed("the room is disconnected".into()));
+            }
+            let Some(ch) = self.inner.shared.lossy() else {
+                return Ok(());
+            };
+            let mut p = proto::user_packet(
+                payload,
+                options.topic,
+                options.destination_identities,
+                false,
+            );
+            p.participant_identity = identity;
+            if let Err(e) = ch.try_send(&proto::encode_data_packet(&p)).await {
+                tracing::debug!("lossy packet dropped: {e}");
+            }
+            Ok(())
+        }
+    }
+
+    /// Sends a reliable packet and waits until it is handed to the transport.
+    pub async fn send_data_and_wait(&self, payload: impl Into<Vec<u8>>, options: DataOptions) -> Result<()> {
+        let payload = payload.into();
+        if payload.len() > self.inner.max_payload {
+            return Err(Error::PayloadTooLarge {
+                size: payload.len(),
+                limit: self.inner.max_payload,
+            });
+        }
+        let identity = self.identity();
+        let (tx, rx) = oneshot::channel();
+        self.inner.shared.outbox.push(
+            move |seq| {
+                let mut p = proto::user_packet(
+                    payload,
+                    options.topic,
+                    options.destination_identities,
+                    true,
+                );
+                p.sequence = seq;
+                p.participant_identity = identity;
+                proto::encode_data_packet(&p)
+            },
+            Some(tx),
+        )?;
+        rx.await
+            .map_err(|_| Error::Closed("send queue dropped".into()))?
+    }
+
+    fn sink(&self) -> Sink {
+        Sink {
+            outbox: self.inner.shared.outbox.clone(),
+            identity: self.identity(),
+        }
+    }
+
+    fn identity(&self) -> String {
+        self.inner
+            .shared
+            .roster()
+            .local
+            .as_ref()
+            .map(|l| l.identity.clone())
+            .unwrap_or_default()
+    }
+
+    /// Opens a byte stream to write incrementally.
+    pub fn stream_bytes(&self, options: StreamOptions) -> Result<StreamWriter> {
+        StreamWriter::open(self.sink(), StreamKind::Bytes, options)
+    }
+
+    /// Opens a text stream to write incrementally.
+    pub fn stream_text(&self, options: StreamOptions) -> Result<StreamWriter> {
+        StreamWriter::open(self.sink(), StreamKind::Text, options)
+    }
+
+    /// Sends bytes as a byte stream; returns the stream id once everything is handed
+    /// to the transport.
+    pub async fn send_bytes(&self, data: &[u8], mut options: StreamOptions) -> Result<String> {
+        options.total_length = Some(u64::try_from(data.len()).unwrap_or(u64::MAX));
+        let mut w = self.stream_bytes(options)?;
+        let id = w.id().to_owned();
+        w.write(data).await?;
+        w.close().await?;
+        Ok(id)
+    }
+
+    /// Sends text as a text stream; returns the stream id.
+    pub async fn send_text(&self, text: &str, mut options: StreamOptions) -> Result<String> {
+        options.total_length = Some(u64::try_from(text.len()).unwrap_or(u64::MAX));
+        let mut w = self.stream_text(options)?;
+        let id = w.id().to_owned();
+        w.write_text(text).await?;
+        w.close().await?;
+        Ok(id)
+    }
+
+    /// Sends a file as a byte stream named after the file; returns the stream id.
+    pub async fn send_file(&self, path: &Path, mut options: StreamOptions) -> Result<String> {
+        use tokio::io::AsyncReadExt as _;
+        let io = |what: &str, source| Error::Io {
+            what: format!("{what} {}", path.display()),
+            source,
+        };
+        let mut file = tokio::fs::File::open(path).await.map_err(|e| io("opening", e))?;
+        let len = file.metadata().await.map_err(|e| io("reading", e))?.len();
+        options.total_length = Some(len);
+        if options.name.is_none() {
+            options.name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        }
+        let mut w = self.stream_bytes(options)?;
+        let id = w.id().to_owned();
+        let mut buf = vec![0u8; CHUNK_SIZE];
+        loop {
+            let n = file.read(&mut buf).await.map_err(|e| io("reading", e))?;
+            if n == 0 {
+                break;
+            }
+            w.write(&buf[..n]).await?;
+        }
+        w.close().await?;
+        Ok(id)
+    }
+
+    /// Leaves the room: waits (bounded) for queued packets to reach the server,
+    /// tells the server, and closes everything. Idempotent.
+    pub async fn leave(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        if self.inner.cmd.send(Command::Leave(tx)).is_ok() {
+            let _ = rx.await;
+        }
+        let handle = self
+            .inner
+            .engine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(h) = handle {
+            let _ = h.await;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,625 @@
+//! LiveKit data streams: a header, chunks of at most 15 000 bytes, and a trailer, all
+//! on the reliable channel, so payloads of any size cross.
+//!
+//! - Receiving: [`Receivers`] (owned by the engine) turns incoming packets into
+//!   [`StreamReader`]s, enforcing order, the announced length, and a size cap.
+//! - Sending: [`StreamWriter`] cuts what it is given into chunks, queues them on the
+//!   reliable send queue with a small window (so progress means "handed to the
+//!   transport"), and ends with a trailer; `cancel` ends with a trailer carrying a
+//!   reason, which the official SDKs report as an aborted stream.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::error::{Error, Result};
+use crate::outbox::Outbox;
+use crate::proto::{self, data_stream};
+
+/// Largest chunk payload, as in the official SDKs.
+pub const CHUNK_SIZE: usize = 15_000;
+/// Chunks queued but not yet handed to the transport, per writer.
+const WINDOW: usize = 16;
+/// Incoming streams open at once, across all senders.
+const MAX_OPEN_STREAMS: usize = 64;
+
+/// Byte or text stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// `ByteHeader`: binary payload with a name (file name for `send_file`).
+    Bytes,
+    /// `TextHeader`: UTF-8 text.
+    Text,
+}
+
+/// What a stream's header said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInfo {
+    /// Stream id.
+    pub id: String,
+    /// Byte or text.
+    pub kind: StreamKind,
+    /// Topic (handlers are usually chosen by topic).
+    pub topic: String,
+    /// Sender identity.
+    pub sender_identity: String,
+    /// MIME type.
+    pub mime_type: String,
+    /// Byte streams: the name (file name for files).
+    pub name: Option<String>,
+    /// Total length when the sender announced it.
+    pub total_length: Option<u64>,
+    /// Sender's attributes.
+    pub attributes: HashMap<String, String>,
+    /// Sender's timestamp, milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+}
+
+/// An incoming stream. Read chunks with [`StreamReader::next_chunk`] or everything
+/// with [`StreamReader::read_all`]. Dropping it discards the rest of the stream.
+#[derive(Debug)]
+pub struct StreamReader {
+    /// The header.
+    pub info: StreamInfo,
+    rx: mpsc::UnboundedReceiver<Result<Bytes>>,
+    progress: watch::Receiver<u64>,
+}
+
+impl StreamReader {
+    /// The next chunk; `None` when the stream ended normally; an error when it was
+    /// cancelled by the sender, broke a rule, or the sender left mid-stream.
+    pub async fn next_chunk(&mut self) -> Option<Result<Bytes>> {
+        self.rx.recv().await
+    }
+
+    /// Bytes received so far (including chunks not read yet).
+    pub fn received(&self) -> u64 {
+        *self.progress.borrow()
+    }
+
+    /// A watch on the received byte count, for progress displays.
+    pub fn progress(&self) -> watch::Receiver<u64> {
+        self.progress.clone()
+    }
+
+    /// Reads the whole stream.
+    pub async fn read_all(mut self) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(
+            usize::try_from(self.info.total_length.unwrap_or(0).min(64 << 20)).unwrap_or(0),
+        );
+        while let Some(chunk) = self.next_chunk().await {
+            out.extend_from_slice(&chunk?);
+        }
+        Ok(out)
+    }
+
+    /// Reads the whole stream as UTF-8 text.
+    pub async fn read_to_string(self) -> Result<String> {
+        let id = self.info.id.clone();
+        let bytes = self.read_all().await?;
+        String::from_utf8(bytes).map_err(|e| Error::Stream {
+            stream_id: id,
+            reason: format!("text stream is not valid UTF-8: {e}"),
+        })
+    }
+}
+
+struct Incoming {
+    sender: String,
+    tx: mpsc::UnboundedSender<Result<Bytes>>,
+    received: u64,
+    next_index: u64,
+    total: Option<u64>,
+    progress: watch::Sender<u64>,
+}
+
+/// Incoming streams being assembled.
+pub(crate) struct Receivers {
+    cap: u64,
+    open: HashMap<String, Incoming>,
+}
+
+impl std::fmt::Debug for Receivers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receivers")
+            .field("cap", &self.cap)
+            .field("open", &self.open.len())
+            .finish()
+    }
+}
+
+fn stream_error(id: &str, reason: impl Into<String>) -> Error {
+    Error::Stream {
+        stream_id: id.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+impl Receivers {
+    /// Streams larger than `cap` bytes are cut off with an error.
+    pub(crate) fn new(cap: u64) -> Self {
+        Self {
+            cap,
+            open: HashMap::new(),
+        }
+    }
+
+    /// A header: returns the reader to hand to the application. Streams we cannot
+    /// accept still get a reader, which yields the reason as an error.
+    pub(crate) fn on_header(&mut self, sender: &str, h: data_stream::Header) -> StreamReader {
+        let (kind, name) = match &h.content_header {
+            Some(data_stream::header::ContentHeader::ByteHeader(b)) => {
+                (StreamKind::Bytes, Some(b.name.clone()))
+            }
+            _ => (StreamKind::Text, None),
+        };
+        let info = StreamInfo {
+            id: h.stream_id.clone(),
+            kind,
+            topic: h.topic.clone(),
+            sender_identity: sender.to_owned(),
+            mime_type: h.mime_type.clone(),
+            name,
+            total_length: h.total_length,
+            attributes: h.attributes.clone(),
+            timestamp_ms: h.timestamp,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (progress, progress_rx) = watch::channel(0);
+        let reader = StreamReader {
+            info,
+            rx,
+            progress: progress_rx,
+        };
+        let encrypted = is_encrypted(&h);
+        let id = h.stream_id;
+        let refuse = if id.is_empty() {
+            Some("stream header without an id".to_owned())
+        } else if self.open.contains_key(&id) {
+            Some("a stream with this id is already open".to_owned())
+        } else if self.open.len() >= MAX_OPEN_STREAMS {
+            Some(format!("more than {MAX_OPEN_STREAMS} incoming streams open at once"))
+        } else if encrypted {
+            Some("encrypted data streams are not supported".to_owned())
+        } else if h.compression != 0 {
+            Some("compressed data streams are not supported (we do not advertise it)".to_owned())
+        } else if h.total_length.is_some_and(|t| t > self.cap) {
+            Some(format!(
+                "announced length {} exceeds the receive cap of {} bytes",
+                h.total_length.unwrap_or(0),
+                self.cap
+            ))
+        } else {
+            None
+        };
+        if let Some(reason) = refuse {
+            tracing::warn!(stream = %id, from = sender, "refusing data stream: {reason}");
+            let _ = tx.send(Err(stream_error(&id, reason)));
+            return reader;
+        }
+        let mut incoming = Incoming {
+            sender: sender.to_owned(),
+            tx,
+            received: 0,
+            next_index: 0,
+            total: h.total_length,
+            progress,
+        };
+        if let Some(inline) = h.inline_content {
+            // A single-packet stream: the content rides in the header, no trailer follows.
+            let ok = self.accept(&id, &mut incoming, Bytes::from(inline));
+            if ok {
+                let _ = finish(&id, &incoming);
+            }
+            return reader;
+        }
+        self.open.insert(id, incoming);
+        reader
+    }
+
+    /// Checks and forwards one piece of content; false when the stream is now broken.
+    fn accept(&self, id: &str, s: &mut Incoming, content: Bytes) -> bool {
+        let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
+        let received = s.received.saturating_add(len);
+        if received > self.cap {
+            let _ = s.tx.send(Err(stream_error(
+                id,
+                format!("stream exceeds the receive cap of {} bytes", self.cap),
+            )));
+            return false;
+        }
+        if s.total.is_some_and(|t| received > t) {
+            let _ = s.tx.send(Err(stream_error(
+                id,
+                format!(
+                    "stream sent more than its announced {} bytes",
+                    s.total.unwrap_or(0)
+                ),
+            )));
+            return false;
+        }
+        s.received = received;
+        s.progress.send_replace(received);
+        // A dropped reader only means nobody wants the rest; keep accounting.
+        let _ = s.tx.send(Ok(content));
+        true
+    }
+
+    /// A chunk.
+    pub(crate) fn on_chunk(&mut self, c: data_stream::Chunk) {
+        let Some(mut s) = self.open.remove(&c.stream_id) else {
+            tracing::debug!(stream = %c.stream_id, "chunk for an unknown stream; dropped");
+            return;
+        };
+        if c.chunk_index != s.next_index {
+            let _ = s.tx.send(Err(stream_error(
+                &c.stream_id,
+                format!(
+                    "chunk {} arrived where chunk {} was due",
+                    c.chunk_index, s.next_index
+                ),
+            )));
+            return;
+        }
+        s.next_index += 1;
+        if self.accept(&c.stream_id, &mut s, Bytes::from(c.content)) {
+            self.open.insert(c.stream_id, s);
+        }
+    }
+
+    /// A trailer: ends the stream (with an error when it carries a reason).
+    pub(crate) fn on_trailer(&mut self, t: data_stream::Trailer) {
+        let Some(s) = self.open.remove(&t.stream_id) else {
+            return;
+        };
+        if !t.reason.is_empty() {
+            let _ = s.tx.send(Err(stream_error(
+                &t.stream_id,
+                format!("cancelled by the sender: {}", t.reason),
+            )));
+            return;
+        }
+        let _ = finish(&t.stream_id, &s);
+    }
+
+    /// Fails every stream `identity` was sending (it left).
+    pub(crate) fn abort_from(&mut self, identity: &str, why: &str) {
+        let ids: Vec<String> = self
+            .open
+            .iter()
+            .filter(|(_, s)| s.sender == identity)
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            if let Some(s) = self.open.remove(&id) {
+                let _ = s.tx.send(Err(stream_error(&id, why)));
+            }
+        }
+    }
+
+    /// Fails every open stream.
+    pub(crate) fn abort_all(&mut self, why: &str) {
+        for (id, s) in self.open.drain() {
+            let _ = s.tx.send(Err(stream_error(&id, why)));
+        }
+    }
+}
+
+#[allow(deprecated)] // the field is how older senders mark encryption
+fn is_encrypted(h: &data_stream::Header) -> bool {
+    h.encryption_type != 0
+}
+
+fn finish(id: &str, s: &Incoming) -> bool {
+    if let Some(total) = s.total {
+        if s.received != total {
+            let _ = s.tx.send(Err(stream_error(
+                id,
+                format!("stream ended after {} of {total} bytes", s.received),
+            )));
+            return false;
+        }
+    }
+    true
+}
+
+/// How to send a stream.
+#[derive(Debug, Clone, Default)]
+pub struct StreamOptions {
+    /// Topic (receivers pick handlers by topic).
+    pub topic: String,
+    /// Recipients by identity; empty means everyone else.
+    pub destination_identities: Vec<String>,
+    /// Byte streams: a name (the file name for files). Defaults to "unknown".
+    pub name: Option<String>,
+    /// MIME type; defaults to `application/octet-stream` (bytes) or `text/plain` (text).
+    pub mime_type: Option<String>,
+    /// Announced total length, if known (set automatically by `send_bytes`/`send_text`).
+    pub total_length: Option<u64>,
+    /// Attributes for the header.
+    pub attributes: HashMap<String, String>,
+    /// Stream id; a random one when `None`.
+    pub stream_id: Option<String>,
+}
+
+/// What the writer needs from the room.
+#[derive(Debug, Clone)]
+pub(crate) struct Sink {
+    pub outbox: Arc<Outbox>,
+    pub identity: String,
+}
+
+impl Sink {
+    fn push(
+        &self,
+        value: crate::proto::data_packet::Value,
+        destinations: &[String],
+        done: Option<oneshot::Sender<Result<()>>>,
+    ) -> Result<()> {
+        let identity = self.identity.clone();
+        let destinations = destinations.to_vec();
+        self.outbox.push(
+            move |seq| {
+                let mut p = proto::stream_packet(value, destinations);
+                p.sequence = seq;
+                p.participant_identity = identity;
+                proto::encode_data_packet(&p)
+            },
+            done,
+        )
+    }
+}
+
+/// An outgoing stream. Write with [`StreamWriter::write`] (bytes) or
+/// [`StreamWriter::write_text`] (text), then [`StreamWriter::close`] or
+/// [`StreamWriter::cancel`]. Dropping it unclosed cancels it.
+#[derive(Debug)]
+pub struct StreamWriter {
+    sink: Sink,
+    id: String,
+    kind: StreamKind,
+    destinations: Vec<String>,
+    index: u64,
+    window: VecDeque<(oneshot::Receiver<Result<()>>, u64)>,
+    progress: watch::Sender<u64>,
+    handed: u64,
+    finished: bool,
+}
+
+impl StreamWriter {
+    pub(crate) fn open(sink: Sink, kind: StreamKind, opts: StreamOptions) -> Result<Self> {
+        let id = opts
+            .stream_id
+            .unwrap_or_else(|| format!("OS_{}", nanoid::nanoid!(16)));
+        let mime_type = opts.mime_type.unwrap_or_else(|| match kind {
+            StreamKind::Bytes => "application/octet-stream".to_owned(),
+            StreamKind::Text => "text/plain".to_owned(),
+        });
+        let header = proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.clone(),
+                topic: opts.topic,
+                mime_type,
+                total_length: opts.total_length,
+                attributes: opts.attributes,
+                byte_name: match kind {
+                    StreamKind::Bytes => Some(opts.name.unwrap_or_else(|| "unknown".to_owned())),
+                    StreamKind::Text => None,
+                },
+            },
+            now_ms(),
+        );
+        sink.push(header, &opts.destination_identities, None)?;
+        Ok(Self {
+            sink,
+            id,
+            kind,
+            destinations: opts.destination_identities,
+            index: 0,
+            window: VecDeque::new(),
+            progress: watch::channel(0).0,
+            handed: 0,
+            finished: false,
+        })
+    }
+
+    /// Stream id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Bytes handed to the transport so far.
+    pub fn progress(&self) -> watch::Receiver<u64> {
+        self.progress.subscribe()
+    }
+
+    async fn settle_one(&mut self) -> Result<()> {
+        if let Some((rx, len)) = self.window.pop_front() {
+            rx.await
+                .map_err(|_| Error::Closed("send queue dropped".into()))??;
+            self.handed += len;
+            self.progress.send_replace(self.handed);
+        }
+        Ok(())
+    }
+
+    async fn chunk(&mut self, content: Vec<u8>) -> Result<()> {
+        while self.window.len() >= WINDOW {
+            self.settle_one().await?;
+        }
+        let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
+        let (tx, rx) = oneshot::channel();
+        let value = proto::stream_chunk(self.id.clone(), self.index, content);
+        self.sink.push(value, &self.destinations, Some(tx))?;
+        self.index += 1;
+        self.window.push_back((rx, len));
+        Ok(())
+    }
+
+    /// Writes bytes (any length; cut into 15 000-byte chunks).
+    pub async fn write(&mut self, data: &[u8]) -> Result<()> {
+        if self.kind != StreamKind::Bytes {
+            return Err(Error::InvalidArgument(
+                "write() is for byte streams; use write_text()".into(),
+            ));
+        }
+        for piece in data.chunks(CHUNK_SIZE) {
+            self.chunk(piece.to_vec()).await?;
+        }
+        Ok(())
+    }
+
+    /// Writes text (cut into chunks of at most 15 000 bytes at character boundaries).
+    pub async fn write_text(&mut self, text: &str) -> Result<()> {
+        if self.kind != StreamKind::Text {
+            return Err(Error::InvalidArgument(
+                "write_text() is for text streams; use write()".into(),
+            ));
+        }
+        for piece in split_utf8(text, CHUNK_SIZE) {
+            self.chunk(piece.as_bytes().to_vec()).await?;
+        }
+        Ok(())
+    }
+
+    /// Ends the stream normally once every chunk was handed to the transport.
+    pub async fn close(mut self) -> Result<()> {
+        self.end(String::new()).await
+    }
+
+    /// Ends the stream early; receivers see it as aborted with `reason`.
+    pub async fn cancel(mut self, reason: &str) -> Result<()> {
+        let reason = if reason.is_empty() { "cancelled" } else { reason };
+        self.end(reason.to_owned()).await
+    }
+
+    async fn end(&mut self, reason: String) -> Result<()> {
+        self.finished = true;
+        let (tx, rx) = oneshot::channel();
+        let trailer = proto::stream_trailer(self.id.clone(), reason);
+        self.sink.push(trailer, &self.destinations, Some(tx))?;
+        while !self.window.is_empty() {
+            self.settle_one().await?;
+        }
+        rx.await
+            .map_err(|_| Error::Closed("send queue dropped".into()))?
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        if !self.finished {
+            let trailer =
+                proto::stream_trailer(self.id.clone(), "writer dropped before close".into());
+            let _ = self.sink.push(trailer, &self.destinations, None);
+        }
+    }
+}
+
+/// Splits text into pieces of at most `max` bytes without cutting a character.
+pub(crate) fn split_utf8(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(max.max(4));
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (a, b) = rest.split_at(cut);
+        out.push(a);
+        rest = b;
+    }
+    out
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn header(id: &str, total: Option<u64>) -> data_stream::Header {
+        data_stream::Header {
+            stream_id: id.into(),
+            total_length: total,
+            content_header: Some(data_stream::header::ContentHeader::ByteHeader(
+                data_stream::ByteHeader { name: "f".into() },
+            )),
+            ..Default::default()
+        }
+    }
+
+    fn chunk(id: &str, i: u64, n: usize) -> data_stream::Chunk {
+        data_stream::Chunk {
+            stream_id: id.into(),
+            chunk_index: i,
+            content: vec![1; n],
+            ..Default::default()
+        }
+    }
+
+    fn trailer(id: &str, reason: &str) -> data_stream::Trailer {
+        data_stream::Trailer {
+            stream_id: id.into(),
+            reason: reason.into(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn assembles_a_stream() {
+        let mut r = Receivers::new(1000);
+        let reader = r.on_header("bob", header("s", Some(20)));
+        r.on_chunk(chunk("s", 0, 10));
+        r.on_chunk(chunk("s", 1, 10));
+        r.on_trailer(trailer("s", ""));
+        assert_eq!(reader.info.sender_identity, "bob");
+        assert_eq!(reader.read_all().await.unwrap().len(), 20);
+    }
+
+    #[tokio::test]
+    async fn cap_order_length_and_cancel_are_errors() {
+        let mut r = Receivers::new(15);
+        let reader = r.on_header("bob", header("a", None));
+        r.on_chunk(chunk("a", 0, 10));
+        r.on_chunk(chunk("a", 1, 10));
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("cap"));
+
+        let reader = r.on_header("bob", header("b", Some(100)));
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("cap"));
+
+        let mut r = Receivers::new(1000);
+        let reader = r.on_header("bob", header("c", None));
+        r.on_chunk(chunk("c", 1, 10));
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("due"));
+
+        let reader = r.on_header("bob", header("d", Some(30)));
+        r.on_chunk(chunk("d", 0, 10));
+        r.on_trailer(trailer("d", ""));
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("10 of 30"));
+
+        let reader = r.on_header("bob", header("e", None));
+        r.on_trailer(trailer("e", "user stop"));
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("user stop"));
+
+        let reader = r.on_header("bob", header("f", None));
+        r.abort_from("bob", "bob left");
+        assert!(reader.read_all().await.unwrap_err().to_string().contains("bob left"));
+    }
+
+    #[test]
+    fn utf8_split_never_cuts_a_character() {
+        let s = "aé€😀".repeat(1000);
+        let parts = split_utf8(&s, 7);
+        assert!(parts.iter().all(|p| p.len() <= 7));
+        assert_eq!(parts.concat(), s);
+    }
+}

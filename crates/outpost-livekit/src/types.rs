@@ -1,0 +1,158 @@
+//! Public value types: participants, received data, options and events.
+
+use std::collections::HashMap;
+
+use crate::streams::StreamReader;
+
+/// What kind of participant someone is, as the server reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ParticipantKind {
+    /// A regular client (apps, SDK peers).
+    Standard,
+    /// An agent (LiveKit Agents, or any token minted with kind `agent`).
+    Agent,
+    /// Ingress, egress, SIP, connector, bridge and unknown kinds.
+    Other(i32),
+}
+
+/// A participant of the room.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Participant {
+    /// Server-assigned session id (`PA_…`); changes when the participant rejoins.
+    pub sid: String,
+    /// Identity from the access token; stable across rejoins.
+    pub identity: String,
+    /// Display name.
+    pub name: String,
+    /// Kind.
+    pub kind: ParticipantKind,
+    /// Metadata string from the token or the server API.
+    pub metadata: String,
+    /// Participant attributes.
+    pub attributes: HashMap<String, String>,
+}
+
+/// A user data packet received from another participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataMessage {
+    /// Sender identity (empty when the server sent it).
+    pub sender_identity: String,
+    /// Sender session id.
+    pub sender_sid: String,
+    /// Topic, if the sender gave one.
+    pub topic: Option<String>,
+    /// Payload bytes.
+    pub payload: Vec<u8>,
+    /// Whether it came over the reliable channel.
+    pub reliable: bool,
+}
+
+/// How to send a data packet.
+#[derive(Debug, Clone)]
+pub struct DataOptions {
+    /// Reliable and ordered (default) or lossy.
+    pub reliable: bool,
+    /// Topic.
+    pub topic: Option<String>,
+    /// Recipients by identity; empty means everyone else in the room.
+    pub destination_identities: Vec<String>,
+}
+
+impl Default for DataOptions {
+    fn default() -> Self {
+        Self {
+            reliable: true,
+            topic: None,
+            destination_identities: Vec::new(),
+        }
+    }
+}
+
+impl DataOptions {
+    /// Reliable, with a topic.
+    pub fn topic(topic: impl Into<String>) -> Self {
+        Self {
+            topic: Some(topic.into()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a recipient.
+    #[must_use]
+    pub fn to(mut self, identity: impl Into<String>) -> Self {
+        self.destination_identities.push(identity.into());
+        self
+    }
+}
+
+/// The state of the connection to the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionState {
+    /// Joined, peer connection up.
+    Connected,
+    /// Lost the link; resuming or rejoining.
+    Reconnecting,
+    /// Gone for good (left, refused, or out of reconnect attempts).
+    Disconnected,
+}
+
+/// Why the client is disconnected for good.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DisconnectReason {
+    /// [`crate::Room::leave`] was called.
+    ClientLeft,
+    /// The server told us to leave, with its reason name (e.g. `SERVER_SHUTDOWN`,
+    /// `PARTICIPANT_REMOVED`, `DUPLICATE_IDENTITY`).
+    ServerRequest(String),
+    /// Every reconnect attempt failed; the last error.
+    ReconnectFailed(String),
+    /// Something else broke beyond repair.
+    Error(String),
+}
+
+impl std::fmt::Display for DisconnectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DisconnectReason::ClientLeft => f.write_str("left the room"),
+            DisconnectReason::ServerRequest(r) => write!(f, "server asked us to leave: {r}"),
+            DisconnectReason::ReconnectFailed(e) => write!(f, "reconnecting failed: {e}"),
+            DisconnectReason::Error(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Something that happened in the room. Delivered in order on the event channel.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RoomEvent {
+    /// A participant joined (or was already there when we rejoined and is new to us).
+    ParticipantJoined(Participant),
+    /// A participant left.
+    ParticipantLeft(Participant),
+    /// The assistant (see [`crate::RoomOptions::assistant_identity`]) is in the room.
+    AssistantJoined(Participant),
+    /// The assistant left.
+    AssistantLeft(Participant),
+    /// A user data packet arrived.
+    Data(DataMessage),
+    /// Another participant opened a data stream to us; read it from the reader.
+    StreamOpened(StreamReader),
+    /// The link was lost; the client is resuming or rejoining. Sends are queued.
+    Reconnecting {
+        /// What was lost.
+        reason: String,
+    },
+    /// The link is back. `resumed` is true when the session was resumed (same sid),
+    /// false after a full rejoin (new sid, participants re-announced).
+    Reconnected {
+        /// Whether the session was resumed rather than rejoined.
+        resumed: bool,
+    },
+    /// The connection is closed for good.
+    Disconnected {
+        /// Why.
+        reason: DisconnectReason,
+    },
+}
