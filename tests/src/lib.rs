@@ -1,12 +1,15 @@
 //! Shared helpers for Outpost's workspace-level tests: locating binaries, the Python venv
 //! with the official LiveKit SDK, and throw-away network namespaces.
 //!
+//! - [`lkclient`]: two namespaces, room server and official-SDK peer for the
+//!   `outpost-livekit` tests, and running the Rust client inside a namespace.
 //! - [`netns`]: a namespace with a veth pair, deleted on drop.
 //! - [`proc`]: child processes killed on drop, with their stderr kept for failures.
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
 
+pub mod lkclient;
 pub mod netns;
 pub mod proc;
 pub mod python;

@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::RoomOptions;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
@@ -21,11 +22,8 @@ use crate::proto::{
 };
 use crate::signal::{self, Signal};
 use crate::streams::Receivers;
-use crate::types::{
-    ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent,
-};
+use crate::types::{ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent};
 use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
-use crate::RoomOptions;
 
 /// Commands from the room handle.
 #[derive(Debug)]
@@ -88,10 +86,15 @@ struct Link {
 #[derive(Debug)]
 enum Phase {
     /// Waiting for the peer connection (and channel) to come up.
-    Connecting { deadline: Instant },
+    Connecting {
+        deadline: Instant,
+    },
     Connected,
     /// Waiting before the next rejoin attempt.
-    Backoff { until: Instant, last_error: String },
+    Backoff {
+        until: Instant,
+        last_error: String,
+    },
     Closed,
 }
 
@@ -280,7 +283,9 @@ impl Engine {
         };
         match msg {
             M::Answer(sd) => {
-                let Some(link) = self.link.as_mut() else { return };
+                let Some(link) = self.link.as_mut() else {
+                    return;
+                };
                 if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
                     tracing::warn!("publisher answer: {e}");
                     self.lost(format!("bad publisher answer: {e}"), false).await;
@@ -310,7 +315,9 @@ impl Engine {
             send_buffer_limit: self.opts.send_buffer_limit,
             ice_servers: Vec::new(),
         };
-        let Some(link) = self.link.as_mut() else { return };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
         if link.subscriber.is_none() {
             let mut config = config;
             config.ice_servers = link
@@ -327,7 +334,9 @@ impl Engine {
                 }
             }
         }
-        let Some(sub) = link.subscriber.as_ref() else { return };
+        let Some(sub) = link.subscriber.as_ref() else {
+            return;
+        };
         match sub.answer(sd.sdp).await {
             Ok(sdp) => {
                 link.signal
@@ -349,7 +358,9 @@ impl Engine {
     }
 
     async fn on_trickle(&mut self, t: TrickleRequest) {
-        let Some(link) = self.link.as_mut() else { return };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
         let subscriber = t.target == SignalTarget::Subscriber as i32;
         let transport = if subscriber {
             link.subscriber.as_ref()
@@ -391,7 +402,8 @@ impl Engine {
                     .await;
             }
             _ => {
-                self.disconnect(DisconnectReason::ServerRequest(reason)).await;
+                self.disconnect(DisconnectReason::ServerRequest(reason))
+                    .await;
             }
         }
     }
@@ -450,7 +462,9 @@ impl Engine {
         if !matches!(self.phase, Phase::Connecting { .. }) {
             return;
         }
-        let Some(link) = self.link.as_mut() else { return };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
         let sub_ok = !link.join.subscriber_primary || link.sub_connected;
         if !(link.pub_connected && sub_ok && link.reliable.is_open()) {
             return;
@@ -627,7 +641,9 @@ impl Engine {
     }
 
     async fn stop_writer(&mut self) {
-        let Some(link) = self.link.as_mut() else { return };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
         if let Some((handle, stop)) = link.writer.take() {
             let _ = stop.send(true);
             let abort = handle.abort_handle();
@@ -648,7 +664,11 @@ impl Engine {
         if requeue {
             let outstanding = link.reliable.outstanding_bytes().await.ok();
             let n = self.shared.outbox.requeue_unacked(outstanding);
-            tracing::info!(?outstanding, requeued = n, "unacknowledged packets requeued");
+            tracing::info!(
+                ?outstanding,
+                requeued = n,
+                "unacknowledged packets requeued"
+            );
         }
         let _ = tokio::time::timeout(Duration::from_secs(3), link.signal.close()).await;
         link.publisher.close().await;
@@ -710,7 +730,10 @@ impl Engine {
         let mut packet = match proto::decode_data_packet(bytes) {
             Ok(p) => p,
             Err(e) => {
-                tracing::warn!("dropping malformed data packet ({} bytes): {e}", bytes.len());
+                tracing::warn!(
+                    "dropping malformed data packet ({} bytes): {e}",
+                    bytes.len()
+                );
                 return;
             }
         };
@@ -725,7 +748,9 @@ impl Engine {
             }
             *last = packet.sequence;
         }
-        let Some(value) = packet.value.take() else { return };
+        let Some(value) = packet.value.take() else {
+            return;
+        };
         match value {
             data_packet::Value::User(u) => {
                 let msg = proto::data_message(&packet, u, reliable);
@@ -883,7 +908,10 @@ fn host_is_loopback(url: &str) -> bool {
     let host = if let Some(v6) = authority.strip_prefix('[') {
         v6.split(']').next().unwrap_or("")
     } else {
-        authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority)
+        authority
+            .rsplit_once(':')
+            .map(|(h, _)| h)
+            .unwrap_or(authority)
     };
     host == "localhost"
         || host

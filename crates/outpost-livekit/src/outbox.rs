@@ -150,7 +150,11 @@ impl Outbox {
 /// Hands queued packets to `channel` until `stop` turns true or the channel fails.
 /// The send itself is never interrupted, so a packet is either in `pending` or in
 /// `inflight`, never lost between them.
-pub(crate) async fn writer(outbox: std::sync::Arc<Outbox>, channel: Channel, mut stop: watch::Receiver<bool>) {
+pub(crate) async fn writer(
+    outbox: std::sync::Arc<Outbox>,
+    channel: Channel,
+    mut stop: watch::Receiver<bool>,
+) {
     loop {
         if *stop.borrow() {
             return;
@@ -176,7 +180,9 @@ pub(crate) async fn writer(outbox: std::sync::Arc<Outbox>, channel: Channel, mut
         if *stop.borrow() {
             return;
         }
-        let Some(mut out) = outbox.pop() else { continue };
+        let Some(mut out) = outbox.pop() else {
+            continue;
+        };
         match channel.send(&out.bytes).await {
             Ok(()) => {
                 if let Some(done) = out.done.take() {
@@ -231,7 +237,8 @@ mod tests {
     fn closed_outbox_refuses_and_fails_waiters() {
         let o = Outbox::default();
         let (tx, mut rx) = oneshot::channel();
-        o.push(|s| vec![u8::try_from(s).unwrap()], Some(tx)).unwrap();
+        o.push(|s| vec![u8::try_from(s).unwrap()], Some(tx))
+            .unwrap();
         o.close("left");
         assert!(matches!(rx.try_recv(), Ok(Err(Error::Closed(_)))));
         assert!(o.push(|_| vec![], None).is_err());

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 
 pub(crate) use livekit_protocol::{
-    DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, ReconnectResponse,
-    SessionDescription, SignalTarget, TrickleRequest, UserPacket, data_packet,
+    DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
+    ReconnectResponse, SessionDescription, SignalTarget, TrickleRequest, UserPacket, data_packet,
     data_stream, leave_request, participant_info, signal_request, signal_response,
 };
 
@@ -123,9 +123,9 @@ pub(crate) struct HeaderFields {
 /// Builds a `data_stream::Header`.
 pub(crate) fn stream_header(h: HeaderFields, now_ms: i64) -> data_packet::Value {
     let content_header = match h.byte_name {
-        Some(name) => data_stream::header::ContentHeader::ByteHeader(data_stream::ByteHeader {
-            name,
-        }),
+        Some(name) => {
+            data_stream::header::ContentHeader::ByteHeader(data_stream::ByteHeader { name })
+        }
         None => data_stream::header::ContentHeader::TextHeader(data_stream::TextHeader {
             operation_type: data_stream::OperationType::Create as i32,
             ..Default::default()

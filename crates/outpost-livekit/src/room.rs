@@ -9,10 +9,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::engine::{Command, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::outbox::Outbox;
+use crate::proto;
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
 use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent};
-use crate::proto;
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
 #[derive(Debug, Clone)]
@@ -86,7 +86,11 @@ impl Room {
     /// [`Error::Unauthorized`] for a refused token, [`Error::Unreachable`] when the
     /// server cannot be reached within [`RoomOptions::connect_timeout`],
     /// [`Error::Timeout`] when WebRTC does not come up.
-    pub async fn connect(url: &str, token: &str, options: RoomOptions) -> Result<(Room, RoomEvents)> {
+    pub async fn connect(
+        url: &str,
+        token: &str,
+        options: RoomOptions,
+    ) -> Result<(Room, RoomEvents)> {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
@@ -211,7 +215,11 @@ impl Room {
     }
 
     /// Sends a reliable packet and waits until it is handed to the transport.
-    pub async fn send_data_and_wait(&self, payload: impl Into<Vec<u8>>, options: DataOptions) -> Result<()> {
+    pub async fn send_data_and_wait(
+        &self,
+        payload: impl Into<Vec<u8>>,
+        options: DataOptions,
+    ) -> Result<()> {
         let payload = payload.into();
         if payload.len() > self.inner.max_payload {
             return Err(Error::PayloadTooLarge {
@@ -294,7 +302,9 @@ impl Room {
             what: format!("{what} {}", path.display()),
             source,
         };
-        let mut file = tokio::fs::File::open(path).await.map_err(|e| io("opening", e))?;
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| io("opening", e))?;
         let len = file.metadata().await.map_err(|e| io("reading", e))?.len();
         options.total_length = Some(len);
         if options.name.is_none() {

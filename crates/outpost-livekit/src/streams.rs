@@ -180,7 +180,9 @@ impl Receivers {
         } else if self.open.contains_key(&id) {
             Some("a stream with this id is already open".to_owned())
         } else if self.open.len() >= MAX_OPEN_STREAMS {
-            Some(format!("more than {MAX_OPEN_STREAMS} incoming streams open at once"))
+            Some(format!(
+                "more than {MAX_OPEN_STREAMS} incoming streams open at once"
+            ))
         } else if encrypted {
             Some("encrypted data streams are not supported".to_owned())
         } else if h.compression != 0 {
@@ -491,7 +493,11 @@ impl StreamWriter {
 
     /// Ends the stream early; receivers see it as aborted with `reason`.
     pub async fn cancel(mut self, reason: &str) -> Result<()> {
-        let reason = if reason.is_empty() { "cancelled" } else { reason };
+        let reason = if reason.is_empty() {
+            "cancelled"
+        } else {
+            reason
+        };
         self.end(reason.to_owned()).await
     }
 
@@ -591,28 +597,70 @@ mod tests {
         let reader = r.on_header("bob", header("a", None));
         r.on_chunk(chunk("a", 0, 10));
         r.on_chunk(chunk("a", 1, 10));
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("cap"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("cap")
+        );
 
         let reader = r.on_header("bob", header("b", Some(100)));
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("cap"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("cap")
+        );
 
         let mut r = Receivers::new(1000);
         let reader = r.on_header("bob", header("c", None));
         r.on_chunk(chunk("c", 1, 10));
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("due"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("due")
+        );
 
         let reader = r.on_header("bob", header("d", Some(30)));
         r.on_chunk(chunk("d", 0, 10));
         r.on_trailer(trailer("d", ""));
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("10 of 30"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("10 of 30")
+        );
 
         let reader = r.on_header("bob", header("e", None));
         r.on_trailer(trailer("e", "user stop"));
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("user stop"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("user stop")
+        );
 
         let reader = r.on_header("bob", header("f", None));
         r.abort_from("bob", "bob left");
-        assert!(reader.read_all().await.unwrap_err().to_string().contains("bob left"));
+        assert!(
+            reader
+                .read_all()
+                .await
+                .unwrap_err()
+                .to_string()
+                .contains("bob left")
+        );
     }
 
     #[test]

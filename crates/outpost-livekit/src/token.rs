@@ -136,8 +136,8 @@ pub async fn fetch_connection_details(
     if !(endpoint.url.starts_with("http://") || endpoint.url.starts_with("https://")) {
         return Err(err("the URL must start with http:// or https://".into()));
     }
-    let client = livekit_net::http_client()
-        .ok_or_else(|| err("no HTTP client available".into()))?;
+    let client =
+        livekit_net::http_client().ok_or_else(|| err("no HTTP client available".into()))?;
     let mut headers: Vec<Header> = endpoint
         .headers
         .iter()

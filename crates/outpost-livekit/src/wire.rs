@@ -34,7 +34,11 @@ pub(crate) enum Role {
 #[derive(Debug)]
 pub(crate) enum WireEvent {
     /// A local ICE candidate as LiveKit's `{candidate, sdpMid, sdpMLineIndex}` JSON.
-    Candidate { epoch: u64, role: Role, json: String },
+    Candidate {
+        epoch: u64,
+        role: Role,
+        json: String,
+    },
     /// The connection reached `connected`.
     Connected { epoch: u64, role: Role },
     /// The connection failed, or went from connected to disconnected/closed.
@@ -49,10 +53,7 @@ pub(crate) enum WireEvent {
     /// One of our channels opened.
     Opened { epoch: u64 },
     /// A message arrived on a channel.
-    Message {
-        reliable: bool,
-        data: Bytes,
-    },
+    Message { reliable: bool, data: Bytes },
 }
 
 /// Transport settings.
@@ -134,7 +135,10 @@ impl PeerConnectionEventHandler for Handler {
             "_reliable" => true,
             "_lossy" => false,
             other => {
-                tracing::debug!(label = other, "ignoring a data channel LiveKit does not use");
+                tracing::debug!(
+                    label = other,
+                    "ignoring a data channel LiveKit does not use"
+                );
                 return;
             }
         };
@@ -246,7 +250,12 @@ impl Transport {
             .create_data_channel(label, Some(init))
             .await
             .map_err(|e| Error::Webrtc(format!("create data channel {label}: {e}")))?;
-        Ok(Channel::start(dc, reliable, self.epoch, self.events.clone()))
+        Ok(Channel::start(
+            dc,
+            reliable,
+            self.epoch,
+            self.events.clone(),
+        ))
     }
 
     /// Creates and applies an offer; returns its SDP.

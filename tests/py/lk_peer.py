@@ -1,0 +1,176 @@
+"""An official-SDK participant driven by the Rust client under test
+(tests/tests/livekit_client.rs).
+
+It joins as LK_IDENTITY (default "assistant") and obeys JSON commands that arrive as
+reliable data on topic "cmd" from any participant. Answers go back to the commanding
+participant as reliable data on topic "reply" (JSON). It echoes every other user
+packet back to its sender on topic "echo:<topic>", and answers every incoming byte or
+text stream with {"op": "stream_sha", ...} (size and SHA-256 of what it read).
+
+Prints "ready" on stdout once connected, then JSON lines of what it did.
+Environment: LK_URL, LK_IDENTITY, LK_ROOM, LK_API_KEY, LK_API_SECRET.
+"""
+
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import tempfile
+
+from livekit import rtc
+
+from lkcommon import ROOM, URL, token
+
+IDENTITY = os.environ.get("LK_IDENTITY", "assistant")
+
+
+def log(**kv):
+    print(json.dumps(kv), flush=True)
+
+
+class Peer:
+    def __init__(self):
+        self.room = None
+        self.seen = {}  # topic -> list of payload strings, in arrival order
+        self.done = asyncio.Event()
+        self.tasks = set()
+
+    def spawn(self, coro):
+        t = asyncio.ensure_future(coro)
+        self.tasks.add(t)
+        t.add_done_callback(self.tasks.discard)
+
+    async def connect(self):
+        room = rtc.Room()
+        room.on("data_received", self.on_data)
+        room.register_byte_stream_handler("bytes", lambda r, s: self.spawn(self.read_bytes(r, s)))
+        room.register_byte_stream_handler("file", lambda r, s: self.spawn(self.read_bytes(r, s)))
+        room.register_text_stream_handler("text", lambda r, s: self.spawn(self.read_text(r, s)))
+        room.on("reconnecting", lambda: log(event="reconnecting"))
+        room.on("reconnected", lambda: log(event="reconnected"))
+        await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=False))
+        self.room = room
+
+    async def reply(self, to, **kv):
+        await self.room.local_participant.publish_data(
+            json.dumps(kv).encode(), topic="reply", destination_identities=[to])
+
+    async def read_bytes(self, reader, sender):
+        h = hashlib.sha256()
+        n = 0
+        error = None
+        try:
+            async for chunk in reader:
+                h.update(chunk)
+                n += len(chunk)
+        except Exception as e:  # noqa: BLE001 - reported to the test
+            error = str(e)
+        info = reader.info
+        log(event="stream", kind="bytes", id=info.stream_id, size=n, error=error)
+        await self.reply(sender, op="stream_sha", kind="bytes", id=info.stream_id, topic=info.topic,
+                         name=info.name, size=n, sha256=h.hexdigest(), error=error,
+                         attributes=dict(info.attributes or {}))
+
+    async def read_text(self, reader, sender):
+        error = None
+        text = ""
+        try:
+            text = await reader.read_all()
+        except Exception as e:  # noqa: BLE001
+            error = str(e)
+        data = text.encode()
+        info = reader.info
+        log(event="stream", kind="text", id=info.stream_id, size=len(data), error=error)
+        await self.reply(sender, op="stream_sha", kind="text", id=info.stream_id, topic=info.topic,
+                         size=len(data), sha256=hashlib.sha256(data).hexdigest(), error=error)
+
+    def on_data(self, p):
+        sender = p.participant.identity if p.participant else ""
+        topic = p.topic or ""
+        if topic == "cmd":
+            self.spawn(self.command(sender, json.loads(bytes(p.data))))
+            return
+        self.seen.setdefault(topic, []).append(bytes(p.data).decode(errors="replace"))
+        if topic.startswith("noecho"):
+            return
+        self.spawn(self.room.local_participant.publish_data(
+            bytes(p.data), topic="echo:" + topic, destination_identities=[sender]))
+
+    async def command(self, sender, cmd):
+        op = cmd.get("op")
+        log(event="cmd", op=op)
+        lp = self.room.local_participant
+        if op == "ping":
+            await self.reply(sender, op="pong", n=cmd.get("n"))
+        elif op == "send_seq":
+            to = cmd.get("to") or [sender]
+            for i in range(cmd["start"], cmd["start"] + cmd["n"]):
+                await lp.publish_data(str(i).encode(), topic=cmd["topic"], destination_identities=to)
+            await self.reply(sender, op="sent_seq", topic=cmd["topic"])
+        elif op == "report":
+            got = self.seen.get(cmd["topic"], [])
+            nums = [int(x) for x in got]
+            expected = list(range(cmd["n"]))
+            await self.reply(sender, op="report", topic=cmd["topic"], count=len(nums),
+                             dups=len(nums) - len(set(nums)), ordered=nums == sorted(nums),
+                             missing=[i for i in expected if i not in set(nums)][:50],
+                             exact=nums == expected)
+        elif op == "stream_bytes":
+            size = cmd["size"]
+            payload = os.urandom(size)
+            writer = await lp.stream_bytes("blob.bin", total_size=size, topic=cmd.get("topic", "bytes"),
+                                           destination_identities=[sender])
+            step = 64 * 1024
+            for i in range(0, size, step):
+                await writer.write(payload[i:i + step])
+            await writer.aclose()
+            await self.reply(sender, op="sent_stream", id=writer.info.stream_id, size=size,
+                             sha256=hashlib.sha256(payload).hexdigest())
+        elif op == "send_file":
+            size = cmd["size"]
+            payload = os.urandom(size)
+            with tempfile.NamedTemporaryFile(prefix="lkpeer-", suffix=".bin", delete=False) as f:
+                f.write(payload)
+                path = f.name
+            try:
+                info = await lp.send_file(path, topic=cmd.get("topic", "file"), destination_identities=[sender])
+            finally:
+                os.unlink(path)
+            await self.reply(sender, op="sent_stream", id=info.stream_id, size=size, name=info.name,
+                             sha256=hashlib.sha256(payload).hexdigest())
+        elif op == "send_text":
+            text = cmd.get("text") or ("héllo ✓ " * (cmd.get("size", 16) // 10 + 1))
+            info = await lp.send_text(text, topic=cmd.get("topic", "text"), destination_identities=[sender])
+            data = text.encode()
+            await self.reply(sender, op="sent_stream", id=info.stream_id, size=len(data),
+                             sha256=hashlib.sha256(data).hexdigest())
+        elif op == "stream_cancel":
+            writer = await lp.stream_bytes("cut.bin", topic=cmd.get("topic", "bytes"),
+                                           destination_identities=[sender])
+            await writer.write(os.urandom(40_000))
+            await writer.aclose(reason="peer cancelled")
+            await self.reply(sender, op="sent_cancel", id=writer.info.stream_id)
+        elif op == "leave_rejoin":
+            await self.room.disconnect()
+            log(event="left")
+            await asyncio.sleep(cmd.get("delay", 1.0))
+            await self.connect()
+            log(event="rejoined")
+        elif op == "exit":
+            self.done.set()
+
+
+async def main():
+    peer = Peer()
+    await peer.connect()
+    print("ready", flush=True)
+    await peer.done.wait()
+    await asyncio.sleep(0.3)
+    await peer.room.disconnect()
+
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    sys.exit(0)
