@@ -12,7 +12,7 @@
 
 use std::time::{Duration, Instant};
 
-use outpost_store::search::SearchSyntax;
+use outpost_store::search::{SearchOrder, SearchSyntax};
 use outpost_store::{
     ConversationId, Durability, Execution, Executor, Location, NewConversation, NewMessage,
     Pending, Role, SearchQuery, Store, StoreConfig, ToolCallEvent,
@@ -40,17 +40,105 @@ impl Lcg {
 }
 
 const WORDS: &[&str] = &[
-    "the", "a", "to", "of", "and", "in", "is", "it", "you", "that", "for", "on", "with", "file",
-    "read", "search", "notes", "project", "meeting", "weather", "restaurant", "italian", "york",
-    "calendar", "email", "draft", "report", "budget", "invoice", "travel", "flight", "hotel",
-    "train", "schedule", "summary", "document", "folder", "image", "photo", "music", "playlist",
-    "recipe", "pasta", "pizza", "garden", "tomato", "bicycle", "repair", "kernel", "compile",
-    "rust", "python", "database", "query", "index", "backup", "restore", "password", "network",
-    "router", "printer", "battery", "laptop", "monitor", "keyboard", "mouse", "camera", "video",
-    "podcast", "episode", "chapter", "novel", "author", "history", "science", "physics",
-    "chemistry", "biology", "galaxy", "planet", "orbit", "telescope", "ocean", "mountain",
-    "river", "forest", "desert", "island", "volcano", "glacier", "thunder", "rainbow",
-    "quarterly", "forecast", "deadline", "milestone", "sprint", "retrospective", "zebra",
+    "the",
+    "a",
+    "to",
+    "of",
+    "and",
+    "in",
+    "is",
+    "it",
+    "you",
+    "that",
+    "for",
+    "on",
+    "with",
+    "file",
+    "read",
+    "search",
+    "notes",
+    "project",
+    "meeting",
+    "weather",
+    "restaurant",
+    "italian",
+    "york",
+    "calendar",
+    "email",
+    "draft",
+    "report",
+    "budget",
+    "invoice",
+    "travel",
+    "flight",
+    "hotel",
+    "train",
+    "schedule",
+    "summary",
+    "document",
+    "folder",
+    "image",
+    "photo",
+    "music",
+    "playlist",
+    "recipe",
+    "pasta",
+    "pizza",
+    "garden",
+    "tomato",
+    "bicycle",
+    "repair",
+    "kernel",
+    "compile",
+    "rust",
+    "python",
+    "database",
+    "query",
+    "index",
+    "backup",
+    "restore",
+    "password",
+    "network",
+    "router",
+    "printer",
+    "battery",
+    "laptop",
+    "monitor",
+    "keyboard",
+    "mouse",
+    "camera",
+    "video",
+    "podcast",
+    "episode",
+    "chapter",
+    "novel",
+    "author",
+    "history",
+    "science",
+    "physics",
+    "chemistry",
+    "biology",
+    "galaxy",
+    "planet",
+    "orbit",
+    "telescope",
+    "ocean",
+    "mountain",
+    "river",
+    "forest",
+    "desert",
+    "island",
+    "volcano",
+    "glacier",
+    "thunder",
+    "rainbow",
+    "quarterly",
+    "forecast",
+    "deadline",
+    "milestone",
+    "sprint",
+    "retrospective",
+    "zebra",
 ];
 
 fn sentence(rng: &mut Lcg) -> String {
@@ -103,7 +191,11 @@ fn run_store(w: &Workload, durability: Durability) -> Duration {
         acks.push(store.log_message(NewMessage {
             conversation_id: cid.clone(),
             id: format!("m{i}"),
-            role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+            role: if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            },
             text: text.clone(),
             created_at: at,
             completed_at: Some(at),
@@ -137,7 +229,7 @@ fn run_store(w: &Workload, durability: Durability) -> Duration {
 
 /// The same rows with a bare batched INSERT loop: same schema, same pragmas, same batch
 /// size, no queue, no savepoints, no lifecycle checks.
-fn run_bare(w: &Workload, durability: Durability) -> Duration {
+fn run_bare(w: &Workload, durability: Durability, fts: bool) -> Duration {
     let tmp = tempfile::tempdir().unwrap();
     let mut conn = Connection::open(tmp.path().join("bare.sqlite3")).unwrap();
     let _: String = conn
@@ -150,6 +242,13 @@ fn run_bare(w: &Workload, durability: Durability) -> Duration {
     conn.pragma_update(None, "synchronous", sync).unwrap();
     conn.pragma_update(None, "foreign_keys", "ON").unwrap();
     outpost_store::migrations::migrate(&mut conn).unwrap();
+    if !fts {
+        conn.execute_batch(
+            "DROP TRIGGER messages_fts_insert; DROP TRIGGER tool_calls_fts_insert;
+             DROP TRIGGER tool_calls_fts_update;",
+        )
+        .unwrap();
+    }
     conn.execute(
         "INSERT INTO conversations (id, seq, started_at) VALUES ('bench', 0, 0)",
         [],
@@ -246,12 +345,14 @@ fn logging(quick: bool) {
     ] {
         let mut store_t = Vec::new();
         let mut bare_t = Vec::new();
+        let mut nofts_t = Vec::new();
         for _ in 0..rounds {
-            // Interleaved so both see the same machine conditions.
+            // Interleaved so all see the same machine conditions.
             store_t.push(run_store(&w, durability));
-            bare_t.push(run_bare(&w, durability));
+            bare_t.push(run_bare(&w, durability, true));
+            nofts_t.push(run_bare(&w, durability, false));
         }
-        let (s, b) = (median(store_t), median(bare_t));
+        let (s, b, nf) = (median(store_t), median(bare_t), median(nofts_t));
         let rate = |d: Duration, k: usize| k as f64 / d.as_secs_f64();
         println!(
             "| {name} | Store writer | {:.0} | {:.0} | {:.2} |",
@@ -263,6 +364,12 @@ fn logging(quick: bool) {
             "| {name} | bare INSERT loop | {:.0} | {:.0} | 1.00 |",
             rate(b, n),
             rate(b, writes)
+        );
+        println!(
+            "| {name} | bare INSERT loop, no search index (reference) | {:.0} | {:.0} | {:.2} |",
+            rate(nf, n),
+            rate(nf, writes),
+            rate(s, n) / rate(nf, n)
         );
     }
     println!();
@@ -325,65 +432,68 @@ fn searching(quick: bool) {
         "pasta",
         "a",
     ];
-    let reps = if quick { 5 } else { 30 };
-    let mut store_lat = Vec::new();
-    let mut bare_lat = Vec::new();
-    let mut hits_total = 0usize;
-    for _ in 0..reps {
-        for q in &queries {
-            let t = Instant::now();
-            let hits = store.search(SearchQuery::new(*q)).wait().unwrap();
-            store_lat.push(t.elapsed());
-            hits_total += hits.len();
-
-            let expr = outpost_store::search::plain_to_fts5(q).unwrap();
-            let t = Instant::now();
-            let mut stmt = bare
-                .prepare_cached(
-                    "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1
-                     ORDER BY rank LIMIT 20",
-                )
-                .unwrap();
-            let rows: Vec<i64> = stmt
-                .query_map([&expr], |r| r.get(0))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap();
-            bare_lat.push(t.elapsed());
-            hits_total += rows.len();
-        }
-    }
-    // Raw-syntax path, to show it costs the same.
-    let mut raw = SearchQuery::new("notes OR zebra");
-    raw.syntax = SearchSyntax::Fts5;
-    hits_total += store.search(raw).wait().unwrap().len();
-
-    store_lat.sort();
-    bare_lat.sort();
+    let reps = if quick { 5 } else { 20 };
     println!(
-        "## Search over {n} messages + {} tool calls: {} queries × {reps} ({hits_total} hits in all)\n",
+        "## Search over {n} messages + {} tool calls: {} queries × {reps}, 20 hits each\n",
         n / 10,
         queries.len()
     );
-    println!("| path | p50 ms | p95 ms | p99 ms | max ms | p95 store ÷ bare |");
-    println!("|---|---|---|---|---|---|");
-    let p95s = percentile(&store_lat, 0.95).as_secs_f64();
-    let p95b = percentile(&bare_lat, 0.95).as_secs_f64();
-    println!(
-        "| Store::search (messages + tool calls, snippets) | {} | {} | {} | {} | {:.2} |",
-        ms(percentile(&store_lat, 0.5)),
-        ms(percentile(&store_lat, 0.95)),
-        ms(percentile(&store_lat, 0.99)),
-        ms(*store_lat.last().unwrap()),
-        p95s / p95b
-    );
-    println!(
-        "| bare FTS5 MATCH, rowids only (messages) | {} | {} | {} | {} | 1.00 |",
-        ms(percentile(&bare_lat, 0.5)),
-        ms(percentile(&bare_lat, 0.95)),
-        ms(percentile(&bare_lat, 0.99)),
-        ms(*bare_lat.last().unwrap()),
-    );
+    println!("| order | path | p50 ms | p95 ms | p99 ms | max ms | p95 store ÷ bare |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, order, bare_order) in [
+        ("newest first (default)", SearchOrder::Newest, "rowid DESC"),
+        ("relevance (BM25)", SearchOrder::Relevance, "rank"),
+    ] {
+        let mut store_lat = Vec::new();
+        let mut bare_lat = Vec::new();
+        let sql = format!(
+            "SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY {bare_order} LIMIT 20"
+        );
+        for _ in 0..reps {
+            for q in &queries {
+                let mut sq = SearchQuery::new(*q);
+                sq.order = order;
+                let t = Instant::now();
+                let hits = store.search(sq).wait().unwrap();
+                store_lat.push(t.elapsed());
+                assert!(!hits.is_empty(), "{q} found nothing");
+
+                let expr = outpost_store::search::plain_to_fts5(q).unwrap();
+                let t = Instant::now();
+                let mut stmt = bare.prepare_cached(&sql).unwrap();
+                let rows: Vec<i64> = stmt
+                    .query_map([&expr], |r| r.get(0))
+                    .unwrap()
+                    .collect::<rusqlite::Result<_>>()
+                    .unwrap();
+                bare_lat.push(t.elapsed());
+                assert!(!rows.is_empty());
+            }
+        }
+        store_lat.sort();
+        bare_lat.sort();
+        let p95s = percentile(&store_lat, 0.95).as_secs_f64();
+        let p95b = percentile(&bare_lat, 0.95).as_secs_f64();
+        println!(
+            "| {name} | Store::search (messages + tool calls, snippets) | {} | {} | {} | {} | {:.2} |",
+            ms(percentile(&store_lat, 0.5)),
+            ms(percentile(&store_lat, 0.95)),
+            ms(percentile(&store_lat, 0.99)),
+            ms(*store_lat.last().unwrap()),
+            p95s / p95b
+        );
+        println!(
+            "| {name} | bare FTS5 MATCH, message rowids only | {} | {} | {} | {} | 1.00 |",
+            ms(percentile(&bare_lat, 0.5)),
+            ms(percentile(&bare_lat, 0.95)),
+            ms(percentile(&bare_lat, 0.99)),
+            ms(*bare_lat.last().unwrap()),
+        );
+    }
+    // The raw-syntax path works on the same data.
+    let mut raw = SearchQuery::new("notes OR zebra");
+    raw.syntax = SearchSyntax::Fts5;
+    assert!(!store.search(raw).wait().unwrap().is_empty());
     println!();
 }
 

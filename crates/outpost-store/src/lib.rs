@@ -41,5 +41,5 @@ pub use export::{ExportDocument, ExportFormat, ExportScope};
 pub use model::*;
 pub use paths::{DATA_DIR_ENV, data_dir};
 pub use query::AuditQuery;
-pub use search::{SearchQuery, SearchSyntax};
+pub use search::{SearchOrder, SearchQuery, SearchSyntax};
 pub use store::{Durability, Location, Pending, Store, StoreConfig};

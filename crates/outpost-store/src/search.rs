@@ -21,6 +21,18 @@ pub enum SearchSyntax {
     Fts5,
 }
 
+/// How hits are ordered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SearchOrder {
+    /// Newest first. FTS5 walks the index backwards and stops after `limit` hits, so even a
+    /// word in every message costs only `limit` rows.
+    #[default]
+    Newest,
+    /// Best BM25 score first. Every match is scored before the best `limit` are kept: slow
+    /// for words that occur in most messages.
+    Relevance,
+}
+
 /// A search request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchQuery {
@@ -28,6 +40,8 @@ pub struct SearchQuery {
     pub text: String,
     /// How to read it.
     pub syntax: SearchSyntax,
+    /// Hit order.
+    pub order: SearchOrder,
     /// Only in this conversation.
     pub conversation_id: Option<ConversationId>,
     /// Search messages.
@@ -50,6 +64,7 @@ impl SearchQuery {
         Self {
             text: text.into(),
             syntax: SearchSyntax::Plain,
+            order: SearchOrder::Newest,
             conversation_id: None,
             messages: true,
             tool_calls: true,
@@ -133,7 +148,7 @@ fn fts_error(query: &str, e: rusqlite::Error, context: &str) -> Error {
     }
 }
 
-/// Runs a search. Hits are ordered by relevance (BM25), best first.
+/// Runs a search. Hits come newest first, or best BM25 score first (see [`SearchOrder`]).
 pub fn search(conn: &Connection, q: &SearchQuery) -> Result<Vec<SearchHit>> {
     let expr = match q.syntax {
         SearchSyntax::Plain => plain_to_fts5(&q.text)?,
@@ -155,17 +170,22 @@ pub fn search(conn: &Connection, q: &SearchQuery) -> Result<Vec<SearchHit>> {
     let conv = q.conversation_id.as_ref().map(|c| c.0.clone());
     let mut hits = Vec::new();
 
-    // Each side sorts by rank inside FTS5 and stops at `limit`, so snippets are computed
-    // only for rows that can make the final list.
+    // Each side is ordered inside FTS5 and stops at `limit`, so snippets are computed only
+    // for rows that can make the final list.
+    let order_by = |fts: &str| match q.order {
+        SearchOrder::Newest => format!("{fts}.rowid DESC"),
+        SearchOrder::Relevance => format!("{fts}.rank"),
+    };
     if q.messages {
         let mut stmt = conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT m.conversation_id, m.id, m.created_at,
                         snippet(messages_fts, 0, ?2, ?3, '…', ?4), messages_fts.rank
                  FROM messages_fts JOIN messages m ON m.pk = messages_fts.rowid
                  WHERE messages_fts MATCH ?1 AND (?5 IS NULL OR m.conversation_id = ?5)
-                 ORDER BY messages_fts.rank LIMIT ?6",
-            )
+                 ORDER BY {} LIMIT ?6",
+                order_by("messages_fts")
+            ))
             .ctx(|| "prepare message search".to_owned())?;
         let rows = stmt
             .query_map(
@@ -188,13 +208,14 @@ pub fn search(conn: &Connection, q: &SearchQuery) -> Result<Vec<SearchHit>> {
     }
     if q.tool_calls {
         let mut stmt = conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT t.conversation_id, t.id, t.initiated_at, t.tool_name,
                         snippet(tool_calls_fts, -1, ?2, ?3, '…', ?4), tool_calls_fts.rank
                  FROM tool_calls_fts JOIN tool_calls t ON t.pk = tool_calls_fts.rowid
                  WHERE tool_calls_fts MATCH ?1 AND (?5 IS NULL OR t.conversation_id = ?5)
-                 ORDER BY tool_calls_fts.rank LIMIT ?6",
-            )
+                 ORDER BY {} LIMIT ?6",
+                order_by("tool_calls_fts")
+            ))
             .ctx(|| "prepare tool-call search".to_owned())?;
         let rows = stmt
             .query_map(
@@ -215,7 +236,12 @@ pub fn search(conn: &Connection, q: &SearchQuery) -> Result<Vec<SearchHit>> {
             .map_err(|e| fts_error(&q.text, e, "search tool calls"))?;
         hits.extend(rows);
     }
-    hits.sort_by(|a, b| a.score.total_cmp(&b.score).then(b.at.cmp(&a.at)));
+    match q.order {
+        SearchOrder::Newest => hits.sort_by_key(|h| std::cmp::Reverse(h.at)),
+        SearchOrder::Relevance => {
+            hits.sort_by(|a, b| a.score.total_cmp(&b.score).then(b.at.cmp(&a.at)))
+        }
+    }
     hits.truncate(limit as usize);
     Ok(hits)
 }

@@ -939,6 +939,57 @@ mod tests {
     }
 
     #[test]
+    fn hits_come_newest_first_or_by_relevance() {
+        let store = Store::open_in_memory().unwrap();
+        let cid = conv(&store, "c", T0);
+        store
+            .log_message(msg(&cid, "old", Role::User, "zebra zebra zebra zebra", T0))
+            .wait()
+            .unwrap();
+        store
+            .log_message(msg(
+                &cid,
+                "new",
+                Role::User,
+                "one zebra among many other words here",
+                T0 + 9,
+            ))
+            .wait()
+            .unwrap();
+        store
+            .log_tool_event(initiated(
+                &cid,
+                "mid",
+                "zoo",
+                json!({"animal": "zebra"}),
+                T0 + 5,
+            ))
+            .wait()
+            .unwrap();
+        let ids = |order| -> Vec<String> {
+            let mut q = SearchQuery::new("zebra");
+            q.order = order;
+            store
+                .search(q)
+                .wait()
+                .unwrap()
+                .into_iter()
+                .map(|h| h.id)
+                .collect()
+        };
+        assert_eq!(
+            ids(crate::search::SearchOrder::Newest),
+            ["new", "mid", "old"]
+        );
+        let by_rank = ids(crate::search::SearchOrder::Relevance);
+        assert_eq!(by_rank.len(), 3);
+        assert!(
+            by_rank.iter().position(|i| i == "old") < by_rank.iter().position(|i| i == "new"),
+            "{by_rank:?}"
+        );
+    }
+
+    #[test]
     fn hostile_queries_never_panic() {
         let store = Store::open_in_memory().unwrap();
         populate(&store);
