@@ -10,9 +10,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::{DecodeError, EncodeError, FieldError};
+use crate::limits::MAX_DEPTH;
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::message::{Message, MessageType, with_body};
-use crate::scan::{MAX_MESSAGE_DEPTH, scan};
+use crate::scan::scan;
 use crate::validate::Validate;
 use crate::{Map, Value};
 
@@ -114,6 +115,8 @@ pub fn peek_id(bytes: &[u8]) -> Option<String> {
 
 /// A source a message body can be deserialized from.
 trait Input {
+    /// True when the structural scan has already checked these bytes.
+    fn scanned(&self) -> bool;
     fn body<T: DeserializeOwned>(&self) -> Result<T, ()>;
     fn explain<T: DeserializeOwned>(&self) -> Option<serde_path_to_error::Error<String>>;
 }
@@ -125,12 +128,16 @@ impl MsgpackInput<'_> {
     fn deserializer(&self) -> rmp_serde::Deserializer<rmp_serde::decode::ReadRefReader<'_, [u8]>> {
         let mut de = rmp_serde::Deserializer::from_read_ref(self.0);
         // The scan already bounded nesting; this is a second guard for rmp-serde's recursion.
-        de.set_max_depth(MAX_MESSAGE_DEPTH + 1);
+        de.set_max_depth(MAX_DEPTH + 1);
         de
     }
 }
 
 impl Input for MsgpackInput<'_> {
+    fn scanned(&self) -> bool {
+        true
+    }
+
     fn body<T: DeserializeOwned>(&self) -> Result<T, ()> {
         T::deserialize(&mut self.deserializer()).map_err(drop)
     }
@@ -144,6 +151,10 @@ impl Input for MsgpackInput<'_> {
 }
 
 impl Input for JsonInput<'_> {
+    fn scanned(&self) -> bool {
+        false
+    }
+
     fn body<T: DeserializeOwned>(&self) -> Result<T, ()> {
         T::deserialize(self.0).map_err(drop)
     }
@@ -185,7 +196,9 @@ fn body<T: DeserializeOwned + Validate>(
 ) -> Result<T, DecodeError> {
     match input.body::<T>() {
         Ok(v) => {
-            v.validate()
+            // The scan already enforced depth and element limits on the bytes; only the
+            // scalar rules remain. JSON input has had no scan, so it gets the full check.
+            v.check(input.scanned())
                 .map_err(|error| DecodeError::InvalidField { ty, error })?;
             Ok(v)
         }

@@ -19,9 +19,9 @@ pub const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// as a byte stream on the same topic (LiveKit recommends at most ~15 KiB per packet).
 pub const MAX_PACKET_BYTES: usize = 15_000;
 
-/// Deepest nesting of arrays and maps inside `parameters`, `result` and schemas.
-/// The message map itself and the field holding the value do not count.
-pub const MAX_VALUE_DEPTH: usize = 32;
+/// Deepest nesting of maps and arrays in a message, counting the message map itself as
+/// level 1 (so a request's `parameters` map is level 2 and may hold 30 more levels).
+pub const MAX_DEPTH: usize = 32;
 
 /// Most MessagePack elements (scalars, arrays, maps, map keys) one message may hold.
 pub const MAX_ELEMENTS: usize = 500_000;

@@ -6,11 +6,7 @@
 //! there only JSON-like values (no binary or extension types), and what is its `type`.
 
 use crate::error::DecodeError;
-use crate::limits::{MAX_ELEMENTS, MAX_VALUE_DEPTH};
-
-/// Deepest container nesting of a whole message: the message map, a list such as
-/// `tools`, a descriptor map, then a free-form value of up to [`MAX_VALUE_DEPTH`].
-pub(crate) const MAX_MESSAGE_DEPTH: usize = MAX_VALUE_DEPTH + 3;
+use crate::limits::{MAX_DEPTH, MAX_ELEMENTS};
 
 /// What the scan learned about a structurally valid message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +15,7 @@ pub(crate) struct Scanned {
     pub ty: u64,
 }
 
+#[derive(Clone, Copy)]
 struct Frame {
     /// Items still to read: 2 per map entry, 1 per array element.
     remaining: u64,
@@ -145,22 +142,29 @@ pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
             ));
         }
     };
-    let mut stack = vec![Frame {
+    // Nesting is bounded, so the stack is a fixed array: the scan never allocates.
+    let mut stack = [Frame {
+        remaining: 0,
+        is_map: false,
+    }; MAX_DEPTH];
+    stack[0] = Frame {
         remaining: top,
         is_map: true,
-    }];
+    };
+    let mut depth = 1;
     let mut ty: Option<u64> = None;
     // Set while the next item is the value of the top-level `type` key.
     let mut type_value_next = false;
 
-    while let Some(frame) = stack.last_mut() {
+    while depth > 0 {
+        let frame = &mut stack[depth - 1];
         if frame.remaining == 0 {
-            stack.pop();
+            depth -= 1;
             continue;
         }
         let is_key = frame.is_map && frame.remaining % 2 == 0;
         frame.remaining -= 1;
-        let at_top = stack.len() == 1;
+        let at_top = depth == 1;
         let item = read_item(&mut c)?;
         if is_key {
             let Item::Str(key) = item else {
@@ -199,15 +203,16 @@ pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
             Item::Array(n) | Item::Map(n) => {
                 let is_map = matches!(item, Item::Map(_));
                 let items = check_count(n, if is_map { 2 } else { 1 }, &mut elements)?;
-                if stack.len() >= MAX_MESSAGE_DEPTH {
+                if depth >= MAX_DEPTH {
                     return Err(DecodeError::Malformed(format!(
-                        "values nest deeper than {MAX_MESSAGE_DEPTH} levels"
+                        "maps and arrays nest deeper than {MAX_DEPTH} levels"
                     )));
                 }
-                stack.push(Frame {
+                stack[depth] = Frame {
                     remaining: items,
                     is_map,
-                });
+                };
+                depth += 1;
             }
             Item::UInt(_) | Item::NegInt | Item::OtherScalar => {}
         }

@@ -3,13 +3,20 @@
 use serde::Deserializer;
 
 use crate::error::FieldError;
-use crate::limits::{MAX_ELEMENTS, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_TIMEOUT_MS, MAX_VALUE_DEPTH};
+use crate::limits::{MAX_DEPTH, MAX_ELEMENTS, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_TIMEOUT_MS};
 use crate::{Map, Value};
 
 /// Validation every message type implements; `Ok` means it may go on the wire.
 pub trait Validate {
     /// Checks every rule of docs/PROTOCOL.md that the type system does not already enforce.
-    fn validate(&self) -> Result<(), FieldError>;
+    fn validate(&self) -> Result<(), FieldError> {
+        self.check(false)
+    }
+
+    /// The checks behind [`Validate::validate`]. With `values_scanned`, the depth and size
+    /// limits of free-form values are skipped because the decoder's scan of the raw bytes
+    /// already enforced them.
+    fn check(&self, values_scanned: bool) -> Result<(), FieldError>;
 }
 
 /// An id: 1..=MAX_ID_BYTES bytes, no control characters.
@@ -91,11 +98,15 @@ pub(crate) fn de_timeout<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>,
 
 /// A free-form value (parameters, result, schema) stays within the depth and size limits.
 ///
-/// Decoding already enforces this on the raw bytes; encoding calls it on values built in
-/// memory, which may be arbitrarily deep.
-pub(crate) fn map_value(field: &str, v: &Map) -> Result<(), FieldError> {
+/// `level` is the nesting level of `v` itself in the message (the message map is level 1, so
+/// a top-level field's map is level 2). Decoding enforces the same limits on the raw bytes;
+/// encoding calls this on values built in memory, which may be arbitrarily deep.
+pub(crate) fn map_value(field: &str, v: &Map, level: usize) -> Result<(), FieldError> {
+    if level > MAX_DEPTH {
+        return Err(too_deep(field));
+    }
     // Iterative walk: a value built in memory may be deeper than the stack allows.
-    let mut stack: Vec<(&Value, usize)> = v.values().map(|x| (x, 1)).collect();
+    let mut stack: Vec<(&Value, usize)> = v.values().map(|x| (x, level + 1)).collect();
     let mut elements = v.len() * 2;
     while let Some((value, depth)) = stack.pop() {
         let is_container = match value {
@@ -109,11 +120,8 @@ pub(crate) fn map_value(field: &str, v: &Map) -> Result<(), FieldError> {
             }
             _ => false,
         };
-        if is_container && depth >= MAX_VALUE_DEPTH {
-            return Err(FieldError::new(
-                field,
-                format!("nests deeper than {MAX_VALUE_DEPTH} levels"),
-            ));
+        if is_container && depth > MAX_DEPTH {
+            return Err(too_deep(field));
         }
         if elements > MAX_ELEMENTS {
             return Err(FieldError::new(
@@ -128,6 +136,13 @@ pub(crate) fn map_value(field: &str, v: &Map) -> Result<(), FieldError> {
         }
     }
     Ok(())
+}
+
+fn too_deep(field: &str) -> FieldError {
+    FieldError::new(
+        field,
+        format!("nests maps and arrays deeper than {MAX_DEPTH} levels (counting the message)"),
+    )
 }
 
 #[cfg(test)]
@@ -147,8 +162,9 @@ mod tests {
 
     #[test]
     fn depth_limit_is_exact() {
-        assert!(map_value("parameters", &nested(MAX_VALUE_DEPTH - 1)).is_ok());
-        let err = map_value("parameters", &nested(MAX_VALUE_DEPTH)).unwrap_err();
+        // `nested(n)` is a map (level 2 as a top-level field) holding n nested arrays.
+        assert!(map_value("parameters", &nested(MAX_DEPTH - 2), 2).is_ok());
+        let err = map_value("parameters", &nested(MAX_DEPTH - 1), 2).unwrap_err();
         assert_eq!(err.field, "parameters");
         assert!(err.reason.contains("deeper"), "{err}");
     }
@@ -164,7 +180,7 @@ mod tests {
                 let value = std::thread::Builder::new()
                     .stack_size(64 << 10)
                     .spawn(move || {
-                        let outcome = map_value("result", &value).is_err();
+                        let outcome = map_value("result", &value, 2).is_err();
                         (value, outcome)
                     })
                     .unwrap()

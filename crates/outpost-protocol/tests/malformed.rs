@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use outpost_protocol::{
-    DecodeError, MAX_VALUE_DEPTH, Message, MessageType, ProtocolErrorCode, decode, from_json,
+    DecodeError, MAX_DEPTH, Message, MessageType, ProtocolErrorCode, decode, from_json,
 };
 use serde_json::{Value, json};
 
@@ -271,16 +271,29 @@ fn nested(levels: usize) -> Value {
 
 #[test]
 fn nesting_is_capped_at_the_documented_depth() {
-    // `parameters` itself is level 1; MAX_VALUE_DEPTH levels in all are allowed.
-    let ok = with("parameters", nested(MAX_VALUE_DEPTH));
+    // The message map is level 1 and `parameters` level 2: `nested(n)` reaches level n + 1.
+    let ok = with("parameters", nested(MAX_DEPTH - 1));
     assert!(decode(&ok).is_ok(), "{:?}", decode(&ok));
-    let deep = with("parameters", nested(MAX_VALUE_DEPTH + 1));
-    let (f, r) = invalid_field(&deep);
-    assert_eq!(f, "parameters");
-    assert!(r.contains("deeper"), "{r}");
+    let deep = with("parameters", nested(MAX_DEPTH));
+    assert!(
+        matches!(decode(&deep), Err(DecodeError::Malformed(ref m)) if m.contains("deeper than 32")),
+        "{:?}",
+        decode(&deep)
+    );
+    // The JSON path and the encoder apply the same limit to values built in memory.
+    let mut v = request();
+    v["parameters"] = nested(MAX_DEPTH);
+    match from_json(&v) {
+        Err(DecodeError::InvalidField { error, .. }) => assert_eq!(error.field, "parameters"),
+        other => panic!("{other:?}"),
+    }
+    v["parameters"] = nested(MAX_DEPTH - 1);
+    let msg = from_json(&v).unwrap();
+    assert_eq!(
+        decode(&outpost_protocol::encode(&msg).unwrap()).unwrap(),
+        msg
+    );
     // Far deeper than the stack could recurse: still a clean error.
-    let mut bytes = vec![0x81, 0xa4, b't', b'y', b'p', b'e', 0x06];
-    bytes.truncate(7);
     let mut hostile = vec![0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'p'];
     hostile.extend(std::iter::repeat_n(0x91u8, 200_000));
     hostile.push(0xc0);

@@ -15,7 +15,7 @@ pub struct UserMessage {
 }
 
 impl Validate for UserMessage {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)
     }
 }
@@ -37,7 +37,7 @@ pub struct AssistantMessage {
 }
 
 impl Validate for AssistantMessage {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)?;
         if let Some(r) = &self.in_reply_to {
             validate::id("inReplyTo", r)?;
@@ -59,7 +59,7 @@ pub struct AssistantDelta {
 }
 
 impl Validate for AssistantDelta {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::id("messageId", &self.message_id)
     }
 }
@@ -95,7 +95,7 @@ pub struct AssistantStatus {
 }
 
 impl Validate for AssistantStatus {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         if let Some(id) = &self.tool_use_id {
             validate::id("toolUseId", id)?;
         }

@@ -60,12 +60,97 @@ impl ErrorMessage {
     }
 }
 
+/// Which side of the protocol sent a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The assistant.
+    Server,
+    /// The Outpost app.
+    Client,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Server => "server",
+            Self::Client => "client",
+        }
+    }
+}
+
+impl ErrorMessage {
+    /// `unsupported_version` (fatal): hello and welcome share no version.
+    pub fn unsupported_version(
+        client: std::ops::RangeInclusive<crate::Version>,
+        server: std::ops::RangeInclusive<crate::Version>,
+    ) -> Self {
+        Self {
+            fatal: true,
+            message_type: Some(crate::MessageType::ClientHello.code().into()),
+            ..Self::new(
+                ProtocolErrorCode::UnsupportedVersion,
+                format!(
+                    "no common protocol version: client speaks {}..={}, server speaks {}..={}",
+                    client.start(),
+                    client.end(),
+                    server.start(),
+                    server.end()
+                ),
+            )
+        }
+    }
+
+    /// `unexpected_message`: a valid message from the wrong side (`early == false`) or
+    /// before hello/welcome (`early == true`).
+    pub fn unexpected(msg: &crate::Message, from: Role, early: bool) -> Self {
+        let ty = msg.message_type();
+        Self {
+            message_type: Some(ty.code().into()),
+            ref_id: msg.id().map(str::to_owned),
+            ..Self::new(
+                ProtocolErrorCode::UnexpectedMessage,
+                format!(
+                    "{ty} is not expected from the {}{}",
+                    from.as_str(),
+                    if early { " now" } else { "" }
+                ),
+            )
+        }
+    }
+}
+
 impl Validate for ErrorMessage {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::name("code", self.code.as_str())?;
         if let Some(r) = &self.ref_id {
             validate::id("refId", r)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Message, UserMessage};
+
+    #[test]
+    fn documented_texts() {
+        let e = ErrorMessage::unsupported_version(1..=1, 2..=3);
+        assert_eq!(
+            e.message,
+            "no common protocol version: client speaks 1..=1, server speaks 2..=3"
+        );
+        assert!(e.fatal);
+        let msg = Message::UserMessage(UserMessage {
+            id: "u1".into(),
+            text: "hi".into(),
+        });
+        let e = ErrorMessage::unexpected(&msg, Role::Server, false);
+        assert_eq!(e.message, "UserMessage is not expected from the server");
+        assert_eq!(e.ref_id.as_deref(), Some("u1"));
+        let e = ErrorMessage::unexpected(&msg, Role::Client, true);
+        assert_eq!(e.message, "UserMessage is not expected from the client now");
+        assert_eq!(e.code, ProtocolErrorCode::UnexpectedMessage);
     }
 }

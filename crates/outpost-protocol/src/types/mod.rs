@@ -6,7 +6,7 @@ pub(crate) mod session;
 mod tool;
 
 pub use chat::{AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, UserMessage};
-pub use error::{ErrorMessage, ProtocolErrorCode};
+pub use error::{ErrorMessage, ProtocolErrorCode, Role};
 pub use session::{ClientHello, ServerWelcome, ToolDescriptor};
 pub use tool::{
     Execution, ProgressState, ToolErrorCode, ToolUseCancel, ToolUseProgress, ToolUseRequest,

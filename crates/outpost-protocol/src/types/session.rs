@@ -41,12 +41,15 @@ pub struct ToolDescriptor {
 }
 
 impl ToolDescriptor {
-    fn validate_at(&self, at: &str) -> Result<(), FieldError> {
+    fn check_at(&self, at: &str, values_scanned: bool) -> Result<(), FieldError> {
         let f = |name: &str| format!("{at}.{name}");
         validate::name(&f("name"), &self.name)?;
-        validate::map_value(&f("parameters"), &self.parameters)?;
-        if let Some(schema) = &self.result_schema {
-            validate::map_value(&f("resultSchema"), schema)?;
+        // Levels: message 1, `tools` 2, descriptor 3, schema 4.
+        if !values_scanned {
+            validate::map_value(&f("parameters"), &self.parameters, 4)?;
+            if let Some(schema) = &self.result_schema {
+                validate::map_value(&f("resultSchema"), schema, 4)?;
+            }
         }
         if let Some(server) = &self.server_name {
             validate::name(&f("serverName"), server)?;
@@ -100,7 +103,7 @@ impl ClientHello {
 }
 
 impl Validate for ClientHello {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, values_scanned: bool) -> Result<(), FieldError> {
         let min = self.min_protocol_version.unwrap_or(self.protocol_version);
         if self.protocol_version == 0 {
             return Err(FieldError::new("protocolVersion", "must be at least 1"));
@@ -118,7 +121,7 @@ impl Validate for ClientHello {
         validate::name("clientVersion", &self.client_version)?;
         let mut seen = std::collections::HashSet::new();
         for (i, tool) in self.tools.iter().enumerate() {
-            tool.validate_at(&format!("tools[{i}]"))?;
+            tool.check_at(&format!("tools[{i}]"), values_scanned)?;
             if !seen.insert(tool.name.as_str()) {
                 return Err(FieldError::new(
                     format!("tools[{i}].name"),
@@ -148,7 +151,7 @@ pub struct ServerWelcome {
 }
 
 impl Validate for ServerWelcome {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         if self.protocol_version == 0 {
             return Err(FieldError::new("protocolVersion", "must be at least 1"));
         }

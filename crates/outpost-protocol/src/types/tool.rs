@@ -51,14 +51,17 @@ impl ToolUseRequest {
 }
 
 impl Validate for ToolUseRequest {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)?;
         validate::id("messageId", &self.message_id)?;
         validate::name("toolName", &self.tool_name)?;
         if let Some(ms) = self.timeout_ms {
             validate::timeout("timeoutMs", ms.into())?;
         }
-        validate::map_value("parameters", &self.parameters)
+        if !values_scanned {
+            validate::map_value("parameters", &self.parameters, 2)?;
+        }
+        Ok(())
     }
 }
 
@@ -183,13 +186,13 @@ impl ToolUseResult {
 }
 
 impl Validate for ToolUseResult {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)?;
         if let Some(code) = &self.error_code {
             validate::name("errorCode", code.as_str())?;
         }
-        if let Some(result) = &self.result {
-            validate::map_value("result", result)?;
+        if let (Some(result), false) = (&self.result, values_scanned) {
+            validate::map_value("result", result, 2)?;
         }
         Ok(())
     }
@@ -210,7 +213,7 @@ pub struct ToolUseCancel {
 }
 
 impl Validate for ToolUseCancel {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)
     }
 }
@@ -240,7 +243,7 @@ pub struct ToolUseProgress {
 }
 
 impl Validate for ToolUseProgress {
-    fn validate(&self) -> Result<(), FieldError> {
+    fn check(&self, _values_scanned: bool) -> Result<(), FieldError> {
         validate::id("id", &self.id)
     }
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what Outpost's build and tests need on a Debian/Ubuntu machine, skipping what is
+# already there. Sourced by scripts/test.sh and scripts/run.sh; safe to run again.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# --- system packages --------------------------------------------------------------------
+apt_packages=(
+  build-essential pkg-config ca-certificates curl git
+  iproute2           # network namespaces for WebRTC tests (libwebrtc ignores loopback)
+  python3 python3-venv python3-pip
+)
+missing=()
+for p in "${apt_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  log "installing system packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# --- Rust ---------------------------------------------------------------------------------
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    log "installing Rust (rustup from Debian)"
+    $SUDO apt-get install -y -qq --no-install-recommends rustup
+    rustup default stable
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+fi
+if command -v rustup >/dev/null 2>&1; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+fi
+
+# --- Python venv with the official LiveKit SDK -------------------------------------------
+venv="$repo/.venv"
+req="$repo/tests/py/requirements.txt"
+stamp="$venv/.requirements.sha256"
+want="$(sha256sum "$req" | cut -d' ' -f1)"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "creating the Python venv with the official LiveKit SDK ($venv)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+  echo "$want" > "$stamp"
+fi
+export OUTPOST_PYTHON="$venv/bin/python"
