@@ -197,7 +197,10 @@ impl ConsentBroker {
                     options: request.options.clone(),
                 },
             );
-            if ui.send(ConsentEvent::Asked(Box::new(request.clone()))).is_err() {
+            if ui
+                .send(ConsentEvent::Asked(Box::new(request.clone())))
+                .is_err()
+            {
                 inner.pending.remove(&request.consent_id);
                 return ConsentOutcome::NoUi;
             }

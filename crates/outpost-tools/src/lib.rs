@@ -1,1 +1,34 @@
-//! placeholder
+//! Outpost's local tool executor: the tools the assistant may run on the user's computer,
+//! and the dispatcher that runs them under the user's policy, as seed 000 requires.
+//!
+//! Layout:
+//! - `tool`: the [`Tool`] trait, [`ToolSpec`] (descriptor with schemars-generated schemas
+//!   plus policy hints), [`Access`] (what a call touches) and the blocking [`Job`].
+//! - `registry`: [`Registry`] of tools with compiled JSON Schema validators; its
+//!   [`descriptors`](Registry::descriptors) are the client hello's catalogue.
+//! - `builtin`: read_local_file, list_directory, search_files, file_info, write_file,
+//!   calculator, system_info, open_path, open_url; [`Launcher`] for the last two.
+//! - `paths`: `~` expansion, resolution before the policy check, and [`SafeRoot`], which
+//!   opens beneath the checked folder and refuses FIFOs, sockets and devices.
+//! - `dispatcher`: [`Dispatcher`] — one ToolUseResult per client request, duplicates,
+//!   cancels, timeouts, progress, consent through `outpost-policy`, and [`AuditEvent`]s.
+//!
+//! Only this crate touches the user's files on the assistant's behalf, and only after
+//! `outpost-policy` allowed the call.
+
+mod builtin;
+mod dispatcher;
+mod error;
+pub mod paths;
+mod registry;
+mod tool;
+
+pub use builtin::{
+    Calculator, DesktopLauncher, FileInfo, Launcher, ListDirectory, OpenPath, OpenUrl,
+    ReadLocalFile, SearchFiles, SystemInfo, WriteFile, builtin_registry,
+};
+pub use dispatcher::{AuditEvent, AuditOutcome, DispatchEvent, Dispatcher, Handled};
+pub use error::{Result, ToolError};
+pub use paths::SafeRoot;
+pub use registry::{Entry, Registry};
+pub use tool::{Access, Job, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};

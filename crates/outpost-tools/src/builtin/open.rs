@@ -1,0 +1,162 @@
+//! open_path and open_url: hand a file or web address to the desktop's default handler.
+//! Both ask every time. The launcher is injectable so tests never start anything.
+
+use std::ffi::OsStr;
+use std::fmt;
+
+use outpost_policy::ToolHints;
+use outpost_protocol::Map;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, ToolError};
+use crate::paths::{io_error, resolve_existing};
+use crate::tool::{Access, Prepared, Tool, ToolEnv, ToolSpec, parse_params, to_map};
+
+/// Opens a path or URL with the desktop's default handler.
+pub trait Launcher: Send + Sync {
+    /// Opens `target`; returns once the handler has been started.
+    fn open(&self, target: &OsStr) -> std::io::Result<()>;
+}
+
+/// The real launcher (xdg-open, `open`, ShellExecute, via the `open` crate).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DesktopLauncher;
+
+impl Launcher for DesktopLauncher {
+    fn open(&self, target: &OsStr) -> std::io::Result<()> {
+        open::that_detached(target)
+    }
+}
+
+impl fmt::Debug for dyn Launcher {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Launcher")
+    }
+}
+
+/// Parameters of open_path.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenPathParams {
+    /// The file or folder to open (absolute, or starting with `~/`).
+    #[schemars(length(min = 1, max = 4096))]
+    pub path: String,
+}
+
+/// Result of open_path and open_url.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Opened {
+    /// What was handed to the default handler.
+    pub opened: String,
+}
+
+/// open_path.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenPath;
+
+impl Tool for OpenPath {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<OpenPathParams, Opened>(
+            "open_path",
+            "Open a file or folder on the user's computer with its default application. \
+             The user is asked every time.",
+            ToolHints {
+                read_only: false,
+                destructive: false,
+                open_world: true,
+                asks_every_time: true,
+            },
+            10_000,
+        )
+    }
+
+    fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
+        let p: OpenPathParams = parse_params(params)?;
+        let path = resolve_existing(&env.home, "path", &p.path)?;
+        let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, &e))?;
+        if let Some(kind) = crate::paths::odd_kind(&meta.file_type()) {
+            return Err(ToolError::refused(format!("{} is {kind}", path.display())));
+        }
+        let launcher = env.launcher.clone();
+        let target = path.clone();
+        Ok(Prepared {
+            access: Access {
+                summary: format!("Open {} with its default application", path.display()),
+                folder: path.parent().map(std::path::Path::to_path_buf),
+                paths: vec![path],
+                force_ask: None,
+            },
+            job: Box::new(move |cx| {
+                cx.check()?;
+                launcher.open(target.as_os_str()).map_err(|e| {
+                    ToolError::exec(format!("Cannot open {}: {e}", target.display()))
+                })?;
+                to_map(&Opened {
+                    opened: target.to_string_lossy().into_owned(),
+                })
+            }),
+        })
+    }
+}
+
+/// Parameters of open_url.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenUrlParams {
+    /// An http, https or mailto address.
+    #[schemars(length(min = 1, max = 4096))]
+    pub url: String,
+}
+
+/// open_url.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenUrl;
+
+const URL_SCHEMES: &[&str] = &["http", "https", "mailto"];
+
+impl Tool for OpenUrl {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new::<OpenUrlParams, Opened>(
+            "open_url",
+            "Open a web address (http, https or mailto) in the user's default browser or \
+             mail program. The user is asked every time.",
+            ToolHints {
+                read_only: false,
+                destructive: false,
+                open_world: true,
+                asks_every_time: true,
+            },
+            10_000,
+        )
+    }
+
+    fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
+        let p: OpenUrlParams = parse_params(params)?;
+        let url = url::Url::parse(&p.url).map_err(|e| {
+            ToolError::InvalidParameters(format!("url: '{}' is not a URL: {e}", p.url))
+        })?;
+        if !URL_SCHEMES.contains(&url.scheme()) {
+            return Err(ToolError::InvalidParameters(format!(
+                "url: the scheme '{}' is not allowed; use http, https or mailto",
+                url.scheme()
+            )));
+        }
+        let launcher = env.launcher.clone();
+        let target = url.to_string();
+        Ok(Prepared {
+            access: Access {
+                summary: format!("Open {target} in your default application"),
+                ..Access::default()
+            },
+            job: Box::new(move |cx| {
+                cx.check()?;
+                launcher
+                    .open(OsStr::new(&target))
+                    .map_err(|e| ToolError::exec(format!("Cannot open {target}: {e}")))?;
+                to_map(&Opened { opened: target })
+            }),
+        })
+    }
+}
