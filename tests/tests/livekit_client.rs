@@ -267,3 +267,199 @@ fn data_packets_both_ways_with_topics_destinations_and_order() {
     })
     .unwrap();
 }
+
+/// Waits for the next incoming stream on `topic`.
+async fn next_stream(c: &mut Client, topic: &str) -> outpost_livekit::StreamReader {
+    let topic = topic.to_owned();
+    let ev = c
+        .wait_for(
+            &format!("a stream on {topic}"),
+            Duration::from_secs(30),
+            |e| matches!(e, RoomEvent::StreamOpened(r) if r.info.topic == topic),
+        )
+        .await;
+    let RoomEvent::StreamOpened(r) = ev else {
+        unreachable!()
+    };
+    r
+}
+
+#[test]
+fn data_streams_10mib_both_ways_files_text_cancel_and_cap() {
+    const SIZE: usize = 10 * 1024 * 1024;
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+
+        // Rust → Python: 10 MiB byte stream, checksum compared by the official SDK.
+        let payload: Vec<u8> = (0..SIZE).map(|i| (i * 7 + i / 4099) as u8).collect();
+        let mut w = c
+            .room
+            .stream_bytes(StreamOptions {
+                topic: "bytes".into(),
+                destination_identities: vec!["assistant".into()],
+                name: Some("ten.bin".into()),
+                total_length: Some(SIZE as u64),
+                ..Default::default()
+            })
+            .unwrap();
+        let progress = w.progress();
+        let id = w.id().to_owned();
+        let t0 = Instant::now();
+        w.write(&payload).await.unwrap();
+        w.close().await.unwrap();
+        assert_eq!(
+            *progress.borrow(),
+            SIZE as u64,
+            "progress counts every byte"
+        );
+        let r = c
+            .reply("assistant", "stream_sha", Duration::from_secs(60))
+            .await;
+        eprintln!("10 MiB Rust → Python in {:?}", t0.elapsed());
+        assert_eq!(r["id"], id.as_str());
+        assert_eq!(r["size"], SIZE);
+        assert_eq!(r["sha256"], sha_hex(&payload).as_str());
+        assert_eq!(r["name"], "ten.bin");
+        assert!(r["error"].is_null(), "{r}");
+
+        // Python → Rust: 10 MiB stream_bytes.
+        let t0 = Instant::now();
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_bytes", "size": SIZE, "topic": "bytes"}),
+        )
+        .await;
+        let reader = next_stream(&mut c, "bytes").await;
+        assert_eq!(reader.info.sender_identity, "assistant");
+        assert_eq!(reader.info.total_length, Some(SIZE as u64));
+        let got = reader.read_all().await.unwrap();
+        eprintln!("10 MiB Python → Rust in {:?}", t0.elapsed());
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(30))
+            .await;
+        assert_eq!(got.len(), SIZE);
+        assert_eq!(sent["sha256"], sha_hex(&got).as_str());
+
+        // Python send_file → Rust.
+        c.cmd(
+            "assistant",
+            json!({"op": "send_file", "size": 300_000, "topic": "file"}),
+        )
+        .await;
+        let reader = next_stream(&mut c, "file").await;
+        let name = reader.info.name.clone().unwrap();
+        assert!(
+            name.starts_with("lkpeer-") && name.ends_with(".bin"),
+            "{name}"
+        );
+        let got = reader.read_all().await.unwrap();
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(30))
+            .await;
+        assert_eq!(sent["sha256"], sha_hex(&got).as_str());
+
+        // Rust send_file → Python.
+        let dir = std::env::temp_dir().join(format!("olk-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notes.txt");
+        std::fs::write(&path, &payload[..123_456]).unwrap();
+        let opts = StreamOptions {
+            topic: "file".into(),
+            destination_identities: vec!["assistant".into()],
+            ..Default::default()
+        };
+        c.room.send_file(&path, opts).await.unwrap();
+        let r = c
+            .reply("assistant", "stream_sha", Duration::from_secs(30))
+            .await;
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(r["name"], "notes.txt");
+        assert_eq!(r["sha256"], sha_hex(&payload[..123_456]).as_str());
+
+        // Text both ways (multi-byte characters across chunk boundaries).
+        let text = "héllo ✓ 😀 ".repeat(4000);
+        let opts = StreamOptions {
+            topic: "text".into(),
+            destination_identities: vec!["assistant".into()],
+            ..Default::default()
+        };
+        c.room.send_text(&text, opts).await.unwrap();
+        let r = c
+            .reply("assistant", "stream_sha", Duration::from_secs(30))
+            .await;
+        assert_eq!(r["kind"], "text");
+        assert_eq!(r["sha256"], sha_hex(text.as_bytes()).as_str());
+        c.cmd(
+            "assistant",
+            json!({"op": "send_text", "size": 50_000, "topic": "text"}),
+        )
+        .await;
+        let reader = next_stream(&mut c, "text").await;
+        assert_eq!(reader.info.kind, outpost_livekit::StreamKind::Text);
+        let got = reader.read_to_string().await.unwrap();
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(30))
+            .await;
+        assert_eq!(sent["sha256"], sha_hex(got.as_bytes()).as_str());
+
+        // Cancellation both ways.
+        let mut w = c
+            .room
+            .stream_bytes(StreamOptions {
+                topic: "bytes".into(),
+                destination_identities: vec!["assistant".into()],
+                ..Default::default()
+            })
+            .unwrap();
+        w.write(&payload[..40_000]).await.unwrap();
+        w.cancel("user stop").await.unwrap();
+        let r = c
+            .reply("assistant", "stream_sha", Duration::from_secs(30))
+            .await;
+        assert!(
+            !r["error"].is_null(),
+            "the official SDK should see the cancelled stream as failed: {r}"
+        );
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_cancel", "topic": "bytes"}),
+        )
+        .await;
+        let reader = next_stream(&mut c, "bytes").await;
+        let err = reader.read_all().await.unwrap_err();
+        assert!(err.to_string().contains("peer cancelled"), "{err}");
+        c.room.leave().await.unwrap();
+
+        // A receiver with a 100 kB cap refuses a bigger stream with a clear error.
+        let token = lkclient::token(ROOM, "small", lkclient::DEV_SECRET).unwrap();
+        let mut opts = RoomOptions::default();
+        opts.stream_receive_cap = 100_000;
+        let (room, events) = Room::connect(&url, &token, opts).await.unwrap();
+        let mut small = Client {
+            room,
+            events,
+            backlog: Vec::new(),
+        };
+        small
+            .cmd(
+                "assistant",
+                json!({"op": "stream_bytes", "size": 300_000, "topic": "bytes"}),
+            )
+            .await;
+        let reader = next_stream(&mut small, "bytes").await;
+        let err = reader.read_all().await.unwrap_err();
+        assert!(err.to_string().contains("cap"), "{err}");
+        // The link is still fine afterwards.
+        small.cmd("assistant", json!({"op": "ping", "n": 1})).await;
+        small
+            .reply("assistant", "pong", Duration::from_secs(10))
+            .await;
+        small.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
