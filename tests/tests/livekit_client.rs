@@ -463,3 +463,289 @@ fn data_streams_10mib_both_ways_files_text_cancel_and_cap() {
     })
     .unwrap();
 }
+
+/// Sends `range` as numbered packets on `topic` to the assistant.
+async fn send_numbers(c: &Client, topic: &str, range: std::ops::Range<usize>) {
+    for i in range {
+        c.room
+            .send_data(
+                i.to_string().into_bytes(),
+                DataOptions::topic(topic).to("assistant"),
+            )
+            .await
+            .unwrap();
+    }
+}
+
+/// Waits until the assistant echoed packet `n` on `topic`.
+async fn wait_echo(c: &mut Client, topic: &str, n: usize) {
+    let want = n.to_string();
+    let topic = format!("echo:{topic}");
+    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+        matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
+    })
+    .await;
+}
+
+async fn wait_reconnect(c: &mut Client) -> (String, bool) {
+    let ev = c
+        .wait_for("reconnecting", Duration::from_secs(20), |e| {
+            matches!(e, RoomEvent::Reconnecting { .. })
+        })
+        .await;
+    let RoomEvent::Reconnecting { reason } = ev else {
+        unreachable!()
+    };
+    let ev = c
+        .wait_for("reconnected", Duration::from_secs(40), |e| {
+            matches!(e, RoomEvent::Reconnected { .. })
+        })
+        .await;
+    let RoomEvent::Reconnected { resumed } = ev else {
+        unreachable!()
+    };
+    (reason, resumed)
+}
+
+#[test]
+fn reconnects_after_the_server_restarts_without_loss_or_duplicates() {
+    let mut env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let _assistant = assistant;
+        let mut c = Client::connect(&url, "app").await;
+        send_numbers(&c, "seq", 0..50).await;
+        wait_echo(&mut c, "seq", 49).await;
+
+        // Kill -9 the server. Keep our link down while it restarts, so the official
+        // peer is back before our queued packets are flushed: the server drops
+        // packets addressed to participants who are not (yet) in the room.
+        let killed = Instant::now();
+        env.pair.set_client_link(false)?;
+        drop(std::mem::replace(
+            &mut env.server.proc,
+            outpost_tests::proc::Proc::spawn("placeholder", std::process::Command::new("true"))?,
+        ));
+        send_numbers(&c, "seq", 50..100).await;
+        env.server = lkclient::Server::start(&env.pair, Path::new(BIN))?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let joined = |log: String| {
+            log.lines()
+                .any(|l| l.contains("participant joined") && l.contains("assistant"))
+        };
+        while !joined(env.server.proc.stderr()) {
+            assert!(
+                Instant::now() < deadline,
+                "the official peer did not rejoin: {}",
+                env.server.proc.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        env.pair.set_client_link(true)?;
+        let (reason, resumed) = wait_reconnect(&mut c).await;
+        eprintln!(
+            "reconnected {:?} after the kill ({reason})",
+            killed.elapsed()
+        );
+        assert!(
+            !resumed,
+            "outpost-room cannot resume; this must be a full rejoin"
+        );
+        assert_eq!(c.room.connection_state(), ConnectionState::Connected);
+        send_numbers(&c, "seq", 100..150).await;
+        wait_echo(&mut c, "seq", 149).await;
+        c.cmd(
+            "assistant",
+            json!({"op": "report", "topic": "seq", "n": 150}),
+        )
+        .await;
+        let r = c
+            .reply("assistant", "report", Duration::from_secs(20))
+            .await;
+        assert_eq!(
+            r["exact"], true,
+            "after a server restart the assistant got {r}"
+        );
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn reconnects_after_the_link_drops_without_loss_or_duplicates() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    let pair = &env.pair;
+    let client_ns = pair.client_ns.clone();
+    // The link is switched from this thread while the client runs in the namespace.
+    let (tx, rx) = std::sync::mpsc::channel::<bool>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let client = std::thread::spawn(move || {
+        in_netns(&client_ns, move || async move {
+            let mut c = Client::connect(&url, "app").await;
+            send_numbers(&c, "seq", 0..50).await;
+            wait_echo(&mut c, "seq", 49).await;
+            tx.send(false)?; // link down
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            // These go into SCTP on a dead link: unacknowledged, so they must be
+            // sent again on the new link, once.
+            send_numbers(&c, "seq", 50..100).await;
+            done_rx.recv_timeout(Duration::from_secs(20))?;
+            let (reason, resumed) = wait_reconnect(&mut c).await;
+            eprintln!("reconnected after the link drop ({reason}), resumed={resumed}");
+            send_numbers(&c, "seq", 100..150).await;
+            wait_echo(&mut c, "seq", 149).await;
+            c.cmd(
+                "assistant",
+                json!({"op": "report", "topic": "seq", "n": 150}),
+            )
+            .await;
+            let r = c
+                .reply("assistant", "report", Duration::from_secs(20))
+                .await;
+            assert_eq!(r["exact"], true, "after a link drop the assistant got {r}");
+            c.room.leave().await.unwrap();
+            Ok(())
+        })
+    });
+    assert!(
+        !rx.recv_timeout(Duration::from_secs(40))
+            .expect("client asks for link down")
+    );
+    pair.set_client_link(false).unwrap();
+    // Longer than the server's 4 s ping timeout: both sides give up on the session.
+    std::thread::sleep(Duration::from_secs(6));
+    pair.set_client_link(true).unwrap();
+    done_tx.send(()).unwrap();
+    client.join().unwrap().unwrap();
+}
+
+#[test]
+fn assistant_leave_and_rejoin_are_reported() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        c.wait_for("assistant joined", Duration::from_secs(5), |e| {
+            matches!(e, RoomEvent::AssistantJoined(_))
+        })
+        .await;
+        c.cmd("assistant", json!({"op": "leave_rejoin", "delay": 1.5}))
+            .await;
+        let ev = c
+            .wait_for("assistant left", Duration::from_secs(15), |e| {
+                matches!(e, RoomEvent::AssistantLeft(_))
+            })
+            .await;
+        let RoomEvent::AssistantLeft(p) = ev else {
+            unreachable!()
+        };
+        assert_eq!(p.identity, "assistant");
+        assert!(c.room.assistant().is_none());
+        assert!(c.room.participants().is_empty());
+        let ev = c
+            .wait_for("assistant back", Duration::from_secs(20), |e| {
+                matches!(e, RoomEvent::AssistantJoined(_))
+            })
+            .await;
+        let RoomEvent::AssistantJoined(back) = ev else {
+            unreachable!()
+        };
+        assert_eq!(back.identity, "assistant");
+        assert_ne!(back.sid, p.sid, "a rejoin gets a new sid");
+        assert_eq!(c.room.assistant().map(|a| a.sid), Some(back.sid));
+        // The plain participant events came too.
+        c.wait_for(
+            "participant left",
+            Duration::from_secs(1),
+            |e| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant"),
+        )
+        .await;
+        // And data flows to the new session.
+        c.cmd("assistant", json!({"op": "ping", "n": 7})).await;
+        let r = c.reply("assistant", "pong", Duration::from_secs(10)).await;
+        assert_eq!(r["n"], 7);
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn bad_token_and_unreachable_urls_fail_clearly_and_quickly() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let url = env.server.url.clone();
+    let server_ip = env.pair.server_ip;
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut opts = RoomOptions::default();
+        opts.connect_timeout = Duration::from_secs(2);
+
+        // Signed with the wrong secret: the server's reason comes through.
+        let bad = lkclient::token(ROOM, "app", "not-the-secret").unwrap();
+        let t0 = Instant::now();
+        let err = Room::connect(&url, &bad, opts.clone()).await.unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t0.elapsed()
+        );
+        assert!(
+            matches!(err, Error::Unauthorized { status: 401, .. }),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("refused the access token"),
+            "{err}"
+        );
+
+        // Not a token at all.
+        let err = Room::connect(&url, "garbage", opts.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unauthorized { .. }), "{err}");
+
+        // Nothing listens on this port: refused at once.
+        let t0 = Instant::now();
+        let closed = format!("ws://{server_ip}:7999");
+        let good = lkclient::token(ROOM, "app", lkclient::DEV_SECRET).unwrap();
+        let err = Room::connect(&closed, &good, opts.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Unreachable { .. }), "{err}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t0.elapsed()
+        );
+
+        // No host answers at this address: bounded by the connect timeout.
+        let octets = server_ip.octets();
+        let nobody = format!("ws://{}.{}.{}.99:7880", octets[0], octets[1], octets[2]);
+        let t0 = Instant::now();
+        let err = Room::connect(&nobody, &good, opts.clone())
+            .await
+            .unwrap_err();
+        eprintln!("unreachable host: {err} after {:?}", t0.elapsed());
+        assert!(matches!(err, Error::Unreachable { .. }), "{err}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "took {:?}",
+            t0.elapsed()
+        );
+
+        // Not a URL.
+        let err = Room::connect("ftp://x", &good, opts.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::BadUrl { .. }), "{err}");
+        Ok(())
+    })
+    .unwrap();
+}
