@@ -3,7 +3,7 @@
 //! server and the Python peers in one, the Rust client (entered with `setns`) in the
 //! other, joined by a veth pair that tests can take down.
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -745,6 +745,148 @@ fn bad_token_and_unreachable_urls_fail_clearly_and_quickly() {
             .await
             .unwrap_err();
         assert!(matches!(err, Error::BadUrl { .. }), "{err}");
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A one-route HTTP token endpoint on loopback: answers POST (JSON body) and GET
+/// (query) with `status` and, for 2xx, connection details for the requested identity.
+async fn token_server(
+    server_url: String,
+    status: u16,
+    body_override: Option<&'static str>,
+) -> (String, tokio::task::JoinHandle<Vec<String>>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let handle = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        while let Ok(Ok((mut sock, _))) =
+            tokio::time::timeout(Duration::from_secs(20), listener.accept()).await
+        {
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 4096];
+            let (head, body) = loop {
+                let n = sock.read(&mut tmp).await.unwrap();
+                if n == 0 {
+                    break (String::new(), Vec::new());
+                }
+                buf.extend_from_slice(&tmp[..n]);
+                if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..i]).into_owned();
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < i + 4 + len {
+                        let n = sock.read(&mut tmp).await.unwrap();
+                        buf.extend_from_slice(&tmp[..n]);
+                    }
+                    break (head, buf[i + 4..i + 4 + len].to_vec());
+                }
+            };
+            let request_line = head.lines().next().unwrap_or("").to_owned();
+            let identity = if request_line.starts_with("POST") {
+                let v: Value = serde_json::from_slice(&body).unwrap();
+                v["participant_identity"]
+                    .as_str()
+                    .unwrap_or("anon")
+                    .to_owned()
+            } else {
+                request_line
+                    .split(['?', '&', ' '])
+                    .find_map(|kv| kv.strip_prefix("participant_identity="))
+                    .unwrap_or("anon")
+                    .to_owned()
+            };
+            seen.push(format!("{request_line} {}", String::from_utf8_lossy(&body)));
+            let answer = match body_override {
+                Some(b) => b.to_owned(),
+                None => json!({
+                    "server_url": server_url,
+                    "participant_token": lkclient::token(ROOM, &identity, lkclient::DEV_SECRET).unwrap(),
+                })
+                .to_string(),
+            };
+            let resp = format!(
+                "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            sock.write_all(resp.as_bytes()).await.unwrap();
+        }
+        seen
+    });
+    (format!("http://{addr}/token"), handle)
+}
+
+#[test]
+fn connects_through_a_token_endpoint() {
+    use outpost_livekit::{EndpointMethod, TokenEndpoint, TokenRequest};
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let request = TokenRequest {
+            room_name: Some(ROOM.into()),
+            participant_identity: Some("endpoint-user".into()),
+            participant_name: Some("Endpoint User".into()),
+            ..Default::default()
+        };
+        // Standard POST.
+        let (ep, server) = token_server(url.clone(), 201, None).await;
+        let endpoint = TokenEndpoint::new(ep).header("X-App-Auth", "s3cret");
+        let (room, _events) =
+            Room::connect_with_endpoint(&endpoint, &request, RoomOptions::default())
+                .await
+                .unwrap();
+        assert_eq!(room.local_participant().unwrap().identity, "endpoint-user");
+        room.leave().await.unwrap();
+        // GET variant.
+        let mut get = endpoint.clone();
+        get.method = EndpointMethod::Get;
+        let (room, _events) = Room::connect_with_endpoint(&get, &request, RoomOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(room.local_participant().unwrap().identity, "endpoint-user");
+        room.leave().await.unwrap();
+        drop(endpoint);
+        server.abort();
+
+        // The endpoint refuses: its status and body come through.
+        let (ep, server) = token_server(url.clone(), 403, Some(r#"{"error":"not allowed"}"#)).await;
+        let err =
+            Room::connect_with_endpoint(&TokenEndpoint::new(ep), &request, RoomOptions::default())
+                .await
+                .unwrap_err();
+        assert!(matches!(err, Error::TokenEndpoint { .. }), "{err}");
+        assert!(
+            err.to_string().contains("403") && err.to_string().contains("not allowed"),
+            "{err}"
+        );
+        server.abort();
+
+        // An answer without a token.
+        let (ep, server) = token_server(url.clone(), 200, Some(r#"{"serverUrl":"ws://x"}"#)).await;
+        let err =
+            Room::connect_with_endpoint(&TokenEndpoint::new(ep), &request, RoomOptions::default())
+                .await
+                .unwrap_err();
+        assert!(err.to_string().contains("participant_token"), "{err}");
+        server.abort();
+
+        // Nothing listening.
+        let err = Room::connect_with_endpoint(
+            &TokenEndpoint::new("http://127.0.0.1:9/token"),
+            &request,
+            RoomOptions::default(),
+        )
+        .await
+        .unwrap_err();
+        assert!(matches!(err, Error::TokenEndpoint { .. }), "{err}");
         Ok(())
     })
     .unwrap();
