@@ -7,7 +7,8 @@
 //!    both indexes, reader-thread hop) against a bare FTS5 `MATCH ... ORDER BY rank LIMIT 20`
 //!    returning rowids only.
 //!
-//! Run: `cargo bench -p outpost-store --bench store` (add `-- --quick` for a smoke run).
+//! Run: `cargo bench -p outpost-store --bench store` (add `-- --quick` for a smoke run,
+//! `-- --search-only` or `-- --logging-only` for one half).
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::{Duration, Instant};
@@ -425,7 +426,7 @@ fn searching(quick: bool) {
         "notes",
         "zebra",
         "italian restaurant",
-        "\"new york\"",
+        "\"the file\"",
         "calend*",
         "quarterly forecast deadline",
         "telescope",
@@ -498,7 +499,13 @@ fn searching(quick: bool) {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
-    logging(quick);
-    searching(quick);
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let quick = has("--quick");
+    if !has("--search-only") {
+        logging(quick);
+    }
+    if !has("--logging-only") {
+        searching(quick);
+    }
 }
