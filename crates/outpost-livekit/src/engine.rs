@@ -932,6 +932,113 @@ mod tests {
         assert_eq!(backoff(40), Duration::from_millis(7000));
     }
 
+    fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
+        let (events, rx) = mpsc::unbounded_channel();
+        let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            outbox: Arc::new(Outbox::default()),
+            state: watch::channel(ConnectionState::Connected).0,
+            roster: Mutex::default(),
+            lossy: Mutex::default(),
+        });
+        shared.roster().local = Some(Participant {
+            sid: "PA_me".into(),
+            identity: "me".into(),
+            name: String::new(),
+            kind: ParticipantKind::Standard,
+            metadata: String::new(),
+            attributes: HashMap::new(),
+        });
+        let e = Engine::new("ws://x".into(), "t".into(), opts, shared, events, cmd_rx);
+        (e, rx)
+    }
+
+    fn info(identity: &str, sid: &str, agent: bool, gone: bool) -> ParticipantInfo {
+        use crate::proto::participant_info::{Kind, State};
+        ParticipantInfo {
+            identity: identity.into(),
+            sid: sid.into(),
+            kind: if agent {
+                Kind::Agent as i32
+            } else {
+                Kind::Standard as i32
+            },
+            state: if gone {
+                State::Disconnected as i32
+            } else {
+                State::Active as i32
+            },
+            ..Default::default()
+        }
+    }
+
+    fn drain(rx: &mut mpsc::UnboundedReceiver<RoomEvent>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            out.push(match ev {
+                RoomEvent::ParticipantJoined(p) => format!("joined {}", p.identity),
+                RoomEvent::ParticipantLeft(p) => format!("left {}", p.identity),
+                RoomEvent::AssistantJoined(p) => format!("assistant {}", p.identity),
+                RoomEvent::AssistantLeft(p) => format!("assistant gone {}", p.identity),
+                other => format!("{other:?}"),
+            });
+        }
+        out
+    }
+
+    #[test]
+    fn first_agent_is_the_assistant_until_it_leaves() {
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[
+            info("me", "PA_me", false, false),
+            info("user", "PA_u", false, false),
+        ]);
+        assert_eq!(drain(&mut rx), vec!["joined user"]);
+        e.update_roster(&[
+            info("bot1", "PA_1", true, false),
+            info("bot2", "PA_2", true, false),
+        ]);
+        assert_eq!(
+            drain(&mut rx),
+            vec!["joined bot1", "joined bot2", "assistant bot1"]
+        );
+        // A stale disconnect for an older sid of bot1 changes nothing.
+        e.update_roster(&[info("bot1", "PA_old", true, true)]);
+        assert!(drain(&mut rx).is_empty());
+        e.update_roster(&[info("bot1", "PA_1", true, true)]);
+        assert_eq!(
+            drain(&mut rx),
+            vec!["left bot1", "assistant gone bot1", "assistant bot2"]
+        );
+        // A rejoin's participant list: bot2 stays (no events), user is gone.
+        e.replace_roster(&[info("bot2", "PA_2b", true, false)]);
+        assert_eq!(drain(&mut rx), vec!["left user"]);
+    }
+
+    #[test]
+    fn configured_identity_wins_over_kind() {
+        let (mut e, mut rx) = engine(RoomOptions::default().assistant("helper"));
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        assert_eq!(drain(&mut rx), vec!["joined bot"]);
+        e.update_roster(&[info("helper", "PA_h", false, false)]);
+        assert_eq!(drain(&mut rx), vec!["joined helper", "assistant helper"]);
+    }
+
+    #[test]
+    fn malformed_and_replayed_packets_are_dropped() {
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        e.on_data(true, &[0xff, 0xff, 0xff]);
+        let mut p = proto::user_packet(b"x".to_vec(), None, Vec::new(), true);
+        p.sequence = 5;
+        p.participant_sid = "PA_b".into();
+        p.participant_identity = "bob".into();
+        let bytes = proto::encode_data_packet(&p);
+        e.on_data(true, &bytes);
+        e.on_data(true, &bytes);
+        let events = drain(&mut rx);
+        assert_eq!(events.len(), 1, "{events:?}");
+    }
+
     #[test]
     fn loopback_hosts() {
         assert!(host_is_loopback("ws://127.0.0.1:7880"));
