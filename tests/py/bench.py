@@ -1,9 +1,14 @@
-"""Benchmark through outpost-room between two official-SDK peers: reliable data-packet
-round-trip latency and 10 MiB byte-stream throughput, plus, in the same run, a raw
-TCP copy over the same veth as a link baseline. Prints one JSON line."""
+"""Benchmark through outpost-room between two official-SDK peers in separate processes
+(this one and bench_peer.py): reliable data-packet round-trip latency, 10 MiB
+byte-stream throughput, the same stream sent to nobody (how fast the SDK pushes into
+the server at all), and a raw TCP copy over the same veth as a link baseline.
+Prints one JSON line."""
 
 import asyncio
+import json
 import os
+import subprocess
+import sys
 import statistics
 import time
 
@@ -14,12 +19,7 @@ ROUNDS = int(os.environ.get("BENCH_ROUNDS", "200"))
 HOST = os.environ.get("BENCH_TCP_HOST", "127.0.0.1")
 
 
-async def rtt(alice, bob):
-    def echo(p):
-        if p.topic == "ping":
-            asyncio.ensure_future(bob.local_participant.publish_data(
-                bytes(p.data), topic="pong", destination_identities=["alice"]))
-
+async def rtt(alice):
     waiting = {}
 
     def arrived(p):
@@ -27,7 +27,6 @@ async def rtt(alice, bob):
         if fut is not None and not fut.done():
             fut.set_result(time.perf_counter())
 
-    bob.on("data_received", echo)
     alice.on("data_received", arrived)
     loop = asyncio.get_running_loop()
     samples = []
@@ -48,27 +47,17 @@ async def rtt(alice, bob):
     }
 
 
-async def stream(alice, bob):
-    loop = asyncio.get_running_loop()
-    done = loop.create_future()
-
-    async def read(reader, sender):
-        n = 0
-        async for chunk in reader:
-            n += len(chunk)
-        done.set_result((n, time.perf_counter()))
-
-    bob.register_byte_stream_handler("bench", lambda r, s: asyncio.ensure_future(read(r, s)))
+async def send_stream(alice, dest):
     payload = os.urandom(SIZE)
     t0 = time.perf_counter()
-    writer = await alice.local_participant.stream_bytes("bench.bin", total_size=SIZE, topic="bench")
+    wall0 = time.time()
+    writer = await alice.local_participant.stream_bytes(
+        "bench.bin", total_size=SIZE, topic="bench", destination_identities=[dest])
     step = 256 * 1024
     for i in range(0, SIZE, step):
         await writer.write(payload[i:i + step])
     await writer.aclose()
-    n, t1 = await asyncio.wait_for(done, 600)
-    assert n == SIZE, n
-    return {"stream_bytes": n, "stream_s": round(t1 - t0, 3), "stream_mb_s": round(n / (t1 - t0) / 1e6, 2)}
+    return wall0, time.perf_counter() - t0
 
 
 async def tcp_baseline():
@@ -102,18 +91,32 @@ async def tcp_baseline():
 
 
 async def main():
-    alice = await connect("alice", room="bench")
-    bob = await connect("bob", room="bench")
-    await wait_remote(alice, "bob")
-    await wait_remote(bob, "alice")
-    await asyncio.sleep(0.5)
-    out = {"scenario": "bench"}
-    out.update(await rtt(alice, bob))
-    out.update(await stream(alice, bob))
-    out.update(await tcp_baseline())
-    report(**out)
-    await alice.disconnect()
-    await bob.disconnect()
+    loop = asyncio.get_running_loop()
+    peer = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "bench_peer.py"), "bob"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = await loop.run_in_executor(None, peer.stdout.readline)
+        assert line.strip() == "ready", line
+        alice = await connect("alice", room="bench")
+        await wait_remote(alice, "bob")
+        await asyncio.sleep(0.5)
+        out = {"scenario": "bench"}
+        out.update(await rtt(alice))
+        # The SDK's own push rate: the server receives and discards (no such peer).
+        _, secs = await send_stream(alice, "nobody")
+        out["sdk_push_mb_s"] = round(SIZE / secs / 1e6, 2)
+        wall0, _ = await send_stream(alice, "bob")
+        line = await loop.run_in_executor(None, peer.stdout.readline)
+        got = json.loads(line)
+        assert got["recv_bytes"] == SIZE, got
+        secs = got["recv_at"] - wall0
+        out.update({"stream_bytes": SIZE, "stream_s": round(secs, 3), "stream_mb_s": round(SIZE / secs / 1e6, 2)})
+        out.update(await tcp_baseline())
+        report(**out)
+        await alice.disconnect()
+    finally:
+        if peer.poll() is None:
+            peer.kill()
 
 
 run(main)

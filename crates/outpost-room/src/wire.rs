@@ -32,6 +32,8 @@ pub struct WireConfig {
     /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
     /// above it, which turns a slow receiver into back-pressure on the sender.
     pub send_buffer_limit: usize,
+    /// Kernel send and receive buffer of each UDP socket, bytes (0 = system default).
+    pub udp_socket_buffer: usize,
 }
 
 impl Default for WireConfig {
@@ -40,8 +42,92 @@ impl Default for WireConfig {
             udp_ip: IpAddr::from([127, 0, 0, 1]),
             sctp_max_message_size: 65_536,
             sctp_receive_buffer: 4 * 1024 * 1024,
-            send_buffer_limit: 4 * 1024 * 1024,
+            send_buffer_limit: 128 * 1024,
+            udp_socket_buffer: 4 * 1024 * 1024,
         }
+    }
+}
+
+/// The Tokio runtime of `webrtc`, except that UDP sockets get large kernel buffers.
+///
+/// With the default receive buffer (~200 KiB) a burst from an SDK's SCTP sender
+/// overflows the socket and the kernel drops datagrams (`RcvbufErrors` in
+/// /proc/net/snmp); SCTP then treats that as congestion and throughput collapses.
+#[derive(Debug)]
+struct BigBufferRuntime {
+    inner: webrtc::runtime::TokioRuntime,
+    buffer: usize,
+}
+
+type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+impl webrtc::runtime::Runtime for BigBufferRuntime {
+    fn spawn(&self, future: BoxFuture<'static, ()>) -> Box<dyn webrtc::runtime::JoinHandle> {
+        self.inner.spawn(future)
+    }
+
+    fn spawn_reactor(
+        &self,
+        pool_size: usize,
+        future: BoxFuture<'static, ()>,
+    ) -> Box<dyn webrtc::runtime::JoinHandle> {
+        self.inner.spawn_reactor(pool_size, future)
+    }
+
+    fn wrap_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> std::io::Result<Arc<dyn webrtc::runtime::AsyncUdpSocket>> {
+        let sock = socket2::SockRef::from(&socket);
+        // The kernel caps these at net.core.{r,w}mem_max; a smaller buffer still works.
+        if let Err(e) = sock.set_recv_buffer_size(self.buffer) {
+            tracing::debug!("SO_RCVBUF {}: {e}", self.buffer);
+        }
+        if let Err(e) = sock.set_send_buffer_size(self.buffer) {
+            tracing::debug!("SO_SNDBUF {}: {e}", self.buffer);
+        }
+        self.inner.wrap_udp_socket(socket)
+    }
+
+    fn wrap_tcp_listener(
+        &self,
+        listener: std::net::TcpListener,
+    ) -> std::io::Result<Arc<dyn webrtc::runtime::AsyncTcpListener>> {
+        self.inner.wrap_tcp_listener(listener)
+    }
+
+    fn connect_tcp<'a>(
+        &'a self,
+        remote: std::net::SocketAddr,
+    ) -> BoxFuture<'a, std::io::Result<Arc<dyn webrtc::runtime::AsyncTcpStream>>> {
+        self.inner.connect_tcp(remote)
+    }
+
+    fn resolve_host<'a>(
+        &'a self,
+        host: &'a str,
+    ) -> BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
+        self.inner.resolve_host(host)
+    }
+
+    fn now(&self) -> std::time::Instant {
+        self.inner.now()
+    }
+
+    fn sleep(&self, duration: std::time::Duration) -> BoxFuture<'static, ()> {
+        self.inner.sleep(duration)
+    }
+
+    fn interval(&self, period: std::time::Duration) -> Box<dyn webrtc::runtime::AsyncInterval> {
+        self.inner.interval(period)
+    }
+
+    fn block_on(&self, future: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + '_>>) {
+        self.inner.block_on(future)
+    }
+
+    fn name(&self) -> &'static str {
+        "tokio+bigbuf"
     }
 }
 
@@ -184,10 +270,17 @@ impl Publisher {
             events,
             mid: mid.clone(),
         });
-        let pc = PeerConnectionBuilder::new()
+        let mut builder = PeerConnectionBuilder::new()
             .with_configuration(RTCConfigurationBuilder::new().build())
             .with_setting_engine(settings)
-            .with_handler(handler)
+            .with_handler(handler);
+        if config.udp_socket_buffer > 0 {
+            builder = builder.with_runtime(Arc::new(BigBufferRuntime {
+                inner: webrtc::runtime::TokioRuntime,
+                buffer: config.udp_socket_buffer,
+            }));
+        }
+        let pc = builder
             .with_udp_addrs(vec![std::net::SocketAddr::new(config.udp_ip, 0)])
             .with_data_channel_send_buffer_limit(config.send_buffer_limit)
             .build()
