@@ -13,7 +13,7 @@ use crate::error::{DecodeError, EncodeError, FieldError};
 use crate::limits::MAX_DEPTH;
 use crate::limits::MAX_MESSAGE_BYTES;
 use crate::message::{Message, MessageType, with_body};
-use crate::scan::scan;
+use crate::scan::{Strings, scan};
 use crate::validate::Validate;
 use crate::{Map, Value};
 
@@ -27,7 +27,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
             max: MAX_MESSAGE_BYTES,
         });
     }
-    let scanned = scan(bytes)?;
+    let scanned = scan(bytes, Strings::KeysOnly)?;
     let ty = MessageType::from_code(scanned.ty).ok_or(DecodeError::UnknownType(scanned.ty))?;
     dispatch(ty, &MsgpackInput(bytes))
 }
@@ -105,7 +105,7 @@ pub fn peek_id(bytes: &[u8]) -> Option<String> {
         id: Option<Value>,
         message_id: Option<Value>,
     }
-    scan(bytes).ok()?;
+    scan(bytes, Strings::KeysOnly).ok()?;
     let ids: Ids = rmp_serde::from_slice(bytes).ok()?;
     let id = ids.id.or(ids.message_id)?;
     id.as_str()
@@ -117,6 +117,11 @@ pub fn peek_id(bytes: &[u8]) -> Option<String> {
 trait Input {
     /// True when the structural scan has already checked these bytes.
     fn scanned(&self) -> bool;
+    /// After a failure: a structural error the fast scan does not look for (invalid UTF-8
+    /// in string values), so it is reported as such rather than as a type mismatch.
+    fn strict_scan(&self) -> Option<DecodeError> {
+        None
+    }
     fn body<T: DeserializeOwned>(&self) -> Result<T, ()>;
     fn explain<T: DeserializeOwned>(&self) -> Option<serde_path_to_error::Error<String>>;
 }
@@ -136,6 +141,10 @@ impl MsgpackInput<'_> {
 impl Input for MsgpackInput<'_> {
     fn scanned(&self) -> bool {
         true
+    }
+
+    fn strict_scan(&self) -> Option<DecodeError> {
+        scan(self.0, Strings::All).err().map(DecodeError::from)
     }
 
     fn body<T: DeserializeOwned>(&self) -> Result<T, ()> {
@@ -202,9 +211,12 @@ fn body<T: DeserializeOwned + Validate>(
                 .map_err(|error| DecodeError::InvalidField { ty, error })?;
             Ok(v)
         }
-        Err(()) => Err(match input.explain::<T>() {
-            Some(e) => field_error(ty, e),
-            None => DecodeError::Malformed(format!("{ty} could not be decoded")),
+        Err(()) => Err(match input.strict_scan() {
+            Some(e) => e,
+            None => match input.explain::<T>() {
+                Some(e) => field_error(ty, e),
+                None => DecodeError::Malformed(format!("{ty} could not be decoded")),
+            },
         }),
     }
 }

@@ -8,6 +8,43 @@
 use crate::error::DecodeError;
 use crate::limits::{MAX_DEPTH, MAX_ELEMENTS};
 
+/// The scan's own error: `Copy` and heap-free, so the hot path carries no drop glue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ScanError {
+    Incomplete,
+    Malformed(&'static str),
+    TooManyElements,
+    TooDeep,
+    Trailing(usize),
+    MissingType,
+}
+
+impl From<ScanError> for DecodeError {
+    fn from(e: ScanError) -> Self {
+        match e {
+            ScanError::Incomplete => DecodeError::Incomplete,
+            ScanError::Malformed(m) => DecodeError::Malformed(m.into()),
+            ScanError::TooManyElements => DecodeError::Malformed(format!(
+                "the message holds more than {MAX_ELEMENTS} elements"
+            )),
+            ScanError::TooDeep => DecodeError::Malformed(format!(
+                "maps and arrays nest deeper than {MAX_DEPTH} levels"
+            )),
+            ScanError::Trailing(n) => DecodeError::TrailingBytes(n),
+            ScanError::MissingType => DecodeError::MissingType,
+        }
+    }
+}
+
+/// How thoroughly to check string values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Strings {
+    /// Keys only: serde rejects invalid UTF-8 in values anyway, so the fast path leaves it.
+    KeysOnly,
+    /// Keys and values: used after serde failed, to name invalid UTF-8 precisely.
+    All,
+}
+
 /// What the scan learned about a structurally valid message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Scanned {
@@ -28,14 +65,14 @@ struct Cursor<'a> {
 }
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos.checked_add(n).ok_or(DecodeError::Incomplete)?;
-        let s = self.buf.get(self.pos..end).ok_or(DecodeError::Incomplete)?;
+    fn take(&mut self, n: usize) -> Result<&'a [u8], ScanError> {
+        let end = self.pos.checked_add(n).ok_or(ScanError::Incomplete)?;
+        let s = self.buf.get(self.pos..end).ok_or(ScanError::Incomplete)?;
         self.pos = end;
         Ok(s)
     }
 
-    fn be(&mut self, n: usize) -> Result<u64, DecodeError> {
+    fn be(&mut self, n: usize) -> Result<u64, ScanError> {
         Ok(self
             .take(n)?
             .iter()
@@ -53,7 +90,7 @@ enum Item<'a> {
     Map(u64),
 }
 
-fn read_item<'a>(c: &mut Cursor<'a>) -> Result<Item<'a>, DecodeError> {
+fn read_item<'a>(c: &mut Cursor<'a>) -> Result<Item<'a>, ScanError> {
     let marker = c.take(1)?[0];
     let item = match marker {
         0x00..=0x7f => Item::UInt(marker.into()),
@@ -61,16 +98,14 @@ fn read_item<'a>(c: &mut Cursor<'a>) -> Result<Item<'a>, DecodeError> {
         0x90..=0x9f => Item::Array((marker & 0x0f).into()),
         0xa0..=0xbf => Item::Str(c.take((marker & 0x1f).into())?),
         0xc0 | 0xc2 | 0xc3 => Item::OtherScalar,
-        0xc1 => return Err(DecodeError::Malformed("reserved marker byte 0xc1".into())),
+        0xc1 => return Err(ScanError::Malformed("reserved marker byte 0xc1")),
         0xc4..=0xc6 => {
-            return Err(DecodeError::Malformed(
-                "binary values are not allowed; send bytes as base64 strings".into(),
+            return Err(ScanError::Malformed(
+                "binary values are not allowed; send bytes as base64 strings",
             ));
         }
         0xc7..=0xc9 | 0xd4..=0xd8 => {
-            return Err(DecodeError::Malformed(
-                "extension values are not allowed".into(),
-            ));
+            return Err(ScanError::Malformed("extension values are not allowed"));
         }
         0xca => {
             c.take(4)?;
@@ -115,32 +150,26 @@ fn read_item<'a>(c: &mut Cursor<'a>) -> Result<Item<'a>, DecodeError> {
     Ok(item)
 }
 
-fn len(n: u64) -> Result<usize, DecodeError> {
-    usize::try_from(n).map_err(|_| DecodeError::Incomplete)
+fn len(n: u64) -> Result<usize, ScanError> {
+    usize::try_from(n).map_err(|_| ScanError::Incomplete)
 }
 
-fn check_count(n: u64, per_entry: u64, elements: &mut u64) -> Result<u64, DecodeError> {
+fn check_count(n: u64, per_entry: u64, elements: &mut u64) -> Result<u64, ScanError> {
     let items = n.saturating_mul(per_entry);
     *elements = elements.saturating_add(items);
     if *elements > MAX_ELEMENTS as u64 {
-        return Err(DecodeError::Malformed(format!(
-            "the message holds more than {MAX_ELEMENTS} elements"
-        )));
+        return Err(ScanError::TooManyElements);
     }
     Ok(items)
 }
 
 /// Checks `buf` holds exactly one well-formed message map and returns its `type`.
-pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
+pub(crate) fn scan(buf: &[u8], strings: Strings) -> Result<Scanned, ScanError> {
     let mut c = Cursor { buf, pos: 0 };
     let mut elements: u64 = 1;
     let top = match read_item(&mut c)? {
         Item::Map(n) => check_count(n, 2, &mut elements)?,
-        _ => {
-            return Err(DecodeError::Malformed(
-                "a message must be a MessagePack map".into(),
-            ));
-        }
+        _ => return Err(ScanError::Malformed("a message must be a MessagePack map")),
     };
     // Nesting is bounded, so the stack is a fixed array: the scan never allocates.
     let mut stack = [Frame {
@@ -168,15 +197,16 @@ pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
         let item = read_item(&mut c)?;
         if is_key {
             let Item::Str(key) = item else {
-                return Err(DecodeError::Malformed("map keys must be strings".into()));
+                return Err(ScanError::Malformed("map keys must be strings"));
             };
-            let key = std::str::from_utf8(key)
-                .map_err(|_| DecodeError::Malformed("invalid UTF-8 in a map key".into()))?;
-            if at_top && key == "type" {
+            // Struct-field keys with invalid UTF-8 would be skipped as unknown fields by serde,
+            // so keys are always checked.
+            if !key.is_ascii() && std::str::from_utf8(key).is_err() {
+                return Err(ScanError::Malformed("invalid UTF-8 in a map key"));
+            }
+            if at_top && key == b"type" {
                 if ty.is_some() {
-                    return Err(DecodeError::Malformed(
-                        "the `type` key appears twice".into(),
-                    ));
+                    return Err(ScanError::Malformed("the `type` key appears twice"));
                 }
                 type_value_next = true;
             }
@@ -186,27 +216,21 @@ pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
             type_value_next = false;
             match item {
                 Item::UInt(t) if t > 0 => ty = Some(t),
-                _ => {
-                    return Err(DecodeError::Malformed(
-                        "`type` must be a positive integer".into(),
-                    ));
-                }
+                _ => return Err(ScanError::Malformed("`type` must be a positive integer")),
             }
             continue;
         }
         match item {
             Item::Str(s) => {
-                if std::str::from_utf8(s).is_err() {
-                    return Err(DecodeError::Malformed("invalid UTF-8 in a string".into()));
+                if strings == Strings::All && std::str::from_utf8(s).is_err() {
+                    return Err(ScanError::Malformed("invalid UTF-8 in a string"));
                 }
             }
             Item::Array(n) | Item::Map(n) => {
                 let is_map = matches!(item, Item::Map(_));
                 let items = check_count(n, if is_map { 2 } else { 1 }, &mut elements)?;
                 if depth >= MAX_DEPTH {
-                    return Err(DecodeError::Malformed(format!(
-                        "maps and arrays nest deeper than {MAX_DEPTH} levels"
-                    )));
+                    return Err(ScanError::TooDeep);
                 }
                 stack[depth] = Frame {
                     remaining: items,
@@ -219,20 +243,24 @@ pub(crate) fn scan(buf: &[u8]) -> Result<Scanned, DecodeError> {
     }
 
     if c.pos != buf.len() {
-        return Err(DecodeError::TrailingBytes(buf.len() - c.pos));
+        return Err(ScanError::Trailing(buf.len() - c.pos));
     }
-    ty.map(|ty| Scanned { ty }).ok_or(DecodeError::MissingType)
+    ty.map(|ty| Scanned { ty }).ok_or(ScanError::MissingType)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn scan_all(buf: &[u8]) -> Result<Scanned, DecodeError> {
+        scan(buf, Strings::All).map_err(DecodeError::from)
+    }
+
     #[test]
     fn minimal_map_with_type() {
         // {"type": 6}
         let buf = [0x81, 0xa4, b't', b'y', b'p', b'e', 0x06];
-        assert_eq!(scan(&buf), Ok(Scanned { ty: 6 }));
+        assert_eq!(scan_all(&buf), Ok(Scanned { ty: 6 }));
     }
 
     #[test]
@@ -240,10 +268,10 @@ mod tests {
         let buf = [
             0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'a', 0x91, 0xc3,
         ];
-        assert!(scan(&buf).is_ok());
+        assert!(scan_all(&buf).is_ok());
         for cut in 0..buf.len() {
             assert_eq!(
-                scan(&buf[..cut]),
+                scan_all(&buf[..cut]),
                 Err(DecodeError::Incomplete),
                 "cut at {cut}"
             );
@@ -254,10 +282,10 @@ mod tests {
     fn huge_declared_lengths_fail_without_allocating() {
         // map32 declaring 4 billion entries
         let buf = [0xdf, 0xff, 0xff, 0xff, 0xff];
-        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&buf), Err(DecodeError::Malformed(_))));
         // str32 declaring 4 GiB inside a map
         let buf = [0x81, 0xa1, b'a', 0xdb, 0xff, 0xff, 0xff, 0xff, b'x'];
-        assert_eq!(scan(&buf), Err(DecodeError::Incomplete));
+        assert_eq!(scan_all(&buf), Err(DecodeError::Incomplete));
     }
 
     #[test]
@@ -265,7 +293,7 @@ mod tests {
         let mut buf = vec![0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'p'];
         buf.extend(std::iter::repeat_n(0x91, 1_000_000));
         buf.push(0xc0);
-        let err = scan(&buf).unwrap_err();
+        let err = scan_all(&buf).unwrap_err();
         assert!(
             matches!(err, DecodeError::Malformed(ref m) if m.contains("deeper")),
             "{err}"
@@ -275,29 +303,29 @@ mod tests {
     #[test]
     fn non_string_keys_and_binary_are_rejected() {
         let buf = [0x81, 0x01, 0x02];
-        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&buf), Err(DecodeError::Malformed(_))));
         let buf = [
             0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa1, b'b', 0xc4, 0x01, 0x00,
         ];
-        assert!(matches!(scan(&buf), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&buf), Err(DecodeError::Malformed(_))));
     }
 
     #[test]
     fn type_must_be_present_unique_and_positive() {
-        assert_eq!(scan(&[0x80]), Err(DecodeError::MissingType));
+        assert_eq!(scan_all(&[0x80]), Err(DecodeError::MissingType));
         let dup = [
             0x82, 0xa4, b't', b'y', b'p', b'e', 0x06, 0xa4, b't', b'y', b'p', b'e', 0x07,
         ];
-        assert!(matches!(scan(&dup), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&dup), Err(DecodeError::Malformed(_))));
         let neg = [0x81, 0xa4, b't', b'y', b'p', b'e', 0xff];
-        assert!(matches!(scan(&neg), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&neg), Err(DecodeError::Malformed(_))));
         let text = [0x81, 0xa4, b't', b'y', b'p', b'e', 0xa1, b'6'];
-        assert!(matches!(scan(&text), Err(DecodeError::Malformed(_))));
+        assert!(matches!(scan_all(&text), Err(DecodeError::Malformed(_))));
     }
 
     #[test]
     fn trailing_bytes_are_counted() {
         let buf = [0x81, 0xa4, b't', b'y', b'p', b'e', 0x06, 0x00, 0x00];
-        assert_eq!(scan(&buf), Err(DecodeError::TrailingBytes(2)));
+        assert_eq!(scan_all(&buf), Err(DecodeError::TrailingBytes(2)));
     }
 }

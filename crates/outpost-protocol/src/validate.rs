@@ -39,13 +39,28 @@ fn short_text(field: &str, v: &str, max: usize) -> Result<(), FieldError> {
             format!("is {} bytes long; the limit is {max}", v.len()),
         ));
     }
-    if v.chars().any(char::is_control) {
+    if has_control(v.as_bytes()) {
         return Err(FieldError::new(
             field,
             "must not contain control characters",
         ));
     }
     Ok(())
+}
+
+/// True if `b` (valid UTF-8) holds a control character. C0 controls and DEL are single
+/// bytes; C1 controls (U+0080..=U+009F) are 0xC2 followed by 0x80..=0x9F, and 0xC2 is never a
+/// continuation byte, so one pass over the bytes finds them all.
+fn has_control(b: &[u8]) -> bool {
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c < 0x20 || c == 0x7f || (c == 0xc2 && matches!(b.get(i + 1), Some(0x80..=0x9f))) {
+            return true;
+        }
+        i += 1;
+    }
+    false
 }
 
 /// A timeout in milliseconds: 1..=MAX_TIMEOUT_MS.
@@ -200,6 +215,9 @@ mod tests {
         assert_eq!(id("id", "").unwrap_err().reason, "must not be empty");
         assert!(id("id", &"x".repeat(MAX_ID_BYTES + 1)).is_err());
         assert!(id("id", "a\nb").is_err());
+        assert!(id("id", "a\u{7f}b").is_err());
+        assert!(id("id", "a\u{85}b").is_err());
+        assert!(id("id", "naïve-ß-€-🚆").is_ok());
     }
 
     #[test]
