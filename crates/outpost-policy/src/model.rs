@@ -415,24 +415,34 @@ impl CompiledPolicy {
         None
     }
 
+    /// Why `tool` may not run at all, whatever its arguments: set to "deny", or a
+    /// destructive tool the user has not enabled. Checked before paths are resolved.
+    pub fn tool_denied(&self, tool: &str, hints: ToolHints) -> Option<(String, String)> {
+        let rule = self.policy.tools.get(tool).copied();
+        if rule == Some(Rule::Deny) {
+            return Some((
+                "your policy".into(),
+                format!("the tool '{tool}' is set to \"deny\""),
+            ));
+        }
+        if hints.destructive && rule.is_none() {
+            return Some((
+                "your policy".into(),
+                format!(
+                    "'{tool}' can change or delete files and is off by default; set \
+                     {tool} = \"ask\" under [tools] in the policy file to enable it"
+                ),
+            ));
+        }
+        None
+    }
+
     /// Evaluates one call. Deny wins over everything.
     pub fn evaluate(&self, req: &AccessRequest<'_>, grants: &ConversationGrants) -> Verdict {
         let tool = req.tool;
         let rule = self.policy.tools.get(tool).copied();
-        if rule == Some(Rule::Deny) {
-            return Verdict::Deny {
-                by: "your policy".into(),
-                reason: format!("the tool '{tool}' is set to \"deny\""),
-            };
-        }
-        if req.hints.destructive && rule.is_none() {
-            return Verdict::Deny {
-                by: "your policy".into(),
-                reason: format!(
-                    "'{tool}' can change or delete files and is off by default; set \
-                     {tool} = \"ask\" under [tools] in the policy file to enable it"
-                ),
-            };
+        if let Some((by, reason)) = self.tool_denied(tool, req.hints) {
+            return Verdict::Deny { by, reason };
         }
         for path in req.paths {
             if let Some((by, reason)) = self.hard_deny(tool, path) {

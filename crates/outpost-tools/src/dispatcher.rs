@@ -518,6 +518,15 @@ async fn run(
     let phase1_inner = Arc::clone(inner);
     let phase1_id = id.clone();
     let phase1_cx = cx.clone();
+    if let Some((by, reason)) = policy.tool_denied(&tool_name, hints) {
+        inner.decided(&id, AuditOutcome::Denied, &by, &reason, None, &[]);
+        return not_run(
+            &id,
+            &tool_name,
+            execution,
+            ToolUseResult::permission_denied(&id, &by, &reason),
+        );
+    }
     let mut phase1 = tokio::task::spawn_blocking(move || {
         let prepared = match tool.prepare(params, &env) {
             Ok(p) => p,

@@ -222,6 +222,11 @@ fn search(
                 }
                 Err(_) => continue,
             };
+            if crate::paths::has_other_names(&meta) {
+                // A hard link may be a protected file under another name: never read it here.
+                out.withheld += 1;
+                continue;
+            }
             size = meta.len();
             let mut stop = None;
             let sink = Lossy(|line, text: &str| {
