@@ -205,3 +205,96 @@ pub async fn asked(ui: &mut outpost_policy::ConsentInbox) -> outpost_policy::Con
         }
     }
 }
+
+/// A test tool: sleeps `sleepMs` in small steps (honouring cancellation), records that it
+/// ran under `tag`, and fails when `fail` is set (with partial output).
+#[derive(Debug, Clone)]
+pub struct Probe {
+    pub name: &'static str,
+    pub ran: Arc<Mutex<Vec<String>>>,
+}
+
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProbeParams {
+    pub tag: String,
+    pub sleep_ms: Option<u64>,
+    pub fail: Option<bool>,
+}
+
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ProbeOut {
+    pub tag: String,
+}
+
+impl outpost_tools::Tool for Probe {
+    fn spec(&self) -> outpost_tools::ToolSpec {
+        outpost_tools::ToolSpec::new::<ProbeParams, ProbeOut>(
+            self.name,
+            "test probe",
+            outpost_policy::ToolHints {
+                read_only: true,
+                ..Default::default()
+            },
+            1000,
+        )
+    }
+
+    fn prepare(
+        &self,
+        params: Map,
+        _env: &ToolEnv,
+    ) -> outpost_tools::Result<outpost_tools::Prepared> {
+        let p: ProbeParams = outpost_tools::parse_params(params)?;
+        let ran = self.ran.clone();
+        Ok(outpost_tools::Prepared {
+            access: outpost_tools::Access {
+                summary: format!("probe {}", p.tag),
+                ..Default::default()
+            },
+            job: Box::new(move |cx| {
+                cx.check()?;
+                ran.lock().unwrap().push(p.tag.clone());
+                let until =
+                    std::time::Instant::now() + Duration::from_millis(p.sleep_ms.unwrap_or(0));
+                while std::time::Instant::now() < until {
+                    cx.check()?;
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                if p.fail.unwrap_or(false) {
+                    let mut partial = Map::new();
+                    partial.insert("done".into(), Value::from(1));
+                    return Err(outpost_tools::ToolError::Execution {
+                        message: format!("probe {} failed", p.tag),
+                        partial: Some(partial),
+                    });
+                }
+                outpost_tools::to_map(&ProbeOut { tag: p.tag })
+            }),
+        })
+    }
+}
+
+/// A registry with the built-ins plus `probe` (asks: set to "ask" by [`probe_policy`]) and
+/// `probe_free` (allowed by default), sharing one execution log.
+pub fn probe_registry() -> (Registry, Arc<Mutex<Vec<String>>>) {
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let mut r = outpost_tools::builtin_registry().unwrap();
+    r.register(Probe {
+        name: "probe",
+        ran: ran.clone(),
+    })
+    .unwrap();
+    r.register(Probe {
+        name: "probe_free",
+        ran: ran.clone(),
+    })
+    .unwrap();
+    (r, ran)
+}
+
+pub fn probe_policy(home: &Path) -> Policy {
+    let mut p = docs_policy(home);
+    p.tools.insert("probe".into(), outpost_policy::Rule::Ask);
+    p
+}

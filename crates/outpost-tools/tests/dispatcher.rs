@@ -1,0 +1,413 @@
+//! Seed 000 client semantics of the dispatcher: one answer per request, duplicates,
+//! cancels, timeouts (consent time not counted), the consent timeout, progress messages,
+//! decisions and their scopes, and audit events.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use outpost_policy::{
+    ConsentEvent, Decision, PolicyContext, PolicyStore, Rule, WithdrawReason, read_policy,
+};
+use outpost_protocol::{Execution, ProgressState, ToolUseCancel};
+use outpost_tools::{AuditEvent, AuditOutcome, DispatchEvent, Handled};
+use serde_json::json;
+
+fn probe_harness() -> (Harness, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let (registry, ran) = probe_registry();
+    (Harness::with_registry(probe_policy, registry), ran)
+}
+
+fn cancel(id: &str) -> ToolUseCancel {
+    ToolUseCancel {
+        id: id.into(),
+        reason: Some("user stopped".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_duplicate_in_flight_is_ignored_and_after_completion_the_result_is_resent() {
+    let (mut h, ran) = probe_harness();
+    let params = json!({"tag": "d1", "sleepMs": 100});
+    assert_eq!(h.send("d1", "probe_free", params.clone()), Handled::Started);
+    assert_eq!(
+        h.send("d1", "probe_free", params.clone()),
+        Handled::DuplicateIgnored
+    );
+    let first = h.result("d1").await;
+    assert!(first.success);
+    assert_eq!(
+        h.send("d1", "probe_free", params.clone()),
+        Handled::DuplicateResent
+    );
+    // Even a different tool under the same id is not run again.
+    assert_eq!(
+        h.send("d1", "calculator", json!({"expression": "1"})),
+        Handled::DuplicateResent
+    );
+    h.drain(Duration::from_millis(150)).await;
+    let results = h.results_for("d1");
+    assert_eq!(results.len(), 3);
+    assert!(results.iter().all(|r| **r == first));
+    assert_eq!(*ran.lock().unwrap(), ["d1"]);
+}
+
+#[tokio::test]
+async fn cancel_while_running_answers_cancelled_once() {
+    let (mut h, _ran) = probe_harness();
+    h.send("c1", "probe_free", json!({"tag": "c1", "sleepMs": 5000}));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let started = Instant::now();
+    assert!(h.dispatcher.handle_cancel(&cancel("c1")));
+    let r = h.result("c1").await;
+    assert_eq!(code(&r), "cancelled");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(
+        !h.dispatcher.handle_cancel(&cancel("c1")),
+        "a finished id is not cancelled again"
+    );
+    assert!(!h.dispatcher.handle_cancel(&cancel("never-seen")));
+    h.drain(Duration::from_millis(100)).await;
+    assert_eq!(h.results_for("c1").len(), 1);
+    assert_eq!(h.dispatcher.in_flight(), 0);
+}
+
+#[tokio::test]
+async fn cancel_while_awaiting_consent_withdraws_the_question_and_answers_once() {
+    let (mut h, ran) = probe_harness();
+    let mut ui = h.dispatcher.broker().attach();
+    h.send("c2", "probe", json!({"tag": "c2"}));
+    let q = asked(&mut ui).await;
+    h.dispatcher.handle_cancel(&cancel("c2"));
+    let r = h.result("c2").await;
+    assert_eq!(code(&r), "cancelled");
+    match tokio::time::timeout(Duration::from_secs(5), ui.next())
+        .await
+        .unwrap()
+    {
+        Some(ConsentEvent::Withdrawn { consent_id, reason }) => {
+            assert_eq!(consent_id, q.consent_id);
+            assert_eq!(reason, WithdrawReason::Cancelled);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(ui.answer(&q.consent_id, Decision::AllowOnce).is_err());
+    h.drain(Duration::from_millis(100)).await;
+    assert_eq!(h.results_for("c2").len(), 1);
+    assert!(ran.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_tool_past_its_deadline_is_cancelled_with_the_seed_text() {
+    let (mut h, ran) = probe_harness();
+    h.send_full(
+        "c1",
+        "t1",
+        "probe_free",
+        Execution::Client,
+        json!({"tag": "t1", "sleepMs": 10_000}),
+        Some(100),
+    );
+    let r = h.result("t1").await;
+    assert_eq!(code(&r), "timeout");
+    assert_eq!(msg(&r), "Tool execution exceeded timeout of 100ms");
+    assert_eq!(*ran.lock().unwrap(), ["t1"]);
+}
+
+#[tokio::test]
+async fn waiting_for_consent_does_not_count_against_the_timeout() {
+    let (mut h, _ran) = probe_harness();
+    let mut ui = h.dispatcher.broker().attach();
+    h.send_full(
+        "c1",
+        "t2",
+        "probe",
+        Execution::Client,
+        json!({"tag": "t2", "sleepMs": 50}),
+        Some(200),
+    );
+    let q = asked(&mut ui).await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+    let r = h.result("t2").await;
+    assert!(r.success, "consent time was counted: {r:?}");
+    // Progress: awaiting consent, then running, then the result.
+    let order: Vec<&str> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DispatchEvent::Progress(p) if p.id == "t2" => Some(match p.state {
+                ProgressState::AwaitingConsent => "awaiting",
+                ProgressState::Running => "running",
+            }),
+            DispatchEvent::Result(r) if r.id == "t2" => Some("result"),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, ["awaiting", "running", "result"]);
+    // The run itself still has its deadline after consent.
+    h.send_full(
+        "c1",
+        "t3",
+        "probe",
+        Execution::Client,
+        json!({"tag": "t3", "sleepMs": 5000}),
+        Some(100),
+    );
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+    assert_eq!(code(&h.result("t3").await), "timeout");
+}
+
+#[tokio::test]
+async fn an_unanswered_question_ends_in_denial_after_the_consent_timeout() {
+    let (registry, ran) = probe_registry();
+    let mut h = Harness::with_registry(
+        |home| {
+            let mut p = probe_policy(home);
+            p.consent_timeout_secs = 1;
+            p
+        },
+        registry,
+    );
+    let mut ui = h.dispatcher.broker().attach();
+    let started = Instant::now();
+    h.send_full(
+        "c1",
+        "ct",
+        "probe",
+        Execution::Client,
+        json!({"tag": "ct"}),
+        Some(100),
+    );
+    let _q = asked(&mut ui).await;
+    let r = h.result("ct").await;
+    assert!(started.elapsed() >= Duration::from_millis(950));
+    assert_eq!(
+        msg(&r),
+        "Permission denied by the consent timeout: nobody answered within 1 s"
+    );
+    assert!(matches!(
+        tokio::time::timeout(Duration::from_secs(2), ui.next())
+            .await
+            .unwrap(),
+        Some(ConsentEvent::Withdrawn {
+            reason: WithdrawReason::TimedOut,
+            ..
+        })
+    ));
+    assert!(ran.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn execution_errors_carry_partial_results() {
+    let (mut h, _ran) = probe_harness();
+    h.send("f1", "probe_free", json!({"tag": "f1", "fail": true}));
+    let r = h.result("f1").await;
+    assert_eq!(code(&r), "execution_error");
+    assert_eq!(msg(&r), "probe f1 failed");
+    assert_eq!(r.result.as_ref().unwrap()["done"], json!(1));
+}
+
+#[tokio::test]
+async fn allow_for_this_conversation_covers_the_folder_in_that_conversation_only() {
+    let mut h = Harness::new(docs_policy);
+    let a = h.write("notes/a.txt", "A");
+    let b = h.write("notes/b.txt", "B");
+    let mut ui = h.dispatcher.broker().attach();
+    h.send_full(
+        "conv-1",
+        "g1",
+        "read_local_file",
+        Execution::Client,
+        json!({"filePath": a}),
+        None,
+    );
+    let q = asked(&mut ui).await;
+    assert_eq!(q.folder.as_deref(), Some(h.path("notes").as_path()));
+    assert_eq!(
+        q.parameters["filePath"],
+        json!(a),
+        "the prompt shows the arguments"
+    );
+    ui.answer(&q.consent_id, Decision::AllowForConversation)
+        .unwrap();
+    assert!(h.result("g1").await.success);
+    // Same conversation, same folder: no question.
+    h.send_full(
+        "conv-1",
+        "g2",
+        "read_local_file",
+        Execution::Client,
+        json!({"filePath": b}),
+        None,
+    );
+    assert!(h.result("g2").await.success);
+    // Another conversation asks again.
+    h.send_full(
+        "conv-2",
+        "g3",
+        "read_local_file",
+        Execution::Client,
+        json!({"filePath": b}),
+        None,
+    );
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::DenyOnce).unwrap();
+    assert_eq!(code(&h.result("g3").await), "permission_denied");
+    // Ending the conversation forgets the grant.
+    h.dispatcher.end_conversation("conv-1");
+    h.send_full(
+        "conv-1",
+        "g4",
+        "read_local_file",
+        Execution::Client,
+        json!({"filePath": b}),
+        None,
+    );
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::DenyOnce).unwrap();
+    assert_eq!(code(&h.result("g4").await), "permission_denied");
+}
+
+#[tokio::test]
+async fn always_allow_and_always_deny_are_written_to_the_policy_file_and_remembered() {
+    let (dir, home) = home_dir();
+    let cfg = home.join(".config/outpost");
+    let file = cfg.join("policy.toml");
+    let ctx = PolicyContext::new(&home, vec![cfg.clone()]);
+    let store = PolicyStore::open(&file, ctx).unwrap();
+    let mut h = Harness::with_store(dir, home, store, outpost_tools::builtin_registry().unwrap());
+    let a = h.write("notes/a.txt", "A");
+    let x = h.write("private/x.txt", "X");
+    let mut ui = h.dispatcher.broker().attach();
+
+    h.send("a1", "read_local_file", json!({"filePath": a}));
+    let q = asked(&mut ui).await;
+    assert!(q.options.contains(&Decision::AlwaysAllow));
+    ui.answer(&q.consent_id, Decision::AlwaysAllow).unwrap();
+    assert!(h.result("a1").await.success);
+    h.send("a2", "read_local_file", json!({"filePath": a}));
+    assert!(
+        h.result("a2").await.success,
+        "always allow must be remembered"
+    );
+
+    h.send("x1", "read_local_file", json!({"filePath": x}));
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AlwaysDeny).unwrap();
+    assert_eq!(code(&h.result("x1").await), "permission_denied");
+    h.send("x2", "read_local_file", json!({"filePath": x}));
+    let r = h.result("x2").await;
+    assert!(
+        msg(&r).starts_with("Permission denied by your policy"),
+        "{r:?}"
+    );
+
+    let written = read_policy(&file).unwrap();
+    assert_eq!(written.folders.len(), 2, "{written:?}");
+    assert!(
+        std::fs::read_to_string(&file)
+            .unwrap()
+            .starts_with("# Outpost tool permissions")
+    );
+    // Outpost's own config directory is protected.
+    h.send("p1", "read_local_file", json!({"filePath": file}));
+    let r = h.result("p1").await;
+    assert!(msg(&r).contains("Outpost's own settings"), "{r:?}");
+    // A per-tool rule edited by hand applies after reload.
+    let mut p = written.clone();
+    p.tools.insert("calculator".into(), Rule::Deny);
+    std::fs::write(&file, toml::to_string(&p).unwrap()).unwrap();
+    h.dispatcher.policy().reload().unwrap();
+    h.send("k1", "calculator", json!({"expression": "1+1"}));
+    assert_eq!(code(&h.result("k1").await), "permission_denied");
+}
+
+#[tokio::test]
+async fn every_request_decision_and_outcome_is_audited_and_serializable() {
+    let (mut h, _ran) = probe_harness();
+    let mut ui = h.dispatcher.broker().attach();
+    h.send("au", "probe", json!({"tag": "au"}));
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+    h.result("au").await;
+    h.dispatcher.handle_cancel(&cancel("au"));
+    h.drain(Duration::from_millis(50)).await;
+    let audit: Vec<&AuditEvent> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DispatchEvent::Audit(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    let kinds: Vec<&str> = audit
+        .iter()
+        .map(|a| match a {
+            AuditEvent::Requested { .. } => "requested",
+            AuditEvent::ConsentAsked { .. } => "consent_asked",
+            AuditEvent::Decided {
+                outcome: AuditOutcome::Allowed,
+                decision: Some(Decision::AllowOnce),
+                ..
+            } => "allowed_once",
+            AuditEvent::Started { .. } => "started",
+            AuditEvent::Finished { success: true, .. } => "finished",
+            AuditEvent::CancelRequested {
+                effective: false, ..
+            } => "late_cancel",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "requested",
+            "consent_asked",
+            "allowed_once",
+            "started",
+            "finished",
+            "late_cancel"
+        ]
+    );
+    for a in audit {
+        let text = serde_json::to_string(a).unwrap();
+        assert!(
+            text.contains("\"event\":") && text.contains("\"atMs\":"),
+            "{text}"
+        );
+        let back: AuditEvent = serde_json::from_str(&text).unwrap();
+        assert_eq!(&back, a);
+    }
+}
+
+#[tokio::test]
+async fn a_thousand_concurrent_requests_are_all_answered() {
+    let (registry, _ran) = probe_registry();
+    let mut h = Harness::with_registry(probe_policy, registry);
+    let p = h.write("docs/a.txt", "A".repeat(4096));
+    for i in 0..1000 {
+        let id = format!("m{i}");
+        if i % 2 == 0 {
+            h.send(&id, "read_local_file", json!({"filePath": p}));
+        } else {
+            h.send(&id, "probe_free", json!({"tag": id, "sleepMs": 1}));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while seen.len() < 1000 {
+        let ev = tokio::time::timeout_at(deadline, h.rx.recv())
+            .await
+            .expect("not all answered")
+            .unwrap();
+        if let DispatchEvent::Result(r) = ev {
+            assert!(r.success, "{r:?}");
+            assert!(seen.insert(r.id.clone()), "answered twice: {}", r.id);
+        }
+    }
+    assert_eq!(h.dispatcher.in_flight(), 0);
+}
