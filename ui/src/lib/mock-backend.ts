@@ -1,0 +1,710 @@
+/**
+ * An in-memory backend that follows CONTRACT.md: used by the component tests and by
+ * `npm run dev` (demo mode in a plain browser). It plays a scripted assistant: messages that
+ * mention a file ask to read it (with consent), "write" asks for a destructive tool, "search"
+ * runs a server-side MCP tool, "slow" times out; anything else gets a streamed Markdown answer.
+ */
+import {
+  HIGHLIGHT_END,
+  HIGHLIGHT_START,
+  type Backend,
+  type CommandError,
+  type CommandName,
+  type Commands,
+  type ConnectionEvent,
+  type ConsentDecision,
+  type ConsentRequest,
+  type ConversationSummary,
+  type JsonObject,
+  type RememberedDecision,
+  type SearchHit,
+  type SessionInfo,
+  type SessionSnapshot,
+  type Settings,
+  type StatusEvent,
+  type Subscription,
+  type ToolCallRecord,
+  type ToolInfo,
+  type ToolResult,
+  type TranscriptEntry,
+  type UiEvent,
+} from './backend';
+import { statusFromResult } from './stores/session.svelte';
+
+export interface MockOptions {
+  /** Whether a connection is already set up (false shows first run). */
+  configured?: boolean;
+  /** Multiplies every scripted delay; 0 runs the script as fast as timers allow. */
+  delayScale?: number;
+  /** Seed a few past conversations. */
+  seedHistory?: boolean;
+}
+
+const fail = (code: string, message: string): CommandError => ({ code, message });
+
+let idCounter = 0;
+function nanoid(): string {
+  idCounter += 1;
+  return `m${Date.now().toString(36)}${idCounter.toString(36).padStart(4, '0')}`.slice(0, 21);
+}
+
+function schema(props: Record<string, string>, required: string[]): JsonObject {
+  return {
+    type: 'object',
+    properties: Object.fromEntries(Object.entries(props).map(([k, t]) => [k, { type: t }])),
+    required,
+  };
+}
+
+export function defaultTools(): ToolInfo[] {
+  return [
+    { name: 'read_local_file', description: 'Read a file on this computer.', parameters: schema({ path: 'string', maxBytes: 'integer' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
+    { name: 'list_directory', description: 'List the entries of a folder.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
+    { name: 'file_info', description: 'Size, type and dates of a file.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'allow' },
+    { name: 'search_files', description: 'Find files by name or content below a folder.', parameters: schema({ root: 'string', query: 'string' }, ['root', 'query']), readOnly: true, enabled: true, rule: 'ask' },
+    { name: 'write_file', description: 'Create or replace a file.', parameters: schema({ path: 'string', content: 'string' }, ['path', 'content']), destructive: true, enabled: true, rule: 'ask' },
+    { name: 'open_url', description: 'Open a web address in the browser.', parameters: schema({ url: 'string' }, ['url']), openWorld: true, enabled: false, rule: 'ask' },
+    { name: 'calculator', description: 'Evaluate arithmetic.', parameters: schema({ expression: 'string' }, ['expression']), readOnly: true, enabled: true, rule: 'allow' },
+    { name: 'system_info', description: 'Operating system, CPU and memory.', parameters: schema({}, []), readOnly: true, enabled: true, rule: 'allow' },
+    { name: 'web_search', description: 'Search the web.', serverName: 'web-tools', parameters: schema({ query: 'string' }, ['query']), readOnly: true, openWorld: true, enabled: true, rule: 'allow' },
+  ];
+}
+
+export function defaultSettings(configured: boolean): Settings {
+  return {
+    connection: {
+      authMode: 'token',
+      livekitUrl: configured ? 'ws://127.0.0.1:7880' : '',
+      tokenEndpoint: '',
+      room: configured ? 'outpost-demo' : '',
+      identity: configured ? 'alice' : '',
+      hasToken: configured,
+    },
+    consentTimeoutSecs: 120,
+    folders: [
+      { path: '~/Documents', access: 'allow' },
+      { path: '~/.ssh', access: 'deny' },
+    ],
+    notifications: { enabled: true, onConsent: true, onLongTask: true, longTaskSecs: 20 },
+    retentionDays: 90,
+  };
+}
+
+interface Conversation {
+  summary: ConversationSummary;
+  transcript: TranscriptEntry[];
+}
+
+interface PendingAsk {
+  request: ConsentRequest;
+  timer: ReturnType<typeof setTimeout> | undefined;
+  onAnswer: (d: ConsentDecision | 'timeout') => void;
+}
+
+// JSON round trip rather than structuredClone: arguments may be Svelte state proxies.
+const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
+
+export class MockBackend implements Backend {
+  readonly settings: Settings;
+  readonly tools: ToolInfo[];
+  readonly secrets = new Map<string, string>();
+  remembered: RememberedDecision[] = [];
+  conversations = new Map<string, Conversation>();
+  /** Every command received, for tests. */
+  readonly calls: { cmd: string; args: unknown }[] = [];
+
+  #listeners = new Set<(e: UiEvent) => void>();
+  #connection: ConnectionEvent = { state: 'disconnected' };
+  #status: StatusEvent = { state: 'idle' };
+  #session: SessionInfo | null = null;
+  #transcript: TranscriptEntry[] = [];
+  #pending = new Map<string, PendingAsk>();
+  #configured: boolean;
+  #scale: number;
+  #timers = new Set<ReturnType<typeof setTimeout>>();
+  #folderPick = 0;
+
+  constructor(opts: MockOptions = {}) {
+    this.#configured = opts.configured ?? false;
+    this.#scale = opts.delayScale ?? 1;
+    this.settings = defaultSettings(this.#configured);
+    this.tools = defaultTools();
+    if (this.#configured) this.secrets.set('livekit_token', 'mock-token');
+    if (opts.seedHistory ?? true) this.#seedHistory();
+  }
+
+  // ----------------------------------------------------------------- Backend interface
+
+  async subscribe(onEvent: (event: UiEvent) => void): Promise<Subscription> {
+    this.#listeners.add(onEvent);
+    return {
+      snapshot: this.snapshot(),
+      close: () => {
+        this.#listeners.delete(onEvent);
+      },
+    };
+  }
+
+  snapshot(): SessionSnapshot {
+    return clone({
+      configured: this.#configured,
+      connection: this.#connection,
+      status: this.#status,
+      session: this.#session,
+      transcript: this.#transcript,
+      pendingConsents: [...this.#pending.values()].map((p) => p.request),
+    });
+  }
+
+  async call<K extends CommandName>(cmd: K, args: Commands[K]['args']): Promise<Commands[K]['returns']> {
+    this.calls.push({ cmd, args: clone(args) });
+    const handler = (this.#handlers as Record<string, (a: unknown) => unknown>)[cmd];
+    if (!handler) throw fail('unknown_command', `Unknown command ${cmd}`);
+    return clone((await handler(args)) as Commands[K]['returns']);
+  }
+
+  /** Pushes an event to the UI and keeps the mock's own record in step. */
+  emit(event: UiEvent): void {
+    this.#record(event);
+    for (const l of [...this.#listeners]) l(clone(event));
+  }
+
+  /** Stops every scripted timer (tests call it in afterEach). */
+  dispose(): void {
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    for (const p of this.#pending.values()) if (p.timer) clearTimeout(p.timer);
+    this.#pending.clear();
+  }
+
+  // ----------------------------------------------------------------- commands
+
+  #handlers: { [K in CommandName]: (args: Commands[K]['args']) => Promise<Commands[K]['returns']> | Commands[K]['returns'] } = {
+    session_connect: () => {
+      const c = this.settings.connection;
+      if (!c.livekitUrl || !c.room || (c.authMode === 'token' ? !this.secrets.has('livekit_token') : !c.tokenEndpoint)) {
+        throw fail('not_configured', 'Set the LiveKit URL, the room and a token (or token endpoint) first.');
+      }
+      this.#goOnline('Assistant');
+      return null;
+    },
+    session_start_demo: () => {
+      this.#goOnline('Outpost demo assistant');
+      return null;
+    },
+    session_disconnect: () => {
+      this.emit({ type: 'connection', data: { state: 'disconnected' } });
+      return null;
+    },
+    session_new_conversation: () => {
+      if (!this.#session) return null;
+      this.#archiveCurrent();
+      const s = { ...this.#session, conversationId: nanoid(), sessionId: nanoid() };
+      this.emit({ type: 'session', data: s });
+      return s;
+    },
+    session_test_connection: ({ connection, token }) => {
+      if (!/^wss?:\/\/./.test(connection.livekitUrl)) {
+        return { ok: false, message: 'The LiveKit URL must start with ws:// or wss://.' };
+      }
+      if (!connection.room.trim()) return { ok: false, message: 'Enter the name of the room to join.' };
+      if (connection.authMode === 'token' && !token && !this.secrets.has('livekit_token')) {
+        return { ok: false, message: 'Enter a token, or switch to a token endpoint.' };
+      }
+      if (connection.authMode === 'endpoint' && !/^https?:\/\/./.test(connection.tokenEndpoint)) {
+        return { ok: false, message: 'The token endpoint must be an http:// or https:// address.' };
+      }
+      return { ok: true, message: `Reached ${connection.livekitUrl} and joined room “${connection.room}” in 42 ms.`, latencyMs: 42 };
+    },
+
+    chat_send: ({ text }) => {
+      if (!text.trim()) throw fail('invalid_argument', 'The message is empty.');
+      if (this.#connection.state !== 'connected') throw fail('not_connected', 'Not connected to the assistant.');
+      const msg = { id: nanoid(), text, at: Date.now() };
+      this.emit({ type: 'user_message', data: msg });
+      this.#reply(msg.id, text);
+      return msg;
+    },
+    chat_open_link: ({ url }) => {
+      if (!/^(https?:|mailto:)/i.test(url)) throw fail('invalid_argument', `Refusing to open ${url}`);
+      return null;
+    },
+
+    consent_answer: ({ consentId, decision }) => {
+      const p = this.#pending.get(consentId);
+      if (!p) throw fail('unknown_consent', 'That question is no longer open.');
+      if (!p.request.options.includes(decision)) {
+        throw fail('invalid_argument', `“${decision}” is not an answer offered for this question.`);
+      }
+      this.#pending.delete(consentId);
+      if (p.timer) clearTimeout(p.timer);
+      p.onAnswer(decision);
+      return null;
+    },
+    consent_list_remembered: () => this.remembered,
+    consent_revoke: ({ id }) => {
+      const before = this.remembered.length;
+      this.remembered = this.remembered.filter((r) => r.id !== id);
+      if (this.remembered.length === before) throw fail('not_found', 'No such remembered decision.');
+      return null;
+    },
+
+    settings_get: () => ({ ...this.settings, connection: { ...this.settings.connection, hasToken: this.secrets.has('livekit_token') } }),
+    settings_set: ({ settings }) => {
+      if (settings.consentTimeoutSecs < 1 || settings.consentTimeoutSecs > 86_400) {
+        throw fail('invalid_argument', 'The consent timeout must be between 1 and 86400 seconds.');
+      }
+      if (settings.retentionDays < 0) throw fail('invalid_argument', 'Retention must be 0 (forever) or more days.');
+      for (const f of settings.folders) {
+        if (!(f.path === '~' || f.path.startsWith('~/') || f.path.startsWith('/'))) {
+          throw fail('invalid_argument', `Folder “${f.path}” must be absolute or start with ~/.`);
+        }
+      }
+      Object.assign(this.settings, clone(settings));
+      this.settings.connection.hasToken = this.secrets.has('livekit_token');
+      if (settings.connection.livekitUrl && settings.connection.room) this.#configured = true;
+      return this.#handlers.settings_get({}) as Settings;
+    },
+    settings_set_secret: ({ name, value }) => {
+      if (!value) throw fail('invalid_argument', 'The secret is empty.');
+      this.secrets.set(name, value);
+      return null;
+    },
+    settings_clear_secret: ({ name }) => {
+      this.secrets.delete(name);
+      return null;
+    },
+    settings_pick_folder: () => {
+      const choices = ['~/Projects', '~/Downloads', '/srv/shared'];
+      return choices[this.#folderPick++ % choices.length] ?? null;
+    },
+    settings_about: () => ({
+      appVersion: '0.1.0 (demo mode)',
+      coreVersion: '0.1.0',
+      protocolVersion: 1,
+      dataDir: '~/.local/share/outpost',
+      policyFile: '~/.config/outpost/policy.toml',
+    }),
+
+    history_list: ({ limit, offset }) =>
+      [...this.conversations.values()]
+        .map((c) => c.summary)
+        .sort((a, b) => b.updatedAt - a.updatedAt)
+        .slice(offset, offset + limit),
+    history_search: ({ query, limit, highlightStart, highlightEnd }) => this.#search(query, limit, highlightStart, highlightEnd),
+    history_get: ({ conversationId }) => {
+      const c = this.conversations.get(conversationId);
+      if (!c) throw fail('not_found', `No conversation ${conversationId}.`);
+      return c;
+    },
+    history_export: ({ conversationId, format }) => {
+      const what = conversationId ? [this.conversations.get(conversationId)] : [...this.conversations.values()];
+      if (what.some((c) => !c)) throw fail('not_found', `No conversation ${conversationId}.`);
+      const body = JSON.stringify(what);
+      const ext = format === 'json' ? 'json' : 'md';
+      return { path: `~/Downloads/outpost-${conversationId ?? 'all'}.${ext}`, bytes: body.length };
+    },
+    history_delete_all: () => {
+      const deleted = this.conversations.size;
+      this.conversations.clear();
+      return { deleted };
+    },
+
+    tools_list: () => this.tools,
+    tools_set: ({ name, enabled, rule }) => {
+      const t = this.tools.find((x) => x.name === name);
+      if (!t) throw fail('not_found', `No tool ${name}.`);
+      t.enabled = enabled;
+      t.rule = rule;
+      return t;
+    },
+  };
+
+  // ----------------------------------------------------------------- script
+
+  #later(ms: number, fn: () => void): void {
+    const t = setTimeout(() => {
+      this.#timers.delete(t);
+      fn();
+    }, ms * this.#scale);
+    this.#timers.add(t);
+  }
+
+  #goOnline(assistantName: string): void {
+    this.#configured = true;
+    this.emit({ type: 'connection', data: { state: 'connecting' } });
+    this.#later(300, () => {
+      this.emit({ type: 'connection', data: { state: 'connected' } });
+      if (!this.#session) {
+        this.emit({ type: 'session', data: { conversationId: nanoid(), sessionId: nanoid(), assistantName } });
+      }
+      this.emit({ type: 'status', data: { state: 'idle' } });
+    });
+  }
+
+  /** Shows the reconnecting banner for a while (demo). */
+  simulateReconnect(ms = 3000): void {
+    this.emit({ type: 'connection', data: { state: 'reconnecting', attempt: 1, detail: 'The network link dropped.' } });
+    this.#later(ms, () => this.emit({ type: 'connection', data: { state: 'connected' } }));
+  }
+
+  #stream(text: string, inReplyTo: string, then?: () => void, delay = 40): void {
+    const id = nanoid();
+    const pieces = text.match(/\S+\s*/g) ?? [text];
+    this.emit({ type: 'status', data: { state: 'speaking' } });
+    pieces.forEach((piece, seq) => {
+      this.#later(delay * (seq + 1), () => this.emit({ type: 'assistant_delta', data: { messageId: id, seq, delta: piece } }));
+    });
+    this.#later(delay * (pieces.length + 1), () => {
+      this.emit({ type: 'assistant_message', data: { id, text, inReplyTo, at: Date.now() } });
+      if (then) then();
+      else this.emit({ type: 'status', data: { state: 'idle' } });
+    });
+  }
+
+  #reply(userId: string, text: string): void {
+    this.emit({ type: 'status', data: { state: 'thinking' } });
+    const lower = text.toLowerCase();
+    this.#later(600, () => {
+      if (/\bwrite|save\b/.test(lower)) {
+        this.#toolTurn(userId, 'I’ll save that summary to a file.', 'write_file', 'client', {
+          path: '~/Documents/summary.md',
+          content: '# Summary\n\nThe meeting moved to Thursday.\n',
+        });
+      } else if (/search|web/.test(lower)) {
+        this.#toolTurn(userId, 'Let me search the web for that.', 'web_search', 'server', { query: text.slice(0, 80) });
+      } else if (/slow|timeout/.test(lower)) {
+        this.#toolTurn(userId, 'Searching your files — this may take a while.', 'search_files', 'client', { root: '~', query: 'invoice' }, 2000);
+      } else if (/read|file|notes/.test(lower)) {
+        this.#toolTurn(userId, 'I’ll read your notes file.', 'read_local_file', 'client', { path: '~/Documents/notes.txt' });
+      } else {
+        this.#stream(
+          'Here is what I can do in this **demo**:\n\n' +
+            '- ask me to *read your notes* (a file tool that needs your permission)\n' +
+            '- ask me to *write a summary* (a destructive tool: no “Always allow”)\n' +
+            '- ask me to *search the web* (runs on the server)\n\n' +
+            'Read more about [the protocol](https://example.com/outpost/protocol).',
+          userId,
+        );
+      }
+    });
+  }
+
+  #toolTurn(
+    userId: string,
+    intro: string,
+    toolName: string,
+    execution: 'client' | 'server',
+    parameters: JsonObject,
+    timeoutMs = 30_000,
+  ): void {
+    this.#stream(intro, userId, () => {
+      const tool = this.tools.find((t) => t.name === toolName);
+      const id = nanoid();
+      const messageId = nanoid();
+      this.emit({
+        type: 'tool_initiated',
+        data: {
+          id, messageId, toolName, execution, parameters, timeoutMs, at: Date.now(),
+          serverName: tool?.serverName, readOnly: tool?.readOnly, destructive: tool?.destructive, openWorld: tool?.openWorld,
+        },
+      });
+      this.emit({ type: 'status', data: { state: 'using_tool', toolUseId: id } });
+      const finish = (r: Omit<ToolResult, 'id' | 'at'>) => {
+        this.emit({ type: 'tool_result', data: { ...r, id, at: Date.now() } });
+        const words = r.success
+          ? 'Done — the tool finished. Your notes say the meeting moved to **Thursday**.'
+          : `The tool did not run (${r.errorCode}). I’ll continue without it.`;
+        this.#stream(words, userId);
+      };
+      const run = () => {
+        this.emit({ type: 'tool_progress', data: { id, state: 'running', at: Date.now() } });
+        if (timeoutMs < 30_000) {
+          this.#later(timeoutMs, () => finish({ success: false, errorCode: 'timeout', errorMessage: `Tool execution exceeded timeout of ${timeoutMs}ms`, executedBy: 'client' }));
+          return;
+        }
+        this.#later(1500, () =>
+          finish({
+            success: true,
+            executedBy: execution,
+            result: toolName === 'web_search'
+              ? { results: [{ title: 'Outpost protocol', url: 'https://example.com/outpost' }] }
+              : { path: String(parameters.path ?? ''), content: 'Meeting moved to Thursday.\nBring the Q3 numbers.\n', bytes: 47 },
+          }),
+        );
+      };
+      if (execution === 'server') {
+        this.#later(200, run);
+        return;
+      }
+      if (!tool || !tool.enabled) {
+        finish({ success: false, errorCode: 'unknown_tool', errorMessage: `Tool '${toolName}' is not supported by this client`, executedBy: 'client' });
+        return;
+      }
+      if (tool.rule === 'deny') {
+        finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by your policy: the tool is set to deny', executedBy: 'client' });
+        return;
+      }
+      const remembered = this.remembered.some((r) => r.tool === toolName && r.decision !== 'always_deny');
+      if (tool.rule === 'allow' || (remembered && !tool.destructive)) {
+        run();
+        return;
+      }
+      this.#ask(id, toolName, tool, parameters, (d) => {
+        if (d === 'timeout') {
+          finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the consent timeout: nobody answered', executedBy: 'client' });
+        } else if (d === 'deny_once' || d === 'always_deny') {
+          finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: denied in the consent dialog', executedBy: 'client' });
+        } else {
+          if (d === 'always_allow' || d === 'allow_for_conversation') {
+            this.remembered.push({
+              id: nanoid(), tool: toolName, decision: d, folder: '~/Documents', at: Date.now(),
+              conversationId: d === 'allow_for_conversation' ? this.#session?.conversationId : undefined,
+            });
+          }
+          run();
+        }
+      });
+    });
+  }
+
+  #ask(requestId: string, toolName: string, tool: ToolInfo, parameters: JsonObject, onAnswer: PendingAsk['onAnswer']): void {
+    const path = String(parameters.path ?? parameters.root ?? '');
+    const options: ConsentDecision[] = tool.destructive
+      ? ['allow_once', 'allow_for_conversation', 'deny_once']
+      : ['allow_once', 'allow_for_conversation', 'always_allow', 'deny_once'];
+    const request: ConsentRequest = {
+      consentId: nanoid(),
+      requestId,
+      conversationId: this.#session?.conversationId ?? '',
+      tool: toolName,
+      serverName: tool.serverName,
+      execution: 'client',
+      parameters,
+      summary: `${tool.destructive ? 'Write' : 'Read'} ${path}`,
+      paths: path ? [path.replace(/^~/, '/home/alice')] : [],
+      folder: '~/Documents',
+      reason: `${toolName} is set to ask before it runs.`,
+      options,
+      expiresInMs: this.settings.consentTimeoutSecs * 1000,
+      readOnly: tool.readOnly,
+      destructive: tool.destructive,
+      openWorld: tool.openWorld,
+    };
+    const timer = setTimeout(() => {
+      this.#pending.delete(request.consentId);
+      this.emit({ type: 'consent_withdrawn', data: { consentId: request.consentId, reason: 'timed_out' } });
+      onAnswer('timeout');
+    }, request.expiresInMs);
+    this.#pending.set(request.consentId, { request, timer, onAnswer });
+    this.emit({ type: 'tool_progress', data: { id: requestId, state: 'awaiting_consent', detail: request.summary, at: Date.now() } });
+    this.emit({ type: 'consent_request', data: request });
+  }
+
+  // ----------------------------------------------------------------- bookkeeping
+
+  #record(event: UiEvent): void {
+    switch (event.type) {
+      case 'connection':
+        this.#connection = event.data;
+        return;
+      case 'status':
+        this.#status = event.data;
+        return;
+      case 'session':
+        if (this.#session?.conversationId !== event.data.conversationId) this.#transcript = [];
+        this.#session = event.data;
+        return;
+      case 'user_message':
+        this.#transcript.push({ kind: 'user', ...event.data });
+        return;
+      case 'assistant_message':
+        this.#transcript.push({ kind: 'assistant', ...event.data });
+        return;
+      case 'tool_initiated': {
+        const { at, ...d } = event.data;
+        this.#transcript.push({ kind: 'tool', call: { ...d, status: 'initiated', initiatedAt: at } });
+        return;
+      }
+      case 'tool_progress': {
+        const c = this.#call(event.data.id);
+        if (!c) return;
+        c.status = event.data.state;
+        if (event.data.state === 'running') c.runningAt = event.data.at;
+        else c.awaitingConsentAt = event.data.at;
+        return;
+      }
+      case 'tool_result': {
+        const c = this.#call(event.data.id);
+        if (!c) return;
+        Object.assign(c, {
+          status: statusFromResult(event.data),
+          finishedAt: event.data.at,
+          result: event.data.result,
+          errorCode: event.data.errorCode,
+          errorMessage: event.data.errorMessage,
+          executedBy: event.data.executedBy,
+        });
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  #call(id: string): ToolCallRecord | undefined {
+    for (const e of this.#transcript) if (e.kind === 'tool' && e.call.id === id) return e.call;
+    return undefined;
+  }
+
+  #archiveCurrent(): void {
+    if (!this.#session || this.#transcript.length === 0) return;
+    const first = this.#transcript.find((e) => e.kind === 'user');
+    const at = (e: TranscriptEntry) => (e.kind === 'tool' ? e.call.initiatedAt : e.at);
+    this.conversations.set(this.#session.conversationId, {
+      summary: {
+        id: this.#session.conversationId,
+        title: first && first.kind === 'user' ? first.text.slice(0, 60) : 'Conversation',
+        assistantName: this.#session.assistantName,
+        startedAt: at(this.#transcript[0]!),
+        updatedAt: at(this.#transcript[this.#transcript.length - 1]!),
+        messageCount: this.#transcript.filter((e) => e.kind !== 'tool').length,
+        toolCallCount: this.#transcript.filter((e) => e.kind === 'tool').length,
+      },
+      transcript: clone(this.#transcript),
+    });
+  }
+
+  #search(query: string, limit: number, start: string, end: string): SearchHit[] {
+    const words = query.toLowerCase().split(/\s+/).filter(Boolean);
+    if (words.length === 0) return [];
+    const hits: SearchHit[] = [];
+    for (const c of this.conversations.values()) {
+      for (const e of c.transcript) {
+        const text = e.kind === 'tool' ? `${e.call.toolName} ${JSON.stringify(e.call.parameters)}` : e.text;
+        const lower = text.toLowerCase();
+        if (!words.every((w) => lower.includes(w))) continue;
+        const first = Math.min(...words.map((w) => lower.indexOf(w)));
+        const from = Math.max(0, first - 40);
+        let excerpt = text.slice(from, from + 120);
+        const re = new RegExp(`(${words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('|')})`, 'gi');
+        excerpt = excerpt.replace(re, `${start}$1${end}`);
+        hits.push({
+          kind: e.kind === 'tool' ? 'tool_call' : 'message',
+          conversationId: c.summary.id,
+          id: e.kind === 'tool' ? e.call.id : e.id,
+          at: e.kind === 'tool' ? e.call.initiatedAt : e.at,
+          conversationTitle: c.summary.title,
+          toolName: e.kind === 'tool' ? e.call.toolName : undefined,
+          snippet: `${from > 0 ? '…' : ''}${excerpt}${from + 120 < text.length ? '…' : ''}`,
+        });
+      }
+    }
+    return hits.sort((a, b) => b.at - a.at).slice(0, limit);
+  }
+
+  #seedHistory(): void {
+    const day = 86_400_000;
+    const base = Date.now() - 3 * day;
+    const seed = (id: string, title: string, offset: number, transcript: TranscriptEntry[]) => {
+      this.conversations.set(id, {
+        summary: {
+          id, title, assistantName: 'Outpost demo assistant', startedAt: base + offset, updatedAt: base + offset + 600_000,
+          messageCount: transcript.filter((e) => e.kind !== 'tool').length,
+          toolCallCount: transcript.filter((e) => e.kind === 'tool').length,
+        },
+        transcript,
+      });
+    };
+    seed('conv-budget', 'Summarise the Q3 budget spreadsheet', 0, [
+      { kind: 'user', id: 'h1', text: 'Summarise the Q3 budget spreadsheet in ~/Documents/budget.csv', at: base },
+      {
+        kind: 'tool',
+        call: {
+          id: 'h2', messageId: 'h3', toolName: 'read_local_file', execution: 'client', parameters: { path: '~/Documents/budget.csv' },
+          timeoutMs: 30_000, status: 'completed', initiatedAt: base + 1000, runningAt: base + 4000, finishedAt: base + 4300,
+          result: { bytes: 2048, content: 'month,spend\nJul,1200\nAug,980\nSep,1430\n' }, readOnly: true, executedBy: 'client',
+        },
+      },
+      { kind: 'assistant', id: 'h3', text: 'Spending peaked in **September** at 1,430; the quarter totals 3,610.', at: base + 5000 },
+    ]);
+    seed('conv-trip', 'Plan the Lisbon trip', day, [
+      { kind: 'user', id: 'h4', text: 'What is the weather in Lisbon next week? I want to plan the trip.', at: base + day },
+      { kind: 'assistant', id: 'h5', text: 'Mostly sunny, 24–27 °C. Pack light and bring sunscreen for the Lisbon trip.', at: base + day + 4000 },
+    ]);
+    seed('conv-ssh', 'Why did the deploy fail?', 2 * day, [
+      { kind: 'user', id: 'h6', text: 'Read my ssh key so you can deploy', at: base + 2 * day },
+      {
+        kind: 'tool',
+        call: {
+          id: 'h7', messageId: 'h8', toolName: 'read_local_file', execution: 'client', parameters: { path: '~/.ssh/id_ed25519' },
+          timeoutMs: 30_000, status: 'denied', initiatedAt: base + 2 * day + 1000, finishedAt: base + 2 * day + 1010,
+          errorCode: 'permission_denied', errorMessage: 'Permission denied by your policy: ~/.ssh is on the secrets list', readOnly: true,
+        },
+      },
+      { kind: 'assistant', id: 'h8', text: 'I can’t read private keys — your policy protects `~/.ssh`. Deploy from your terminal instead.', at: base + 2 * day + 3000 },
+    ]);
+  }
+}
+
+/** Everything a screenshot or a test might want on screen at once. */
+export function showcaseEvents(now: number): UiEvent[] {
+  const ev: UiEvent[] = [];
+  const convo = { conversationId: 'conv-now', sessionId: 'sess-1', assistantName: 'Outpost demo assistant' };
+  ev.push({ type: 'connection', data: { state: 'connected' } }, { type: 'session', data: convo });
+  ev.push({ type: 'user_message', data: { id: 'u1', text: 'Read ~/Documents/notes.txt and tell me what changed, then look up the venue.', at: now - 60_000 } });
+  ev.push({
+    type: 'assistant_message',
+    data: { id: 'a1', text: 'Sure — I’ll **read your notes** first, then search the web for the venue.', inReplyTo: 'u1', at: now - 58_000 },
+  });
+  const tool = (id: string, toolName: string, execution: 'client' | 'server', parameters: JsonObject, hints: Partial<ToolCallRecord> = {}) =>
+    ev.push({
+      type: 'tool_initiated',
+      data: { id, messageId: 'a1', toolName, execution, parameters, timeoutMs: 30_000, at: now - 57_000, readOnly: hints.readOnly, destructive: hints.destructive, openWorld: hints.openWorld, serverName: hints.serverName },
+    });
+  tool('t1', 'read_local_file', 'client', { path: '~/Documents/notes.txt' }, { readOnly: true });
+  ev.push({ type: 'tool_progress', data: { id: 't1', state: 'running', at: now - 56_000 } });
+  ev.push({
+    type: 'tool_result',
+    data: { id: 't1', success: true, executedBy: 'client', at: now - 55_500, result: { path: '/home/alice/Documents/notes.txt', bytes: 312, content: 'Meeting moved to Thursday 14:00.\nVenue: the new office on Rua Augusta.\nBring the Q3 numbers and the signed contract.\n' } },
+  });
+  tool('t2', 'web_search', 'server', { query: 'Rua Augusta office opening hours' }, { serverName: 'web-tools', readOnly: true, openWorld: true });
+  ev.push({ type: 'tool_progress', data: { id: 't2', state: 'running', at: now - 12_400 } });
+  tool('t3', 'write_file', 'client', { path: '~/Documents/summary.md', content: '# Summary\n\nMeeting moved to Thursday 14:00.\n' }, { destructive: true });
+  ev.push({ type: 'tool_progress', data: { id: 't3', state: 'awaiting_consent', detail: 'Write ~/Documents/summary.md', at: now - 5_000 } });
+  ev.push({ type: 'status', data: { state: 'using_tool', toolUseId: 't3' } });
+  ev.push({
+    type: 'consent_request',
+    data: {
+      consentId: 'c1', requestId: 't3', conversationId: 'conv-now', tool: 'write_file', execution: 'client',
+      parameters: { path: '~/Documents/summary.md', content: '# Summary\n\nMeeting moved to Thursday 14:00.\nVenue: the new office on Rua Augusta.\nBring the Q3 numbers and the signed contract.\n' },
+      summary: 'Write /home/alice/Documents/summary.md', paths: ['/home/alice/Documents/summary.md'], folder: '/home/alice/Documents',
+      reason: 'write_file can change or delete data, so it always asks.', options: ['allow_once', 'allow_for_conversation', 'deny_once'],
+      expiresInMs: 95_000, destructive: true,
+    },
+  });
+  ev.push({
+    type: 'consent_request',
+    data: {
+      consentId: 'c2', requestId: 't4', conversationId: 'conv-now', tool: 'read_local_file', execution: 'client',
+      parameters: { path: '~/Documents/contract.pdf' }, summary: 'Read /home/alice/Documents/contract.pdf', paths: ['/home/alice/Documents/contract.pdf'],
+      folder: '/home/alice/Documents', reason: 'read_local_file is set to ask.', options: ['allow_once', 'allow_for_conversation', 'always_allow', 'deny_once'],
+      expiresInMs: 120_000, readOnly: true,
+    },
+  });
+  return ev;
+}
+
+/** Finished cards of every failure kind, for the tool-card screenshot. */
+export function failureShowcaseEvents(now: number): UiEvent[] {
+  const ev: UiEvent[] = [];
+  const card = (id: string, toolName: string, parameters: JsonObject, errorCode: string, errorMessage: string) => {
+    ev.push({ type: 'tool_initiated', data: { id, messageId: 'a2', toolName, execution: 'client', parameters, timeoutMs: 30_000, at: now - 30_000 } });
+    ev.push({ type: 'tool_result', data: { id, success: false, errorCode, errorMessage, executedBy: 'client', at: now - 29_000 } });
+  };
+  card('f1', 'search_files', { root: '~', query: 'invoice' }, 'timeout', 'Tool execution exceeded timeout of 30000ms');
+  card('f2', 'read_local_file', { path: '~/.ssh/id_ed25519' }, 'permission_denied', 'Permission denied by your policy: ~/.ssh is on the secrets list');
+  card('f3', 'read_local_file', { path: '~/missing.txt' }, 'execution_error', 'File not found: /home/alice/missing.txt');
+  card('f4', 'list_directory', { path: '~/Videos' }, 'cancelled', 'Tool execution was cancelled by the server');
+  return ev;
+}

@@ -1,0 +1,148 @@
+/**
+ * The app's root state: the backend, the session and consent stores, the clock, the current
+ * screen and transient notices. Components get it with `getApp()`.
+ */
+import { getContext, setContext } from 'svelte';
+import {
+  toCommandError,
+  type Backend,
+  type CommandError,
+  type ConsentDecision,
+  type Subscription,
+  type UiEvent,
+} from '../backend';
+import { Clock } from './clock.svelte';
+import { ConsentQueue } from './consent.svelte';
+import { SessionStore } from './session.svelte';
+
+export type Screen = 'chat' | 'history' | 'settings';
+export type SettingsSection = 'connection' | 'tools' | 'folders' | 'notifications' | 'data' | 'about';
+
+export interface Notice {
+  id: number;
+  kind: 'info' | 'error';
+  text: string;
+}
+
+export class AppState {
+  readonly backend: Backend;
+  readonly clock = new Clock();
+  readonly session: SessionStore;
+  readonly consents: ConsentQueue;
+
+  screen = $state<Screen>('chat');
+  settingsSection = $state<SettingsSection>('connection');
+  notices = $state<Notice[]>([]);
+  ready = $state(false);
+  loadError = $state<CommandError | null>(null);
+  /** The user chose "Set up a connection" on the first-run screen. */
+  setupRequested = $state(false);
+
+  #sub: Subscription | null = null;
+  #noticeId = 0;
+
+  constructor(backend: Backend) {
+    this.backend = backend;
+    const now = () => Date.now();
+    this.session = new SessionStore(now);
+    this.consents = new ConsentQueue(now);
+  }
+
+  /** Subscribes and loads the snapshot. Events that arrive before the snapshot wait for it. */
+  async start(): Promise<void> {
+    const early: UiEvent[] = [];
+    let loaded = false;
+    try {
+      this.#sub = await this.backend.subscribe((e) => {
+        if (loaded) this.apply(e);
+        else early.push(e);
+      });
+      this.session.load(this.#sub.snapshot);
+      this.consents.load(this.#sub.snapshot.pendingConsents);
+      loaded = true;
+      for (const e of early) this.apply(e);
+      this.ready = true;
+    } catch (e) {
+      this.loadError = toCommandError(e);
+    }
+    this.clock.start();
+  }
+
+  stop(): void {
+    this.#sub?.close();
+    this.#sub = null;
+    this.clock.stop();
+  }
+
+  apply(event: UiEvent): void {
+    this.session.apply(event);
+    this.consents.apply(event);
+    if (event.type === 'error') this.notify(event.data.message, 'error');
+  }
+
+  notify(text: string, kind: Notice['kind'] = 'info'): void {
+    const id = ++this.#noticeId;
+    this.notices.push({ id, kind, text });
+    setTimeout(() => this.dismiss(id), kind === 'error' ? 10_000 : 5_000);
+  }
+
+  dismiss(id: number): void {
+    const i = this.notices.findIndex((n) => n.id === id);
+    if (i >= 0) this.notices.splice(i, 1);
+  }
+
+  /** Runs a command and turns a failure into a notice; returns undefined on failure. */
+  async run<T>(what: string, p: Promise<T>): Promise<T | undefined> {
+    try {
+      return await p;
+    } catch (e) {
+      const err = toCommandError(e);
+      this.notify(`${what}: ${err.message}`, 'error');
+      return undefined;
+    }
+  }
+
+  async send(text: string): Promise<boolean> {
+    const trimmed = text.trim();
+    if (!trimmed) return false;
+    const msg = await this.run('Could not send', this.backend.call('chat_send', { text: trimmed }));
+    if (!msg) return false;
+    this.session.apply({ type: 'user_message', data: msg });
+    return true;
+  }
+
+  async answerConsent(consentId: string, decision: ConsentDecision): Promise<void> {
+    if (!this.consents.remove(consentId)) return;
+    await this.run('Could not send your answer', this.backend.call('consent_answer', { consentId, decision }));
+  }
+
+  openLink(url: string): void {
+    void this.run('Could not open the link', this.backend.call('chat_open_link', { url }));
+  }
+
+  async connect(): Promise<void> {
+    await this.run('Could not connect', this.backend.call('session_connect', {}));
+  }
+
+  async startDemo(): Promise<void> {
+    const ok = await this.run('Could not start the demo', this.backend.call('session_start_demo', {}));
+    if (ok !== undefined) this.screen = 'chat';
+  }
+
+  openSettings(section: SettingsSection): void {
+    this.settingsSection = section;
+    this.screen = 'settings';
+  }
+}
+
+const KEY = Symbol('outpost-app');
+
+export function setApp(app: AppState): void {
+  setContext(KEY, app);
+}
+
+export function getApp(): AppState {
+  const app = getContext<AppState | undefined>(KEY);
+  if (!app) throw new Error('AppState missing: wrap the component in <AppProvider> or call setApp');
+  return app;
+}
