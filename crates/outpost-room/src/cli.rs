@@ -58,6 +58,9 @@ enum Command {
         /// API key pair; defaults to the dev pair devkey:secret.
         #[arg(long, value_name = "KEY:SECRET")]
         keys: Option<Keys>,
+        /// Participant kind claim: `agent` marks an assistant (others: standard, sip, …).
+        #[arg(long, default_value = "")]
+        kind: String,
     },
 }
 
@@ -71,9 +74,10 @@ pub fn main() -> Result<()> {
             name,
             ttl,
             keys,
+            kind,
         } => {
             let keys = keys.unwrap_or_default();
-            let token = keys.mint(&room, &identity, name.as_deref(), ttl)?;
+            let token = keys.mint_with_kind(&room, &identity, name.as_deref(), ttl, &kind)?;
             #[allow(clippy::print_stdout)]
             {
                 println!("{token}");

@@ -18,6 +18,22 @@ pub const SERVER_VERSION: &str = "1.9.0";
 /// Signaling protocol version we report in `ServerInfo.protocol`.
 pub const PROTOCOL_VERSION: i32 = 15;
 
+/// The `ParticipantInfo.kind` for a token's `kind` claim, as livekit-server maps it; unknown
+/// or empty claims are standard participants.
+pub fn participant_kind(claim: &str) -> i32 {
+    use participant_info::Kind;
+    let kind = match claim {
+        "ingress" => Kind::Ingress,
+        "egress" => Kind::Egress,
+        "sip" => Kind::Sip,
+        "agent" => Kind::Agent,
+        "connector" => Kind::Connector,
+        "bridge" => Kind::Bridge,
+        _ => Kind::Standard,
+    };
+    kind as i32
+}
+
 /// Decodes one binary WebSocket frame as a `SignalRequest`.
 pub fn decode_signal_request(bytes: &[u8]) -> Result<SignalRequest, prost::DecodeError> {
     SignalRequest::decode(bytes)

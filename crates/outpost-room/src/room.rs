@@ -126,6 +126,7 @@ impl Participant {
                 ..Default::default()
             }),
             client_protocol: self.client_protocol,
+            kind: proto::participant_kind(&self.grant.kind),
             ..Default::default()
         }
     }
@@ -469,7 +470,25 @@ mod tests {
             can_subscribe: true,
             can_publish_data: true,
             hidden: false,
+            kind: String::new(),
         }
+    }
+
+    #[test]
+    fn agent_kind_reaches_participant_info() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let p = Participant::new(
+            Grant {
+                kind: "agent".into(),
+                ..grant("r", "assistant")
+            },
+            1,
+            tx,
+        );
+        assert_eq!(p.info().kind, participant_info::Kind::Agent as i32);
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let p = Participant::new(grant("r", "user"), 1, tx);
+        assert_eq!(p.info().kind, participant_info::Kind::Standard as i32);
     }
 
     fn participant(room: &str, id: &str) -> (Arc<Participant>, mpsc::UnboundedReceiver<Control>) {
