@@ -1,0 +1,255 @@
+//! Typed events for the UI: everything a front end (the Tauri app, `outpost connect`)
+//! shows. Serialized as `{"type": "...", "data": {...}}` with camelCase fields, so the
+//! web UI can switch on `type`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Which side of the protocol did something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// Outpost, on this machine.
+    Client,
+    /// The assistant.
+    Server,
+}
+
+/// The link to the room.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LinkState {
+    /// Joined the room.
+    Connected,
+    /// Lost the link; LiveKit is resuming or rejoining.
+    Reconnecting,
+    /// Back after a loss.
+    Reconnected,
+    /// Gone for good.
+    Disconnected,
+}
+
+/// Whether a protocol error was received from the assistant or sent to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorDirection {
+    /// The assistant reported a fault (ErrorMessage received).
+    Received,
+    /// Outpost rejected something the assistant sent (ErrorMessage sent).
+    Sent,
+}
+
+/// A consent question for the user, with everything needed to decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentPrompt {
+    /// Answer with this id ([`crate::Session::answer_consent`]).
+    pub consent_id: String,
+    /// The tool call concerned.
+    pub request_id: String,
+    /// The tool.
+    pub tool: String,
+    /// The call's parameters exactly as received.
+    pub parameters: Map<String, Value>,
+    /// One line saying what will happen.
+    pub summary: String,
+    /// The resolved paths the call touches.
+    pub paths: Vec<String>,
+    /// The folder a "for this conversation" or "always" answer covers.
+    pub folder: Option<String>,
+    /// Why the question is asked.
+    pub reason: String,
+    /// Whether the tool can change or delete data.
+    pub destructive: bool,
+    /// The answers to offer (`allow_once`, `allow_for_conversation`, `always_allow`,
+    /// `deny_once`, `always_deny`).
+    pub options: Vec<String>,
+    /// How long the question stays open.
+    pub expires_in_ms: u64,
+}
+
+/// One thing for the UI to show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    tag = "type",
+    content = "data",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
+#[non_exhaustive]
+pub enum UiEvent {
+    /// The link changed state.
+    Connection {
+        /// The new state.
+        state: LinkState,
+        /// Why, when known.
+        detail: Option<String>,
+    },
+    /// The assistant joined or left the room.
+    AssistantPresence {
+        /// In the room now.
+        present: bool,
+        /// Its identity.
+        identity: String,
+    },
+    /// The assistant welcomed us: a conversation is active.
+    SessionStarted {
+        /// The conversation.
+        conversation_id: String,
+        /// This hello/welcome exchange.
+        session_id: String,
+        /// What to call the assistant.
+        assistant_name: String,
+        /// The negotiated version.
+        protocol_version: u32,
+    },
+    /// The user said something (shown at once; `queued` until the session is ready).
+    UserMessage {
+        /// Message id.
+        id: String,
+        /// Text.
+        text: String,
+        /// Held until the assistant is present and has welcomed us.
+        queued: bool,
+    },
+    /// A piece of an assistant message.
+    AssistantDelta {
+        /// The message it belongs to.
+        message_id: String,
+        /// Its position.
+        seq: u32,
+        /// Text to append.
+        delta: String,
+    },
+    /// A complete assistant message (replaces what deltas assembled).
+    AssistantMessage {
+        /// Message id.
+        id: String,
+        /// Full text (Markdown).
+        text: String,
+        /// The user message it answers.
+        in_reply_to: Option<String>,
+    },
+    /// The assistant's state.
+    Status {
+        /// `idle`, `listening`, `thinking`, `speaking` or `using_tool`.
+        state: String,
+        /// With `using_tool`: the call waited on.
+        tool_use_id: Option<String>,
+        /// Free text.
+        detail: Option<String>,
+    },
+    /// The assistant asked for a tool call.
+    ToolCallRequested {
+        /// Call id.
+        id: String,
+        /// The assistant message behind it.
+        message_id: String,
+        /// Tool.
+        tool_name: String,
+        /// `server`, `client` or `either`.
+        execution: String,
+        /// Parameters as received.
+        parameters: Map<String, Value>,
+        /// The timeout that applies.
+        timeout_ms: u32,
+    },
+    /// A call is waiting for consent or running.
+    ToolCallProgress {
+        /// Call id.
+        id: String,
+        /// `awaiting_consent` or `running`.
+        state: String,
+        /// Free text.
+        detail: Option<String>,
+        /// Who reported it.
+        by: Side,
+    },
+    /// Outpost declined an `either` call; the assistant runs it itself.
+    ToolCallHandedToServer {
+        /// Call id.
+        id: String,
+        /// Tool.
+        tool_name: String,
+    },
+    /// A call has its result.
+    ToolCallFinished {
+        /// Call id.
+        id: String,
+        /// Tool (empty when the call was never seen).
+        tool_name: String,
+        /// Success.
+        success: bool,
+        /// The result (or partial output).
+        result: Option<Map<String, Value>>,
+        /// Failure code.
+        error_code: Option<String>,
+        /// Failure text.
+        error_message: Option<String>,
+        /// Who ran it.
+        executed_by: Side,
+    },
+    /// The assistant asked to stop a call.
+    ToolCallCancelRequested {
+        /// Call id.
+        id: String,
+        /// Its reason.
+        reason: Option<String>,
+        /// False when the call was unknown or already finished (the cancel is ignored).
+        effective: bool,
+    },
+    /// Ask the user (only when a consent UI is attached).
+    ConsentRequested(ConsentPrompt),
+    /// Stop showing a consent question.
+    ConsentWithdrawn {
+        /// The question.
+        consent_id: String,
+        /// `cancelled` or `timed_out`.
+        reason: String,
+    },
+    /// A protocol-level fault, either way.
+    ProtocolError {
+        /// Received from or sent to the assistant.
+        direction: ErrorDirection,
+        /// Error code.
+        code: String,
+        /// Text.
+        message: String,
+        /// The offending message's id.
+        ref_id: Option<String>,
+        /// The sender leaves the session.
+        fatal: bool,
+    },
+    /// A local problem (store, sending) the user should know about.
+    Error {
+        /// What went wrong.
+        message: String,
+    },
+    /// The session is over.
+    Ended {
+        /// Why.
+        reason: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_with_camel_case_fields() {
+        let ev = UiEvent::ToolCallHandedToServer {
+            id: "t1".into(),
+            tool_name: "web_search".into(),
+        };
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"type": "tool_call_handed_to_server",
+                               "data": {"id": "t1", "toolName": "web_search"}})
+        );
+        let back: UiEvent = serde_json::from_value(v).unwrap();
+        assert_eq!(back, ev);
+    }
+}

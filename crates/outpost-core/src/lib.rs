@@ -1,0 +1,46 @@
+//! `outpost-core`: the session engine the desktop app and `outpost connect` are thin
+//! shells over. It joins the LiveKit room (`outpost-livekit`), speaks the Outpost protocol
+//! (`outpost-protocol`), runs the assistant's tool requests under the user's policy and
+//! consent (`outpost-tools`, `outpost-policy`), records everything (`outpost-store`), and
+//! emits typed [`UiEvent`]s.
+//!
+//! Layout:
+//! - [`machine`]: the conversation state machine. Pure: [`Input`]s in, [`Effect`]s out,
+//!   no IO, the current time passed in. Hello/welcome, direction and phase checks,
+//!   held messages, result resends after a loss, tool-call lifecycle, store records.
+//! - [`session`]: the IO around it: [`Core`] (store + policy + consent broker, shared),
+//!   [`Session`] (one room connection: send messages, cancel, switch conversation, leave)
+//!   and its event receiver.
+//! - [`codec`]: packet or byte stream by size; incoming messages kept in sender order.
+//! - [`executor`]: the only module that knows `outpost-tools` and `outpost-policy`.
+//! - [`events`]: the UI events (`{"type": ..., "data": ...}`).
+//!
+//! ```no_run
+//! # async fn demo() -> outpost_core::Result<()> {
+//! use outpost_core::{ConnectOptions, Core, Credentials, ToolsConfig};
+//! let core = Core::open(None, ToolsConfig::defaults())?;
+//! let (session, mut events) = core
+//!     .connect(ConnectOptions::new(Credentials::Token { url: "ws://…".into(), token: "…".into() }))
+//!     .await?;
+//! session.send_message("hello")?;
+//! while let Some(ev) = events.recv().await {
+//!     println!("{}", serde_json::to_string(&ev).unwrap_or_default());
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod codec;
+mod error;
+pub mod events;
+pub mod executor;
+pub mod machine;
+pub mod session;
+
+pub use error::{CoreError, Result};
+pub use events::{ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
+pub use executor::{Permissions, PolicySource, ToolsConfig};
+pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
+pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};
+
+/// The store types the history views use.
+pub use outpost_store as store;

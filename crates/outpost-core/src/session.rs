@@ -1,0 +1,527 @@
+//! The IO around the [`Machine`]: the LiveKit room, the tool executor, the store and the
+//! UI event channel. [`Core`] is the long-lived app object (store, policy, consent);
+//! [`Core::connect`] starts a [`Session`] (one room connection) and returns its events.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use outpost_livekit::{
+    DataOptions, Room, RoomEvent, RoomEvents, RoomOptions, StreamOptions, StreamReader,
+    TokenEndpoint, TokenRequest,
+};
+use outpost_policy::ConsentInbox;
+use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
+use outpost_store::{Store, now_ms};
+use tokio::sync::{mpsc, watch};
+
+use crate::codec::{Frame, Inbound, InboundOrder, Ticket, frame};
+use crate::error::{CoreError, Result};
+use crate::events::UiEvent;
+use crate::executor::{Executor, Permissions, ToolsConfig, consent_event, exec_event};
+use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record};
+
+/// How to get into the room.
+#[derive(Debug, Clone)]
+pub enum Credentials {
+    /// A server URL and an access token.
+    Token {
+        /// `ws(s)://` or `http(s)://` URL.
+        url: String,
+        /// The access token.
+        token: String,
+    },
+    /// A token endpoint (LiveKit's token-server convention) that returns both.
+    Endpoint {
+        /// The endpoint.
+        endpoint: Box<TokenEndpoint>,
+        /// What to ask it for (room, identity, ...).
+        request: Box<TokenRequest>,
+    },
+}
+
+/// Options of one session.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// How to join.
+    pub credentials: Credentials,
+    /// The assistant's identity; `None` = the first participant of kind AGENT.
+    pub assistant_identity: Option<String>,
+    /// A conversation to continue (the first hello asks for it).
+    pub conversation_id: Option<String>,
+    /// The room's name, for the history.
+    pub room_name: Option<String>,
+    /// Forward consent questions as [`UiEvent::ConsentRequested`] (answer them with
+    /// [`Core::answer_consent`]). Without a consent UI, every question is denied.
+    pub consent_ui: bool,
+    /// `clientName` / `clientVersion` of the hello.
+    pub client_name: String,
+    /// See `client_name`.
+    pub client_version: String,
+    /// Link settings.
+    pub room_options: RoomOptions,
+}
+
+impl ConnectOptions {
+    /// Options with defaults: no consent UI, new conversation.
+    pub fn new(credentials: Credentials) -> Self {
+        Self {
+            credentials,
+            assistant_identity: None,
+            conversation_id: None,
+            room_name: None,
+            consent_ui: false,
+            client_name: "Outpost".into(),
+            client_version: env!("CARGO_PKG_VERSION").into(),
+            room_options: RoomOptions::default(),
+        }
+    }
+}
+
+/// The app's core: the conversation store and the permission policy, shared by sessions.
+#[derive(Debug, Clone)]
+pub struct Core {
+    store: Store,
+    perms: Permissions,
+}
+
+/// UI events of one session, in order. The channel closes when the session has ended.
+pub type SessionEvents = mpsc::UnboundedReceiver<UiEvent>;
+
+impl Core {
+    /// Opens the store in `data_dir` (flag, else `$OUTPOST_DATA_DIR`, else the platform's
+    /// data directory) and the policy.
+    pub fn open(data_dir: Option<PathBuf>, tools: ToolsConfig) -> Result<Self> {
+        let store = Store::open_default(data_dir.as_deref())?;
+        Self::with_store(store, tools)
+    }
+
+    /// A core over an already open store.
+    pub fn with_store(store: Store, mut tools: ToolsConfig) -> Result<Self> {
+        if let Some(p) = store.path().and_then(|p| p.parent()) {
+            tools.protected.push(p.to_path_buf());
+        }
+        let perms = Permissions::new(&tools)?;
+        Ok(Self { store, perms })
+    }
+
+    /// The history (conversations, search, export, audit).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The policy and consent broker.
+    pub fn permissions(&self) -> &Permissions {
+        &self.perms
+    }
+
+    /// Answers a consent question (see [`UiEvent::ConsentRequested`]).
+    pub fn answer_consent(&self, consent_id: &str, decision: &str) -> Result<()> {
+        self.perms.answer_consent(consent_id, decision)
+    }
+
+    /// Joins the room and starts a session. Returns once joined; the hello goes out as
+    /// soon as the assistant is present. Must be called inside a tokio runtime.
+    pub async fn connect(&self, opts: ConnectOptions) -> Result<(Session, SessionEvents)> {
+        let mut room_opts = opts.room_options.clone();
+        if let Some(a) = &opts.assistant_identity {
+            room_opts.assistant_identity = Some(a.clone());
+        }
+        let (room, room_events) = match &opts.credentials {
+            Credentials::Token { url, token } => Room::connect(url, token, room_opts).await?,
+            Credentials::Endpoint { endpoint, request } => {
+                Room::connect_with_endpoint(endpoint, request, room_opts).await?
+            }
+        };
+        let (executor, dispatch_rx) = Executor::new(&self.perms)?;
+        let mut mc = MachineConfig::new(executor.catalogue());
+        mc.client_name = opts.client_name.clone();
+        mc.client_version = opts.client_version.clone();
+        mc.conversation_id = opts.conversation_id.clone();
+        mc.room = opts.room_name.clone();
+        let machine = Machine::new(mc);
+        let (ui_tx, ui_rx) = mpsc::unbounded_channel();
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (conv_tx, conv_rx) = watch::channel(None);
+        let consent = opts.consent_ui.then(|| self.perms.attach_consent());
+        let (send_tx, send_rx) = mpsc::unbounded_channel();
+        let sender = tokio::spawn(sender_task(room.clone(), send_rx, ui_tx.clone()));
+        let assistant = room.assistant().map(|p| p.identity);
+        let io = Io {
+            machine,
+            room,
+            executor,
+            store: self.store.clone(),
+            ui: ui_tx,
+            send: send_tx,
+            order: InboundOrder::default(),
+            begun: HashSet::new(),
+            conv: conv_tx,
+        };
+        let task =
+            tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
+        Ok((
+            Session {
+                cmd: cmd_tx,
+                conversation: conv_rx,
+                task: tokio::sync::Mutex::new(Some(task)),
+            },
+            ui_rx,
+        ))
+    }
+}
+
+/// One live connection to an assistant. Dropping it leaves the room.
+#[derive(Debug)]
+pub struct Session {
+    cmd: mpsc::UnboundedSender<Command>,
+    conversation: watch::Receiver<Option<String>>,
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Session {
+    fn command(&self, c: Command) -> Result<()> {
+        self.cmd.send(c).map_err(|_| CoreError::Ended)
+    }
+
+    /// Sends a user message (held until the assistant has welcomed us). Returns its id.
+    pub fn send_message(&self, text: impl Into<String>) -> Result<String> {
+        let id = outpost_protocol::new_id();
+        self.command(Command::SendUserMessage {
+            id: id.clone(),
+            text: text.into(),
+        })?;
+        Ok(id)
+    }
+
+    /// Stops a tool call running on this computer; the assistant gets
+    /// `permission_denied` ("the user stopped this call").
+    pub fn cancel_tool(&self, id: impl Into<String>) -> Result<()> {
+        self.command(Command::CancelTool { id: id.into() })
+    }
+
+    /// Starts a new conversation (`None`) or continues `Some(id)`: sends a new hello.
+    pub fn switch_conversation(&self, conversation_id: Option<String>) -> Result<()> {
+        self.command(Command::SwitchConversation { conversation_id })
+    }
+
+    /// The live conversation, once welcomed.
+    pub fn conversation_id(&self) -> Option<String> {
+        self.conversation.borrow().clone()
+    }
+
+    /// Leaves the room after the messages already queued went out; waits until done.
+    pub async fn leave(&self) -> Result<()> {
+        let _ = self.command(Command::Leave);
+        self.closed().await;
+        Ok(())
+    }
+
+    /// Waits until the session has ended (left, refused, or the link gave up).
+    pub async fn closed(&self) {
+        let task = self.task.lock().await.take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+}
+
+struct Io {
+    machine: Machine,
+    room: Room,
+    executor: Executor,
+    store: Store,
+    ui: mpsc::UnboundedSender<UiEvent>,
+    send: mpsc::UnboundedSender<(String, Message)>,
+    order: InboundOrder,
+    begun: HashSet<String>,
+    conv: watch::Sender<Option<String>>,
+}
+
+async fn next_consent(inbox: &mut Option<ConsentInbox>) -> Option<outpost_policy::ConsentEvent> {
+    match inbox {
+        Some(i) => i.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Io {
+    async fn run(
+        mut self,
+        assistant: Option<String>,
+        mut room_events: RoomEvents,
+        mut dispatch: mpsc::UnboundedReceiver<outpost_tools::DispatchEvent>,
+        mut cmds: mpsc::UnboundedReceiver<Command>,
+        mut consent: Option<ConsentInbox>,
+        sender: tokio::task::JoinHandle<()>,
+    ) {
+        let (stream_tx, mut stream_rx) = mpsc::unbounded_channel::<(Ticket, Inbound)>();
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        let mut leave = self.apply(Input::Joined { assistant }).await;
+        let mut cmds_open = true;
+        while !leave {
+            let input = tokio::select! {
+                ev = room_events.recv() => match ev {
+                    Some(ev) => match self.room_event(ev, &stream_tx) {
+                        Some(i) => i,
+                        None => { leave = self.drain_inbound().await; continue; }
+                    },
+                    None => Input::Disconnected { reason: "the room closed".into() },
+                },
+                Some((ticket, item)) = stream_rx.recv() => {
+                    self.order.complete(ticket, item);
+                    leave = self.drain_inbound().await;
+                    continue;
+                }
+                Some(ev) = dispatch.recv() => match exec_event(ev) {
+                    Some(e) => Input::Exec(e),
+                    None => continue,
+                },
+                c = cmds.recv(), if cmds_open => match c {
+                    Some(c) => Input::Command(c),
+                    // Every Session handle is gone: leave.
+                    None => { cmds_open = false; Input::Command(Command::Leave) }
+                },
+                Some(ev) = next_consent(&mut consent) => {
+                    let _ = self.ui.send(consent_event(ev));
+                    continue;
+                }
+                _ = tick.tick() => Input::Tick,
+            };
+            leave = self.apply(input).await;
+        }
+        // Let queued messages go out, then leave the room and make the log durable.
+        drop(self.send);
+        let _ = sender.await;
+        let _ = self.room.leave().await;
+        if let Err(e) = self.store.flush().await {
+            let _ = self.ui.send(UiEvent::Error {
+                message: format!("the conversation log could not be saved: {e}"),
+            });
+        }
+    }
+
+    /// Maps a room event to an input; packets and streams go through the order queue
+    /// (returns None then).
+    fn room_event(
+        &mut self,
+        ev: RoomEvent,
+        stream_tx: &mpsc::UnboundedSender<(Ticket, Inbound)>,
+    ) -> Option<Input> {
+        match ev {
+            RoomEvent::Data(m) => {
+                if m.reliable && m.topic.as_deref() == Some(TOPIC) {
+                    self.order.packet(m.sender_identity, m.payload);
+                }
+                None
+            }
+            RoomEvent::StreamOpened(reader) => {
+                let ours = reader.info.topic == TOPIC
+                    && self.machine.assistant() == Some(reader.info.sender_identity.as_str());
+                if ours {
+                    let ticket = self.order.stream();
+                    let tx = stream_tx.clone();
+                    tokio::spawn(async move {
+                        let item = read_stream(reader).await;
+                        let _ = tx.send((ticket, item));
+                    });
+                }
+                None
+            }
+            RoomEvent::AssistantJoined(p) => Some(Input::AssistantJoined {
+                identity: p.identity,
+            }),
+            RoomEvent::AssistantLeft(p) => Some(Input::AssistantLeft {
+                identity: p.identity,
+            }),
+            RoomEvent::Reconnecting { reason } => Some(Input::Reconnecting { reason }),
+            RoomEvent::Reconnected { resumed } => Some(Input::Reconnected { resumed }),
+            RoomEvent::Disconnected { reason } => Some(Input::Disconnected {
+                reason: reason.to_string(),
+            }),
+            _ => None,
+        }
+    }
+
+    async fn drain_inbound(&mut self) -> bool {
+        while let Some(item) = self.order.pop() {
+            let input = match item {
+                Inbound::Bytes { sender, bytes } => Input::Received { sender, bytes },
+                Inbound::TooLarge { sender, size } => Input::TooLarge { sender, size },
+                Inbound::Failed { sender, reason } => Input::StreamFailed { sender, reason },
+            };
+            if self.apply(input).await {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Runs one input through the machine and carries out the effects. True = leave.
+    async fn apply(&mut self, input: Input) -> bool {
+        let effects = self.machine.handle(input, now_ms());
+        let mut leave = false;
+        for fx in effects {
+            match fx {
+                Effect::Send { to, message } => {
+                    let _ = self.send.send((to, message));
+                }
+                Effect::RunTool {
+                    conversation_id,
+                    request,
+                } => self.executor.run(&conversation_id, request),
+                Effect::CancelTool(c) => {
+                    self.executor.cancel(&c);
+                }
+                Effect::Record(r) => self.record(r).await,
+                Effect::Ui(ev) => {
+                    if let UiEvent::SessionStarted {
+                        conversation_id, ..
+                    } = &ev
+                    {
+                        let _ = self.conv.send(Some(conversation_id.clone()));
+                    }
+                    let _ = self.ui.send(ev);
+                }
+                Effect::Leave { .. } => leave = true,
+            }
+        }
+        leave || self.machine.is_ended()
+    }
+
+    async fn record(&mut self, r: Record) {
+        let s = &self.store;
+        let pending = match r {
+            Record::Conversation(c) => {
+                if self.begun.contains(c.id.as_str()) {
+                    return;
+                }
+                self.begun.insert(c.id.0.clone());
+                // Continuing a stored conversation: nothing to create.
+                match s.conversation(c.id.clone()).await {
+                    Ok(Some(_)) => return,
+                    Ok(None) => s.begin_conversation(c),
+                    Err(e) => {
+                        self.store_error(e);
+                        return;
+                    }
+                }
+            }
+            Record::EndConversation { id, at } => s.end_conversation(id, at),
+            Record::Message(m) => s.log_message(m),
+            Record::Delta(d) => s.append_message_delta(d),
+            Record::Status(st) => s.log_status(st),
+            Record::Tool(t) => s.log_tool_event(t),
+            Record::Consent(c) => s.log_consent(c),
+            Record::ProtocolError(e) => s.log_protocol_error(e),
+        };
+        let ui = self.ui.clone();
+        tokio::spawn(async move {
+            if let Err(e) = pending.await {
+                let _ = ui.send(UiEvent::Error {
+                    message: format!("the conversation log refused a write: {e}"),
+                });
+            }
+        });
+    }
+
+    fn store_error(&self, e: outpost_store::Error) {
+        let _ = self.ui.send(UiEvent::Error {
+            message: format!("the conversation log failed: {e}"),
+        });
+    }
+}
+
+async fn read_stream(mut reader: StreamReader) -> Inbound {
+    let sender = reader.info.sender_identity.clone();
+    let announced = reader
+        .info
+        .total_length
+        .and_then(|n| usize::try_from(n).ok());
+    if announced.is_some_and(|n| n > MAX_MESSAGE_BYTES) {
+        return Inbound::TooLarge {
+            sender,
+            size: announced.unwrap_or(usize::MAX),
+        };
+    }
+    let mut buf = Vec::with_capacity(announced.unwrap_or(0).min(MAX_MESSAGE_BYTES));
+    while let Some(chunk) = reader.next_chunk().await {
+        match chunk {
+            Ok(c) => {
+                if buf.len() + c.len() > MAX_MESSAGE_BYTES {
+                    // Dropping the reader stops buffering the rest.
+                    return Inbound::TooLarge {
+                        sender,
+                        size: buf.len() + c.len(),
+                    };
+                }
+                buf.extend_from_slice(&c);
+            }
+            Err(e) => {
+                return Inbound::Failed {
+                    sender,
+                    reason: e.to_string(),
+                };
+            }
+        }
+    }
+    Inbound::Bytes { sender, bytes: buf }
+}
+
+/// Sends messages one at a time, in order: a packet or a byte stream by size.
+async fn sender_task(
+    room: Room,
+    mut rx: mpsc::UnboundedReceiver<(String, Message)>,
+    ui: mpsc::UnboundedSender<UiEvent>,
+) {
+    while let Some((to, message)) = rx.recv().await {
+        let framed = match frame(&message) {
+            Ok(f) => f,
+            Err(e) => match &message {
+                // A result that cannot be encoded (e.g. over the size limit) is still
+                // answered, exactly once, with a failure the assistant can read.
+                Message::ToolUseResult(r) => {
+                    let fallback = ToolUseResult::execution_error(
+                        &r.id,
+                        format!("The tool's result could not be sent: {e}"),
+                        None,
+                    );
+                    match frame(&Message::ToolUseResult(fallback)) {
+                        Ok(f) => f,
+                        Err(e) => {
+                            let _ = ui.send(UiEvent::Error {
+                                message: format!("could not encode a tool result: {e}"),
+                            });
+                            continue;
+                        }
+                    }
+                }
+                _ => {
+                    let _ = ui.send(UiEvent::Error {
+                        message: format!("could not encode a message: {e}"),
+                    });
+                    continue;
+                }
+            },
+        };
+        let sent = match framed {
+            Frame::Packet(bytes) => room
+                .send_data(bytes, DataOptions::topic(TOPIC).to(to))
+                .await
+                .map(drop),
+            Frame::Stream(bytes) => {
+                let opts = StreamOptions {
+                    topic: TOPIC.into(),
+                    destination_identities: vec![to],
+                    mime_type: Some("application/msgpack".into()),
+                    ..Default::default()
+                };
+                room.send_bytes(&bytes, opts).await.map(drop)
+            }
+        };
+        if let Err(e) = sent {
+            let _ = ui.send(UiEvent::Error {
+                message: format!("could not send a message to the assistant: {e}"),
+            });
+        }
+    }
+}
