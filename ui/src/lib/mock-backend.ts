@@ -496,8 +496,8 @@ export class MockBackend implements Backend {
       this.emit({ type: 'consent_withdrawn', data: { consentId: request.consentId, reason: 'timed_out' } });
       onAnswer('timeout');
     }, request.expiresInMs);
-    this.#pending.set(request.consentId, { request, timer, onAnswer });
     this.emit({ type: 'tool_progress', data: { id: requestId, state: 'awaiting_consent', detail: request.summary, at: Date.now() } });
+    this.#pending.set(request.consentId, { request, timer, onAnswer });
     this.emit({ type: 'consent_request', data: request });
   }
 
@@ -505,6 +505,15 @@ export class MockBackend implements Backend {
 
   #record(event: UiEvent): void {
     switch (event.type) {
+      case 'consent_request':
+        // Questions pushed from outside the script (scenarios, tests) can be answered too.
+        if (!this.#pending.has(event.data.consentId)) {
+          this.#pending.set(event.data.consentId, { request: event.data, timer: undefined, onAnswer: () => {} });
+        }
+        return;
+      case 'consent_withdrawn':
+        this.#pending.delete(event.data.consentId);
+        return;
       case 'connection':
         this.#connection = event.data;
         return;
