@@ -28,9 +28,12 @@ struct Recorded {
     body: Value,
 }
 
+/// A recorded answer: status, content type, body.
+type Answer = (u16, &'static str, String);
+
 #[derive(Clone, Default)]
 struct Replay {
-    answers: Arc<Mutex<Vec<(u16, &'static str, String)>>>,
+    answers: Arc<Mutex<Vec<Answer>>>,
     seen: Arc<Mutex<Vec<Recorded>>>,
 }
 
