@@ -150,6 +150,10 @@ pub enum Input {
     Reconnected {
         /// Same session on the server.
         resumed: bool,
+        /// The assistant is not the participant it was before the loss (it left, or
+        /// rejoined with a new session id, e.g. after a server restart): what the server
+        /// held for it may be lost.
+        assistant_changed: bool,
     },
     /// The link is gone for good.
     Disconnected {
@@ -302,6 +306,7 @@ pub struct Machine {
     deltas: HashMap<String, DeltaBuf>,
     delta_order: VecDeque<String>,
     user_cancelled: HashSet<String>,
+    lost_at: Option<Millis>,
 }
 
 fn exec_str(e: Execution) -> &'static str {
@@ -339,6 +344,7 @@ impl Machine {
             deltas: HashMap::new(),
             delta_order: VecDeque::new(),
             user_cancelled: HashSet::new(),
+            lost_at: None,
         }
     }
 
@@ -403,6 +409,8 @@ impl Machine {
                 if !known {
                     // A (re)joined assistant has a fresh session: greet it again.
                     self.lose_session(now);
+                    // While the link is down, "recent" is measured from the loss.
+                    self.freeze_sent(self.lost_at.unwrap_or(now));
                 }
                 self.maybe_hello(&mut fx, now);
             }
@@ -410,6 +418,8 @@ impl Machine {
                 if self.assistant.as_deref() == Some(identity.as_str()) {
                     self.assistant = None;
                     self.lose_session(now);
+                    // While the link is down, "recent" is measured from the loss.
+                    self.freeze_sent(self.lost_at.unwrap_or(now));
                 }
                 fx.ui(UiEvent::AssistantPresence {
                     present: false,
@@ -418,15 +428,26 @@ impl Machine {
             }
             Input::Reconnecting { reason } => {
                 self.link_up = false;
-                self.freeze_sent(now);
+                self.lost_at = Some(now);
                 self.record_status(&mut fx, now, "reconnecting", Some(reason.clone()));
                 fx.ui(UiEvent::Connection {
                     state: LinkState::Reconnecting,
                     detail: Some(reason),
                 });
             }
-            Input::Reconnected { resumed } => {
+            Input::Reconnected {
+                resumed,
+                assistant_changed,
+            } => {
                 self.link_up = true;
+                // LiveKit resends what the server did not acknowledge, and a server whose
+                // assistant stayed relayed the rest: only a changed assistant may have
+                // missed results.
+                if assistant_changed {
+                    let at = self.lost_at.unwrap_or(now);
+                    self.freeze_sent(at);
+                }
+                self.lost_at = None;
                 fx.ui(UiEvent::Connection {
                     state: LinkState::Reconnected,
                     detail: Some(if resumed { "resumed" } else { "rejoined" }.into()),
@@ -441,7 +462,7 @@ impl Machine {
                     // Same server session: LiveKit delivered what was queued; carry on.
                     self.flush(&mut fx, now);
                 } else {
-                    self.lose_session(now);
+                    self.rehello();
                     self.maybe_hello(&mut fx, now);
                 }
             }
@@ -480,7 +501,9 @@ impl Machine {
                         self.maybe_hello(&mut fx, now);
                     }
                 }
-                self.trim_sent(now);
+                if self.link_up {
+                    self.trim_sent(now);
+                }
             }
         }
         fx.0
@@ -490,15 +513,20 @@ impl Machine {
         self.assistant.as_deref() == Some(sender)
     }
 
-    /// The assistant's session is gone (it left, rejoined, or we rejoined).
-    fn lose_session(&mut self, now: Millis) {
+    /// The assistant's session is gone (it left or rejoined): hello again.
+    fn lose_session(&mut self, _now: Millis) {
+        self.rehello();
+    }
+
+    /// After a full rejoin (ours or the assistant's) the next hello names the
+    /// conversation we were in.
+    fn rehello(&mut self) {
         if let Some(c) = &self.conversation {
             self.wanted = Some(c.clone());
         }
         if matches!(self.phase, Phase::Welcomed | Phase::AwaitWelcome(_)) {
             self.phase = Phase::NeedHello;
         }
-        self.freeze_sent(now);
     }
 
     /// Results sent recently may have been dropped: keep them for a resend.
@@ -1817,7 +1845,13 @@ mod tests {
             Record::Tool(store::ToolCallEvent::Completed { .. })
         ));
         // Full rejoin: hello again for the same conversation, result after the welcome.
-        let fx = m.handle(Input::Reconnected { resumed: false }, 400);
+        let fx = m.handle(
+            Input::Reconnected {
+                resumed: false,
+                assistant_changed: false,
+            },
+            400,
+        );
         assert_eq!(hello_of(&fx).conversation_id.as_deref(), Some("c1"));
         assert_eq!(sent(&fx).len(), 1, "only the hello before the welcome");
         let fx = recv(&mut m, welcome("c1"), 410);
@@ -1852,9 +1886,63 @@ mod tests {
         assert_eq!(sent(&fx), vec![Message::ToolUseResult(ok("t2"))]);
         // Once only: a later loss does not resend it again unless sent recently.
         m.handle(Input::Reconnecting { reason: "x".into() }, 30_000);
-        m.handle(Input::Reconnected { resumed: false }, 31_000);
+        m.handle(
+            Input::Reconnected {
+                resumed: false,
+                assistant_changed: true,
+            },
+            31_000,
+        );
         let fx = recv(&mut m, welcome("c1"), 31_100);
         assert!(sent(&fx).is_empty());
+    }
+
+    #[test]
+    fn after_a_link_drop_with_the_same_assistant_results_are_not_sent_twice() {
+        let mut m = live();
+        recv(&mut m, request("t1", Execution::Client), 100);
+        m.handle(Input::Exec(ExecEvent::Result(ok("t1"))), 1_000);
+        // LiveKit noticed the loss 3 s later; it resends what SCTP had not acknowledged.
+        m.handle(
+            Input::Reconnecting {
+                reason: "ping timeout".into(),
+            },
+            4_000,
+        );
+        let fx = m.handle(
+            Input::Reconnected {
+                resumed: false,
+                assistant_changed: false,
+            },
+            9_000,
+        );
+        hello_of(&fx);
+        let fx = recv(&mut m, welcome("c1"), 9_100);
+        assert!(sent(&fx).is_empty(), "{fx:?}");
+    }
+
+    #[test]
+    fn after_a_server_restart_recent_results_are_sent_again() {
+        let mut m = live();
+        recv(&mut m, request("t1", Execution::Client), 100);
+        m.handle(Input::Exec(ExecEvent::Result(ok("t1"))), 1_000);
+        m.handle(
+            Input::Reconnecting {
+                reason: "server gone".into(),
+            },
+            4_000,
+        );
+        // Ticks while the link is down do not age the results out.
+        m.handle(Input::Tick, 8_000);
+        m.handle(
+            Input::Reconnected {
+                resumed: false,
+                assistant_changed: true,
+            },
+            9_000,
+        );
+        let fx = recv(&mut m, welcome("c1"), 9_100);
+        assert_eq!(sent(&fx), vec![Message::ToolUseResult(ok("t1"))]);
     }
 
     #[test]
@@ -1868,7 +1956,13 @@ mod tests {
             }),
             110,
         );
-        let fx = m.handle(Input::Reconnected { resumed: true }, 120);
+        let fx = m.handle(
+            Input::Reconnected {
+                resumed: true,
+                assistant_changed: false,
+            },
+            120,
+        );
         let msgs = sent(&fx);
         assert_eq!(msgs.len(), 1);
         assert!(matches!(&msgs[0], Message::UserMessage(u) if u.id == "u1"));

@@ -146,6 +146,7 @@ impl Core {
         let (send_tx, send_rx) = mpsc::unbounded_channel();
         let sender = tokio::spawn(sender_task(room.clone(), send_rx, ui_tx.clone()));
         let assistant = room.assistant().map(|p| p.identity);
+        let room_assistant_sid = room.assistant().map(|p| p.sid);
         let io = Io {
             machine,
             room,
@@ -156,6 +157,8 @@ impl Core {
             order: InboundOrder::default(),
             begun: HashSet::new(),
             conv: conv_tx,
+            assistant_sid: room_assistant_sid,
+            sid_at_loss: None,
         };
         let task =
             tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
@@ -235,6 +238,9 @@ struct Io {
     order: InboundOrder,
     begun: HashSet<String>,
     conv: watch::Sender<Option<String>>,
+    /// The assistant's session id now, and when the link was lost.
+    assistant_sid: Option<String>,
+    sid_at_loss: Option<Option<String>>,
 }
 
 async fn next_consent(inbox: &mut Option<ConsentInbox>) -> Option<outpost_policy::ConsentEvent> {
@@ -327,14 +333,38 @@ impl Io {
                 }
                 None
             }
-            RoomEvent::AssistantJoined(p) => Some(Input::AssistantJoined {
-                identity: p.identity,
-            }),
-            RoomEvent::AssistantLeft(p) => Some(Input::AssistantLeft {
-                identity: p.identity,
-            }),
-            RoomEvent::Reconnecting { reason } => Some(Input::Reconnecting { reason }),
-            RoomEvent::Reconnected { resumed } => Some(Input::Reconnected { resumed }),
+            RoomEvent::AssistantJoined(p) => {
+                self.assistant_sid = Some(p.sid);
+                Some(Input::AssistantJoined {
+                    identity: p.identity,
+                })
+            }
+            RoomEvent::AssistantLeft(p) => {
+                self.assistant_sid = None;
+                Some(Input::AssistantLeft {
+                    identity: p.identity,
+                })
+            }
+            RoomEvent::Reconnecting { reason } => {
+                if self.sid_at_loss.is_none() {
+                    self.sid_at_loss = Some(self.assistant_sid.clone());
+                }
+                Some(Input::Reconnecting { reason })
+            }
+            RoomEvent::Reconnected { resumed } => {
+                // The roster after a rejoin keeps an assistant with the same identity
+                // without an event; its session id tells whether it is the same session.
+                let now = self.room.assistant().map(|p| p.sid);
+                let before = self
+                    .sid_at_loss
+                    .take()
+                    .unwrap_or_else(|| self.assistant_sid.clone());
+                self.assistant_sid.clone_from(&now);
+                Some(Input::Reconnected {
+                    resumed,
+                    assistant_changed: now.is_none() || now != before,
+                })
+            }
             RoomEvent::Disconnected { reason } => Some(Input::Disconnected {
                 reason: reason.to_string(),
             }),

@@ -1,0 +1,326 @@
+//! `outpost connect`: the headless client.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use outpost_core::{
+    ConnectOptions, Core, CoreError, Credentials, ErrorDirection, LinkState, PolicySource, Side,
+    ToolsConfig, UiEvent,
+};
+use outpost_livekit::{TokenEndpoint, TokenRequest};
+
+use crate::Failure;
+
+#[derive(Debug, Args)]
+pub(crate) struct ConnectArgs {
+    /// LiveKit server URL (ws://, wss://, http(s)://). Required with --token; with
+    /// --token-endpoint the endpoint supplies it.
+    #[arg(long, required_unless_present = "token_endpoint")]
+    url: Option<String>,
+    /// Access token for the room.
+    #[arg(
+        long,
+        conflicts_with = "token_endpoint",
+        required_unless_present = "token_endpoint"
+    )]
+    token: Option<String>,
+    /// Token endpoint (LiveKit's token-server convention: POST JSON, answers serverUrl and
+    /// participantToken).
+    #[arg(long)]
+    token_endpoint: Option<String>,
+    /// Identity to ask the token endpoint for.
+    #[arg(long)]
+    identity: Option<String>,
+    /// Room to ask the token endpoint for (also recorded in the history).
+    #[arg(long)]
+    room: Option<String>,
+    /// The assistant's identity (default: the first agent participant).
+    #[arg(long)]
+    assistant_identity: Option<String>,
+    /// Continue this conversation instead of starting a new one.
+    #[arg(long)]
+    conversation: Option<String>,
+    /// The policy file (TOML) deciding which tools may run. Without it the built-in
+    /// defaults apply. Nobody can answer consent questions here, so a call the policy would
+    /// ask about is denied.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Where the history lives (default: $OUTPOST_DATA_DIR, else the platform's data dir).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Print one UI event per line as JSON instead of readable text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
+    let mut tools = ToolsConfig::defaults();
+    if let Some(p) = &args.policy {
+        if !p.is_file() {
+            return Err(Failure::Invalid(format!(
+                "policy file {} does not exist (write one, or leave out --policy for the \
+                 built-in defaults)",
+                p.display()
+            )));
+        }
+        tools.policy = PolicySource::File(p.clone());
+    }
+    let credentials = match (&args.token, &args.token_endpoint) {
+        (Some(token), None) => Credentials::Token {
+            url: args.url.clone().unwrap_or_default(),
+            token: token.clone(),
+        },
+        (None, Some(endpoint)) => Credentials::Endpoint {
+            endpoint: Box::new(TokenEndpoint::new(endpoint.clone())),
+            request: Box::new(TokenRequest {
+                room_name: args.room.clone(),
+                participant_identity: args.identity.clone(),
+                ..Default::default()
+            }),
+        },
+        _ => {
+            return Err(Failure::Invalid(
+                "give either --token (with --url) or --token-endpoint".into(),
+            ));
+        }
+    };
+    let rt = crate::runtime()?;
+    rt.block_on(async move {
+        let core = Core::open(args.data_dir.clone(), tools).map_err(|e| match e {
+            CoreError::Policy { .. } => Failure::Invalid(e.to_string()),
+            other => Failure::Other(anyhow::Error::new(other).context("opening Outpost")),
+        })?;
+        let mut opts = ConnectOptions::new(credentials);
+        opts.assistant_identity = args.assistant_identity.clone();
+        opts.conversation_id = args.conversation.clone();
+        opts.room_name = args.room.clone();
+        opts.client_name = "Outpost CLI".into();
+        let (session, mut events) = core
+            .connect(opts)
+            .await
+            .context("connecting")
+            .map_err(Failure::Other)?;
+        let session = Arc::new(session);
+        // Stdin is read on a plain thread: tokio's stdin needs a feature the workspace
+        // does not enable, and a blocking read there is what tokio would do anyway.
+        let (line_tx, mut line_rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+        std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            let mut buf = String::new();
+            loop {
+                buf.clear();
+                match std::io::BufRead::read_line(&mut stdin.lock(), &mut buf) {
+                    Ok(0) | Err(_) => {
+                        let _ = line_tx.send(None);
+                        break;
+                    }
+                    Ok(_) => {
+                        if line_tx
+                            .send(Some(buf.trim_end_matches(['\n', '\r']).to_owned()))
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let reader = {
+            let session = Arc::clone(&session);
+            tokio::spawn(async move {
+                while let Some(line) = line_rx.recv().await {
+                    match line {
+                        Some(text) if text.trim().is_empty() => {}
+                        Some(text) => {
+                            if session.send_message(text).is_err() {
+                                break;
+                            }
+                        }
+                        // EOF (or an unreadable stdin): leave cleanly.
+                        None => {
+                            let _ = session.leave().await;
+                            break;
+                        }
+                    }
+                }
+            })
+        };
+        let mut clean = false;
+        let mut out = std::io::stdout().lock();
+        while let Some(ev) = events.recv().await {
+            if let UiEvent::Ended { reason } = &ev {
+                clean = reason == "left the room";
+            }
+            let line = if args.json {
+                serde_json::to_string(&ev).unwrap_or_default()
+            } else {
+                match human(&ev) {
+                    Some(l) => l,
+                    None => continue,
+                }
+            };
+            // A closed stdout (e.g. `| head`) must not stop the session from ending cleanly.
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+        reader.abort();
+        session.closed().await;
+        if clean {
+            Ok(())
+        } else {
+            Err(Failure::Other(anyhow::anyhow!(
+                "the session ended without a clean leave"
+            )))
+        }
+    })
+}
+
+fn side(s: Side) -> &'static str {
+    match s {
+        Side::Client => "this computer",
+        Side::Server => "the assistant",
+    }
+}
+
+/// A readable line for an event, or None for events the text view skips (deltas: the
+/// final message follows).
+fn human(ev: &UiEvent) -> Option<String> {
+    Some(match ev {
+        UiEvent::Connection { state, detail } => {
+            let s = match state {
+                LinkState::Connected => "connected",
+                LinkState::Reconnecting => "reconnecting",
+                LinkState::Reconnected => "reconnected",
+                LinkState::Disconnected => "disconnected",
+            };
+            match detail {
+                Some(d) => format!("* {s} ({d})"),
+                None => format!("* {s}"),
+            }
+        }
+        UiEvent::AssistantPresence { present, identity } => {
+            format!(
+                "* assistant {identity} {}",
+                if *present { "is here" } else { "left" }
+            )
+        }
+        UiEvent::SessionStarted {
+            conversation_id,
+            assistant_name,
+            protocol_version,
+            ..
+        } => format!(
+            "* talking to {assistant_name} in conversation {conversation_id} (protocol {protocol_version})"
+        ),
+        UiEvent::UserMessage { text, queued, .. } => {
+            format!("you: {text}{}", if *queued { " (queued)" } else { "" })
+        }
+        UiEvent::AssistantDelta { .. } => return None,
+        UiEvent::AssistantMessage { text, .. } => format!("assistant: {text}"),
+        UiEvent::Status {
+            state,
+            tool_use_id,
+            detail,
+        } => {
+            let mut s = format!("* assistant is {state}");
+            if let Some(t) = tool_use_id {
+                s.push_str(&format!(" (tool call {t})"));
+            }
+            if let Some(d) = detail {
+                s.push_str(&format!(": {d}"));
+            }
+            s
+        }
+        UiEvent::ToolCallRequested {
+            id,
+            tool_name,
+            execution,
+            parameters,
+            ..
+        } => format!(
+            "[tool {id}] {tool_name} requested (runs on: {execution}) {}",
+            serde_json::Value::Object(parameters.clone())
+        ),
+        UiEvent::ToolCallProgress {
+            id,
+            state,
+            detail,
+            by,
+        } => format!(
+            "[tool {id}] {state} on {}{}",
+            side(*by),
+            detail
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default()
+        ),
+        UiEvent::ToolCallHandedToServer { id, tool_name } => {
+            format!("[tool {id}] {tool_name} declined here; the assistant runs it")
+        }
+        UiEvent::ToolCallFinished {
+            id,
+            tool_name,
+            success,
+            result,
+            error_code,
+            error_message,
+            executed_by,
+        } => {
+            if *success {
+                let size = result
+                    .as_ref()
+                    .map(|r| serde_json::Value::Object(r.clone()).to_string().len())
+                    .unwrap_or(0);
+                format!(
+                    "[tool {id}] {tool_name} succeeded on {} ({size} bytes of result)",
+                    side(*executed_by)
+                )
+            } else {
+                format!(
+                    "[tool {id}] {tool_name} failed on {}: {}: {}",
+                    side(*executed_by),
+                    error_code.as_deref().unwrap_or("error"),
+                    error_message.as_deref().unwrap_or("")
+                )
+            }
+        }
+        UiEvent::ToolCallCancelRequested {
+            id,
+            reason,
+            effective,
+        } => format!(
+            "[tool {id}] cancel requested{}{}",
+            reason
+                .as_ref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            if *effective {
+                ""
+            } else {
+                " (ignored: not running)"
+            }
+        ),
+        UiEvent::ConsentRequested(p) => format!("? {} asks: {}", p.tool, p.summary),
+        UiEvent::ConsentWithdrawn { consent_id, reason } => {
+            format!("? question {consent_id} withdrawn ({reason})")
+        }
+        UiEvent::ProtocolError {
+            direction,
+            code,
+            message,
+            ..
+        } => format!(
+            "! protocol error {}: {code}: {message}",
+            match direction {
+                ErrorDirection::Received => "from the assistant",
+                ErrorDirection::Sent => "sent to the assistant",
+            }
+        ),
+        UiEvent::Error { message } => format!("! {message}"),
+        UiEvent::Ended { reason } => format!("* ended: {reason}"),
+        _ => format!("* {}", serde_json::to_string(ev).unwrap_or_default()),
+    })
+}

@@ -1,0 +1,102 @@
+//! `outpost`: Outpost's command-line tool.
+//!
+//! - `outpost connect`: the headless client. Joins a LiveKit room, greets the assistant,
+//!   prints the transcript and tool activity as they happen, sends each stdin line as a
+//!   user message (EOF leaves), runs tools under the policy file only (a call the policy
+//!   would ask about is denied: nobody is there to answer), logs everything to the store.
+//! - `outpost history list|show|search|export`: the store in the same data directory.
+//! - `outpost protocol decode`: one MessagePack message on stdin → pretty JSON on stdout.
+//! - `outpost protocol encode`: one JSON message on stdin → MessagePack on stdout.
+//!
+//! Invalid input (a message, an argument, a policy file, an unknown conversation) exits
+//! with status 2 and the error on stderr; other failures exit with 1.
+//!
+//! Layout: `connect` and `history` hold their subcommands; `protocol` the codec tools.
+//! The library exists so the workspace tests build the very same command.
+
+mod connect;
+mod history;
+mod protocol;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "outpost",
+    version,
+    about = "Outpost: a desktop client for AI assistants that use local tools"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Join a LiveKit room and talk to the assistant from the terminal.
+    Connect(connect::ConnectArgs),
+    /// Read the conversation history: list, show, search, export.
+    History(history::HistoryArgs),
+    /// Debug an assistant integration: convert protocol messages between MessagePack and JSON.
+    #[command(subcommand)]
+    Protocol(protocol::ProtocolCommand),
+}
+
+/// Exit status for input that is not valid (messages, arguments, files).
+const EXIT_INVALID: u8 = 2;
+
+/// Runs the command line and returns the process exit status.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Protocol(cmd) => protocol::run(cmd),
+        Command::Connect(args) => connect::run(args),
+        Command::History(args) => history::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Invalid(msg)) => {
+            report(&msg);
+            ExitCode::from(EXIT_INVALID)
+        }
+        Err(Failure::Other(e)) => {
+            report(&format!("{e:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn report(msg: &str) {
+    eprintln!("error: {msg}");
+}
+
+/// How a command failed: bad input (exit 2) or anything else (exit 1).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Invalid(String),
+    Other(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Other(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Self::Other(e.into())
+    }
+}
+
+/// Builds the single-threaded runtime the async commands use.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Other(anyhow::anyhow!("starting the async runtime: {e}")))
+}
