@@ -113,7 +113,13 @@ export class AppState {
 
   async answerConsent(consentId: string, decision: ConsentDecision): Promise<void> {
     if (!this.consents.remove(consentId)) return;
-    await this.run('Could not send your answer', this.backend.call('consent_answer', { consentId, decision }));
+    try {
+      await this.backend.call('consent_answer', { consentId, decision });
+    } catch (e) {
+      const err = toCommandError(e);
+      // The backend's own timeout or a server cancel got there first: nothing to tell.
+      if (err.code !== 'unknown_consent') this.notify(`Could not send your answer: ${err.message}`, 'error');
+    }
   }
 
   openLink(url: string): void {
