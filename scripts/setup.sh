@@ -42,6 +42,22 @@ if command -v rustup >/dev/null 2>&1; then
   done
 fi
 
+# --- Node.js for the web UI (Vite 8 needs Node >= 20.19) -----------------------------------
+node_ok() {
+  command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 &&
+    node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)'
+}
+if ! node_ok; then
+  log "installing Node.js and npm from Debian"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+  node_ok || { echo "Node.js >= 20.19 is needed for ui/ (found $(node --version 2>/dev/null || echo none))" >&2; exit 1; }
+fi
+if [ ! -d "$repo/ui/node_modules" ] || [ "$repo/ui/package-lock.json" -nt "$repo/ui/node_modules/.package-lock.json" ]; then
+  log "installing the web UI's npm packages (npm ci)"
+  (cd "$repo/ui" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # --- Python venv with the official LiveKit SDK -------------------------------------------
 venv="$repo/.venv"
 req="$repo/tests/py/requirements.txt"

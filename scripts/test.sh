@@ -12,6 +12,9 @@ cargo fmt --all -- --check
 log "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+log "web UI: type check, tests, build"
+(cd ui && npm run --silent check && npm test && npm run --silent build)
+
 log "cargo test"
 # WebRTC tests create network namespaces: they need root (CI is root).
 cargo test --workspace --locked --no-fail-fast
