@@ -13,12 +13,14 @@
 //!   above `MAX_PACKET_BYTES`).
 //! - [`session`]: one protocol session per app: hello/welcome, turns, tool requests in the
 //!   three execution modes, timeouts and cancels.
+//! - [`run`]: the program: join (with retries), serve, leave.
 //! - `error`: [`Error`].
 
 pub mod brain;
 pub mod config;
 mod error;
 pub mod link;
+pub mod run;
 pub mod session;
 pub mod tools;
 
