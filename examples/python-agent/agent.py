@@ -281,11 +281,14 @@ async def run_scenario(op, steps):
         elif kind == "sleep":
             await asyncio.sleep(step["ms"] / 1000)
         elif kind == "raw":
-            # Arbitrary bytes (e.g. malformed input) as one packet; the client must answer
-            # with an ErrorMessage whose code is step["expectError"].
+            # Arbitrary bytes ("hex") or a map of our own ("msg", e.g. a request without
+            # `execution`) as one packet; the client must answer with an ErrorMessage
+            # whose code is step["expectError"].
             before = len(op.errors)
+            payload = (bytes.fromhex(step["hex"]) if "hex" in step
+                       else msgpack.packb(step["msg"], use_bin_type=True))
             await op.room.local_participant.publish_data(
-                bytes.fromhex(step["hex"]), reliable=True, topic=TOPIC,
+                payload, reliable=True, topic=TOPIC,
                 destination_identities=[op.client])
             deadline = time.monotonic() + step.get("wait_ms", 10_000) / 1000
             while len(op.errors) == before and time.monotonic() < deadline:
@@ -461,8 +464,22 @@ async def main():
             await room.disconnect()
 
 
+async def main_with_timeout():
+    limit = float(os.environ.get("LK_TIMEOUT", "0"))
+    if "--timeout" in sys.argv:
+        limit = float(sys.argv[sys.argv.index("--timeout") + 1])
+    if limit > 0:
+        try:
+            await asyncio.wait_for(main(), limit)
+        except asyncio.TimeoutError:
+            log(event="timeout", seconds=limit)
+            sys.exit(2)
+    else:
+        await main()
+
+
 if __name__ == "__main__":
     try:
-        asyncio.run(main())
+        asyncio.run(main_with_timeout())
     except KeyboardInterrupt:
         pass
