@@ -348,15 +348,21 @@ impl Dispatcher {
             .requests
             .insert(req.id.clone(), Slot::Running(token.clone()));
         drop(state);
-        let inner = Arc::clone(&self.inner);
-        let conversation = conversation_id.to_owned();
-        self.inner.runtime.spawn(async move {
-            let arrived = Instant::now();
-            let id = req.id.clone();
-            let tool = req.tool_name.clone();
-            let result = run(&inner, &conversation, req, &token).await;
-            inner.finish(&id, &tool, result, arrived);
-        });
+        let arrived = Instant::now();
+        let id = req.id.clone();
+        // Checks and the blocking phase start here, on the caller's thread: an allowed call
+        // is answered from the blocking pool without waiting for a task to be scheduled.
+        match start(&self.inner, conversation_id, req, &token, arrived) {
+            Start::Done(result) => self.inner.finish(&id, result, arrived),
+            Start::Pending(pending) => {
+                let inner = Arc::clone(&self.inner);
+                self.inner.runtime.spawn(async move {
+                    if let Some(result) = watch(&inner, *pending).await {
+                        inner.finish(&id, result, arrived);
+                    }
+                });
+            }
+        }
         Handled::Started
     }
 
@@ -433,8 +439,13 @@ impl Inner {
         }
     }
 
-    fn finish(&self, id: &str, _tool: &str, result: ToolUseResult, arrived: Instant) {
+    /// Answers `id` unless it was answered already (the deadline, a cancel and the job
+    /// can race; the first one wins).
+    fn finish(&self, id: &str, result: ToolUseResult, arrived: Instant) {
         let mut state = self.lock();
+        if !matches!(state.requests.get(id), Some(Slot::Running(_))) {
+            return;
+        }
         // Sent under the lock so a duplicate arriving now is answered after the original.
         self.emit(DispatchEvent::Result(result.clone()));
         self.audit(AuditEvent::Finished {
@@ -453,8 +464,8 @@ impl Inner {
 enum Phase1 {
     /// The tool could not be prepared.
     Failed(ToolError),
-    /// The policy allowed it and the job ran.
-    Ran(crate::error::Result<Map>),
+    /// The policy allowed it, the job ran and the request was answered.
+    Finished,
     /// The policy denied it or wants to ask.
     Verdict(Verdict, Access, Job),
     /// The request was cancelled or timed out before the job started.
@@ -471,36 +482,73 @@ fn not_run(req_id: &str, tool: &str, execution: Execution, result: ToolUseResult
     }
 }
 
-async fn run(
+/// What [`start`] left to do.
+enum Start {
+    /// Answered without running anything.
+    Done(ToolUseResult),
+    /// The blocking phase is under way.
+    Pending(Box<Pending>),
+}
+
+struct Pending {
+    phase1: tokio::task::JoinHandle<Phase1>,
+    conversation: String,
+    id: String,
+    tool_name: String,
+    execution: Execution,
+    timeout_ms: u32,
+    shown: Map,
+    hints: outpost_policy::ToolHints,
+    cx: RunContext,
+}
+
+/// The synchronous start of a request: lookup, schema check, tool-level deny, then the
+/// blocking phase (resolve paths, evaluate the policy and, when allowed outright, run the
+/// job and answer).
+fn start(
     inner: &Arc<Inner>,
     conversation: &str,
     req: ToolUseRequest,
     token: &CancellationToken,
-) -> ToolUseResult {
+    arrived: Instant,
+) -> Start {
     let id = req.id.clone();
     let tool_name = req.tool_name.clone();
     let execution = req.execution;
     let timeout_ms = req.effective_timeout_ms();
-    let deadline = Duration::from_millis(u64::from(timeout_ms));
     let Some(entry) = inner.registry.get(&tool_name) else {
-        return ToolUseResult::unknown_tool(&id, &tool_name);
+        return Start::Done(ToolUseResult::unknown_tool(&id, &tool_name));
     };
     // Kept for the consent prompt, which shows the arguments exactly as received.
     let shown = req.parameters.clone();
     let params = as_value(req.parameters);
     if let Err(e) = entry.validate(&params) {
-        return not_run(&id, &tool_name, execution, e.to_result(&id, &tool_name));
+        return Start::Done(not_run(
+            &id,
+            &tool_name,
+            execution,
+            e.to_result(&id, &tool_name),
+        ));
     }
     let Value::Object(params) = params else {
-        return not_run(
+        return Start::Done(not_run(
             &id,
             &tool_name,
             execution,
             ToolUseResult::invalid_parameters(&id, &tool_name, "parameters: must be a map"),
-        );
+        ));
     };
-
     let policy = inner.policy.current();
+    let hints = entry.spec.hints;
+    if let Some((by, reason)) = policy.tool_denied(&tool_name, hints) {
+        inner.decided(&id, AuditOutcome::Denied, &by, &reason, None, &[]);
+        return Start::Done(not_run(
+            &id,
+            &tool_name,
+            execution,
+            ToolUseResult::permission_denied(&id, &by, &reason),
+        ));
+    }
     let grants = inner
         .lock()
         .grants
@@ -512,22 +560,13 @@ async fn run(
         policy: Arc::clone(&policy),
         tool: tool_name.clone(),
     };
-    let hints = entry.spec.hints;
     let tool = Arc::clone(&entry.tool);
     let env = inner.env.clone();
     let phase1_inner = Arc::clone(inner);
     let phase1_id = id.clone();
     let phase1_cx = cx.clone();
-    if let Some((by, reason)) = policy.tool_denied(&tool_name, hints) {
-        inner.decided(&id, AuditOutcome::Denied, &by, &reason, None, &[]);
-        return not_run(
-            &id,
-            &tool_name,
-            execution,
-            ToolUseResult::permission_denied(&id, &by, &reason),
-        );
-    }
-    let mut phase1 = tokio::task::spawn_blocking(move || {
+    let phase1_tool = tool_name.clone();
+    let phase1 = inner.runtime.spawn_blocking(move || {
         let prepared = match tool.prepare(params, &env) {
             Ok(p) => p,
             Err(e) => return Phase1::Failed(e),
@@ -571,42 +610,83 @@ async fn run(
                 );
                 phase1_inner.audit(AuditEvent::Started {
                     at_ms: now_ms(),
-                    request_id: phase1_id,
+                    request_id: phase1_id.clone(),
                 });
-                Phase1::Ran((prepared.job)(&phase1_cx))
+                let outcome = (prepared.job)(&phase1_cx);
+                let result = job_result(
+                    &phase1_id,
+                    &phase1_tool,
+                    outcome,
+                    &phase1_cx.cancel,
+                    timeout_ms,
+                );
+                phase1_inner.finish(&phase1_id, result, arrived);
+                Phase1::Finished
             }
             other => Phase1::Verdict(other, access, prepared.job),
         }
     });
+    Start::Pending(Box::new(Pending {
+        phase1,
+        conversation: conversation.to_owned(),
+        id,
+        tool_name,
+        execution,
+        timeout_ms,
+        shown,
+        hints,
+        cx,
+    }))
+}
 
+/// Enforces the deadline and cancellation of the blocking phase, then handles denial and
+/// consent. Returns the answer, or `None` when the blocking phase already answered.
+async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
+    let Pending {
+        mut phase1,
+        conversation,
+        id,
+        tool_name,
+        execution,
+        timeout_ms,
+        shown,
+        hints,
+        cx,
+    } = p;
+    let token = cx.cancel.clone();
+    let deadline = Duration::from_millis(u64::from(timeout_ms));
     // Resolution and (when allowed outright) the run share the request's deadline.
     let phase1 = tokio::select! {
         joined = &mut phase1 => joined,
-        () = token.cancelled() => return ToolUseResult::cancelled(&id),
+        () = token.cancelled() => return Some(ToolUseResult::cancelled(&id)),
         () = tokio::time::sleep(deadline) => {
             token.cancel();
-            return ToolUseResult::timeout(&id, timeout_ms);
+            return Some(ToolUseResult::timeout(&id, timeout_ms));
         }
     };
     let (verdict, access, job) = match phase1 {
         Err(e) => {
-            return ToolUseResult::execution_error(
+            return Some(ToolUseResult::execution_error(
                 &id,
                 format!("The tool '{tool_name}' failed unexpectedly: {e}"),
                 None,
-            );
+            ));
         }
-        Ok(Phase1::Abandoned) => return ToolUseResult::cancelled(&id),
+        Ok(Phase1::Finished) => return None,
+        Ok(Phase1::Abandoned) => return Some(ToolUseResult::cancelled(&id)),
         Ok(Phase1::Failed(e)) => {
-            return not_run(&id, &tool_name, execution, e.to_result(&id, &tool_name));
+            return Some(not_run(
+                &id,
+                &tool_name,
+                execution,
+                e.to_result(&id, &tool_name),
+            ));
         }
-        Ok(Phase1::Ran(outcome)) => return job_result(&id, &tool_name, outcome, token, timeout_ms),
         Ok(Phase1::Verdict(v, access, job)) => (v, access, job),
     };
-
-    match verdict {
+    Some(match verdict {
         Verdict::Allow(_) => {
-            // Evaluated in phase 1; an Allow always runs there.
+            // Evaluated in the blocking phase; an Allow always runs there.
             ToolUseResult::execution_error(&id, "internal error: allowed call did not run", None)
         }
         Verdict::Deny { by, reason } => {
@@ -622,20 +702,20 @@ async fn run(
             let question = ConsentRequest {
                 consent_id: String::new(),
                 request_id: id.clone(),
-                conversation_id: conversation.to_owned(),
+                conversation_id: conversation.clone(),
                 tool: tool_name.clone(),
                 parameters: shown,
                 summary: access.summary.clone(),
                 paths: access.paths.clone(),
                 folder: access.folder.clone(),
-                reason: reason.clone(),
+                reason,
                 destructive: hints.destructive,
-                options: options.clone(),
+                options,
                 expires_in_ms: 0,
             };
             consent_then_run(
                 inner,
-                conversation,
+                &conversation,
                 &id,
                 &tool_name,
                 execution,
@@ -647,7 +727,7 @@ async fn run(
             )
             .await
         }
-    }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -127,16 +127,24 @@ pub struct SafeRoot {
 }
 
 impl SafeRoot {
-    /// Opens the (canonical) directory `path` and checks it is the directory that was
-    /// resolved.
+    /// Opens the (canonical) directory `path` as the base for opening files. Files
+    /// opened beneath it are verified themselves, so this handle is not: use
+    /// [`open_verified`](Self::open_verified) when the directory itself is what is read.
     pub fn open(path: &Path) -> Result<Self> {
         let dir =
             Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| io_error(path, &e))?;
-        verify(&dir, path)?;
         Ok(Self {
             dir,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Opens the (canonical) directory `path` and checks it is the directory that was
+    /// resolved (for listings, where the directory's entries are the output).
+    pub fn open_verified(path: &Path) -> Result<Self> {
+        let root = Self::open(path)?;
+        verify(&root.dir, path)?;
+        Ok(root)
     }
 
     /// The directory's path.
@@ -149,7 +157,15 @@ impl SafeRoot {
     pub fn open_file(&self, rel: &Path) -> Result<(File, std::fs::Metadata)> {
         let mut opts = OpenOptions::new();
         opts.read(true);
-        self.open_checked(rel, &mut opts)
+        self.open_checked(rel, &mut opts, None)
+    }
+
+    /// Like [`open_file`](Self::open_file), for a file whose identity was taken when the
+    /// policy checked it: the opened file must be that very file.
+    pub fn open_file_expecting(&self, rel: &Path, id: FileId) -> Result<(File, std::fs::Metadata)> {
+        let mut opts = OpenOptions::new();
+        opts.read(true);
+        self.open_checked(rel, &mut opts, Some(id))
     }
 
     /// Opens `rel` for writing with the given options (create / truncate / append).
@@ -158,13 +174,14 @@ impl SafeRoot {
         rel: &Path,
         opts: &mut OpenOptions,
     ) -> Result<(File, std::fs::Metadata)> {
-        self.open_checked(rel, opts)
+        self.open_checked(rel, opts, None)
     }
 
     fn open_checked(
         &self,
         rel: &Path,
         opts: &mut OpenOptions,
+        expected: Option<FileId>,
     ) -> Result<(File, std::fs::Metadata)> {
         let full = self.path.join(rel);
         opts.follow(FollowSymlinks::No);
@@ -193,7 +210,19 @@ impl SafeRoot {
                 full.display()
             )));
         }
-        verify(&file, &full)?;
+        match expected {
+            // Same device and inode as the file the policy judged: it is that file, whatever
+            // happened to the path since.
+            Some(id) if FileId::of(&meta) == Some(id) => {}
+            Some(_) => {
+                return Err(ToolError::refused(format!(
+                    "{} changed between the permission check and the read (a symlink or \
+                     rename race)",
+                    full.display()
+                )));
+            }
+            None => verify(&file, &full)?,
+        }
         Ok((file, meta))
     }
 
@@ -267,6 +296,33 @@ fn verify(fd: &impl std::os::fd::AsFd, expected: &Path) -> Result<()> {
 #[cfg(not(unix))]
 fn verify<T>(_fd: &T, _expected: &Path) -> Result<()> {
     Ok(())
+}
+
+/// A file's identity (device and inode), taken when the policy checks a path and compared
+/// with what is opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    /// The identity of the file `meta` describes, where the platform has one.
+    pub fn of(meta: &std::fs::Metadata) -> Option<Self> {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            Some(Self {
+                dev: meta.dev(),
+                ino: meta.ino(),
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = meta;
+            None
+        }
+    }
 }
 
 /// Whether the file has more than one name (hard links), which a path check cannot see.

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 
 use super::{kind_name, time_string};
 use crate::error::{Result, ToolError};
-use crate::paths::{SafeRoot, has_other_names, io_error, resolve_existing, resolve_for_create};
+use crate::paths::{
+    FileId, SafeRoot, has_other_names, io_error, resolve_existing, resolve_for_create,
+};
 use crate::tool::{Access, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Bytes read per step; cancellation is checked between steps.
@@ -112,6 +114,7 @@ impl Tool for ReadLocalFile {
         let offset = p.offset.unwrap_or(0);
         let max = p.max_bytes.unwrap_or(DEFAULT_MAX_BYTES).min(MAX_READ_BYTES);
         let job_path = path.clone();
+        let id = FileId::of(&meta);
         Ok(Prepared {
             access: Access {
                 summary: format!("Read {}", path.display()),
@@ -119,7 +122,7 @@ impl Tool for ReadLocalFile {
                 folder: Some(parent.clone()),
                 force_ask: has_other_names(&meta).then(|| HARD_LINK_REASON.to_owned()),
             },
-            job: Box::new(move |cx| read_file(cx, &parent, &name, &job_path, offset, max)),
+            job: Box::new(move |cx| read_file(cx, &parent, &name, &job_path, id, offset, max)),
         })
     }
 }
@@ -129,12 +132,16 @@ fn read_file(
     parent: &Path,
     name: &Path,
     path: &Path,
+    id: Option<FileId>,
     offset: u64,
     max: u64,
 ) -> Result<Map> {
     cx.check()?;
     let root = SafeRoot::open(parent)?;
-    let (mut file, meta) = root.open_file(name)?;
+    let (mut file, meta) = match id {
+        Some(id) => root.open_file_expecting(name, id)?,
+        None => root.open_file(name)?,
+    };
     let size = meta.len();
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
@@ -295,7 +302,7 @@ fn list(cx: &RunContext, dir: &Path, recursive: bool, hidden: bool, max: usize) 
     };
     // Depth-first over directory handles: every subfolder is opened beneath its parent
     // without following symlinks, so the walk cannot leave the checked folder.
-    let mut stack = vec![(SafeRoot::open(dir)?, PathBuf::new(), 0usize)];
+    let mut stack = vec![(SafeRoot::open_verified(dir)?, PathBuf::new(), 0usize)];
     'walk: while let Some((root, rel, depth)) = stack.pop() {
         cx.check()?;
         let mut items = Vec::new();

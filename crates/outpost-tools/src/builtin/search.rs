@@ -175,7 +175,7 @@ fn search(
     contains: Option<&str>,
     max: usize,
 ) -> Result<Map> {
-    let safe = SafeRoot::open(root)?;
+    let safe = SafeRoot::open_verified(root)?;
     let matcher = contains.map(matcher).transpose()?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
