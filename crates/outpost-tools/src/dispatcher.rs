@@ -172,7 +172,8 @@ pub enum AuditEvent {
     },
 }
 
-/// What the dispatcher hands back to the session.
+/// What the dispatcher hands back to the session: messages for the server on
+/// [`DispatchReceivers::messages`]; `Audit` is used by consumers that merge both streams.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DispatchEvent {
     /// Send to the server.
@@ -192,6 +193,17 @@ impl DispatchEvent {
             Self::Audit(_) => None,
         }
     }
+}
+
+/// Where the dispatcher's output goes. Two channels, so that the session's sender wakes
+/// only for messages to send, and the audit writer can batch.
+#[derive(Debug)]
+pub struct DispatchReceivers {
+    /// Results and progress, in the order they must be sent. Only
+    /// [`DispatchEvent::Result`] and [`DispatchEvent::Progress`] arrive here.
+    pub messages: mpsc::UnboundedReceiver<DispatchEvent>,
+    /// Audit events, in the order they happened.
+    pub audit: mpsc::UnboundedReceiver<AuditEvent>,
 }
 
 /// What [`Dispatcher::handle_request`] did with a request.
@@ -227,6 +239,7 @@ struct Inner {
     policy: PolicyStore,
     broker: ConsentBroker,
     out: mpsc::UnboundedSender<DispatchEvent>,
+    audit_out: mpsc::UnboundedSender<AuditEvent>,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
 }
@@ -249,20 +262,22 @@ fn ms(d: Duration) -> u64 {
 
 impl Dispatcher {
     /// A dispatcher over `registry`. Must be called inside a tokio runtime (requests are
-    /// run on it). Returns the receiver of everything the dispatcher emits.
+    /// run on it). Returns the receivers of what the dispatcher emits.
     pub fn new(
         registry: Registry,
         env: ToolEnv,
         policy: PolicyStore,
         broker: ConsentBroker,
-    ) -> (Self, mpsc::UnboundedReceiver<DispatchEvent>) {
-        let (out, rx) = mpsc::unbounded_channel();
+    ) -> (Self, DispatchReceivers) {
+        let (out, messages) = mpsc::unbounded_channel();
+        let (audit_out, audit) = mpsc::unbounded_channel();
         let inner = Inner {
             registry,
             env,
             policy,
             broker,
             out,
+            audit_out,
             state: Mutex::new(State::default()),
             runtime: tokio::runtime::Handle::current(),
         };
@@ -270,7 +285,7 @@ impl Dispatcher {
             Self {
                 inner: Arc::new(inner),
             },
-            rx,
+            DispatchReceivers { messages, audit },
         )
     }
 
@@ -309,7 +324,7 @@ impl Dispatcher {
     pub fn handle_request(&self, conversation_id: &str, req: ToolUseRequest) -> Handled {
         let inner = &self.inner;
         let mut state = inner.lock();
-        inner.emit(DispatchEvent::Audit(AuditEvent::Requested {
+        inner.audit(AuditEvent::Requested {
             at_ms: now_ms(),
             conversation_id: conversation_id.to_owned(),
             request_id: req.id.clone(),
@@ -318,7 +333,7 @@ impl Dispatcher {
             execution: req.execution.as_str().to_owned(),
             parameters: req.parameters.clone(),
             timeout_ms: req.effective_timeout_ms(),
-        }));
+        });
         match state.requests.get(&req.id) {
             Some(Slot::Running(_)) | Some(Slot::Finished(None)) => {
                 inner.audit(AuditEvent::Duplicate {
@@ -393,12 +408,17 @@ impl Inner {
     }
 
     fn emit(&self, event: DispatchEvent) {
+        debug_assert!(
+            !matches!(event, DispatchEvent::Audit(_)),
+            "audit goes on its own channel"
+        );
         // The session dropped its receiver: it is shutting down and wants nothing more.
         let _ = self.out.send(event);
     }
 
     fn audit(&self, event: AuditEvent) {
-        self.emit(DispatchEvent::Audit(event));
+        // As for emit: a dropped receiver means nobody records any more.
+        let _ = self.audit_out.send(event);
     }
 
     fn progress(&self, id: &str, state: ProgressState, detail: String) {

@@ -27,7 +27,10 @@ pub use builtin::{
     Calculator, DesktopLauncher, FileInfo, Launcher, ListDirectory, OpenPath, OpenUrl,
     ReadLocalFile, SearchFiles, SystemInfo, WriteFile, builtin_registry,
 };
-pub use dispatcher::{AuditEvent, AuditOutcome, DispatchEvent, Dispatcher, Handled};
+pub use dispatcher::{
+    AuditEvent, AuditOutcome, DispatchEvent, DispatchReceivers, Dispatcher, Handled,
+    REMEMBERED_RESULTS,
+};
 pub use error::{Result, ToolError};
 pub use paths::SafeRoot;
 pub use registry::{Entry, Registry};

@@ -30,6 +30,7 @@ pub struct Harness {
     pub home: PathBuf,
     pub dispatcher: Dispatcher,
     pub rx: UnboundedReceiver<DispatchEvent>,
+    pub audit: UnboundedReceiver<outpost_tools::AuditEvent>,
     pub launcher: Arc<FakeLauncher>,
     /// Every event received so far, in order.
     pub events: Vec<DispatchEvent>,
@@ -66,12 +67,13 @@ impl Harness {
             home: home.clone(),
             launcher: launcher.clone(),
         };
-        let (dispatcher, rx) = Dispatcher::new(registry, env, store, ConsentBroker::new());
+        let (dispatcher, rxs) = Dispatcher::new(registry, env, store, ConsentBroker::new());
         Self {
             dir,
             home,
             dispatcher,
-            rx,
+            rx: rxs.messages,
+            audit: rxs.audit,
             launcher,
             events: Vec::new(),
         }
@@ -115,6 +117,7 @@ impl Harness {
                 .await
                 .unwrap_or_else(|_| panic!("no result for {id} within 10 s"))
                 .expect("dispatcher dropped");
+            self.take_audit();
             self.events.push(ev.clone());
             if let DispatchEvent::Result(r) = ev {
                 if r.id == id {
@@ -124,12 +127,22 @@ impl Harness {
         }
     }
 
+    /// Moves the audit events emitted so far into `events` (they happen before the
+    /// message being received, which is sent after them).
+    pub fn take_audit(&mut self) {
+        while let Ok(a) = self.audit.try_recv() {
+            self.events.push(DispatchEvent::Audit(a));
+        }
+    }
+
     /// Collects events for `dur`.
     pub async fn drain(&mut self, dur: Duration) {
         let deadline = tokio::time::Instant::now() + dur;
         while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, self.rx.recv()).await {
+            self.take_audit();
             self.events.push(ev);
         }
+        self.take_audit();
     }
 
     pub fn results_for(&self, id: &str) -> Vec<&ToolUseResult> {
