@@ -11,7 +11,8 @@ use outpost_policy::{
 };
 use outpost_protocol::{ToolDescriptor, ToolUseCancel, ToolUseRequest};
 use outpost_tools::{
-    AuditEvent, AuditOutcome, DesktopLauncher, DispatchEvent, Dispatcher, ToolEnv,
+    AuditEvent, AuditOutcome, DesktopLauncher, DispatchEvent, DispatchReceivers, Dispatcher,
+    ToolEnv,
 };
 use tokio::sync::mpsc;
 
@@ -141,9 +142,9 @@ impl Executor {
             home: perms.home.clone(),
             launcher: Arc::new(DesktopLauncher),
         };
-        let (dispatcher, rx) =
+        let (dispatcher, receivers) =
             Dispatcher::new(registry, env, perms.policy.clone(), perms.broker.clone());
-        Ok((Self { dispatcher }, rx))
+        Ok((Self { dispatcher }, merge_in_order(receivers)))
     }
 
     /// The catalogue for the hello.
@@ -165,6 +166,56 @@ impl Executor {
     pub fn in_flight(&self) -> usize {
         self.dispatcher.in_flight()
     }
+}
+
+/// Merges the dispatcher's two channels into one stream in the order the events happened.
+///
+/// The dispatcher sends an audit event before the result or progress that follows it, from
+/// the same task, and unbounded sends are visible at once; so draining every audit event
+/// already queued before passing on a message keeps "decided/started" ahead of its result,
+/// which the state machine relies on.
+fn merge_in_order(receivers: DispatchReceivers) -> mpsc::UnboundedReceiver<DispatchEvent> {
+    let DispatchReceivers {
+        mut messages,
+        mut audit,
+    } = receivers;
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut audit_open = true;
+        loop {
+            tokio::select! {
+                biased;
+                a = audit.recv(), if audit_open => match a {
+                    Some(a) => {
+                        if tx.send(DispatchEvent::Audit(a)).is_err() {
+                            return;
+                        }
+                    }
+                    None => audit_open = false,
+                },
+                m = messages.recv() => {
+                    let Some(m) = m else {
+                        // The dispatcher is gone: pass on its last audit events, then end.
+                        while let Some(a) = audit.recv().await {
+                            if tx.send(DispatchEvent::Audit(a)).is_err() {
+                                return;
+                            }
+                        }
+                        return;
+                    };
+                    while let Ok(a) = audit.try_recv() {
+                        if tx.send(DispatchEvent::Audit(a)).is_err() {
+                            return;
+                        }
+                    }
+                    if tx.send(m).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
 
 /// What the machine needs from a dispatcher event (audit details it does not use are
