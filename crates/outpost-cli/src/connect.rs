@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
@@ -54,6 +55,10 @@ pub(crate) struct ConnectArgs {
     /// Print one UI event per line as JSON instead of readable text.
     #[arg(long)]
     json: bool,
+    /// After stdin ends, wait up to this many seconds for the assistant to answer the
+    /// messages already sent (or still queued), then leave.
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    linger: u64,
 }
 
 pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
@@ -107,6 +112,8 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         // Stdin is read on a plain thread: tokio's stdin needs a feature the workspace
         // does not enable, and a blocking read there is what tokio would do anyway.
         let (line_tx, mut line_rx) = tokio::sync::mpsc::unbounded_channel::<Option<String>>();
+        // On EOF the reader hands over the ids of every message it sent.
+        let (eof_tx, mut eof_rx) = tokio::sync::watch::channel::<Option<Vec<String>>>(None);
         std::thread::spawn(move || {
             let stdin = std::io::stdin();
             let mut buf = String::new();
@@ -131,17 +138,17 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         let reader = {
             let session = Arc::clone(&session);
             tokio::spawn(async move {
+                let mut sent = Vec::new();
                 while let Some(line) = line_rx.recv().await {
                     match line {
                         Some(text) if text.trim().is_empty() => {}
-                        Some(text) => {
-                            if session.send_message(text).is_err() {
-                                break;
-                            }
-                        }
-                        // EOF (or an unreadable stdin): leave cleanly.
+                        Some(text) => match session.send_message(text) {
+                            Ok(id) => sent.push(id),
+                            Err(_) => break,
+                        },
+                        // EOF (or an unreadable stdin): leave once the answers are in.
                         None => {
-                            let _ = session.leave().await;
+                            let _ = eof_tx.send(Some(std::mem::take(&mut sent)));
                             break;
                         }
                     }
@@ -150,9 +157,62 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         };
         let mut clean = false;
         let mut out = std::io::stdout().lock();
-        while let Some(ev) = events.recv().await {
-            if let UiEvent::Ended { reason } = &ev {
-                clean = reason == "left the room";
+        // After EOF: messages sent (or queued) that no AssistantMessage has answered yet
+        // (`inReplyTo`); `answered` remembers answers that came before EOF.
+        let mut unanswered = std::collections::HashSet::new();
+        let mut answered = std::collections::HashSet::new();
+        let mut leave_by: Option<tokio::time::Instant> = None;
+        let mut leaving = false;
+        let leave = |session: &Arc<outpost_core::Session>| {
+            let session = Arc::clone(session);
+            tokio::spawn(async move {
+                let _ = session.leave().await;
+            });
+        };
+        loop {
+            let far = tokio::time::Instant::now() + Duration::from_secs(86_400);
+            let ev = tokio::select! {
+                biased;
+                ev = events.recv() => match ev {
+                    Some(ev) => ev,
+                    None => break,
+                },
+                _ = eof_rx.changed(), if leave_by.is_none() => {
+                    let sent = eof_rx.borrow_and_update().clone().unwrap_or_default();
+                    unanswered.extend(sent.into_iter().filter(|id| !answered.contains(id)));
+                    leave_by = Some(tokio::time::Instant::now() + Duration::from_secs(args.linger));
+                    if unanswered.is_empty() {
+                        leaving = true;
+                        leave(&session);
+                    }
+                    continue;
+                }
+                _ = tokio::time::sleep_until(leave_by.unwrap_or(far)), if leave_by.is_some() && !leaving => {
+                    let _ = writeln!(
+                        out,
+                        "* leaving: {} message(s) still unanswered after {} s",
+                        unanswered.len(),
+                        args.linger
+                    );
+                    leaving = true;
+                    leave(&session);
+                    continue;
+                }
+            };
+            match &ev {
+                UiEvent::AssistantMessage {
+                    in_reply_to: Some(r),
+                    ..
+                } => {
+                    unanswered.remove(r);
+                    answered.insert(r.clone());
+                }
+                UiEvent::Ended { reason } => clean = reason == "left the room",
+                _ => {}
+            }
+            if leave_by.is_some() && !leaving && unanswered.is_empty() {
+                leaving = true;
+                leave(&session);
             }
             let line = if args.json {
                 serde_json::to_string(&ev).unwrap_or_default()
