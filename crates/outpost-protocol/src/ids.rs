@@ -6,6 +6,7 @@ pub fn new_id() -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     #[test]
     fn ids_are_nanoids_and_distinct() {

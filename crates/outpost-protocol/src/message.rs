@@ -218,6 +218,7 @@ impl From<ErrorMessage> for Message {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -249,6 +249,7 @@ pub(crate) fn scan(buf: &[u8], strings: Strings) -> Result<Scanned, ScanError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
 

@@ -161,6 +161,7 @@ fn too_deep(field: &str) -> FieldError {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -130,6 +130,7 @@ impl Validate for ErrorMessage {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
     use crate::{Message, UserMessage};
