@@ -456,6 +456,10 @@ async def main():
             await asyncio.wait_for(op.welcomed.wait(), 60)
             failures = await run_scenario(op, steps)
             log(event="done", failures=failures)
+            # publish_data returns once the SDK has queued a packet, not once it is
+            # delivered; leaving at once can drop the last messages (seen in CI: the final
+            # AssistantMessage lost). Give the reliable channel a moment to drain.
+            await asyncio.sleep(1.0)
             await room.disconnect()
             sys.exit(1 if failures else 0)
         await chat(op)
