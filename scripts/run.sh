@@ -68,6 +68,7 @@ log "assistant: outpost-agent ${OUTPOST_BRAIN:-scripted} (logs: $state/agent.log
 "$bin/outpost-agent" "${agent_args[@]}" > "$state/agent.log" 2>&1 &
 pids+=($!)
 
-token="$("$bin/outpost-room" token --room "$room" --identity "$USER-outpost" --ttl 12h)"
+# USER is unset in some shells (containers, cron); `set -u` would stop the demo here.
+token="$("$bin/outpost-room" token --room "$room" --identity "${USER:-user}-outpost" --ttl 12h)"
 log "connecting Outpost; history goes to ${OUTPOST_DATA_DIR:-the platform data dir} (try: help)"
 "$bin/outpost" connect --url "$url" --token "$token" --room "$room" --policy "$policy"
