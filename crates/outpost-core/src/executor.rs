@@ -110,6 +110,11 @@ impl Permissions {
             .map_err(|e| CoreError::Consent(e.to_string()))
     }
 
+    /// The policy in force (read it, or edit it for a settings pane).
+    pub fn policy(&self) -> &PolicyStore {
+        &self.policy
+    }
+
     /// The policy file, if the policy has one.
     pub fn policy_path(&self) -> Option<PathBuf> {
         self.policy.path().map(PathBuf::from)
@@ -134,10 +139,17 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// A dispatcher over the built-in tools. Must run inside a tokio runtime.
-    pub fn new(perms: &Permissions) -> Result<(Self, mpsc::UnboundedReceiver<DispatchEvent>)> {
-        let registry =
+    /// A dispatcher over the built-in tools except `disabled` (those are neither offered
+    /// nor run: a request for one is an unknown tool). Must run inside a tokio runtime.
+    pub fn new(
+        perms: &Permissions,
+        disabled: &[String],
+    ) -> Result<(Self, mpsc::UnboundedReceiver<DispatchEvent>)> {
+        let mut registry =
             outpost_tools::builtin_registry().map_err(|e| CoreError::Tools(e.to_string()))?;
+        for name in disabled {
+            registry.remove(name);
+        }
         let env = ToolEnv {
             home: perms.home.clone(),
             launcher: Arc::new(DesktopLauncher),

@@ -59,6 +59,8 @@ pub struct ConnectOptions {
     pub client_version: String,
     /// Link settings.
     pub room_options: RoomOptions,
+    /// Built-in tools switched off: not offered in the hello, and refused as unknown.
+    pub disabled_tools: Vec<String>,
 }
 
 impl ConnectOptions {
@@ -73,6 +75,7 @@ impl ConnectOptions {
             client_name: "Outpost".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
             room_options: RoomOptions::default(),
+            disabled_tools: Vec::new(),
         }
     }
 }
@@ -109,6 +112,13 @@ impl Core {
         &self.store
     }
 
+    /// The built-in tools' descriptors (name, schema, hints), in catalogue order.
+    pub fn builtin_tools(&self) -> Result<Vec<outpost_protocol::ToolDescriptor>> {
+        outpost_tools::builtin_registry()
+            .map(|r| r.descriptors())
+            .map_err(|e| CoreError::Tools(e.to_string()))
+    }
+
     /// The policy and consent broker.
     pub fn permissions(&self) -> &Permissions {
         &self.perms
@@ -132,7 +142,7 @@ impl Core {
                 Room::connect_with_endpoint(endpoint, request, room_opts).await?
             }
         };
-        let (executor, dispatch_rx) = Executor::new(&self.perms)?;
+        let (executor, dispatch_rx) = Executor::new(&self.perms, &opts.disabled_tools)?;
         let mut mc = MachineConfig::new(executor.catalogue());
         mc.client_name = opts.client_name.clone();
         mc.client_version = opts.client_version.clone();

@@ -275,6 +275,84 @@ impl PolicyStore {
     }
 }
 
+impl PolicyStore {
+    /// Replaces the settings a settings pane edits (consent timeout, per-tool rules, folder
+    /// scopes) with `edit`'s result, after [`Policy::check`]. The file keeps its comments and
+    /// every other key; the new policy is in force when this returns.
+    pub fn update(&self, edit: impl FnOnce(&mut Policy)) -> Result<Policy> {
+        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let mut policy = self.current().policy().clone();
+        edit(&mut policy);
+        let path_for_errors = self.inner.path.clone().unwrap_or_default();
+        policy.check().map_err(|message| PolicyError::Invalid {
+            path: path_for_errors.clone(),
+            message,
+        })?;
+        let Some(path) = self.inner.path.clone() else {
+            self.install(policy.clone());
+            return Ok(policy);
+        };
+        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let mut doc: toml_edit::DocumentMut =
+            text.parse()
+                .map_err(|e: toml_edit::TomlError| PolicyError::Invalid {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+        write_settings(&mut doc, &policy);
+        let new_text = doc.to_string();
+        let parsed = parse_policy(&path, &new_text)?;
+        write_atomic(&path, &new_text)?;
+        self.install(parsed.clone());
+        Ok(parsed)
+    }
+}
+
+/// Writes the pane-editable keys of `policy` into `doc`, leaving comments and other keys.
+fn write_settings(doc: &mut toml_edit::DocumentMut, policy: &Policy) {
+    let timeout = i64::try_from(policy.consent_timeout_secs).unwrap_or(i64::MAX);
+    doc.insert("consent_timeout_secs", toml_edit::value(timeout));
+    let mut tools = match doc.remove("tools") {
+        Some(toml_edit::Item::Table(t)) => t,
+        _ => toml_edit::Table::new(),
+    };
+    tools.clear();
+    for (name, rule) in &policy.tools {
+        let word = match rule {
+            Rule::Allow => "allow",
+            Rule::Ask => "ask",
+            Rule::Deny => "deny",
+        };
+        tools.insert(name, toml_edit::value(word));
+    }
+    doc.insert("tools", toml_edit::Item::Table(tools));
+    let mut folders = toml_edit::ArrayOfTables::new();
+    for f in &policy.folders {
+        let mut t = toml_edit::Table::new();
+        t.insert("path", toml_edit::value(f.path.clone()));
+        let access = match f.access {
+            FolderAccess::Allow => "allow",
+            FolderAccess::Deny => "deny",
+        };
+        t.insert("access", toml_edit::value(access));
+        if let Some(list) = &f.tools {
+            let mut arr = toml_edit::Array::new();
+            for name in list {
+                arr.push(name.as_str());
+            }
+            t.insert("tools", toml_edit::value(arr));
+        }
+        folders.push(t);
+    }
+    doc.remove("folders");
+    if !folders.is_empty() {
+        doc.insert("folders", toml_edit::Item::ArrayOfTables(folders));
+    }
+}
+
 fn apply(policy: &mut Policy, tool: &str, folder: Option<&Path>, access: FolderAccess) {
     match folder {
         Some(f) => policy.folders.push(crate::model::FolderRule {
@@ -416,6 +494,53 @@ mod tests {
         };
         let text = toml::to_string(&p).unwrap();
         assert_eq!(parse_policy(Path::new("x"), &text).unwrap(), p);
+    }
+
+    #[test]
+    fn update_rewrites_pane_settings_keeps_comments_and_refuses_bad_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("policy.toml");
+        let store = PolicyStore::open(&path, ctx(dir.path())).unwrap();
+        store
+            .remember("calculator", None, FolderAccess::Deny)
+            .unwrap();
+        let saved = store
+            .update(|p| {
+                p.consent_timeout_secs = 90;
+                p.tools.remove("calculator");
+                p.tools.insert("write_file".into(), Rule::Ask);
+                p.folders = vec![FolderRule {
+                    path: "~/Documents".into(),
+                    access: FolderAccess::Allow,
+                    tools: None,
+                }];
+            })
+            .unwrap();
+        assert_eq!(store.current().policy(), &saved);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.starts_with("# Outpost tool permissions"), "{text}");
+        let reread = read_policy(&path).unwrap();
+        assert_eq!(reread, saved);
+        assert_eq!(reread.consent_timeout_secs, 90);
+        assert_eq!(reread.tools.get("calculator"), None);
+        assert_eq!(reread.tools.get("write_file"), Some(&Rule::Ask));
+        assert_eq!(reread.folders.len(), 1);
+
+        // A relative folder path is refused, naming the field; nothing changes on disk.
+        let err = store
+            .update(|p| {
+                p.folders.push(FolderRule {
+                    path: "relative/dir".into(),
+                    access: FolderAccess::Allow,
+                    tools: None,
+                })
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("folders[1].path"), "{err}");
+        assert_eq!(read_policy(&path).unwrap(), saved);
+        let err = store.update(|p| p.consent_timeout_secs = 0).unwrap_err();
+        assert!(err.to_string().contains("consent_timeout_secs"), "{err}");
+        assert_eq!(store.current().policy(), &saved);
     }
 
     #[test]

@@ -111,6 +111,12 @@ impl Registry {
             .collect()
     }
 
+    /// Takes a tool off offer (the user switched it off). Returns whether it was there.
+    pub fn remove(&mut self, name: &str) -> bool {
+        self.order.retain(|n| n != name);
+        self.entries.remove(name).is_some()
+    }
+
     /// Names of the registered tools.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.order.iter().map(String::as_str)

@@ -1,0 +1,214 @@
+//! The app's own settings file (`settings.toml` in the config directory) and where things
+//! live. Folder scopes and the consent timeout are not here: they belong to the policy
+//! file, which the tool executor reads. Secrets are never here: they go to the keyring.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{DesktopError, Result};
+
+/// Where the app keeps its files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paths {
+    /// Settings and the policy (`$OUTPOST_CONFIG_DIR`, else the platform's config dir).
+    pub config_dir: PathBuf,
+    /// The conversation store (`$OUTPOST_DATA_DIR`, else the platform's data dir).
+    pub data_dir: PathBuf,
+}
+
+impl Paths {
+    /// The platform's directories, overridden by `OUTPOST_CONFIG_DIR` / `OUTPOST_DATA_DIR`.
+    pub fn from_env() -> Result<Self> {
+        let env_dir = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let config_dir = match env_dir("OUTPOST_CONFIG_DIR") {
+            Some(d) => d,
+            None => directories::ProjectDirs::from("dev", "outpost", "outpost")
+                .map(|p| p.config_dir().to_path_buf())
+                .ok_or_else(|| {
+                    DesktopError::Internal(
+                        "Cannot find a configuration folder: $HOME is not set. Set \
+                         OUTPOST_CONFIG_DIR to choose one."
+                            .into(),
+                    )
+                })?,
+        };
+        let data_dir = outpost_store::data_dir(None)?;
+        Ok(Self {
+            config_dir,
+            data_dir,
+        })
+    }
+
+    /// `settings.toml`.
+    pub fn settings_file(&self) -> PathBuf {
+        self.config_dir.join("settings.toml")
+    }
+
+    /// `policy.toml`, shared with `outpost connect --policy`.
+    pub fn policy_file(&self) -> PathBuf {
+        self.config_dir.join("policy.toml")
+    }
+}
+
+/// How the app gets its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AuthMode {
+    /// A token kept in the keyring.
+    #[default]
+    Token,
+    /// A token endpoint.
+    Endpoint,
+}
+
+/// The connection part of the settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ConnectionConfig {
+    /// Token or endpoint.
+    pub auth_mode: AuthMode,
+    /// The LiveKit server.
+    pub livekit_url: String,
+    /// The token endpoint.
+    pub token_endpoint: String,
+    /// The room (for the endpoint request and the history).
+    pub room: String,
+    /// This app's identity (for the endpoint request).
+    pub identity: String,
+}
+
+impl Default for ConnectionConfig {
+    fn default() -> Self {
+        Self {
+            auth_mode: AuthMode::Token,
+            livekit_url: String::new(),
+            token_endpoint: String::new(),
+            room: String::new(),
+            identity: String::new(),
+        }
+    }
+}
+
+/// Notification preferences.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct NotificationConfig {
+    /// Master switch.
+    pub enabled: bool,
+    /// Notify when consent is needed.
+    pub on_consent: bool,
+    /// Notify when a long task finishes.
+    pub on_long_task: bool,
+    /// Seconds after which a task counts as long.
+    pub long_task_secs: u32,
+}
+
+impl Default for NotificationConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            on_consent: true,
+            on_long_task: true,
+            long_task_secs: 10,
+        }
+    }
+}
+
+/// `settings.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct AppConfig {
+    /// Set once a connection was saved or the demo started: no first-run screen after.
+    pub configured: bool,
+    /// The last session was the local demo (reconnect to it on start).
+    pub demo: bool,
+    /// Connection.
+    pub connection: ConnectionConfig,
+    /// Notifications.
+    pub notifications: NotificationConfig,
+    /// History retention in days; 0 keeps everything.
+    pub retention_days: u32,
+    /// Built-in tools switched off.
+    pub disabled_tools: Vec<String>,
+}
+
+impl AppConfig {
+    /// Reads the file; a missing file gives the defaults. A damaged file is an error that
+    /// names it (the app then starts with defaults and tells the user, never overwriting it
+    /// silently).
+    pub fn load(path: &Path) -> Result<Self> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => toml::from_str(&text).map_err(|e| {
+                DesktopError::Internal(format!(
+                    "The settings file {} is damaged ({}); fix or delete it.",
+                    path.display(),
+                    e.message()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(source) => Err(DesktopError::Io {
+                action: "read",
+                path: path.display().to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Writes the file atomically (temp file + rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let io = |action, source| DesktopError::Io {
+            action,
+            path: path.display().to_string(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io("create the folder of", e))?;
+        }
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| DesktopError::Internal(format!("Cannot write the settings: {e}")))?;
+        let text = format!(
+            "# Outpost app settings. Edited by the app's settings pane; folder scopes and the\n\
+             # consent timeout live in policy.toml, the token in the OS keyring.\n\n{text}"
+        );
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, text).map_err(|e| io("write", e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io("replace", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn settings_round_trip_and_missing_file_is_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/settings.toml");
+        assert_eq!(AppConfig::load(&path).unwrap(), AppConfig::default());
+        let mut c = AppConfig::default();
+        c.configured = true;
+        c.connection.livekit_url = "wss://example.livekit.cloud".into();
+        c.connection.auth_mode = AuthMode::Endpoint;
+        c.disabled_tools = vec!["open_path".into()];
+        c.retention_days = 30;
+        c.save(&path).unwrap();
+        assert_eq!(AppConfig::load(&path).unwrap(), c);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("token ="), "no secret in the file: {text}");
+    }
+
+    #[test]
+    fn damaged_file_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.toml");
+        std::fs::write(&path, "configured = \"perhaps\"\n").unwrap();
+        let err = AppConfig::load(&path).unwrap_err().to_string();
+        assert!(err.contains("settings.toml") && err.contains("damaged"), "{err}");
+    }
+}

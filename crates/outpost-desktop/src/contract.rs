@@ -1,0 +1,578 @@
+//! The types of ui/CONTRACT.md, as the web UI reads them: camelCase fields, `{type, data}`
+//! events, epoch-millisecond times. `ui/src/lib/backend.ts` is the TypeScript side; a test
+//! in this crate checks the JSON shapes of the events against it by example.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Epoch milliseconds.
+pub type Millis = i64;
+
+/// Link state shown in the status bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionStatus {
+    /// Not connected.
+    Disconnected,
+    /// Joining.
+    Connecting,
+    /// In the room.
+    Connected,
+    /// Lost the link; trying again.
+    Reconnecting,
+    /// Gave up or refused.
+    Failed,
+}
+
+/// `ConnectionEvent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionEvent {
+    /// The state.
+    pub state: ConnectionStatus,
+    /// Why, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Reconnect attempt number.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+}
+
+/// `SessionInfo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// The conversation.
+    pub conversation_id: String,
+    /// The hello/welcome exchange.
+    pub session_id: String,
+    /// What to call the assistant.
+    pub assistant_name: String,
+}
+
+/// `StatusEvent`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusEvent {
+    /// `idle`, `listening`, `thinking`, `speaking`, `using_tool`.
+    pub state: String,
+    /// The call waited on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_use_id: Option<String>,
+    /// Free text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// `ToolCallRecord`: one tool card.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCallRecord {
+    /// Call id.
+    pub id: String,
+    /// The assistant message behind it.
+    pub message_id: String,
+    /// Tool.
+    pub tool_name: String,
+    /// `server`, `client`, `either`.
+    pub execution: String,
+    /// Parameters as received.
+    pub parameters: Map<String, Value>,
+    /// MCP server, when any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Effective timeout.
+    pub timeout_ms: u32,
+    /// Card status (see CONTRACT.md `ToolCardStatus`).
+    pub status: String,
+    /// When it arrived.
+    pub initiated_at: Millis,
+    /// When consent was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub awaiting_consent_at: Option<Millis>,
+    /// When it started running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running_at: Option<Millis>,
+    /// When it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Millis>,
+    /// Result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Failure code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// Failure text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Who ran it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed_by: Option<String>,
+    /// Progress text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// Hint: changes nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Hint: may change or delete data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Hint: reaches outside the machine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// `TranscriptEntry`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TranscriptEntry {
+    /// A user message.
+    User {
+        /// Id.
+        id: String,
+        /// Text.
+        text: String,
+        /// When.
+        at: Millis,
+    },
+    /// An assistant message (Markdown).
+    Assistant {
+        /// Id.
+        id: String,
+        /// Text.
+        text: String,
+        /// When.
+        at: Millis,
+        /// The user message it answers.
+        #[serde(rename = "inReplyTo", skip_serializing_if = "Option::is_none")]
+        in_reply_to: Option<String>,
+    },
+    /// A tool card.
+    Tool {
+        /// The call.
+        call: ToolCallRecord,
+    },
+}
+
+/// `ConsentRequest`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentRequest {
+    /// Answer with this.
+    pub consent_id: String,
+    /// The call.
+    pub request_id: String,
+    /// The conversation.
+    pub conversation_id: String,
+    /// Tool.
+    pub tool: String,
+    /// MCP server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Execution mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
+    /// The full parameters.
+    pub parameters: Map<String, Value>,
+    /// One line.
+    pub summary: String,
+    /// Resolved paths.
+    pub paths: Vec<String>,
+    /// What a broader answer covers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// Why asked.
+    pub reason: String,
+    /// Answers to offer.
+    pub options: Vec<String>,
+    /// Time left when sent.
+    pub expires_in_ms: u64,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// `SessionSnapshot`, the answer of `session_subscribe`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    /// False until a connection or the demo is set up.
+    pub configured: bool,
+    /// Link.
+    pub connection: ConnectionEvent,
+    /// Assistant state.
+    pub status: StatusEvent,
+    /// The live session.
+    pub session: Option<SessionInfo>,
+    /// The live conversation so far.
+    pub transcript: Vec<TranscriptEntry>,
+    /// Open consent questions, oldest first.
+    pub pending_consents: Vec<ConsentRequest>,
+}
+
+/// One event on the UI channel (`UiEvent` of backend.ts).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum AppEvent {
+    /// Link state.
+    Connection(ConnectionEvent),
+    /// After each welcome.
+    Session(SessionInfo),
+    /// Assistant state.
+    Status(StatusEvent),
+    /// A user message.
+    UserMessage(UserMessage),
+    /// A piece of an assistant message.
+    AssistantDelta(AssistantDelta),
+    /// A whole assistant message.
+    AssistantMessage(AssistantMessage),
+    /// A tool call arrived.
+    ToolInitiated(ToolInitiated),
+    /// A call is awaiting consent or running.
+    ToolProgress(ToolProgress),
+    /// A call ended.
+    ToolResult(ToolResult),
+    /// Ask the user.
+    ConsentRequest(ConsentRequest),
+    /// Stop asking.
+    ConsentWithdrawn(ConsentWithdrawn),
+    /// A fault worth telling.
+    Error(ErrorEvent),
+}
+
+/// `UserMessage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserMessage {
+    /// Id.
+    pub id: String,
+    /// Text.
+    pub text: String,
+    /// When.
+    pub at: Millis,
+}
+
+/// `AssistantDelta`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantDelta {
+    /// The message.
+    pub message_id: String,
+    /// Position.
+    pub seq: u32,
+    /// Text to append.
+    pub delta: String,
+}
+
+/// `AssistantMessage`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AssistantMessage {
+    /// Id.
+    pub id: String,
+    /// Markdown.
+    pub text: String,
+    /// The user message it answers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// When.
+    pub at: Millis,
+}
+
+/// `ToolInitiated`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInitiated {
+    /// Call id.
+    pub id: String,
+    /// Assistant message.
+    pub message_id: String,
+    /// Tool.
+    pub tool_name: String,
+    /// Execution mode.
+    pub execution: String,
+    /// Parameters.
+    pub parameters: Map<String, Value>,
+    /// MCP server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// Effective timeout.
+    pub timeout_ms: u32,
+    /// When.
+    pub at: Millis,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// Hint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
+/// `ToolProgress`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolProgress {
+    /// Call id.
+    pub id: String,
+    /// `awaiting_consent` or `running`.
+    pub state: String,
+    /// Free text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When.
+    pub at: Millis,
+}
+
+/// `ToolResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolResult {
+    /// Call id.
+    pub id: String,
+    /// Success.
+    pub success: bool,
+    /// Result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// Failure code.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<String>,
+    /// Failure text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// `client` or `server`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub executed_by: Option<String>,
+    /// When.
+    pub at: Millis,
+}
+
+/// `consent_withdrawn`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsentWithdrawn {
+    /// The question.
+    pub consent_id: String,
+    /// `cancelled`, `timed_out`, `answered`.
+    pub reason: String,
+}
+
+/// `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorEvent {
+    /// Code.
+    pub code: String,
+    /// A sentence.
+    pub message: String,
+    /// The session ended because of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fatal: Option<bool>,
+}
+
+/// `Settings['connection']`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionSettings {
+    /// `token` or `endpoint`.
+    pub auth_mode: String,
+    /// `ws(s)://` URL.
+    pub livekit_url: String,
+    /// Token endpoint URL.
+    pub token_endpoint: String,
+    /// Room.
+    pub room: String,
+    /// This app's identity.
+    pub identity: String,
+    /// Read-only: a token is in the keyring.
+    #[serde(default)]
+    pub has_token: bool,
+}
+
+/// `FolderScope`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FolderScope {
+    /// Absolute or `~/` path.
+    pub path: String,
+    /// `allow` or `deny`.
+    pub access: String,
+    /// Tools it applies to; absent = all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+}
+
+/// `NotificationSettings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationSettings {
+    /// Master switch.
+    pub enabled: bool,
+    /// When consent is needed.
+    pub on_consent: bool,
+    /// When a long task finishes.
+    pub on_long_task: bool,
+    /// What counts as long.
+    pub long_task_secs: u32,
+}
+
+/// `Settings`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settings {
+    /// Connection.
+    pub connection: ConnectionSettings,
+    /// Consent timeout.
+    pub consent_timeout_secs: u64,
+    /// Folder scopes (policy `[[folders]]`).
+    pub folders: Vec<FolderScope>,
+    /// Notifications.
+    pub notifications: NotificationSettings,
+    /// 0 = forever.
+    pub retention_days: u32,
+}
+
+/// `ConnectionTestResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionTestResult {
+    /// Whether the join worked.
+    pub ok: bool,
+    /// Plain words.
+    pub message: String,
+    /// Join time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+/// `ToolInfo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// MCP server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// JSON Schema.
+    pub parameters: Map<String, Value>,
+    /// Offered in the hello.
+    pub enabled: bool,
+    /// `allow`, `ask`, `deny`.
+    pub rule: String,
+    /// Hint.
+    pub read_only: bool,
+    /// Hint.
+    pub destructive: bool,
+    /// Hint.
+    pub open_world: bool,
+}
+
+/// `RememberedDecision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RememberedDecision {
+    /// Revoke with this.
+    pub id: String,
+    /// Tool.
+    pub tool: String,
+    /// `always_allow`, `always_deny`, `allow_for_conversation`.
+    pub decision: String,
+    /// Folder covered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// Conversation (for conversation grants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation_id: Option<String>,
+    /// When.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<Millis>,
+}
+
+/// `ConversationSummary`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationSummary {
+    /// Id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Assistant.
+    pub assistant_name: String,
+    /// Start.
+    pub started_at: Millis,
+    /// Last activity.
+    pub updated_at: Millis,
+    /// Messages.
+    pub message_count: u64,
+    /// Tool calls.
+    pub tool_call_count: u64,
+}
+
+/// `SearchHit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    /// `message` or `tool_call`.
+    pub kind: String,
+    /// Conversation.
+    pub conversation_id: String,
+    /// Message or call id.
+    pub id: String,
+    /// When.
+    pub at: Millis,
+    /// Title of the conversation.
+    pub conversation_title: String,
+    /// Tool, for calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Marked snippet.
+    pub snippet: String,
+}
+
+/// `ConversationDetail`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationDetail {
+    /// Summary.
+    pub summary: ConversationSummary,
+    /// Read-only transcript.
+    pub transcript: Vec<TranscriptEntry>,
+}
+
+/// `ExportResult`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportResult {
+    /// Where.
+    pub path: String,
+    /// Size.
+    pub bytes: u64,
+}
+
+/// `AboutInfo`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AboutInfo {
+    /// The app.
+    pub app_version: String,
+    /// outpost-core.
+    pub core_version: String,
+    /// Protocol.
+    pub protocol_version: u32,
+    /// Data directory.
+    pub data_dir: String,
+    /// Policy file.
+    pub policy_file: String,
+}

@@ -1,0 +1,1019 @@
+//! [`Desktop`]: one method per command of ui/CONTRACT.md.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, Session, ToolsConfig};
+use outpost_livekit::{Room, RoomOptions, TokenEndpoint, TokenRequest};
+use outpost_policy::{FolderAccess, FolderRule, Rule};
+use outpost_protocol::ToolDescriptor;
+use outpost_store::{ConversationId, ExportFormat, ExportScope, SearchQuery, SearchSyntax, now_ms};
+
+use crate::config::{AppConfig, AuthMode, ConnectionConfig, NotificationConfig, Paths};
+use crate::contract::{
+    AboutInfo, AppEvent, ConnectionSettings, ConnectionTestResult, ConversationDetail,
+    ConversationSummary, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
+    RememberedDecision, SearchHit, SessionInfo, SessionSnapshot, Settings, ToolInfo, UserMessage,
+};
+use crate::demo::Demo;
+use crate::error::{DesktopError, Result};
+use crate::history;
+use crate::live::LiveState;
+use crate::secrets::{SecretStore, check_name};
+
+/// Receives the UI events (the Tauri channel of `session_subscribe`).
+pub type EventSink = Box<dyn Fn(AppEvent) + Send + Sync>;
+
+/// Shows desktop notifications (notify-rust in the shell). Errors are the notifier's to
+/// log: a missing notification daemon must not disturb the session.
+pub trait Notifier: Send + Sync + std::fmt::Debug {
+    /// Shows one notification; clicking it should bring the app forward.
+    fn notify(&self, title: &str, body: &str);
+}
+
+/// The environment variable that supplies a token when the keyring has none (headless
+/// runs, CI). Never written anywhere.
+pub const TOKEN_ENV: &str = "OUTPOST_LIVEKIT_TOKEN";
+
+struct Live {
+    state: LiveState,
+    sink: Option<EventSink>,
+}
+
+impl Live {
+    fn emit(&self, ev: AppEvent) {
+        if let Some(sink) = &self.sink {
+            sink(ev);
+        }
+    }
+}
+
+struct Inner {
+    core: Core,
+    paths: Paths,
+    config: Mutex<AppConfig>,
+    secrets: Arc<dyn SecretStore>,
+    notifier: Arc<dyn Notifier>,
+    live: Mutex<Live>,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    demo: tokio::sync::Mutex<Option<Demo>>,
+    focused: AtomicBool,
+    tools: Vec<ToolDescriptor>,
+    /// A problem found at start (a damaged settings file), told to the first subscriber.
+    startup_error: Mutex<Option<String>>,
+    _watcher: Option<outpost_policy::PolicyWatcher>,
+}
+
+/// The desktop app's backend. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Desktop {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Desktop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desktop")
+            .field("paths", &self.inner.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Desktop {
+    /// Opens the store, the policy (`policy.toml`, created with commented defaults) and
+    /// the settings. A damaged settings file leaves the defaults in force (the file is not
+    /// overwritten until the user saves) and is reported to the UI.
+    pub fn open(
+        paths: Paths,
+        secrets: Arc<dyn SecretStore>,
+        notifier: Arc<dyn Notifier>,
+    ) -> Result<Self> {
+        let (config, startup_error) = match AppConfig::load(&paths.settings_file()) {
+            Ok(c) => (c, None),
+            Err(e) => (AppConfig::default(), Some(e.to_string())),
+        };
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let tools = ToolsConfig {
+            policy: PolicySource::File(paths.policy_file()),
+            home,
+            protected: vec![paths.config_dir.clone()],
+        };
+        let core = Core::open(Some(paths.data_dir.clone()), tools)?;
+        let watcher = match core.permissions().policy().watch() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "policy file changes will not be picked up");
+                None
+            }
+        };
+        let catalogue = core.builtin_tools()?;
+        let mut state = LiveState::default();
+        state.set_tools(&catalogue);
+        if config.retention_days > 0 {
+            // Apply the retention once at start (the writer also keeps the setting).
+            let store = core.store().clone();
+            let _ = store.set_retention_days(Some(config.retention_days));
+            let _ = store.apply_retention(now_ms());
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                core,
+                paths,
+                config: Mutex::new(config),
+                secrets,
+                notifier,
+                live: Mutex::new(Live { state, sink: None }),
+                session: tokio::sync::Mutex::new(None),
+                demo: tokio::sync::Mutex::new(None),
+                focused: AtomicBool::new(true),
+                tools: catalogue,
+                startup_error: Mutex::new(startup_error),
+                _watcher: watcher,
+            }),
+        })
+    }
+
+    /// The core (store and policy), for the shell's own needs.
+    pub fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// Whether the window has the focus (notifications are shown only when not).
+    pub fn set_focused(&self, focused: bool) {
+        self.inner.focused.store(focused, Ordering::Relaxed);
+    }
+
+    fn config(&self) -> AppConfig {
+        lock(&self.inner.config).clone()
+    }
+
+    // --- session -------------------------------------------------------------------------
+
+    /// `session_subscribe`: registers the sink (replacing an earlier one) and returns the
+    /// state at this moment; every later event goes to the sink, in order.
+    pub fn subscribe(&self, sink: EventSink) -> SessionSnapshot {
+        let configured = self.config().configured;
+        let mut live = lock(&self.inner.live);
+        live.sink = Some(sink);
+        if let Some(message) = lock(&self.inner.startup_error).take() {
+            live.emit(AppEvent::Error(ErrorEvent {
+                code: "internal_error".into(),
+                message,
+                fatal: None,
+            }));
+        }
+        live.state.snapshot(configured)
+    }
+
+    /// Whether the app should connect by itself at start (a saved connection or the demo).
+    pub fn should_autoconnect(&self) -> bool {
+        let c = self.config();
+        c.configured
+    }
+
+    /// Connects as configured at start: the demo again, or the saved connection.
+    pub async fn autoconnect(&self) -> Result<()> {
+        if self.config().demo {
+            self.start_demo().await
+        } else {
+            self.connect().await
+        }
+    }
+
+    fn token(&self) -> Result<Option<String>> {
+        let from_env = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+        match self.inner.secrets.get("livekit_token") {
+            Ok(Some(t)) => Ok(Some(t)),
+            Ok(None) => Ok(from_env),
+            Err(e) => from_env.map(Some).ok_or(e),
+        }
+    }
+
+    fn credentials(&self, c: &ConnectionConfig, token: Option<String>) -> Result<Credentials> {
+        match c.auth_mode {
+            AuthMode::Token => {
+                if c.livekit_url.trim().is_empty() {
+                    return Err(DesktopError::NotConfigured(
+                        "Set the LiveKit URL in Settings → Connection first.".into(),
+                    ));
+                }
+                let token = match token {
+                    Some(t) => t,
+                    None => self.token()?.ok_or_else(|| {
+                        DesktopError::NotConfigured(
+                            "No access token: paste one in Settings → Connection (it is kept \
+                             in the system keyring), or use a token endpoint."
+                                .into(),
+                        )
+                    })?,
+                };
+                Ok(Credentials::Token {
+                    url: c.livekit_url.trim().to_owned(),
+                    token,
+                })
+            }
+            AuthMode::Endpoint => {
+                if c.token_endpoint.trim().is_empty() {
+                    return Err(DesktopError::NotConfigured(
+                        "Set the token endpoint in Settings → Connection first.".into(),
+                    ));
+                }
+                let nonempty = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
+                let request = TokenRequest {
+                    room_name: nonempty(&c.room),
+                    participant_identity: nonempty(&c.identity),
+                    ..TokenRequest::default()
+                };
+                Ok(Credentials::Endpoint {
+                    endpoint: Box::new(TokenEndpoint::new(c.token_endpoint.trim())),
+                    request: Box::new(request),
+                })
+            }
+        }
+    }
+
+    /// `session_connect`: connects with the saved settings. Returns once the attempt has
+    /// started; progress arrives as events.
+    pub async fn connect(&self) -> Result<()> {
+        let config = self.config();
+        let creds = self.credentials(&config.connection, None)?;
+        let room = (!config.connection.room.is_empty()).then(|| config.connection.room.clone());
+        self.start_session(creds, room, config.disabled_tools).await
+    }
+
+    /// `session_start_demo`: the local demo, in-process.
+    pub async fn start_demo(&self) -> Result<()> {
+        self.disconnect().await;
+        let demo = Demo::start().await?;
+        let creds = Credentials::Token {
+            url: demo.url.clone(),
+            token: demo.token.clone(),
+        };
+        *self.inner.demo.lock().await = Some(demo);
+        {
+            let mut c = lock(&self.inner.config);
+            c.configured = true;
+            c.demo = true;
+            c.save(&self.inner.paths.settings_file())?;
+        }
+        let disabled = self.config().disabled_tools;
+        self.start_session(creds, Some(crate::demo::DEMO_ROOM.into()), disabled)
+            .await
+    }
+
+    async fn start_session(
+        &self,
+        creds: Credentials,
+        room: Option<String>,
+        disabled_tools: Vec<String>,
+    ) -> Result<()> {
+        let mut slot = self.inner.session.lock().await;
+        if let Some(old) = slot.take() {
+            let _ = old.leave().await;
+        }
+        {
+            let mut live = lock(&self.inner.live);
+            let ev = live.state.connecting(None);
+            live.emit(ev);
+        }
+        let conversation_id = lock(&self.inner.live)
+            .state
+            .conversation_id()
+            .map(str::to_owned);
+        let mut opts = ConnectOptions::new(creds);
+        opts.consent_ui = true;
+        opts.room_name = room;
+        opts.conversation_id = conversation_id;
+        opts.disabled_tools = disabled_tools;
+        opts.client_version = env!("CARGO_PKG_VERSION").into();
+        let (session, mut events) = match self.inner.core.connect(opts).await {
+            Ok(x) => x,
+            Err(e) => {
+                let msg = format!("Could not connect: {e}");
+                let mut live = lock(&self.inner.live);
+                let ev = live.state.failed(msg.clone());
+                live.emit(ev);
+                return Err(DesktopError::Internal(msg));
+            }
+        };
+        let session = Arc::new(session);
+        *slot = Some(Arc::clone(&session));
+        drop(slot);
+        let me = self.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                me.on_core_event(ev);
+            }
+            // The session ended (left, refused, or the link gave up).
+            let mut slot = me.inner.session.lock().await;
+            if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
+                *slot = None;
+            }
+        });
+        Ok(())
+    }
+
+    fn on_core_event(&self, ev: outpost_core::UiEvent) {
+        let now = now_ms();
+        let consent_tool = match &ev {
+            outpost_core::UiEvent::ConsentRequested(p) => Some(p.summary.clone()),
+            _ => None,
+        };
+        let finished = {
+            let mut live = lock(&self.inner.live);
+            let (out, finished) = live.state.apply(ev, now);
+            for e in out {
+                live.emit(e);
+            }
+            finished
+        };
+        if self.inner.focused.load(Ordering::Relaxed) {
+            return;
+        }
+        let n = self.config().notifications;
+        if !n.enabled {
+            return;
+        }
+        if let Some(summary) = consent_tool.filter(|_| n.on_consent) {
+            self.inner
+                .notifier
+                .notify("Outpost needs your permission", &summary);
+        }
+        if let Some(f) = finished
+            .filter(|f| n.on_long_task && f.took_ms >= i64::from(n.long_task_secs) * 1000)
+        {
+            let how = if f.success { "finished" } else { "failed" };
+            self.inner.notifier.notify(
+                &format!("{} {how}", f.tool),
+                &format!("It took {} s.", f.took_ms / 1000),
+            );
+        }
+    }
+
+    /// `session_disconnect`: leaves the room (and stops the demo).
+    pub async fn disconnect(&self) {
+        let session = self.inner.session.lock().await.take();
+        if let Some(s) = session {
+            let _ = s.leave().await;
+        }
+        if let Some(d) = self.inner.demo.lock().await.take() {
+            d.stop().await;
+        }
+        let mut live = lock(&self.inner.live);
+        let ev = live.state.disconnected(None);
+        live.emit(ev);
+    }
+
+    async fn session(&self) -> Result<Arc<Session>> {
+        self.inner
+            .session
+            .lock()
+            .await
+            .clone()
+            .ok_or(DesktopError::NotConnected)
+    }
+
+    /// `session_new_conversation`.
+    pub async fn new_conversation(&self) -> Result<Option<SessionInfo>> {
+        let Ok(s) = self.session().await else {
+            return Ok(None);
+        };
+        s.switch_conversation(None)?;
+        Ok(None)
+    }
+
+    /// `session_test_connection`: joins with unsaved settings and leaves.
+    pub async fn test_connection(
+        &self,
+        connection: ConnectionSettings,
+        token: Option<String>,
+    ) -> ConnectionTestResult {
+        let conn = match connection_config(&connection) {
+            Ok(c) => c,
+            Err(e) => return fail(e.to_string()),
+        };
+        let creds = match self.credentials(&conn, token.filter(|t| !t.trim().is_empty())) {
+            Ok(c) => c,
+            Err(e) => return fail(e.to_string()),
+        };
+        let started = Instant::now();
+        let joined = match &creds {
+            Credentials::Token { url, token } => {
+                Room::connect(url, token, RoomOptions::default()).await
+            }
+            Credentials::Endpoint { endpoint, request } => {
+                Room::connect_with_endpoint(endpoint, request, RoomOptions::default()).await
+            }
+        };
+        match joined {
+            Ok((room, _events)) => {
+                let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+                let others = room.participants().len();
+                let _ = room.leave().await;
+                let who = match others {
+                    0 => "nobody else is in the room yet".to_owned(),
+                    1 => "1 other participant is there".to_owned(),
+                    n => format!("{n} other participants are there"),
+                };
+                ConnectionTestResult {
+                    ok: true,
+                    message: format!("Joined in {ms} ms; {who}."),
+                    latency_ms: Some(ms),
+                }
+            }
+            Err(e) => fail(format!("Could not connect: {e}")),
+        }
+    }
+
+    // --- chat ----------------------------------------------------------------------------
+
+    /// `chat_send`.
+    pub async fn send(&self, text: String) -> Result<UserMessage> {
+        if text.trim().is_empty() {
+            return Err(DesktopError::invalid("text", "the message is empty"));
+        }
+        let session = self.session().await?;
+        let id = session.send_message(text.clone())?;
+        Ok(UserMessage {
+            id,
+            text,
+            at: now_ms(),
+        })
+    }
+
+    // --- consent -------------------------------------------------------------------------
+
+    /// `consent_answer`.
+    pub fn answer_consent(&self, consent_id: &str, decision: &str) -> Result<()> {
+        {
+            let live = lock(&self.inner.live);
+            let req = live
+                .state
+                .consent(consent_id)
+                .ok_or(DesktopError::UnknownConsent)?;
+            if !req.options.iter().any(|o| o == decision) {
+                return Err(DesktopError::invalid(
+                    "decision",
+                    format!(
+                        "'{decision}' is not offered for this question (offered: {})",
+                        req.options.join(", ")
+                    ),
+                ));
+            }
+        }
+        self.inner.core.answer_consent(consent_id, decision)?;
+        let mut live = lock(&self.inner.live);
+        if let Some(ev) = live.state.answered(consent_id) {
+            live.emit(ev);
+        }
+        Ok(())
+    }
+
+    /// `consent_list_remembered`: the "always" answers written to the policy. (This
+    /// session's "for this conversation" grants are kept by the executor and not listed.)
+    pub fn remembered(&self) -> Vec<RememberedDecision> {
+        let policy = self.inner.core.permissions().policy().current();
+        let p = policy.policy();
+        let mut out = Vec::new();
+        for (tool, rule) in &p.tools {
+            let decision = match rule {
+                Rule::Allow => "always_allow",
+                Rule::Deny => "always_deny",
+                Rule::Ask => continue,
+            };
+            out.push(RememberedDecision {
+                id: format!("tool:{tool}"),
+                tool: tool.clone(),
+                decision: decision.into(),
+                folder: None,
+                conversation_id: None,
+                at: None,
+            });
+        }
+        for f in &p.folders {
+            let Some([tool]) = f.tools.as_deref() else {
+                continue;
+            };
+            out.push(RememberedDecision {
+                id: folder_id(f),
+                tool: tool.clone(),
+                decision: match f.access {
+                    FolderAccess::Allow => "always_allow",
+                    FolderAccess::Deny => "always_deny",
+                }
+                .into(),
+                folder: Some(f.path.clone()),
+                conversation_id: None,
+                at: None,
+            });
+        }
+        out
+    }
+
+    /// `consent_revoke`.
+    pub fn revoke(&self, id: &str) -> Result<()> {
+        if !self.remembered().iter().any(|r| r.id == id) {
+            return Err(DesktopError::NotFound(format!(
+                "No remembered decision '{id}' (it may have been revoked already)."
+            )));
+        }
+        self.inner.core.permissions().policy().update(|p| {
+            if let Some(tool) = id.strip_prefix("tool:") {
+                p.tools.remove(tool);
+            } else {
+                p.folders.retain(|f| folder_id(f) != id);
+            }
+        })?;
+        Ok(())
+    }
+
+    // --- settings ------------------------------------------------------------------------
+
+    /// `settings_get`.
+    pub fn settings(&self) -> Settings {
+        let c = self.config();
+        let policy = self.inner.core.permissions().policy().current();
+        let p = policy.policy();
+        let has_token = matches!(self.token(), Ok(Some(_)));
+        Settings {
+            connection: ConnectionSettings {
+                auth_mode: match c.connection.auth_mode {
+                    AuthMode::Token => "token",
+                    AuthMode::Endpoint => "endpoint",
+                }
+                .into(),
+                livekit_url: c.connection.livekit_url,
+                token_endpoint: c.connection.token_endpoint,
+                room: c.connection.room,
+                identity: c.connection.identity,
+                has_token,
+            },
+            consent_timeout_secs: p.consent_timeout_secs,
+            folders: p
+                .folders
+                .iter()
+                .map(|f| FolderScope {
+                    path: f.path.clone(),
+                    access: match f.access {
+                        FolderAccess::Allow => "allow",
+                        FolderAccess::Deny => "deny",
+                    }
+                    .into(),
+                    tools: f.tools.clone(),
+                })
+                .collect(),
+            notifications: NotificationSettings {
+                enabled: c.notifications.enabled,
+                on_consent: c.notifications.on_consent,
+                on_long_task: c.notifications.on_long_task,
+                long_task_secs: c.notifications.long_task_secs,
+            },
+            retention_days: c.retention_days,
+        }
+    }
+
+    /// `settings_set`: validates everything first, then writes the policy and the
+    /// settings file.
+    pub async fn set_settings(&self, s: Settings) -> Result<Settings> {
+        let connection = connection_config(&s.connection)?;
+        if s.consent_timeout_secs == 0 || s.consent_timeout_secs > 86_400 {
+            return Err(DesktopError::invalid(
+                "consentTimeoutSecs",
+                format!(
+                    "must be between 1 and 86400 seconds, got {}",
+                    s.consent_timeout_secs
+                ),
+            ));
+        }
+        if s.notifications.long_task_secs == 0 {
+            return Err(DesktopError::invalid(
+                "notifications.longTaskSecs",
+                "must be at least 1 second",
+            ));
+        }
+        let mut folders = Vec::with_capacity(s.folders.len());
+        for (i, f) in s.folders.iter().enumerate() {
+            let access = match f.access.as_str() {
+                "allow" => FolderAccess::Allow,
+                "deny" => FolderAccess::Deny,
+                other => {
+                    return Err(DesktopError::invalid(
+                        format!("folders[{i}].access"),
+                        format!("must be \"allow\" or \"deny\", got \"{other}\""),
+                    ));
+                }
+            };
+            let path = f.path.trim();
+            if !(path == "~" || path.starts_with("~/") || std::path::Path::new(path).is_absolute())
+            {
+                return Err(DesktopError::invalid(
+                    format!("folders[{i}].path"),
+                    format!("must be an absolute path or start with ~/, got \"{path}\""),
+                ));
+            }
+            folders.push(FolderRule {
+                path: path.to_owned(),
+                access,
+                tools: f.tools.clone(),
+            });
+        }
+        self.inner.core.permissions().policy().update(|p| {
+            p.consent_timeout_secs = s.consent_timeout_secs;
+            p.folders = folders;
+        })?;
+        let retention = s.retention_days;
+        {
+            let mut c = lock(&self.inner.config);
+            let had = c.connection.clone();
+            c.connection = connection;
+            if c.connection != had
+                && (!c.connection.livekit_url.is_empty() || !c.connection.token_endpoint.is_empty())
+            {
+                c.configured = true;
+                c.demo = false;
+            }
+            c.notifications = NotificationConfig {
+                enabled: s.notifications.enabled,
+                on_consent: s.notifications.on_consent,
+                on_long_task: s.notifications.on_long_task,
+                long_task_secs: s.notifications.long_task_secs,
+            };
+            c.retention_days = retention;
+            c.save(&self.inner.paths.settings_file())?;
+        }
+        let store = self.inner.core.store();
+        store
+            .set_retention_days((retention > 0).then_some(retention))
+            .await?;
+        if retention > 0 {
+            store.apply_retention(now_ms()).await?;
+        }
+        Ok(self.settings())
+    }
+
+    /// `settings_set_secret`.
+    pub fn set_secret(&self, name: &str, value: &str) -> Result<()> {
+        check_name(name)?;
+        if value.trim().is_empty() {
+            return Err(DesktopError::invalid("value", "the token is empty"));
+        }
+        self.inner.secrets.set(name, value.trim())
+    }
+
+    /// `settings_clear_secret`.
+    pub fn clear_secret(&self, name: &str) -> Result<()> {
+        check_name(name)?;
+        self.inner.secrets.delete(name)
+    }
+
+    /// `settings_about`.
+    pub fn about(&self, app_version: &str) -> AboutInfo {
+        AboutInfo {
+            app_version: app_version.into(),
+            core_version: env!("CARGO_PKG_VERSION").into(),
+            protocol_version: outpost_protocol::PROTOCOL_VERSION,
+            data_dir: self.inner.paths.data_dir.display().to_string(),
+            policy_file: self.inner.paths.policy_file().display().to_string(),
+        }
+    }
+
+    // --- history -------------------------------------------------------------------------
+
+    /// Waits until every write queued so far is committed (for tests and before exit).
+    pub async fn store_flush(&self) {
+        if let Err(e) = self.inner.core.store().flush().await {
+            tracing::warn!(error = %e, "history flush failed");
+        }
+    }
+
+    /// `history_list`.
+    pub async fn history_list(&self, limit: u32, offset: u32) -> Result<Vec<ConversationSummary>> {
+        let limit = limit.clamp(1, 500);
+        let page = self
+            .inner
+            .core
+            .store()
+            .list_conversations(limit.saturating_add(offset), None)
+            .await?;
+        Ok(page
+            .items
+            .iter()
+            .skip(offset as usize)
+            .take(limit as usize)
+            .map(history::summary)
+            .collect())
+    }
+
+    /// `history_search`.
+    pub async fn history_search(
+        &self,
+        query: String,
+        limit: u32,
+        highlight_start: String,
+        highlight_end: String,
+    ) -> Result<Vec<SearchHit>> {
+        if query.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut q = SearchQuery::new(query);
+        q.syntax = SearchSyntax::Plain;
+        q.limit = limit.clamp(1, 200);
+        q.highlight_start = highlight_start;
+        q.highlight_end = highlight_end;
+        let store = self.inner.core.store();
+        let hits = store.search(q).await?;
+        let mut out = Vec::with_capacity(hits.len());
+        let mut titles = std::collections::HashMap::new();
+        for h in hits {
+            let cid = h.conversation_id.as_str().to_owned();
+            if !titles.contains_key(&cid) {
+                let title = store
+                    .conversation(h.conversation_id.clone())
+                    .await?
+                    .map(|c| history::summary(&outpost_store::ConversationSummary {
+                        conversation: c,
+                        message_count: 0,
+                        tool_call_count: 0,
+                    }))
+                    .map(|s| s.title)
+                    .unwrap_or_default();
+                titles.insert(cid.clone(), title);
+            }
+            out.push(SearchHit {
+                kind: match h.kind {
+                    outpost_store::HitKind::Message => "message",
+                    outpost_store::HitKind::ToolCall => "tool_call",
+                }
+                .into(),
+                conversation_title: titles.get(&cid).cloned().unwrap_or_default(),
+                conversation_id: cid,
+                id: h.id,
+                at: h.at,
+                tool_name: h.tool_name,
+                snippet: h.snippet,
+            });
+        }
+        Ok(out)
+    }
+
+    /// `history_get`.
+    pub async fn history_get(&self, conversation_id: &str) -> Result<ConversationDetail> {
+        let id = ConversationId(conversation_id.to_owned());
+        let store = self.inner.core.store();
+        if store.conversation(id.clone()).await?.is_none() {
+            return Err(DesktopError::NotFound(format!(
+                "There is no conversation {conversation_id} in the history."
+            )));
+        }
+        let timeline = store.timeline(id).await?;
+        let transcript = history::transcript(&timeline.items);
+        let messages = transcript
+            .iter()
+            .filter(|e| !matches!(e, crate::contract::TranscriptEntry::Tool { .. }))
+            .count();
+        let calls = transcript.len() - messages;
+        let summary = history::summary(&outpost_store::ConversationSummary {
+            conversation: timeline.conversation,
+            message_count: messages as u64,
+            tool_call_count: calls as u64,
+        });
+        Ok(ConversationDetail {
+            summary,
+            transcript,
+        })
+    }
+
+    /// `history_export`: writes into `dir` (the shell passes the downloads folder).
+    pub async fn history_export(
+        &self,
+        conversation_id: Option<String>,
+        format: &str,
+        dir: &std::path::Path,
+    ) -> Result<ExportResult> {
+        let (fmt, ext) = match format {
+            "json" => (ExportFormat::Json, "json"),
+            "markdown" => (ExportFormat::Markdown, "md"),
+            other => {
+                return Err(DesktopError::invalid(
+                    "format",
+                    format!("must be \"json\" or \"markdown\", got \"{other}\""),
+                ));
+            }
+        };
+        let (scope, stem) = match &conversation_id {
+            Some(id) => {
+                let cid = ConversationId(id.clone());
+                if self.inner.core.store().conversation(cid.clone()).await?.is_none() {
+                    return Err(DesktopError::NotFound(format!(
+                        "There is no conversation {id} in the history."
+                    )));
+                }
+                (ExportScope::Conversation(cid), format!("outpost-{id}"))
+            }
+            None => (ExportScope::All, "outpost-history".to_owned()),
+        };
+        let text = self.inner.core.store().export(scope, fmt).await?;
+        std::fs::create_dir_all(dir).map_err(|source| DesktopError::Io {
+            action: "create",
+            path: dir.display().to_string(),
+            source,
+        })?;
+        let stamp = outpost_store::export::format_time(now_ms())
+            .replace([':', ' '], "-")
+            .replace(['T', 'Z'], "");
+        let path = dir.join(format!("{stem}-{stamp}.{ext}"));
+        std::fs::write(&path, &text).map_err(|source| DesktopError::Io {
+            action: "write",
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(ExportResult {
+            path: path.display().to_string(),
+            bytes: text.len() as u64,
+        })
+    }
+
+    /// `history_delete_all`.
+    pub async fn history_delete_all(&self) -> Result<u64> {
+        let store = self.inner.core.store();
+        let page = store.list_conversations(u32::MAX, None).await?;
+        let live = lock(&self.inner.live)
+            .state
+            .conversation_id()
+            .map(str::to_owned);
+        let mut deleted = 0;
+        for s in page.items {
+            if Some(s.conversation.id.as_str()) == live.as_deref() {
+                continue;
+            }
+            if store.delete_conversation(s.conversation.id).await? {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    // --- tools ---------------------------------------------------------------------------
+
+    /// `tools_list`.
+    pub fn tools(&self) -> Vec<ToolInfo> {
+        let policy = self.inner.core.permissions().policy().current();
+        let disabled = self.config().disabled_tools;
+        self.inner
+            .tools
+            .iter()
+            .map(|t| tool_info(t, policy.policy().tools.get(&t.name).copied(), &disabled))
+            .collect()
+    }
+
+    /// `tools_set`: on/off in the settings; allow/ask/deny in the policy. "ask" on a
+    /// non-destructive tool returns it to its default (folder scopes decide, else ask).
+    /// Takes effect for the next session (the hello lists the tools).
+    pub fn set_tool(&self, name: &str, enabled: bool, rule: &str) -> Result<ToolInfo> {
+        let t = self
+            .inner
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| DesktopError::NotFound(format!("There is no tool '{name}'.")))?;
+        let new_rule = match rule {
+            "allow" if t.destructive => {
+                return Err(DesktopError::invalid(
+                    "rule",
+                    format!("'{name}' can change or delete data: it always asks"),
+                ));
+            }
+            "allow" => Some(Rule::Allow),
+            "deny" => Some(Rule::Deny),
+            "ask" if t.destructive => Some(Rule::Ask),
+            "ask" => None,
+            other => {
+                return Err(DesktopError::invalid(
+                    "rule",
+                    format!("must be \"allow\", \"ask\" or \"deny\", got \"{other}\""),
+                ));
+            }
+        };
+        self.inner
+            .core
+            .permissions()
+            .policy()
+            .update(|p| match new_rule {
+                Some(r) => {
+                    p.tools.insert(name.to_owned(), r);
+                }
+                None => {
+                    p.tools.remove(name);
+                }
+            })?;
+        {
+            let mut c = lock(&self.inner.config);
+            c.disabled_tools.retain(|n| n != name);
+            if !enabled {
+                c.disabled_tools.push(name.to_owned());
+            }
+            c.save(&self.inner.paths.settings_file())?;
+        }
+        let disabled = self.config().disabled_tools;
+        Ok(tool_info(t, new_rule, &disabled))
+    }
+}
+
+fn fail(message: String) -> ConnectionTestResult {
+    ConnectionTestResult {
+        ok: false,
+        message,
+        latency_ms: None,
+    }
+}
+
+fn folder_id(f: &FolderRule) -> String {
+    let access = match f.access {
+        FolderAccess::Allow => "allow",
+        FolderAccess::Deny => "deny",
+    };
+    let tools = f.tools.as_deref().unwrap_or_default().join(",");
+    format!("folder:{access}:{tools}:{}", f.path)
+}
+
+fn tool_info(t: &ToolDescriptor, rule: Option<Rule>, disabled: &[String]) -> ToolInfo {
+    let rule = match rule {
+        Some(Rule::Allow) => "allow",
+        Some(Rule::Deny) => "deny",
+        Some(Rule::Ask) => "ask",
+        // Destructive tools are off until the user sets a rule.
+        None if t.destructive => "deny",
+        None => "ask",
+    };
+    ToolInfo {
+        name: t.name.clone(),
+        description: t.description.clone(),
+        server_name: t.server_name.clone(),
+        parameters: t.parameters.clone(),
+        enabled: !disabled.iter().any(|d| d == &t.name),
+        rule: rule.into(),
+        read_only: t.read_only,
+        destructive: t.destructive,
+        open_world: t.open_world,
+    }
+}
+
+/// Validates the connection part of the settings.
+fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
+    let auth_mode = match c.auth_mode.as_str() {
+        "token" => AuthMode::Token,
+        "endpoint" => AuthMode::Endpoint,
+        other => {
+            return Err(DesktopError::invalid(
+                "connection.authMode",
+                format!("must be \"token\" or \"endpoint\", got \"{other}\""),
+            ));
+        }
+    };
+    let url = c.livekit_url.trim();
+    if !url.is_empty() && !["ws://", "wss://", "http://", "https://"]
+        .iter()
+        .any(|s| url.starts_with(s))
+    {
+        return Err(DesktopError::invalid(
+            "connection.livekitUrl",
+            format!("must start with wss://, ws://, https:// or http://, got \"{url}\""),
+        ));
+    }
+    let endpoint = c.token_endpoint.trim();
+    if !endpoint.is_empty() && !["http://", "https://"].iter().any(|s| endpoint.starts_with(s)) {
+        return Err(DesktopError::invalid(
+            "connection.tokenEndpoint",
+            format!("must start with https:// or http://, got \"{endpoint}\""),
+        ));
+    }
+    Ok(ConnectionConfig {
+        auth_mode,
+        livekit_url: url.to_owned(),
+        token_endpoint: endpoint.to_owned(),
+        room: c.room.trim().to_owned(),
+        identity: c.identity.trim().to_owned(),
+    })
+}
+
+/// `chat_open_link`'s check: only `http:`, `https:` and `mailto:` links leave the app.
+pub fn check_link(url: &str) -> Result<()> {
+    let lower = url.trim().to_ascii_lowercase();
+    let ok = ["http://", "https://", "mailto:"]
+        .iter()
+        .any(|s| lower.starts_with(s))
+        && !url.chars().any(char::is_control);
+    if ok {
+        Ok(())
+    } else {
+        Err(DesktopError::invalid(
+            "url",
+            format!("only http, https and mailto links can be opened, not \"{url}\""),
+        ))
+    }
+}

@@ -1,0 +1,101 @@
+//! Store records → the UI contract's history types.
+
+use outpost_store::{Role, TimelineItem, ToolCallState};
+
+use crate::contract::{ConversationSummary, ToolCallRecord, TranscriptEntry};
+use crate::live::card_status;
+
+/// A conversation's title for lists: its own, else the start time.
+fn title(c: &outpost_store::Conversation) -> String {
+    match &c.title {
+        Some(t) if !t.trim().is_empty() => t.clone(),
+        _ => format!(
+            "Conversation of {}",
+            outpost_store::export::format_time(c.started_at)
+        ),
+    }
+}
+
+/// One list row.
+pub fn summary(s: &outpost_store::ConversationSummary) -> ConversationSummary {
+    let c = &s.conversation;
+    ConversationSummary {
+        id: c.id.as_str().to_owned(),
+        title: title(c),
+        assistant_name: c.assistant_identity.clone().unwrap_or_default(),
+        started_at: c.started_at,
+        updated_at: c.ended_at.unwrap_or(c.started_at),
+        message_count: s.message_count,
+        tool_call_count: s.tool_call_count,
+    }
+}
+
+/// The read-only transcript of a stored conversation.
+pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
+    items
+        .iter()
+        .filter_map(|item| match item {
+            TimelineItem::Message(m) => Some(match m.role {
+                Role::User => TranscriptEntry::User {
+                    id: m.id.clone(),
+                    text: m.text.clone(),
+                    at: m.created_at,
+                },
+                Role::Assistant => TranscriptEntry::Assistant {
+                    id: m.id.clone(),
+                    text: m.text.clone(),
+                    at: m.created_at,
+                    in_reply_to: None,
+                },
+            }),
+            TimelineItem::ToolCall(t) => Some(TranscriptEntry::Tool { call: tool_call(t) }),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
+    let status = match t.state {
+        ToolCallState::Initiated => "initiated",
+        ToolCallState::AwaitingConsent => "awaiting_consent",
+        ToolCallState::Running => "running",
+        ToolCallState::Completed => "completed",
+        ToolCallState::Error => card_status(false, t.error_code.as_deref()),
+    };
+    let parameters = match t.arguments.value() {
+        Some(serde_json::Value::Object(m)) => m.clone(),
+        _ => {
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "_stored".into(),
+                serde_json::Value::String(t.arguments.display_text()),
+            );
+            m
+        }
+    };
+    ToolCallRecord {
+        id: t.id.clone(),
+        message_id: t.message_id.clone().unwrap_or_default(),
+        tool_name: t.tool_name.clone(),
+        execution: t.execution.as_str().to_owned(),
+        parameters,
+        server_name: (!t.server_name.is_empty()).then(|| t.server_name.clone()),
+        timeout_ms: 0,
+        status: status.to_owned(),
+        initiated_at: t.initiated_at,
+        awaiting_consent_at: t.awaiting_consent_at,
+        running_at: t.running_at,
+        finished_at: t.finished_at,
+        result: t.result.as_ref().map(|r| match r.value() {
+            Some(v) => v.clone(),
+            None => serde_json::Value::String(r.display_text()),
+        }),
+        error_code: t.error_code.clone(),
+        error_message: t.error_message.clone(),
+        executed_by: t.executed_by.map(|e| e.as_str().to_owned()),
+        detail: None,
+        read_only: None,
+        destructive: None,
+        open_world: None,
+    }
+}

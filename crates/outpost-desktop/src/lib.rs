@@ -1,0 +1,26 @@
+//! `outpost-desktop`: everything the desktop app does, without Tauri. The Tauri shell
+//! (`src-tauri`) is a list of thin commands over [`Desktop`]; this crate implements
+//! ui/CONTRACT.md on top of `outpost-core` and can be driven headless in tests.
+//!
+//! Layout:
+//! - [`contract`]: the UI contract's types (camelCase JSON, `{type, data}` events).
+//! - [`live`]: the live view: core events → contract events, plus the snapshot a reloaded
+//!   page needs.
+//! - [`config`]: where files live and the app's `settings.toml`.
+//! - [`secrets`]: the OS keyring.
+//! - [`demo`]: the in-process local demo (room server + reference assistant).
+//! - `desktop`: [`Desktop`], one method per command.
+//! - `history`: store records → contract types.
+//! - `error`: [`DesktopError`] and its `{code, message}` form.
+
+pub mod config;
+pub mod contract;
+pub mod demo;
+mod desktop;
+mod error;
+mod history;
+pub mod live;
+pub mod secrets;
+
+pub use desktop::{Desktop, EventSink, Notifier, check_link};
+pub use error::{CommandError, DesktopError, Result};

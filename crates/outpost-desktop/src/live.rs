@@ -1,0 +1,666 @@
+//! The live view: turns the core's [`UiEvent`]s into the UI contract's events and keeps
+//! the state a freshly (re)loaded page needs (`session_subscribe`'s snapshot). Pure: the
+//! time comes in with each event.
+
+use std::collections::HashMap;
+
+use outpost_core::{LinkState, Side, UiEvent};
+use outpost_protocol::ToolDescriptor;
+use serde_json::Value;
+
+use crate::contract::{
+    AppEvent, AssistantDelta, AssistantMessage, ConnectionEvent, ConnectionStatus, ConsentRequest,
+    ConsentWithdrawn, ErrorEvent, Millis, SessionInfo, SessionSnapshot, StatusEvent,
+    ToolCallRecord, ToolInitiated, ToolProgress, ToolResult, TranscriptEntry, UserMessage,
+};
+
+/// What a finished call means for notifications.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finished {
+    /// The tool.
+    pub tool: String,
+    /// How long it ran (from `running`, else from arrival), ms.
+    pub took_ms: i64,
+    /// Success.
+    pub success: bool,
+}
+
+/// The live conversation as the UI sees it.
+#[derive(Debug, Clone)]
+pub struct LiveState {
+    connection: ConnectionEvent,
+    status: StatusEvent,
+    session: Option<SessionInfo>,
+    transcript: Vec<TranscriptEntry>,
+    /// Transcript index of each message / call id.
+    index: HashMap<String, usize>,
+    /// Highest delta seq applied per assistant message.
+    seqs: HashMap<String, u32>,
+    consents: Vec<ConsentRequest>,
+    hints: HashMap<String, (bool, bool, bool)>,
+    attempts: u32,
+}
+
+impl Default for LiveState {
+    fn default() -> Self {
+        Self {
+            connection: ConnectionEvent {
+                state: ConnectionStatus::Disconnected,
+                detail: None,
+                attempt: None,
+            },
+            status: idle(),
+            session: None,
+            transcript: Vec::new(),
+            index: HashMap::new(),
+            seqs: HashMap::new(),
+            consents: Vec::new(),
+            hints: HashMap::new(),
+            attempts: 0,
+        }
+    }
+}
+
+fn idle() -> StatusEvent {
+    StatusEvent {
+        state: "idle".into(),
+        tool_use_id: None,
+        detail: None,
+    }
+}
+
+impl LiveState {
+    /// Learns the hints (read-only, destructive, open-world) of the client's own tools.
+    pub fn set_tools(&mut self, tools: &[ToolDescriptor]) {
+        self.hints = tools
+            .iter()
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    (t.read_only, t.destructive, t.open_world),
+                )
+            })
+            .collect();
+    }
+
+    /// The snapshot for `session_subscribe`.
+    pub fn snapshot(&self, configured: bool) -> SessionSnapshot {
+        SessionSnapshot {
+            configured,
+            connection: self.connection.clone(),
+            status: self.status.clone(),
+            session: self.session.clone(),
+            transcript: self.transcript.clone(),
+            pending_consents: self.consents.clone(),
+        }
+    }
+
+    /// The live conversation, once welcomed.
+    pub fn conversation_id(&self) -> Option<&str> {
+        self.session.as_ref().map(|s| s.conversation_id.as_str())
+    }
+
+    /// Open consent question `id`.
+    pub fn consent(&self, id: &str) -> Option<&ConsentRequest> {
+        self.consents.iter().find(|c| c.consent_id == id)
+    }
+
+    /// A consent question answered here: forget it and tell the UI.
+    pub fn answered(&mut self, consent_id: &str) -> Option<AppEvent> {
+        let before = self.consents.len();
+        self.consents.retain(|c| c.consent_id != consent_id);
+        (self.consents.len() != before).then(|| {
+            AppEvent::ConsentWithdrawn(ConsentWithdrawn {
+                consent_id: consent_id.to_owned(),
+                reason: "answered".into(),
+            })
+        })
+    }
+
+    /// A connection attempt began (before the core has a session).
+    pub fn connecting(&mut self, detail: Option<String>) -> AppEvent {
+        self.set_connection(ConnectionStatus::Connecting, detail, None)
+    }
+
+    /// The attempt or the session failed for good.
+    pub fn failed(&mut self, detail: String) -> AppEvent {
+        self.consents.clear();
+        self.status = idle();
+        self.set_connection(ConnectionStatus::Failed, Some(detail), None)
+    }
+
+    /// Left on purpose.
+    pub fn disconnected(&mut self, detail: Option<String>) -> AppEvent {
+        self.consents.clear();
+        self.status = idle();
+        self.set_connection(ConnectionStatus::Disconnected, detail, None)
+    }
+
+    fn set_connection(
+        &mut self,
+        state: ConnectionStatus,
+        detail: Option<String>,
+        attempt: Option<u32>,
+    ) -> AppEvent {
+        self.connection = ConnectionEvent {
+            state,
+            detail,
+            attempt,
+        };
+        AppEvent::Connection(self.connection.clone())
+    }
+
+    fn hints(&self, tool: &str) -> (Option<bool>, Option<bool>, Option<bool>) {
+        match self.hints.get(tool) {
+            Some(&(r, d, o)) => (Some(r), Some(d), Some(o)),
+            None => (None, None, None),
+        }
+    }
+
+    fn call_mut(&mut self, id: &str) -> Option<&mut ToolCallRecord> {
+        let i = *self.index.get(id)?;
+        match self.transcript.get_mut(i) {
+            Some(TranscriptEntry::Tool { call }) => Some(call),
+            _ => None,
+        }
+    }
+
+    fn push(&mut self, id: String, entry: TranscriptEntry) {
+        self.index.insert(id, self.transcript.len());
+        self.transcript.push(entry);
+    }
+
+    /// Applies one core event at `now`. Returns the UI events to send and, for a call that
+    /// just finished, what notifications need.
+    pub fn apply(&mut self, ev: UiEvent, now: Millis) -> (Vec<AppEvent>, Option<Finished>) {
+        let mut out = Vec::new();
+        let mut finished = None;
+        match ev {
+            UiEvent::Connection { state, detail } => {
+                let (status, attempt) = match state {
+                    LinkState::Connected | LinkState::Reconnected => {
+                        self.attempts = 0;
+                        (ConnectionStatus::Connected, None)
+                    }
+                    LinkState::Reconnecting => {
+                        self.attempts += 1;
+                        (ConnectionStatus::Reconnecting, Some(self.attempts))
+                    }
+                    LinkState::Disconnected => (ConnectionStatus::Disconnected, None),
+                };
+                if status == ConnectionStatus::Disconnected {
+                    out.push(self.disconnected(detail));
+                } else {
+                    out.push(self.set_connection(status, detail, attempt));
+                }
+            }
+            UiEvent::AssistantPresence { .. } => {}
+            UiEvent::SessionStarted {
+                conversation_id,
+                session_id,
+                assistant_name,
+                ..
+            } => {
+                if self.conversation_id() != Some(conversation_id.as_str()) {
+                    self.transcript.clear();
+                    self.index.clear();
+                    self.seqs.clear();
+                }
+                let info = SessionInfo {
+                    conversation_id,
+                    session_id,
+                    assistant_name,
+                };
+                self.session = Some(info.clone());
+                out.push(AppEvent::Session(info));
+            }
+            UiEvent::UserMessage { id, text, .. } => {
+                if !self.index.contains_key(&id) {
+                    self.push(
+                        id.clone(),
+                        TranscriptEntry::User {
+                            id: id.clone(),
+                            text: text.clone(),
+                            at: now,
+                        },
+                    );
+                    out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
+                }
+            }
+            UiEvent::AssistantDelta {
+                message_id,
+                seq,
+                delta,
+            } => {
+                let applied = self.seqs.get(&message_id).copied();
+                if applied.is_none_or(|s| seq > s) {
+                    self.seqs.insert(message_id.clone(), seq);
+                    match self.index.get(&message_id).copied() {
+                        Some(i) => {
+                            if let Some(TranscriptEntry::Assistant { text, .. }) =
+                                self.transcript.get_mut(i)
+                            {
+                                text.push_str(&delta);
+                            }
+                        }
+                        None => self.push(
+                            message_id.clone(),
+                            TranscriptEntry::Assistant {
+                                id: message_id.clone(),
+                                text: delta.clone(),
+                                at: now,
+                                in_reply_to: None,
+                            },
+                        ),
+                    }
+                    out.push(AppEvent::AssistantDelta(AssistantDelta {
+                        message_id,
+                        seq,
+                        delta,
+                    }));
+                }
+            }
+            UiEvent::AssistantMessage {
+                id,
+                text,
+                in_reply_to,
+            } => {
+                let mut at = now;
+                match self.index.get(&id).copied() {
+                    Some(i) => {
+                        if let Some(TranscriptEntry::Assistant {
+                            text: t,
+                            at: a,
+                            in_reply_to: r,
+                            ..
+                        }) = self.transcript.get_mut(i)
+                        {
+                            t.clone_from(&text);
+                            r.clone_from(&in_reply_to);
+                            at = *a;
+                        }
+                    }
+                    None => self.push(
+                        id.clone(),
+                        TranscriptEntry::Assistant {
+                            id: id.clone(),
+                            text: text.clone(),
+                            at: now,
+                            in_reply_to: in_reply_to.clone(),
+                        },
+                    ),
+                }
+                out.push(AppEvent::AssistantMessage(AssistantMessage {
+                    id,
+                    text,
+                    in_reply_to,
+                    at,
+                }));
+            }
+            UiEvent::Status {
+                state,
+                tool_use_id,
+                detail,
+            } => {
+                self.status = StatusEvent {
+                    state,
+                    tool_use_id,
+                    detail,
+                };
+                out.push(AppEvent::Status(self.status.clone()));
+            }
+            UiEvent::ToolCallRequested {
+                id,
+                message_id,
+                tool_name,
+                execution,
+                parameters,
+                timeout_ms,
+            } => {
+                if !self.index.contains_key(&id) {
+                    let (read_only, destructive, open_world) = self.hints(&tool_name);
+                    let call = ToolCallRecord {
+                        id: id.clone(),
+                        message_id: message_id.clone(),
+                        tool_name: tool_name.clone(),
+                        execution: execution.clone(),
+                        parameters: parameters.clone(),
+                        server_name: None,
+                        timeout_ms,
+                        status: "initiated".into(),
+                        initiated_at: now,
+                        awaiting_consent_at: None,
+                        running_at: None,
+                        finished_at: None,
+                        result: None,
+                        error_code: None,
+                        error_message: None,
+                        executed_by: None,
+                        detail: None,
+                        read_only,
+                        destructive,
+                        open_world,
+                    };
+                    self.push(id.clone(), TranscriptEntry::Tool { call });
+                    out.push(AppEvent::ToolInitiated(ToolInitiated {
+                        id,
+                        message_id,
+                        tool_name,
+                        execution,
+                        parameters,
+                        server_name: None,
+                        timeout_ms,
+                        at: now,
+                        read_only,
+                        destructive,
+                        open_world,
+                    }));
+                }
+            }
+            UiEvent::ToolCallProgress {
+                id, state, detail, ..
+            } => {
+                if let Some(call) = self.call_mut(&id) {
+                    if !is_final(&call.status) {
+                        match state.as_str() {
+                            "awaiting_consent" => call.awaiting_consent_at = Some(now),
+                            "running" => call.running_at = Some(now),
+                            _ => {}
+                        }
+                        call.status.clone_from(&state);
+                        call.detail.clone_from(&detail);
+                    }
+                }
+                out.push(AppEvent::ToolProgress(ToolProgress {
+                    id,
+                    state,
+                    detail,
+                    at: now,
+                }));
+            }
+            UiEvent::ToolCallHandedToServer { id, .. } => {
+                if let Some(call) = self.call_mut(&id) {
+                    call.detail = Some("run by the assistant".into());
+                }
+            }
+            UiEvent::ToolCallFinished {
+                id,
+                tool_name,
+                success,
+                result,
+                error_code,
+                error_message,
+                executed_by,
+            } => {
+                let result = result.map(Value::Object);
+                let by = match executed_by {
+                    Side::Client => "client",
+                    Side::Server => "server",
+                };
+                if let Some(call) = self.call_mut(&id) {
+                    if !is_final(&call.status) {
+                        call.status = card_status(success, error_code.as_deref()).into();
+                        call.finished_at = Some(now);
+                        call.result.clone_from(&result);
+                        call.error_code.clone_from(&error_code);
+                        call.error_message.clone_from(&error_message);
+                        call.executed_by = Some(by.into());
+                        let from = call.running_at.unwrap_or(call.initiated_at);
+                        finished = Some(Finished {
+                            tool: tool_name.clone(),
+                            took_ms: now.saturating_sub(from),
+                            success,
+                        });
+                    }
+                }
+                out.push(AppEvent::ToolResult(ToolResult {
+                    id,
+                    success,
+                    result,
+                    error_code,
+                    error_message,
+                    executed_by: Some(by.into()),
+                    at: now,
+                }));
+            }
+            UiEvent::ToolCallCancelRequested { .. } => {}
+            UiEvent::ConsentRequested(p) => {
+                let (read_only, destructive, open_world) = self.hints(&p.tool);
+                let execution = self.index.get(&p.request_id).and_then(|&i| {
+                    match self.transcript.get(i) {
+                        Some(TranscriptEntry::Tool { call }) => Some(call.execution.clone()),
+                        _ => None,
+                    }
+                });
+                let req = ConsentRequest {
+                    consent_id: p.consent_id,
+                    request_id: p.request_id,
+                    conversation_id: self.conversation_id().unwrap_or_default().to_owned(),
+                    tool: p.tool,
+                    server_name: None,
+                    execution,
+                    parameters: p.parameters,
+                    summary: p.summary,
+                    paths: p.paths,
+                    folder: p.folder,
+                    reason: p.reason,
+                    options: p.options,
+                    expires_in_ms: p.expires_in_ms,
+                    read_only,
+                    destructive: Some(p.destructive || destructive.unwrap_or(false)),
+                    open_world,
+                };
+                if self.consent(&req.consent_id).is_none() {
+                    self.consents.push(req.clone());
+                    out.push(AppEvent::ConsentRequest(req));
+                }
+            }
+            UiEvent::ConsentWithdrawn { consent_id, reason } => {
+                self.consents.retain(|c| c.consent_id != consent_id);
+                out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn { consent_id, reason }));
+            }
+            UiEvent::ProtocolError {
+                code,
+                message,
+                fatal,
+                ..
+            } => out.push(AppEvent::Error(ErrorEvent {
+                code,
+                message,
+                fatal: Some(fatal),
+            })),
+            UiEvent::Error { message } => out.push(AppEvent::Error(ErrorEvent {
+                code: "internal_error".into(),
+                message,
+                fatal: None,
+            })),
+            UiEvent::Ended { reason } => out.push(self.disconnected(Some(reason))),
+            // `UiEvent` is non-exhaustive: what this version does not know is not shown.
+            _ => {}
+        }
+        (out, finished)
+    }
+}
+
+fn is_final(status: &str) -> bool {
+    matches!(
+        status,
+        "completed" | "error" | "timeout" | "denied" | "cancelled"
+    )
+}
+
+/// The card status for a result (CONTRACT.md `tool_result`).
+pub fn card_status(success: bool, error_code: Option<&str>) -> &'static str {
+    match (success, error_code) {
+        (true, _) => "completed",
+        (false, Some("timeout")) => "timeout",
+        (false, Some("permission_denied")) => "denied",
+        (false, Some("cancelled")) => "cancelled",
+        (false, _) => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use outpost_core::ConsentPrompt;
+    use serde_json::json;
+
+    fn started(conv: &str) -> UiEvent {
+        UiEvent::SessionStarted {
+            conversation_id: conv.into(),
+            session_id: "s1".into(),
+            assistant_name: "Demo".into(),
+            protocol_version: 1,
+        }
+    }
+
+    #[test]
+    fn a_tool_call_goes_from_initiated_to_denied_and_events_match_the_contract() {
+        let mut s = LiveState::default();
+        s.apply(started("c1"), 1);
+        let (ev, _) = s.apply(
+            UiEvent::ToolCallRequested {
+                id: "t1".into(),
+                message_id: "m1".into(),
+                tool_name: "read_local_file".into(),
+                execution: "client".into(),
+                parameters: json!({"path": "~/x"}).as_object().unwrap().clone(),
+                timeout_ms: 30_000,
+            },
+            10,
+        );
+        assert_eq!(
+            serde_json::to_value(&ev[0]).unwrap(),
+            json!({"type": "tool_initiated", "data": {"id": "t1", "messageId": "m1",
+                "toolName": "read_local_file", "execution": "client",
+                "parameters": {"path": "~/x"}, "timeoutMs": 30000, "at": 10}})
+        );
+        s.apply(
+            UiEvent::ToolCallProgress {
+                id: "t1".into(),
+                state: "awaiting_consent".into(),
+                detail: None,
+                by: Side::Client,
+            },
+            11,
+        );
+        let (ev, _) = s.apply(
+            UiEvent::ConsentRequested(ConsentPrompt {
+                consent_id: "k1".into(),
+                request_id: "t1".into(),
+                tool: "read_local_file".into(),
+                parameters: json!({"path": "~/x"}).as_object().unwrap().clone(),
+                summary: "Read ~/x".into(),
+                paths: vec!["/home/u/x".into()],
+                folder: Some("/home/u".into()),
+                reason: "outside".into(),
+                destructive: false,
+                options: vec!["allow_once".into(), "deny_once".into()],
+                expires_in_ms: 60_000,
+            }),
+            12,
+        );
+        let v = serde_json::to_value(&ev[0]).unwrap();
+        assert_eq!(v["type"], "consent_request");
+        assert_eq!(v["data"]["conversationId"], "c1");
+        assert_eq!(v["data"]["execution"], "client");
+        assert_eq!(s.snapshot(true).pending_consents.len(), 1);
+        assert!(s.answered("k1").is_some());
+        assert!(s.answered("k1").is_none(), "a second answer is not news");
+        let (_, fin) = s.apply(
+            UiEvent::ToolCallFinished {
+                id: "t1".into(),
+                tool_name: "read_local_file".into(),
+                success: false,
+                result: None,
+                error_code: Some("permission_denied".into()),
+                error_message: Some("The user declined.".into()),
+                executed_by: Side::Client,
+            },
+            20,
+        );
+        assert_eq!(fin.unwrap().took_ms, 10);
+        let snap = serde_json::to_value(s.snapshot(true)).unwrap();
+        assert_eq!(snap["transcript"][0]["kind"], "tool");
+        assert_eq!(snap["transcript"][0]["call"]["status"], "denied");
+        assert_eq!(snap["transcript"][0]["call"]["awaitingConsentAt"], 11);
+        // A late second result does not change a finished card.
+        let (_, fin) = s.apply(
+            UiEvent::ToolCallFinished {
+                id: "t1".into(),
+                tool_name: "read_local_file".into(),
+                success: true,
+                result: None,
+                error_code: None,
+                error_message: None,
+                executed_by: Side::Client,
+            },
+            30,
+        );
+        assert!(fin.is_none());
+        let snap = serde_json::to_value(s.snapshot(true)).unwrap();
+        assert_eq!(snap["transcript"][0]["call"]["status"], "denied");
+    }
+
+    #[test]
+    fn deltas_assemble_repeats_are_ignored_and_a_new_conversation_clears() {
+        let mut s = LiveState::default();
+        s.apply(started("c1"), 1);
+        for (seq, d) in [(0, "Hel"), (1, "lo"), (1, "lo")] {
+            s.apply(
+                UiEvent::AssistantDelta {
+                    message_id: "a1".into(),
+                    seq,
+                    delta: d.into(),
+                },
+                2,
+            );
+        }
+        let snap = s.snapshot(true);
+        assert_eq!(
+            snap.transcript,
+            vec![TranscriptEntry::Assistant {
+                id: "a1".into(),
+                text: "Hello".into(),
+                at: 2,
+                in_reply_to: None
+            }]
+        );
+        s.apply(started("c1"), 3);
+        assert_eq!(s.snapshot(true).transcript.len(), 1, "a rejoin keeps it");
+        s.apply(started("c2"), 4);
+        assert!(s.snapshot(true).transcript.is_empty());
+    }
+
+    #[test]
+    fn reconnecting_counts_attempts_and_connected_resets() {
+        let mut s = LiveState::default();
+        let rec = |s: &mut LiveState| {
+            s.apply(
+                UiEvent::Connection {
+                    state: LinkState::Reconnecting,
+                    detail: Some("signal lost".into()),
+                },
+                1,
+            )
+            .0
+        };
+        rec(&mut s);
+        let ev = rec(&mut s);
+        assert_eq!(
+            serde_json::to_value(&ev[0]).unwrap(),
+            json!({"type": "connection", "data": {"state": "reconnecting",
+                   "detail": "signal lost", "attempt": 2}})
+        );
+        s.apply(
+            UiEvent::Connection {
+                state: LinkState::Reconnected,
+                detail: None,
+            },
+            2,
+        );
+        assert_eq!(s.snapshot(true).connection.state, ConnectionStatus::Connected);
+    }
+}

@@ -1,0 +1,259 @@
+//! The desktop backend end to end, headless: the in-process demo (a real outpost-room
+//! server on loopback and the scripted reference assistant, over real WebRTC), the real
+//! policy file and SQLite store in a temporary folder. What the Tauri commands do, without
+//! a window.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use outpost_desktop::config::Paths;
+use outpost_desktop::contract::{AppEvent, ConsentRequest, Settings, ToolResult};
+use outpost_desktop::secrets::MemorySecrets;
+use outpost_desktop::{Desktop, Notifier};
+use tokio::sync::mpsc;
+
+#[derive(Debug, Default)]
+struct Recorder(Mutex<Vec<(String, String)>>);
+
+impl Notifier for Recorder {
+    fn notify(&self, title: &str, body: &str) {
+        self.0.lock().unwrap().push((title.into(), body.into()));
+    }
+}
+
+struct App {
+    desktop: Desktop,
+    events: mpsc::UnboundedReceiver<AppEvent>,
+    notes: Arc<Recorder>,
+}
+
+fn open(paths: &Paths) -> App {
+    let notes = Arc::new(Recorder::default());
+    let desktop = Desktop::open(
+        paths.clone(),
+        Arc::new(MemorySecrets::default()),
+        notes.clone(),
+    )
+    .unwrap();
+    let (tx, events) = mpsc::unbounded_channel();
+    let snap = desktop.subscribe(Box::new(move |ev| {
+        let _ = tx.send(ev);
+    }));
+    assert!(snap.transcript.is_empty());
+    App {
+        desktop,
+        events,
+        notes,
+    }
+}
+
+impl App {
+    /// The next event `pick` accepts (others are skipped); fails after 30 s.
+    async fn wait<T>(&mut self, what: &str, mut pick: impl FnMut(&AppEvent) -> Option<T>) -> T {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let ev = tokio::time::timeout_at(deadline, self.events.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no {what} within 30 s"))
+                .expect("event channel closed");
+            if let Some(t) = pick(&ev) {
+                return t;
+            }
+        }
+    }
+
+    async fn consent(&mut self) -> ConsentRequest {
+        self.wait("consent request", |e| match e {
+            AppEvent::ConsentRequest(c) => Some(c.clone()),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn result(&mut self) -> ToolResult {
+        self.wait("tool result", |e| match e {
+            AppEvent::ToolResult(r) => Some(r.clone()),
+            AppEvent::ConsentRequest(c) => panic!("unexpected consent request {c:?}"),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn reply(&mut self) -> String {
+        self.wait("assistant message", |e| match e {
+            AppEvent::AssistantMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_consent_history_settings_and_notifications() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths {
+        config_dir: dir.path().join("config"),
+        data_dir: dir.path().join("data"),
+    };
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let notes_file = files.join("notes.txt");
+    std::fs::write(&notes_file, "the zebra crossing is at noon\n").unwrap();
+
+    let mut app = open(&paths);
+    app.desktop.start_demo().await.unwrap();
+    let session = app
+        .wait("session", |e| match e {
+            AppEvent::Session(s) => Some(s.clone()),
+            _ => None,
+        })
+        .await;
+    assert!(!session.conversation_id.is_empty());
+
+    // 1. Allow once: the dialog shows the path; the result reaches the assistant.
+    let ask = format!("read the file {}", notes_file.display());
+    app.desktop.send(ask.clone()).await.unwrap();
+    let c = app.consent().await;
+    assert_eq!(c.tool, "read_local_file");
+    assert!(c.paths.iter().any(|p| p.ends_with("notes.txt")), "{c:?}");
+    assert_eq!(c.conversation_id, session.conversation_id);
+    assert!(c.options.contains(&"always_allow".to_owned()));
+    // A decision the question does not offer is refused, and the question stays open.
+    let err = app.desktop.answer_consent(&c.consent_id, "maybe").unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    app.desktop
+        .answer_consent(&c.consent_id, "allow_once")
+        .unwrap();
+    let err = app
+        .desktop
+        .answer_consent(&c.consent_id, "allow_once")
+        .unwrap_err();
+    assert_eq!(err.code(), "unknown_consent");
+    let r = app.result().await;
+    assert!(r.success, "{r:?}");
+    assert!(app.reply().await.contains("zebra crossing"));
+
+    // 2. Deny: permission_denied reaches the assistant. The window is unfocused, so a
+    //    notification asks for attention.
+    app.desktop.set_focused(false);
+    app.desktop.send(ask.clone()).await.unwrap();
+    let c = app.consent().await;
+    assert_eq!(app.notes.0.lock().unwrap().len(), 1, "one notification");
+    app.desktop.set_focused(true);
+    app.desktop.answer_consent(&c.consent_id, "deny_once").unwrap();
+    let r = app.result().await;
+    assert_eq!(r.error_code.as_deref(), Some("permission_denied"), "{r:?}");
+    assert!(app.reply().await.contains("refused"));
+
+    // 3. Always allow: the next read does not ask; the rule is listed and revocable.
+    app.desktop.send(ask.clone()).await.unwrap();
+    let c = app.consent().await;
+    app.desktop
+        .answer_consent(&c.consent_id, "always_allow")
+        .unwrap();
+    assert!(app.result().await.success);
+    app.desktop.send(ask.clone()).await.unwrap();
+    let r = app.result().await; // panics on a consent request
+    assert!(r.success);
+    let remembered = app.desktop.remembered();
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    assert_eq!(remembered[0].decision, "always_allow");
+    app.desktop.revoke(&remembered[0].id).unwrap();
+    assert!(app.desktop.remembered().is_empty());
+    assert_eq!(
+        app.desktop.revoke(&remembered[0].id).unwrap_err().code(),
+        "not_found"
+    );
+
+    // 4. History: the message is found, with markers around the match.
+    app.desktop.store_flush().await;
+    let hits = app
+        .desktop
+        .history_search("zebra".into(), 20, "<<".into(), ">>".into())
+        .await
+        .unwrap();
+    assert!(
+        hits.iter().any(|h| h.snippet.contains("<<zebra>>")),
+        "{hits:?}"
+    );
+    let list = app.desktop.history_list(10, 0).await.unwrap();
+    assert_eq!(list.len(), 1);
+    let detail = app.desktop.history_get(&list[0].id).await.unwrap();
+    assert!(detail.transcript.len() >= 8, "{:?}", detail.transcript);
+    let export = app
+        .desktop
+        .history_export(Some(list[0].id.clone()), "markdown", &dir.path().join("out"))
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(&export.path).unwrap();
+    assert!(text.contains("zebra crossing"));
+    assert_eq!(
+        app.desktop.history_get("nope").await.unwrap_err().code(),
+        "not_found"
+    );
+
+    // 5. Settings: bad values are refused naming the field; good ones survive a restart.
+    let mut s: Settings = app.desktop.settings();
+    s.consent_timeout_secs = 0;
+    let err = app.desktop.set_settings(s.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("consentTimeoutSecs"), "{err}");
+    s.consent_timeout_secs = 75;
+    s.folders.push(outpost_desktop::contract::FolderScope {
+        path: "relative".into(),
+        access: "allow".into(),
+        tools: None,
+    });
+    let err = app.desktop.set_settings(s.clone()).await.unwrap_err();
+    assert!(err.to_string().contains("folders[0].path"), "{err}");
+    s.folders[0].path = files.display().to_string();
+    s.notifications.long_task_secs = 42;
+    s.connection.livekit_url = "javascript:alert(1)".into();
+    assert_eq!(
+        app.desktop.set_settings(s.clone()).await.unwrap_err().code(),
+        "invalid_argument"
+    );
+    s.connection.livekit_url = "wss://example.livekit.cloud".into();
+    let saved = app.desktop.set_settings(s.clone()).await.unwrap();
+    assert_eq!(saved.consent_timeout_secs, 75);
+    let tool = app.desktop.set_tool("list_directory", false, "deny").unwrap();
+    assert!(!tool.enabled);
+    assert_eq!(
+        app.desktop.set_tool("write_file", true, "allow").map(|_| ()).ok(),
+        None,
+        "destructive tools cannot be always allowed"
+    );
+
+    app.desktop.disconnect().await;
+    drop(app);
+    let again = open(&paths);
+    let s2 = again.desktop.settings();
+    assert_eq!(s2.consent_timeout_secs, 75);
+    assert_eq!(s2.folders.len(), 1);
+    assert_eq!(s2.notifications.long_task_secs, 42);
+    assert_eq!(s2.connection.livekit_url, "wss://example.livekit.cloud");
+    let t = again
+        .desktop
+        .tools()
+        .into_iter()
+        .find(|t| t.name == "list_directory")
+        .unwrap();
+    assert!(!t.enabled);
+    assert_eq!(t.rule, "deny");
+}
+
+#[test]
+fn only_web_and_mail_links_open() {
+    use outpost_desktop::check_link;
+    assert!(check_link("https://livekit.io/docs").is_ok());
+    assert!(check_link("mailto:team@example.org").is_ok());
+    for bad in [
+        "javascript:alert(1)",
+        "file:///etc/passwd",
+        "data:text/html,hi",
+        "http://x\n.example",
+        "",
+    ] {
+        assert_eq!(check_link(bad).unwrap_err().code(), "invalid_argument", "{bad}");
+    }
+}
