@@ -191,12 +191,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/settings.toml");
         assert_eq!(AppConfig::load(&path).unwrap(), AppConfig::default());
-        let mut c = AppConfig::default();
-        c.configured = true;
+        let mut c = AppConfig {
+            configured: true,
+            retention_days: 30,
+            ..AppConfig::default()
+        };
         c.connection.livekit_url = "wss://example.livekit.cloud".into();
         c.connection.auth_mode = AuthMode::Endpoint;
         c.disabled_tools = vec!["open_path".into()];
-        c.retention_days = 30;
         c.save(&path).unwrap();
         assert_eq!(AppConfig::load(&path).unwrap(), c);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -209,6 +211,9 @@ mod tests {
         let path = dir.path().join("settings.toml");
         std::fs::write(&path, "configured = \"perhaps\"\n").unwrap();
         let err = AppConfig::load(&path).unwrap_err().to_string();
-        assert!(err.contains("settings.toml") && err.contains("damaged"), "{err}");
+        assert!(
+            err.contains("settings.toml") && err.contains("damaged"),
+            "{err}"
+        );
     }
 }

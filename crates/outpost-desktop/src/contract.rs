@@ -150,7 +150,7 @@ pub enum TranscriptEntry {
     /// A tool card.
     Tool {
         /// The call.
-        call: ToolCallRecord,
+        call: Box<ToolCallRecord>,
     },
 }
 

@@ -29,9 +29,9 @@ impl Demo {
     /// Starts the room server on a free loopback port and the agent in it.
     pub async fn start() -> Result<Self> {
         let addr: SocketAddr = ([127, 0, 0, 1], 0).into();
-        let server = Server::bind(addr, Config::default())
-            .await
-            .map_err(|e| DesktopError::Internal(format!("The demo room server did not start: {e}")))?;
+        let server = Server::bind(addr, Config::default()).await.map_err(|e| {
+            DesktopError::Internal(format!("The demo room server did not start: {e}"))
+        })?;
         let url = server.url();
         let token = server
             .token(DEMO_ROOM, DEMO_IDENTITY)

@@ -117,8 +117,9 @@ impl Desktop {
         if config.retention_days > 0 {
             // Apply the retention once at start (the writer also keeps the setting).
             let store = core.store().clone();
-            let _ = store.set_retention_days(Some(config.retention_days));
-            let _ = store.apply_retention(now_ms());
+            // Queued writes: dropping the handle does not cancel them.
+            drop(store.set_retention_days(Some(config.retention_days)));
+            drop(store.apply_retention(now_ms()));
         }
         Ok(Self {
             inner: Arc::new(Inner {
@@ -344,8 +345,8 @@ impl Desktop {
                 .notifier
                 .notify("Outpost needs your permission", &summary);
         }
-        if let Some(f) = finished
-            .filter(|f| n.on_long_task && f.took_ms >= i64::from(n.long_task_secs) * 1000)
+        if let Some(f) =
+            finished.filter(|f| n.on_long_task && f.took_ms >= i64::from(n.long_task_secs) * 1000)
         {
             let how = if f.success { "finished" } else { "failed" };
             self.inner.notifier.notify(
@@ -735,11 +736,13 @@ impl Desktop {
                 let title = store
                     .conversation(h.conversation_id.clone())
                     .await?
-                    .map(|c| history::summary(&outpost_store::ConversationSummary {
-                        conversation: c,
-                        message_count: 0,
-                        tool_call_count: 0,
-                    }))
+                    .map(|c| {
+                        history::summary(&outpost_store::ConversationSummary {
+                            conversation: c,
+                            message_count: 0,
+                            tool_call_count: 0,
+                        })
+                    })
                     .map(|s| s.title)
                     .unwrap_or_default();
                 titles.insert(cid.clone(), title);
@@ -808,7 +811,14 @@ impl Desktop {
         let (scope, stem) = match &conversation_id {
             Some(id) => {
                 let cid = ConversationId(id.clone());
-                if self.inner.core.store().conversation(cid.clone()).await?.is_none() {
+                if self
+                    .inner
+                    .core
+                    .store()
+                    .conversation(cid.clone())
+                    .await?
+                    .is_none()
+                {
                     return Err(DesktopError::NotFound(format!(
                         "There is no conversation {id} in the history."
                     )));
@@ -976,9 +986,10 @@ fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
         }
     };
     let url = c.livekit_url.trim();
-    if !url.is_empty() && !["ws://", "wss://", "http://", "https://"]
-        .iter()
-        .any(|s| url.starts_with(s))
+    if !url.is_empty()
+        && !["ws://", "wss://", "http://", "https://"]
+            .iter()
+            .any(|s| url.starts_with(s))
     {
         return Err(DesktopError::invalid(
             "connection.livekitUrl",
@@ -986,7 +997,11 @@ fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
         ));
     }
     let endpoint = c.token_endpoint.trim();
-    if !endpoint.is_empty() && !["http://", "https://"].iter().any(|s| endpoint.starts_with(s)) {
+    if !endpoint.is_empty()
+        && !["http://", "https://"]
+            .iter()
+            .any(|s| endpoint.starts_with(s))
+    {
         return Err(DesktopError::invalid(
             "connection.tokenEndpoint",
             format!("must start with https:// or http://, got \"{endpoint}\""),

@@ -23,7 +23,9 @@ pub enum DesktopError {
     #[error("{0}")]
     NotFound(String),
     /// A consent question that is no longer open.
-    #[error("That permission question is no longer open (it was answered, withdrawn or timed out).")]
+    #[error(
+        "That permission question is no longer open (it was answered, withdrawn or timed out)."
+    )]
     UnknownConsent,
     /// No OS keyring.
     #[error("{0}")]

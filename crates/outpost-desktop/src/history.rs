@@ -48,7 +48,9 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
                     in_reply_to: None,
                 },
             }),
-            TimelineItem::ToolCall(t) => Some(TranscriptEntry::Tool { call: tool_call(t) }),
+            TimelineItem::ToolCall(t) => Some(TranscriptEntry::Tool {
+                call: Box::new(tool_call(t)),
+            }),
             _ => None,
         })
         .collect()

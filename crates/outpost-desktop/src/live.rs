@@ -74,12 +74,7 @@ impl LiveState {
     pub fn set_tools(&mut self, tools: &[ToolDescriptor]) {
         self.hints = tools
             .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    (t.read_only, t.destructive, t.open_world),
-                )
-            })
+            .map(|t| (t.name.clone(), (t.read_only, t.destructive, t.open_world)))
             .collect();
     }
 
@@ -214,18 +209,16 @@ impl LiveState {
                 self.session = Some(info.clone());
                 out.push(AppEvent::Session(info));
             }
-            UiEvent::UserMessage { id, text, .. } => {
-                if !self.index.contains_key(&id) {
-                    self.push(
-                        id.clone(),
-                        TranscriptEntry::User {
-                            id: id.clone(),
-                            text: text.clone(),
-                            at: now,
-                        },
-                    );
-                    out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
-                }
+            UiEvent::UserMessage { id, text, .. } if !self.index.contains_key(&id) => {
+                self.push(
+                    id.clone(),
+                    TranscriptEntry::User {
+                        id: id.clone(),
+                        text: text.clone(),
+                        at: now,
+                    },
+                );
+                out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
             }
             UiEvent::AssistantDelta {
                 message_id,
@@ -316,46 +309,49 @@ impl LiveState {
                 execution,
                 parameters,
                 timeout_ms,
-            } => {
-                if !self.index.contains_key(&id) {
-                    let (read_only, destructive, open_world) = self.hints(&tool_name);
-                    let call = ToolCallRecord {
-                        id: id.clone(),
-                        message_id: message_id.clone(),
-                        tool_name: tool_name.clone(),
-                        execution: execution.clone(),
-                        parameters: parameters.clone(),
-                        server_name: None,
-                        timeout_ms,
-                        status: "initiated".into(),
-                        initiated_at: now,
-                        awaiting_consent_at: None,
-                        running_at: None,
-                        finished_at: None,
-                        result: None,
-                        error_code: None,
-                        error_message: None,
-                        executed_by: None,
-                        detail: None,
-                        read_only,
-                        destructive,
-                        open_world,
-                    };
-                    self.push(id.clone(), TranscriptEntry::Tool { call });
-                    out.push(AppEvent::ToolInitiated(ToolInitiated {
-                        id,
-                        message_id,
-                        tool_name,
-                        execution,
-                        parameters,
-                        server_name: None,
-                        timeout_ms,
-                        at: now,
-                        read_only,
-                        destructive,
-                        open_world,
-                    }));
-                }
+            } if !self.index.contains_key(&id) => {
+                let (read_only, destructive, open_world) = self.hints(&tool_name);
+                let call = ToolCallRecord {
+                    id: id.clone(),
+                    message_id: message_id.clone(),
+                    tool_name: tool_name.clone(),
+                    execution: execution.clone(),
+                    parameters: parameters.clone(),
+                    server_name: None,
+                    timeout_ms,
+                    status: "initiated".into(),
+                    initiated_at: now,
+                    awaiting_consent_at: None,
+                    running_at: None,
+                    finished_at: None,
+                    result: None,
+                    error_code: None,
+                    error_message: None,
+                    executed_by: None,
+                    detail: None,
+                    read_only,
+                    destructive,
+                    open_world,
+                };
+                self.push(
+                    id.clone(),
+                    TranscriptEntry::Tool {
+                        call: Box::new(call),
+                    },
+                );
+                out.push(AppEvent::ToolInitiated(ToolInitiated {
+                    id,
+                    message_id,
+                    tool_name,
+                    execution,
+                    parameters,
+                    server_name: None,
+                    timeout_ms,
+                    at: now,
+                    read_only,
+                    destructive,
+                    open_world,
+                }));
             }
             UiEvent::ToolCallProgress {
                 id, state, detail, ..
@@ -426,12 +422,13 @@ impl LiveState {
             UiEvent::ToolCallCancelRequested { .. } => {}
             UiEvent::ConsentRequested(p) => {
                 let (read_only, destructive, open_world) = self.hints(&p.tool);
-                let execution = self.index.get(&p.request_id).and_then(|&i| {
-                    match self.transcript.get(i) {
-                        Some(TranscriptEntry::Tool { call }) => Some(call.execution.clone()),
-                        _ => None,
-                    }
-                });
+                let execution =
+                    self.index
+                        .get(&p.request_id)
+                        .and_then(|&i| match self.transcript.get(i) {
+                            Some(TranscriptEntry::Tool { call }) => Some(call.execution.clone()),
+                            _ => None,
+                        });
                 let req = ConsentRequest {
                     consent_id: p.consent_id,
                     request_id: p.request_id,
@@ -457,7 +454,10 @@ impl LiveState {
             }
             UiEvent::ConsentWithdrawn { consent_id, reason } => {
                 self.consents.retain(|c| c.consent_id != consent_id);
-                out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn { consent_id, reason }));
+                out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn {
+                    consent_id,
+                    reason,
+                }));
             }
             UiEvent::ProtocolError {
                 code,
@@ -661,6 +661,9 @@ mod tests {
             },
             2,
         );
-        assert_eq!(s.snapshot(true).connection.state, ConnectionStatus::Connected);
+        assert_eq!(
+            s.snapshot(true).connection.state,
+            ConnectionStatus::Connected
+        );
     }
 }

@@ -120,7 +120,10 @@ async fn demo_consent_history_settings_and_notifications() {
     assert_eq!(c.conversation_id, session.conversation_id);
     assert!(c.options.contains(&"always_allow".to_owned()));
     // A decision the question does not offer is refused, and the question stays open.
-    let err = app.desktop.answer_consent(&c.consent_id, "maybe").unwrap_err();
+    let err = app
+        .desktop
+        .answer_consent(&c.consent_id, "maybe")
+        .unwrap_err();
     assert_eq!(err.code(), "invalid_argument");
     app.desktop
         .answer_consent(&c.consent_id, "allow_once")
@@ -141,7 +144,9 @@ async fn demo_consent_history_settings_and_notifications() {
     let c = app.consent().await;
     assert_eq!(app.notes.0.lock().unwrap().len(), 1, "one notification");
     app.desktop.set_focused(true);
-    app.desktop.answer_consent(&c.consent_id, "deny_once").unwrap();
+    app.desktop
+        .answer_consent(&c.consent_id, "deny_once")
+        .unwrap();
     let r = app.result().await;
     assert_eq!(r.error_code.as_deref(), Some("permission_denied"), "{r:?}");
     assert!(app.reply().await.contains("refused"));
@@ -183,7 +188,11 @@ async fn demo_consent_history_settings_and_notifications() {
     assert!(detail.transcript.len() >= 8, "{:?}", detail.transcript);
     let export = app
         .desktop
-        .history_export(Some(list[0].id.clone()), "markdown", &dir.path().join("out"))
+        .history_export(
+            Some(list[0].id.clone()),
+            "markdown",
+            &dir.path().join("out"),
+        )
         .await
         .unwrap();
     let text = std::fs::read_to_string(&export.path).unwrap();
@@ -210,16 +219,26 @@ async fn demo_consent_history_settings_and_notifications() {
     s.notifications.long_task_secs = 42;
     s.connection.livekit_url = "javascript:alert(1)".into();
     assert_eq!(
-        app.desktop.set_settings(s.clone()).await.unwrap_err().code(),
+        app.desktop
+            .set_settings(s.clone())
+            .await
+            .unwrap_err()
+            .code(),
         "invalid_argument"
     );
     s.connection.livekit_url = "wss://example.livekit.cloud".into();
     let saved = app.desktop.set_settings(s.clone()).await.unwrap();
     assert_eq!(saved.consent_timeout_secs, 75);
-    let tool = app.desktop.set_tool("list_directory", false, "deny").unwrap();
+    let tool = app
+        .desktop
+        .set_tool("list_directory", false, "deny")
+        .unwrap();
     assert!(!tool.enabled);
     assert_eq!(
-        app.desktop.set_tool("write_file", true, "allow").map(|_| ()).ok(),
+        app.desktop
+            .set_tool("write_file", true, "allow")
+            .map(|_| ())
+            .ok(),
         None,
         "destructive tools cannot be always allowed"
     );
@@ -254,6 +273,10 @@ fn only_web_and_mail_links_open() {
         "http://x\n.example",
         "",
     ] {
-        assert_eq!(check_link(bad).unwrap_err().code(), "invalid_argument", "{bad}");
+        assert_eq!(
+            check_link(bad).unwrap_err().code(),
+            "invalid_argument",
+            "{bad}"
+        );
     }
 }

@@ -1,0 +1,38 @@
+//! Declares the app commands so each gets an `allow-…` permission, and only those the
+//! capability lists (capabilities/default.json) can be called from the webview.
+
+/// Every command of ui/CONTRACT.md (kept in the same order as `generate_handler!`).
+const COMMANDS: &[&str] = &[
+    "session_subscribe",
+    "session_connect",
+    "session_start_demo",
+    "session_disconnect",
+    "session_new_conversation",
+    "session_test_connection",
+    "chat_send",
+    "chat_open_link",
+    "consent_answer",
+    "consent_list_remembered",
+    "consent_revoke",
+    "settings_get",
+    "settings_set",
+    "settings_set_secret",
+    "settings_clear_secret",
+    "settings_pick_folder",
+    "settings_about",
+    "history_list",
+    "history_search",
+    "history_get",
+    "history_export",
+    "history_delete_all",
+    "tools_list",
+    "tools_set",
+];
+
+fn main() {
+    let attributes = tauri_build::Attributes::new()
+        .app_manifest(tauri_build::AppManifest::new().commands(COMMANDS));
+    if let Err(e) = tauri_build::try_build(attributes) {
+        panic!("tauri-build failed: {e:#}");
+    }
+}

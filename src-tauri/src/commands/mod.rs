@@ -1,0 +1,9 @@
+//! The Tauri commands of ui/CONTRACT.md, one module per domain. Each is a few lines
+//! delegating to `outpost_desktop::Desktop`.
+
+pub mod chat;
+pub mod consent;
+pub mod history;
+pub mod session;
+pub mod settings;
+pub mod tools;
