@@ -15,6 +15,8 @@ pub fn session_subscribe(
     desktop: State<'_, Desktop>,
     on_event: Channel<AppEvent>,
 ) -> SessionSnapshot {
+    // The first call the UI makes once its page is up: startup measurements look for this.
+    tracing::info!("ui subscribed");
     desktop.subscribe(Box::new(move |ev| {
         if let Err(e) = on_event.send(ev) {
             tracing::debug!(error = %e, "the UI channel is gone");
