@@ -167,12 +167,82 @@ impl PolicyContext {
     }
 }
 
-/// Canonical form of `path` when it exists; otherwise the path with `.` and `..` removed
-/// lexically (so a rule for a folder that does not exist yet still compares sensibly).
+/// Most symbolic links followed while resolving one path that does not exist (Linux's limit).
+const MAX_SYMLINKS: usize = 40;
+
+/// Where `path` leads: its canonical form when it exists. When it does not (or cannot be
+/// resolved), it is resolved as far as it exists, the way the system would: symbolic links
+/// are followed, dangling ones included, and `..` goes to the real parent; the part that
+/// does not exist is appended with `.` and `..` applied lexically. So a missing file under
+/// a symlinked folder is judged where the link leads, and a rule for a folder that does
+/// not exist yet still compares sensibly. A relative path is only cleaned lexically.
 pub fn canonical_or_clean(path: &Path) -> PathBuf {
     if let Ok(c) = std::fs::canonicalize(path) {
         return c;
     }
+    if !path.has_root() {
+        return clean(path);
+    }
+    // Components still to walk, the next one last.
+    let mut todo: Vec<Part> = parts(path);
+    todo.reverse();
+    let mut out = PathBuf::new();
+    let mut followed = 0;
+    while let Some(part) = todo.pop() {
+        match part {
+            Part::Prefix(p) => out = PathBuf::from(p),
+            Part::Root => {
+                let prefix = match out.components().next() {
+                    Some(Component::Prefix(p)) => PathBuf::from(p.as_os_str()),
+                    _ => PathBuf::new(),
+                };
+                out = prefix;
+                out.push(Component::RootDir.as_os_str());
+            }
+            Part::Up => {
+                out.pop();
+            }
+            Part::Name(name) => {
+                let next = out.join(&name);
+                // Fails for anything but a symbolic link, missing entries included.
+                match std::fs::read_link(&next) {
+                    Ok(target) if followed < MAX_SYMLINKS => {
+                        // Walked from the link's folder (`out`), or from the root.
+                        followed += 1;
+                        let mut more = parts(&target);
+                        more.reverse();
+                        todo.extend(more);
+                    }
+                    _ => out = next,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// One component of a path being resolved, owned so that link targets can join the walk.
+enum Part {
+    Prefix(std::ffi::OsString),
+    Root,
+    Up,
+    Name(std::ffi::OsString),
+}
+
+fn parts(path: &Path) -> Vec<Part> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Prefix(p) => Some(Part::Prefix(p.as_os_str().to_owned())),
+            Component::RootDir => Some(Part::Root),
+            Component::CurDir => None,
+            Component::ParentDir => Some(Part::Up),
+            Component::Normal(n) => Some(Part::Name(n.to_owned())),
+        })
+        .collect()
+}
+
+/// `path` with `.` and `..` removed lexically.
+fn clean(path: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in path.components() {
         match c {
@@ -719,6 +789,41 @@ mod tests {
             Verdict::Allow(Allowance::Conversation)
         );
         assert!(matches!(ask("/home/u/notes2/a"), Verdict::Ask { .. }));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn missing_paths_resolve_through_the_links_that_exist() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(root.join("secret/sub")).unwrap();
+        std::fs::create_dir_all(root.join("docs")).unwrap();
+        std::fs::write(root.join("docs/a.txt"), "a").unwrap();
+        symlink(root.join("secret"), root.join("docs/to_secret")).unwrap();
+        symlink("../secret/key", root.join("docs/dangling")).unwrap();
+        symlink("loop2", root.join("docs/loop1")).unwrap();
+        symlink("loop1", root.join("docs/loop2")).unwrap();
+        let c = |rel: &str| canonical_or_clean(&root.join(rel));
+        // Existing paths: exactly canonicalize.
+        assert_eq!(c("docs/to_secret/sub"), root.join("secret/sub"));
+        // A missing file under a symlinked folder is where the link leads.
+        assert_eq!(c("docs/to_secret/nope/x"), root.join("secret/nope/x"));
+        // A dangling link is followed to where it would lead.
+        assert_eq!(c("docs/dangling"), root.join("secret/key"));
+        assert_eq!(c("docs/dangling/more"), root.join("secret/key/more"));
+        // `..` after a folder that does not exist is lexical; through a link, it is real.
+        assert_eq!(c("docs/nope/../a.txt"), root.join("docs/a.txt"));
+        assert_eq!(c("docs/nope/../../secret/x"), root.join("secret/x"));
+        assert_eq!(c("docs/to_secret/../x"), root.join("x"));
+        // Below a file, and link loops, end without hanging.
+        assert_eq!(c("docs/a.txt/x"), root.join("docs/a.txt/x"));
+        assert!(c("docs/loop1").starts_with(root.join("docs")));
+        // Relative paths are only cleaned.
+        assert_eq!(
+            canonical_or_clean(Path::new("a/./b/../c")),
+            PathBuf::from("a/c")
+        );
     }
 
     #[test]
