@@ -2,6 +2,11 @@
 //! policy sees them, and opening beneath a checked directory so that what is read is what
 //! was checked.
 //!
+//! Resolution never fails on a path that does not exist: it is resolved as far as it
+//! exists, and whatever the tool finds there (nothing, a directory where a file was
+//! expected, a FIFO) is reported only after the policy allowed the call, so an assistant
+//! cannot learn whether a protected path exists from the answer.
+//!
 //! Opening works on directory handles (cap-std): the checked directory is opened once, the
 //! last component is opened relative to it without following symlinks and without
 //! blocking (a FIFO swapped in cannot hang the reader), and the opened handle is compared
@@ -68,14 +73,19 @@ pub fn io_error(path: &Path, e: &io::Error) -> ToolError {
     }
 }
 
-/// Expands and fully resolves an existing path (`..`, symlinks, loops).
-pub fn resolve_existing(home: &Path, field: &str, raw: &str) -> Result<PathBuf> {
+/// Expands `raw` and resolves it to the place the policy judges: the canonical path when it
+/// exists; otherwise as far as it exists, following symlinks (dangling ones too), with the
+/// missing rest appended ([`outpost_policy::canonical_or_clean`]). Never fails because of
+/// what exists or not: whether a path exists must not show in the answer before the policy
+/// allowed the call, so tools stat the resolved path and report what they find from the job.
+pub fn resolve(home: &Path, field: &str, raw: &str) -> Result<PathBuf> {
     let path = expand(home, field, raw)?;
-    std::fs::canonicalize(&path).map_err(|e| io_error(&path, &e))
+    Ok(outpost_policy::canonical_or_clean(&path))
 }
 
-/// Resolves a path that may not exist yet: its parent must exist and is resolved; the
-/// last component must be a plain name. Returns (canonical parent, name).
+/// Resolves a path that may not exist yet: the parent is resolved as [`resolve`] does (it
+/// may be missing too; the job finds out), the last component must be a plain name and is
+/// not followed. Returns (resolved parent, name).
 pub fn resolve_for_create(home: &Path, field: &str, raw: &str) -> Result<(PathBuf, PathBuf)> {
     let path = expand(home, field, raw)?;
     let name = match path.components().next_back() {
@@ -87,8 +97,12 @@ pub fn resolve_for_create(home: &Path, field: &str, raw: &str) -> Result<(PathBu
         }
     };
     let parent = path.parent().unwrap_or(Path::new("/"));
-    let parent = std::fs::canonicalize(parent).map_err(|e| io_error(parent, &e))?;
-    Ok((parent, name))
+    Ok((outpost_policy::canonical_or_clean(parent), name))
+}
+
+/// The metadata of the resolved `path`, or the error to answer once the call is allowed.
+pub fn stat(path: &Path) -> Result<std::fs::Metadata> {
+    std::fs::metadata(path).map_err(|e| io_error(path, &e))
 }
 
 /// Describes a file type that is not a regular file or directory, for refusals.

@@ -79,7 +79,8 @@ impl fmt::Debug for ToolEnv {
 /// What a call touches, for the policy and for the consent prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
-    /// Canonical paths the call reads, lists or writes.
+    /// Resolved paths the call reads, lists or writes: canonical as far as they exist
+    /// ([`paths::resolve`](crate::paths::resolve)).
     pub paths: Vec<PathBuf>,
     /// The folder a grant for this call would cover.
     pub folder: Option<PathBuf>,
@@ -136,7 +137,9 @@ impl fmt::Debug for Prepared {
     }
 }
 
-/// A tool. `prepare` may stat and resolve paths but must not read or change anything.
+/// A tool. `prepare` may stat and resolve paths but must not read or change anything, and
+/// must not fail because of what exists at a path (or does not): the policy judges the call
+/// first, so errors such as "not found" or "is a directory" are returned by the job.
 pub trait Tool: Send + Sync + 'static {
     /// The tool's description; called once, when the tool is registered.
     fn spec(&self) -> ToolSpec;

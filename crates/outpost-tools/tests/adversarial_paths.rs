@@ -1,6 +1,10 @@
 //! The adversarial path corpus: every hostile path is answered (0 hangs) and none reads
 //! anything outside the allowed folder or on the secrets list (0 escapes). No consent UI is
-//! attached, so anything that would need the user's permission is denied.
+//! attached there, so anything that would need the user's permission is denied.
+//!
+//! Then existence probes: for every path-taking tool, a path that does not exist is answered
+//! exactly as one that exists until the policy (or the user) allowed the call, so the
+//! assistant cannot learn whether a protected or out-of-scope path exists.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -9,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::*;
-use outpost_policy::{CompiledPolicy, Policy, PolicyContext};
+use outpost_policy::{CompiledPolicy, Decision, Policy, PolicyContext};
 use outpost_protocol::{Execution, Value};
 use outpost_tools::{ReadLocalFile, RunContext, Tool, ToolEnv, ToolError};
 use serde_json::json;
@@ -299,4 +303,337 @@ fn a_folder_swapped_for_a_symlink_after_the_check_is_not_followed() {
     std::os::unix::fs::symlink(home.join(".ssh"), home.join("docs/sub")).unwrap();
     let err = (prepared.job)(&run_ctx(&home)).unwrap_err();
     assert!(matches!(err, ToolError::Refused { .. }), "{err:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Existence probes
+
+/// Every tool that takes a path, with write_file enabled by the probe policies.
+const PATH_TOOLS: &[&str] = &[
+    "read_local_file",
+    "list_directory",
+    "file_info",
+    "search_files",
+    "open_path",
+    "write_file",
+];
+
+fn path_params(tool: &str, path: &str) -> Value {
+    match tool {
+        "read_local_file" => json!({"filePath": path}),
+        "write_file" => json!({"filePath": path, "content": "x", "mode": "overwrite"}),
+        "search_files" => json!({"root": path}),
+        _ => json!({"path": path}),
+    }
+}
+
+/// Whether `tool` works on a folder (else on a file).
+fn takes_folder(tool: &str) -> bool {
+    matches!(tool, "list_directory" | "search_files")
+}
+
+/// The part of a result the assistant sees, without the request id.
+fn answer(r: &outpost_protocol::ToolUseResult) -> (bool, String, String) {
+    (r.success, code(r).to_owned(), msg(r).to_owned())
+}
+
+/// Sends `tool` on `path` and returns the answer.
+async fn probe(h: &mut Harness, id: &str, tool: &str, path: &str) -> (bool, String, String) {
+    h.send(id, tool, path_params(tool, path));
+    let r = h.result(id).await;
+    answer(&r)
+}
+
+/// docs/ allowed, write_file enabled (it asks every time), ~/private denied.
+fn probe_policy_with_private(home: &Path) -> Policy {
+    let mut p = policy(home);
+    p.tools
+        .insert("write_file".into(), outpost_policy::Rule::Ask);
+    p.folders.push(outpost_policy::FolderRule {
+        path: home.join("private").to_string_lossy().into_owned(),
+        access: outpost_policy::FolderAccess::Deny,
+        tools: None,
+    });
+    p
+}
+
+fn no_question_for(h: &Harness, id: &str) -> bool {
+    !h.events.iter().any(|e| {
+        matches!(e, outpost_tools::DispatchEvent::Progress(p)
+            if p.id == id && p.state == outpost_protocol::ProgressState::AwaitingConsent)
+    })
+}
+
+/// ~/.ssh/id_rsa present, then only ~/.ssh, then neither: every spelling of it (directly,
+/// through a symlinked folder, through a dangling link, through `..` after a missing
+/// folder) gets the same denial from the secrets list, from every tool.
+#[tokio::test]
+async fn a_missing_secret_is_denied_exactly_like_an_existing_one() {
+    let mut h = Harness::new(probe_policy_with_private);
+    h.write("docs/a.txt", INSIDE);
+    let docs = h.path("docs");
+    std::os::unix::fs::symlink(h.path(".ssh"), docs.join("dir_ssh")).unwrap();
+    std::os::unix::fs::symlink("../.ssh/id_rsa", docs.join("link_ssh")).unwrap();
+    let spellings = [
+        "~/.ssh/id_rsa",
+        "~/.ssh/./id_rsa",
+        "~/docs/dir_ssh/id_rsa",
+        "~/docs/link_ssh",
+        "~/docs/nope/../../.ssh/id_rsa",
+    ];
+    let expected = format!(
+        "to allow {} add it under [[exceptions]]",
+        h.path(".ssh/id_rsa").display()
+    );
+    let mut n = 0;
+    let mut first: std::collections::HashMap<(&str, &str), (bool, String, String)> =
+        std::collections::HashMap::new();
+    for state in ["present", "only the folder", "absent"] {
+        match state {
+            "present" => {
+                h.write(".ssh/id_rsa", SECRET);
+            }
+            "only the folder" => std::fs::remove_file(h.path(".ssh/id_rsa")).unwrap(),
+            _ => std::fs::remove_dir(h.path(".ssh")).unwrap(),
+        }
+        for tool in PATH_TOOLS {
+            for path in spellings {
+                n += 1;
+                let a = probe(&mut h, &format!("s{n}"), tool, path).await;
+                assert_eq!(a.1, "permission_denied", "{tool} {path} ({state}): {a:?}");
+                // write_file does not follow a link in the last component: it judges the
+                // link itself (in docs/, where it asks) and refuses links when it runs.
+                if !(*tool == "write_file" && path.ends_with("link_ssh")) {
+                    assert!(
+                        a.2.starts_with("Permission denied by the built-in secrets list: ")
+                            && a.2.contains(&expected),
+                        "{tool} {path} ({state}): {a:?}"
+                    );
+                }
+                let seen = first.entry((*tool, path)).or_insert_with(|| a.clone());
+                assert_eq!(*seen, a, "{tool} {path}: answer changed when {state}");
+            }
+        }
+    }
+    assert!(h.launcher.opened.lock().unwrap().is_empty());
+}
+
+/// Outside the allowed folders (no consent UI, so "ask" means deny): a file, a folder and
+/// nothing at all get the same denial from every tool, and so does a path under a symlinked
+/// folder that leads into a denied folder, present or not.
+#[tokio::test]
+async fn a_missing_path_outside_scope_or_in_a_denied_folder_is_denied_like_an_existing_one() {
+    let mut h = Harness::new(probe_policy_with_private);
+    std::fs::create_dir_all(h.path("docs")).unwrap();
+    std::os::unix::fs::symlink(h.path("private"), h.path("docs/to_private")).unwrap();
+    let denied_folder = format!(
+        "Permission denied by your policy: {} is denied in the policy file",
+        h.path("private").display()
+    );
+    let no_ui = "Permission denied by Outpost: this call needs the user's permission and no \
+                 consent prompt is available";
+    let cases: [(&str, &str); 3] = [
+        ("~/elsewhere/x", no_ui),
+        ("~/docs/to_private/x", denied_folder.as_str()),
+        ("~/docs/to_private/sub/../x", denied_folder.as_str()),
+    ];
+    let mut n = 0;
+    let mut first: std::collections::HashMap<(&str, &str), (bool, String, String)> =
+        std::collections::HashMap::new();
+    for state in ["a file", "a folder", "only the parent", "nothing"] {
+        for dir in ["elsewhere", "private"] {
+            let _ = std::fs::remove_dir_all(h.path(dir));
+            match state {
+                "a file" => {
+                    h.write(&format!("{dir}/x"), OUTSIDE);
+                }
+                "a folder" => std::fs::create_dir_all(h.path(&format!("{dir}/x/sub"))).unwrap(),
+                "only the parent" => std::fs::create_dir_all(h.path(dir)).unwrap(),
+                _ => {}
+            }
+        }
+        for tool in PATH_TOOLS {
+            for (path, expected) in cases {
+                n += 1;
+                let a = probe(&mut h, &format!("o{n}"), tool, path).await;
+                assert_eq!(
+                    (a.1.as_str(), a.2.as_str()),
+                    ("permission_denied", expected),
+                    "{tool} {path} ({state})"
+                );
+                let seen = first.entry((*tool, path)).or_insert_with(|| a.clone());
+                assert_eq!(*seen, a, "{tool} {path}: answer changed with {state}");
+            }
+        }
+        if state == "a file" {
+            for dir in ["elsewhere", "private"] {
+                let now = std::fs::read_to_string(h.path(&format!("{dir}/x"))).unwrap();
+                assert_eq!(now, OUTSIDE, "write_file changed {dir}/x");
+            }
+        }
+    }
+    assert!(h.launcher.opened.lock().unwrap().is_empty());
+}
+
+/// Inside the allowed folder a missing path is "not found": at once for the read-only tools
+/// (no question), and only after the user allowed it for those that ask every time.
+#[tokio::test]
+async fn a_missing_path_inside_an_allowed_folder_is_not_found_once_allowed() {
+    let mut h = Harness::new(probe_policy_with_private);
+    std::fs::create_dir_all(h.path("docs")).unwrap();
+    let mut ui = h.dispatcher.broker().attach();
+    for (i, tool) in PATH_TOOLS.iter().enumerate() {
+        let id = format!("m{i}");
+        h.send(&id, tool, path_params(tool, "~/docs/nope/x"));
+        if matches!(*tool, "open_path" | "write_file") {
+            let q = asked(&mut ui).await;
+            assert_eq!(q.paths, [h.path("docs/nope/x")], "{tool}");
+            ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+        }
+        let r = h.result(&id).await;
+        // write_file names the folder it cannot create the file in.
+        let missing = if *tool == "write_file" {
+            h.path("docs/nope")
+        } else {
+            h.path("docs/nope/x")
+        };
+        assert_eq!(
+            answer(&r),
+            (
+                false,
+                "execution_error".to_owned(),
+                format!("File not found: {}", missing.display())
+            ),
+            "{tool}"
+        );
+        if !matches!(*tool, "open_path" | "write_file") {
+            assert!(no_question_for(&h, &id), "{tool} asked for an allowed path");
+        }
+    }
+    assert!(h.launcher.opened.lock().unwrap().is_empty());
+    assert!(!h.path("docs/nope").exists());
+}
+
+/// Under an "ask" rule the user is asked the same question whether the path exists or not;
+/// only once they allow does the answer say it is not there.
+#[tokio::test]
+async fn a_missing_path_under_an_ask_rule_asks_first_then_says_not_found() {
+    let mut h = Harness::new(|home| {
+        let mut p = docs_policy(home);
+        for tool in PATH_TOOLS {
+            p.tools
+                .insert((*tool).to_owned(), outpost_policy::Rule::Ask);
+        }
+        p
+    });
+    let mut ui = h.dispatcher.broker().attach();
+    let question = |q: &outpost_policy::ConsentRequest| {
+        (
+            q.tool.clone(),
+            q.parameters.clone(),
+            q.summary.clone(),
+            q.paths.clone(),
+            q.folder.clone(),
+            q.reason.clone(),
+            q.destructive,
+            q.options.clone(),
+        )
+    };
+    for (i, tool) in PATH_TOOLS.iter().enumerate() {
+        for place in ["docs", "elsewhere"] {
+            let rel = format!("{place}/t-{tool}");
+            if takes_folder(tool) {
+                std::fs::create_dir_all(h.path(&rel)).unwrap();
+            } else {
+                h.write(&rel, INSIDE);
+            }
+            let path = format!("~/{rel}");
+            // Present: asked, declined.
+            let id = format!("a{i}-{place}-present");
+            h.send(&id, tool, path_params(tool, &path));
+            let q_present = asked(&mut ui).await;
+            ui.answer(&q_present.consent_id, Decision::DenyOnce)
+                .unwrap();
+            assert_eq!(code(&h.result(&id).await), "permission_denied");
+            // Absent: the same question, and "not found" only after it was allowed.
+            if takes_folder(tool) {
+                std::fs::remove_dir(h.path(&rel)).unwrap();
+            } else {
+                std::fs::remove_file(h.path(&rel)).unwrap();
+            }
+            let id = format!("a{i}-{place}-absent");
+            h.send(&id, tool, path_params(tool, &path));
+            let q_absent = asked(&mut ui).await;
+            assert_eq!(
+                question(&q_absent),
+                question(&q_present),
+                "{tool} in {place}"
+            );
+            assert!(
+                h.results_for(&id).is_empty(),
+                "{tool}: answered before consent"
+            );
+            ui.answer(&q_absent.consent_id, Decision::AllowOnce)
+                .unwrap();
+            let r = h.result(&id).await;
+            let expected = if *tool == "write_file" {
+                // Writing creates the file: with consent it now exists.
+                (true, String::new(), String::new())
+            } else {
+                (
+                    false,
+                    "execution_error".to_owned(),
+                    format!("File not found: {}", h.path(&rel).display()),
+                )
+            };
+            assert_eq!(answer(&r), expected, "{tool} in {place}");
+            let progress: Vec<_> = h
+                .events
+                .iter()
+                .filter_map(|e| match e {
+                    outpost_tools::DispatchEvent::Progress(p) if p.id == id => Some(p.state),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                progress,
+                [
+                    outpost_protocol::ProgressState::AwaitingConsent,
+                    outpost_protocol::ProgressState::Running
+                ],
+                "{tool} in {place}"
+            );
+        }
+    }
+    assert!(h.launcher.opened.lock().unwrap().is_empty());
+}
+
+/// `..` after a protected folder: the answer is the same whether that folder exists or not.
+#[tokio::test]
+async fn dotdot_after_a_secret_folder_does_not_tell_whether_it_exists() {
+    let mut h = Harness::new(policy);
+    h.write("docs/a.txt", INSIDE);
+    let path = "~/docs/../.ssh/../docs/a.txt";
+    let mut answers = Vec::new();
+    for (i, present) in [true, false].into_iter().enumerate() {
+        if present {
+            h.write(".ssh/id_rsa", SECRET);
+        } else {
+            std::fs::remove_dir_all(h.path(".ssh")).unwrap();
+        }
+        let id = format!("r{i}");
+        h.send(&id, "read_local_file", json!({"filePath": path}));
+        let r = h.result(&id).await;
+        assert_eq!(content(&r), INSIDE, "{r:?}");
+        let id = format!("i{i}");
+        h.send(&id, "file_info", json!({"path": path}));
+        let r = h.result(&id).await;
+        assert!(r.success, "{r:?}");
+        answers.push((
+            field(&r, "resolvedPath").clone(),
+            field(&r, "isSymlink").clone(),
+            field(&r, "kind").clone(),
+        ));
+    }
+    assert_eq!(answers[0], answers[1]);
 }

@@ -414,12 +414,19 @@ async fn write_file_when_enabled_asks_every_time_and_never_offers_always() {
         "write_file",
         json!({"filePath": "~/docs/new.txt", "content": "x", "mode": "create"}),
     );
-    // Refused while resolving the path, before anyone is asked.
+    // Whether the file exists is told only after the user allowed the call.
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
     let r = h.result("w3").await;
     assert_eq!(
         code(&r),
         "execution_error",
         "create must not replace: {r:?}"
+    );
+    assert!(msg(&r).ends_with("already exists; use mode overwrite or append"));
+    assert_eq!(
+        std::fs::read_to_string(h.path("docs/new.txt")).unwrap(),
+        "one\ntwo\n"
     );
 }
 

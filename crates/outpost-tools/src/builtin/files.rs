@@ -1,12 +1,13 @@
 //! The file tools: read_local_file, list_directory, file_info and write_file.
 //!
-//! `prepare` resolves the path (so the policy judges the real location) and `run` opens it
-//! beneath the checked directory through [`SafeRoot`], reading in chunks so a cancel or
-//! deadline stops it promptly. Nothing is truncated silently: a capped read says
-//! `truncated: true` and gives the file's total size.
+//! `prepare` resolves the path (so the policy judges the real location, also for a path
+//! that does not exist). The job, which runs only once the call is allowed, reports what is
+//! there (or that nothing is) and opens it beneath the checked directory through
+//! [`SafeRoot`], reading in chunks so a cancel or deadline stops it promptly. Nothing is
+//! truncated silently: a capped read says `truncated: true` and gives the file's total size.
 
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use base64::Engine;
 use cap_std::fs::OpenOptions;
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::{kind_name, time_string};
 use crate::error::{Result, ToolError};
 use crate::paths::{
-    FileId, SafeRoot, has_other_names, io_error, resolve_existing, resolve_for_create,
+    FileId, SafeRoot, has_other_names, io_error, resolve, resolve_for_create, stat,
 };
 use crate::tool::{Access, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
@@ -102,27 +103,46 @@ impl Tool for ReadLocalFile {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: ReadParams = parse_params(params)?;
-        let path = resolve_existing(&env.home, "filePath", &p.file_path)?;
-        let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, &e))?;
-        if meta.is_dir() {
-            return Err(ToolError::exec(format!(
-                "{} is a directory; use list_directory",
-                path.display()
-            )));
-        }
-        let (parent, name) = split(&path)?;
+        let path = resolve(&env.home, "filePath", &p.file_path)?;
+        // What is (or is not) there is told by the job, after the policy allowed the call.
+        let found = stat(&path).and_then(|meta| {
+            if meta.is_dir() {
+                Err(ToolError::exec(format!(
+                    "{} is a directory; use list_directory",
+                    path.display()
+                )))
+            } else {
+                Ok(meta)
+            }
+        });
         let offset = p.offset.unwrap_or(0);
         let max = p.max_bytes.unwrap_or(DEFAULT_MAX_BYTES).min(MAX_READ_BYTES);
+        let force_ask = found
+            .as_ref()
+            .is_ok_and(has_other_names)
+            .then(|| HARD_LINK_REASON.to_owned());
         let job_path = path.clone();
-        let id = FileId::of(&meta);
         Ok(Prepared {
             access: Access {
                 summary: format!("Read {}", path.display()),
+                folder: Some(path.parent().unwrap_or(&path).to_path_buf()),
                 paths: vec![path],
-                folder: Some(parent.clone()),
-                force_ask: has_other_names(&meta).then(|| HARD_LINK_REASON.to_owned()),
+                force_ask,
             },
-            job: Box::new(move |cx| read_file(cx, &parent, &name, &job_path, id, offset, max)),
+            job: Box::new(move |cx| {
+                cx.check()?;
+                let meta = found?;
+                let (parent, name) = split(&job_path)?;
+                read_file(
+                    cx,
+                    &parent,
+                    &name,
+                    &job_path,
+                    FileId::of(&meta),
+                    offset,
+                    max,
+                )
+            }),
         })
     }
 }
@@ -265,14 +285,18 @@ impl Tool for ListDirectory {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: ListParams = parse_params(params)?;
-        let path = resolve_existing(&env.home, "path", &p.path)?;
-        let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, &e))?;
-        if !meta.is_dir() {
-            return Err(ToolError::exec(format!(
-                "{} is not a directory",
-                path.display()
-            )));
-        }
+        let path = resolve(&env.home, "path", &p.path)?;
+        // Reported by the job, once the policy allowed the call.
+        let found = stat(&path).and_then(|meta| {
+            if meta.is_dir() {
+                Ok(())
+            } else {
+                Err(ToolError::exec(format!(
+                    "{} is not a directory",
+                    path.display()
+                )))
+            }
+        });
         let recursive = p.recursive.unwrap_or(false);
         let hidden = p.include_hidden.unwrap_or(false);
         let max = p.max_entries.unwrap_or(1000) as usize;
@@ -288,7 +312,11 @@ impl Tool for ListDirectory {
                 folder: Some(path),
                 force_ask: None,
             },
-            job: Box::new(move |cx| list(cx, &dir, recursive, hidden, max)),
+            job: Box::new(move |cx| {
+                cx.check()?;
+                found?;
+                list(cx, &dir, recursive, hidden, max)
+            }),
         })
     }
 }
@@ -425,7 +453,16 @@ impl Tool for FileInfo {
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: InfoParams = parse_params(params)?;
         let given = crate::paths::expand(&env.home, "path", &p.path)?;
-        let path = resolve_existing(&env.home, "path", &p.path)?;
+        let path = resolve(&env.home, "path", &p.path)?;
+        // The given path's own last component, beneath its resolved folder: whether it is a
+        // link is read there, so that a `..` after a folder that does not exist cannot make
+        // the answer depend on that folder.
+        let own = match given.components().next_back() {
+            Some(Component::Normal(name)) => given
+                .parent()
+                .map(|p| outpost_policy::canonical_or_clean(p).join(name)),
+            _ => None,
+        };
         let folder = if path.is_dir() {
             Some(path.clone())
         } else {
@@ -441,8 +478,11 @@ impl Tool for FileInfo {
             },
             job: Box::new(move |cx| {
                 cx.check()?;
-                let link = std::fs::symlink_metadata(&given).map_err(|e| io_error(&given, &e))?;
-                let meta = std::fs::metadata(&job_path).map_err(|e| io_error(&job_path, &e))?;
+                let meta = stat(&job_path)?;
+                let is_symlink = own
+                    .as_deref()
+                    .and_then(|p| std::fs::symlink_metadata(p).ok())
+                    .is_some_and(|m| m.file_type().is_symlink());
                 #[cfg(unix)]
                 let (permissions, hard_links) = {
                     use std::os::unix::fs::MetadataExt;
@@ -456,7 +496,7 @@ impl Tool for FileInfo {
                 to_map(&InfoOutput {
                     path: given.to_string_lossy().into_owned(),
                     resolved_path: job_path.to_string_lossy().into_owned(),
-                    is_symlink: link.file_type().is_symlink(),
+                    is_symlink,
                     kind: kind_name(&meta.file_type()).into(),
                     size: meta.len(),
                     modified: time_string(meta.modified()),
@@ -473,6 +513,26 @@ impl Tool for FileInfo {
 
 // ---------------------------------------------------------------------------------------
 // write_file
+
+/// What is at `path` must allow a write in `mode`: no symlink, nothing but a regular file,
+/// and nothing at all for `create`.
+fn check_writable(path: &Path, mode: WriteMode) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Err(ToolError::refused(format!(
+            "{} is a symbolic link; write to the file it points to instead",
+            path.display()
+        ))),
+        Ok(m) if !m.is_file() => Err(ToolError::exec(format!(
+            "{} is not a regular file",
+            path.display()
+        ))),
+        Ok(_) if mode == WriteMode::Create => Err(ToolError::exec(format!(
+            "{} already exists; use mode overwrite or append",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
 
 /// How write_file treats an existing file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -541,27 +601,6 @@ impl Tool for WriteFile {
         }
         let (parent, name) = resolve_for_create(&env.home, "filePath", &p.file_path)?;
         let path = parent.join(&name);
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(ToolError::refused(format!(
-                    "{} is a symbolic link; write to the file it points to instead",
-                    path.display()
-                )));
-            }
-            Ok(m) if !m.is_file() => {
-                return Err(ToolError::exec(format!(
-                    "{} is not a regular file",
-                    path.display()
-                )));
-            }
-            Ok(_) if p.mode == WriteMode::Create => {
-                return Err(ToolError::exec(format!(
-                    "{} already exists; use mode overwrite or append",
-                    path.display()
-                )));
-            }
-            _ => {}
-        }
         let verb = match p.mode {
             WriteMode::Create => "Create",
             WriteMode::Overwrite => "Overwrite",
@@ -577,7 +616,12 @@ impl Tool for WriteFile {
             },
             job: Box::new(move |cx| {
                 cx.check()?;
-                let root = SafeRoot::open(&parent)?;
+                // Checked only now that the call is allowed: before, the answer must not
+                // depend on what exists at the path.
+                check_writable(&job_path, p.mode)?;
+                // Verified: the folder may not have existed when it was checked, and a
+                // symlink put there since must not take the write elsewhere.
+                let root = SafeRoot::open_verified(&parent)?;
                 let mut opts = OpenOptions::new();
                 opts.write(true);
                 match p.mode {

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ToolError};
-use crate::paths::{io_error, resolve_existing};
+use crate::paths::{resolve, stat};
 use crate::tool::{Access, Prepared, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Opens a path or URL with the desktop's default handler.
@@ -74,11 +74,12 @@ impl Tool for OpenPath {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: OpenPathParams = parse_params(params)?;
-        let path = resolve_existing(&env.home, "path", &p.path)?;
-        let meta = std::fs::metadata(&path).map_err(|e| io_error(&path, &e))?;
-        if let Some(kind) = crate::paths::odd_kind(&meta.file_type()) {
-            return Err(ToolError::refused(format!("{} is {kind}", path.display())));
-        }
+        let path = resolve(&env.home, "path", &p.path)?;
+        // Reported by the job, once the policy (and the user) allowed the call.
+        let found = stat(&path).and_then(|meta| match crate::paths::odd_kind(&meta.file_type()) {
+            Some(kind) => Err(ToolError::refused(format!("{} is {kind}", path.display()))),
+            None => Ok(()),
+        });
         let launcher = env.launcher.clone();
         let target = path.clone();
         Ok(Prepared {
@@ -90,6 +91,7 @@ impl Tool for OpenPath {
             },
             job: Box::new(move |cx| {
                 cx.check()?;
+                found?;
                 launcher.open(target.as_os_str()).map_err(|e| {
                     ToolError::exec(format!("Cannot open {}: {e}", target.display()))
                 })?;

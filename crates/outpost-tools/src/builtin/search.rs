@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ToolError};
-use crate::paths::{SafeRoot, io_error, resolve_existing};
+use crate::paths::{SafeRoot, io_error, resolve, stat};
 use crate::tool::{Access, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Matching lines reported per file.
@@ -99,13 +99,18 @@ impl Tool for SearchFiles {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: SearchParams = parse_params(params)?;
-        let root = resolve_existing(&env.home, "root", &p.root)?;
-        if !root.is_dir() {
-            return Err(ToolError::exec(format!(
-                "{} is not a directory",
-                root.display()
-            )));
-        }
+        let root = resolve(&env.home, "root", &p.root)?;
+        // Reported by the job, once the policy allowed the call.
+        let found = stat(&root).and_then(|meta| {
+            if meta.is_dir() {
+                Ok(())
+            } else {
+                Err(ToolError::exec(format!(
+                    "{} is not a directory",
+                    root.display()
+                )))
+            }
+        });
         let globs = match &p.glob {
             Some(g) => Some(build_glob(g)?),
             None => None,
@@ -133,6 +138,8 @@ impl Tool for SearchFiles {
                 force_ask: None,
             },
             job: Box::new(move |cx| {
+                cx.check()?;
+                found?;
                 search(cx, &job_root, globs.as_ref(), p.contains.as_deref(), max)
             }),
         })
