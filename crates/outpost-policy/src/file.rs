@@ -314,21 +314,22 @@ impl PolicyStore {
 /// Writes the pane-editable keys of `policy` into `doc`, leaving comments and other keys.
 fn write_settings(doc: &mut toml_edit::DocumentMut, policy: &Policy) {
     let timeout = i64::try_from(policy.consent_timeout_secs).unwrap_or(i64::MAX);
-    doc.insert("consent_timeout_secs", toml_edit::value(timeout));
-    let mut tools = match doc.remove("tools") {
-        Some(toml_edit::Item::Table(t)) => t,
-        _ => toml_edit::Table::new(),
-    };
-    tools.clear();
-    for (name, rule) in &policy.tools {
-        let word = match rule {
-            Rule::Allow => "allow",
-            Rule::Ask => "ask",
-            Rule::Deny => "deny",
-        };
-        tools.insert(name, toml_edit::value(word));
+    // Assigning through the index keeps the key and the comments above it.
+    doc["consent_timeout_secs"] = toml_edit::value(timeout);
+    if !doc.get("tools").is_some_and(toml_edit::Item::is_table) {
+        doc.insert("tools", toml_edit::table());
     }
-    doc.insert("tools", toml_edit::Item::Table(tools));
+    if let Some(tools) = doc.get_mut("tools").and_then(toml_edit::Item::as_table_mut) {
+        tools.clear();
+        for (name, rule) in &policy.tools {
+            let word = match rule {
+                Rule::Allow => "allow",
+                Rule::Ask => "ask",
+                Rule::Deny => "deny",
+            };
+            tools.insert(name, toml_edit::value(word));
+        }
+    }
     let mut folders = toml_edit::ArrayOfTables::new();
     for f in &policy.folders {
         let mut t = toml_edit::Table::new();
