@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::{Config, Keys, Server};
+use crate::{Config, Keys, Server, TlsIdentity};
 use clap::{Parser, Subcommand};
 
 /// LiveKit-compatible local room server for data (offline use and tests; production
@@ -40,6 +40,20 @@ enum Command {
         /// non-loopback interface).
         #[arg(long)]
         udp_ip: Option<std::net::IpAddr>,
+        /// Let clients resume a session (reconnect=1) this long after their signaling
+        /// connection dropped; 0s (default) turns resume off and clients rejoin.
+        #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+        resume_window: Duration,
+        /// Make the subscriber peer connection primary (server offers it, data to
+        /// clients goes over it), as livekit-server does.
+        #[arg(long)]
+        subscriber_primary: bool,
+        /// Serve wss:// with this PEM certificate chain (needs --tls-key).
+        #[arg(long, value_name = "PEM", requires = "tls_key")]
+        tls_cert: Option<std::path::PathBuf>,
+        /// PEM private key for --tls-cert.
+        #[arg(long, value_name = "PEM", requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
     },
     /// Print an access token that lets IDENTITY join ROOM.
     Token {
@@ -91,7 +105,29 @@ pub fn main() -> Result<()> {
             ping_interval,
             ping_timeout,
             udp_ip,
+            resume_window,
+            subscriber_primary,
+            tls_cert,
+            tls_key,
         } => {
+            let tls = match (tls_cert, tls_key) {
+                (Some(cert), Some(key)) => Some(TlsIdentity::from_pem_files(&cert, &key)?),
+                _ => None,
+            };
+            let dev = keys.is_none();
+            let mut config = Config {
+                keys: keys.unwrap_or_default(),
+                empty_timeout,
+                ping_interval,
+                ping_timeout,
+                resume_window,
+                subscriber_primary,
+                tls,
+                ..Config::default()
+            };
+            if let Some(ip) = udp_ip {
+                config.wire.udp_ip = ip;
+            }
             tracing_subscriber::fmt()
                 .with_env_filter(
                     tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
@@ -105,44 +141,34 @@ pub fn main() -> Result<()> {
                 what: "starting tokio".into(),
                 source,
             })?;
-            rt.block_on(serve(
-                bind,
-                keys,
-                empty_timeout,
-                ping_interval,
-                ping_timeout,
-                udp_ip,
-            ))
+            rt.block_on(serve(bind, config, dev))
         }
     }
 }
 
-async fn serve(
-    bind: SocketAddr,
-    keys: Option<Keys>,
-    empty_timeout: Duration,
-    ping_interval: Duration,
-    ping_timeout: Duration,
-    udp_ip: Option<std::net::IpAddr>,
-) -> Result<()> {
-    let dev = keys.is_none();
-    let mut config = Config {
-        keys: keys.unwrap_or_default(),
-        empty_timeout,
-        ping_interval,
-        ping_timeout,
-        ..Config::default()
-    };
-    if let Some(ip) = udp_ip {
-        config.wire.udp_ip = ip;
+async fn serve(bind: SocketAddr, config: Config, dev: bool) -> Result<()> {
+    let mut modes = Vec::new();
+    if !config.resume_window.is_zero() {
+        modes.push(format!(
+            "resume window {}",
+            humantime::format_duration(config.resume_window)
+        ));
+    }
+    if config.subscriber_primary {
+        modes.push("subscriber primary".to_owned());
     }
     let key = config.keys.key.clone();
     let secret = config.keys.secret.clone();
     let server = Server::bind(bind, config).await?;
     // A closed stdout must not take the server down, so write errors are ignored.
     let banner = format!(
-        "outpost-room listening on {}\n{}\nfor offline use and tests; production uses LiveKit Cloud or livekit-server\n",
+        "outpost-room listening on {}{}\n{}\nfor offline use and tests; production uses LiveKit Cloud or livekit-server\n",
         server.url(),
+        if modes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", modes.join(", "))
+        },
         if dev {
             format!("dev keys: API key {key}, secret {secret} (use --keys KEY:SECRET to change)")
         } else {

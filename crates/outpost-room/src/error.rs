@@ -16,6 +16,9 @@ pub enum Error {
     /// A client sent a signaling message we cannot use.
     #[error("bad signal message: {0}")]
     BadSignal(String),
+    /// A TLS certificate or key cannot be used.
+    #[error("tls: {0}")]
+    Tls(String),
     /// The WebRTC stack failed.
     #[error("webrtc: {0}")]
     Webrtc(String),

@@ -11,13 +11,17 @@
 //! - [`server`]: HTTP routes, token checks, and the [`Server`] handle (start in-process
 //!   on a bound listener, [`Server::shutdown`] to tell clients to leave and stop).
 //! - `session`: one participant's signaling loop (join, offer/answer, trickle, ping,
-//!   leave, timeouts) and its data-channel reader/writer tasks.
+//!   leave, timeouts, resume) and its data-channel reader/writer tasks.
 //! - [`room`]: rooms, participants, participant updates, and the relay.
 //! - [`auth`]: key pairs, minting and verifying access tokens.
 //! - [`proto`]: the only import site of `livekit_protocol` (types and codec).
 //! - `wire`: the only import site of `webrtc` (peer connection and data channels).
 //! - [`cli`]: the `serve` / `token` command line (the binary is a thin `main`).
 //! - [`tasks`]: counts the server's tasks so tests can prove none leak.
+//! - [`tls`]: the `wss://` listener (rustls) and its certificate.
+//!
+//! Optional modes, all off by default (see [`Config`]): session resume
+//! (`resume_window`), `subscriber_primary`, and TLS.
 
 pub mod auth;
 pub mod cli;
@@ -27,10 +31,12 @@ pub mod room;
 pub mod server;
 mod session;
 pub mod tasks;
+pub mod tls;
 mod wire;
 
 pub use auth::{Grant, Keys};
 pub use error::{Error, Result};
 pub use room::Stats;
 pub use server::{Config, Server};
+pub use tls::TlsIdentity;
 pub use wire::{WireConfig, direct_pair_seconds};

@@ -29,13 +29,15 @@ pub const LOSSY_QUEUE: usize = 256;
 /// An encoded `DataPacket`, shared by all receivers.
 pub type Packet = Arc<Vec<u8>>;
 
-/// What a room asks of a participant's session.
+/// What a room (or the HTTP side) asks of a participant's session.
 #[derive(Debug)]
 pub enum Control {
     /// Send this signaling message.
     Signal(Box<proto::SignalResponse>),
     /// Tell the client to leave for this reason, then end the session.
     Kick(DisconnectReason),
+    /// The client resumed the session (`reconnect=1`) on this new WebSocket.
+    Resume(crate::session::ResumedSocket),
 }
 
 /// One outbound queue towards a participant's data channel.
@@ -70,6 +72,8 @@ pub struct Participant {
     joined_at_ms: i64,
     state: Mutex<i32>,
     version: AtomicU32,
+    /// Highest `DataPacket.sequence` received from this participant on `_reliable`.
+    last_reliable_seq: AtomicU32,
     control: mpsc::UnboundedSender<Control>,
     reliable: Outbox,
     lossy: Outbox,
@@ -89,6 +93,7 @@ impl Participant {
             joined_at_ms: now_ms(),
             state: Mutex::new(participant_info::State::Joined as i32),
             version: AtomicU32::new(0),
+            last_reliable_seq: AtomicU32::new(0),
             control,
             reliable: Outbox::new(RELIABLE_QUEUE),
             lossy: Outbox::new(LOSSY_QUEUE),
@@ -134,6 +139,24 @@ impl Participant {
     /// Sends a control message to the participant's session (ignored if it is gone).
     pub fn control(&self, msg: Control) {
         let _ = self.control.send(msg);
+    }
+
+    /// Sends a control message; gives it back if the session has ended.
+    pub fn try_control(&self, msg: Control) -> Result<(), Control> {
+        self.control.send(msg).map_err(|e| e.0)
+    }
+
+    /// Records the sequence number of a reliable packet from this participant.
+    /// False when it is not newer than one already received: a replay (an SDK resends
+    /// what it sent after the `last_message_seq` of a resume) to drop, as
+    /// livekit-server does. Sequence 0 means "unnumbered" and always passes.
+    pub fn accept_reliable_seq(&self, sequence: u32) -> bool {
+        sequence == 0 || self.last_reliable_seq.fetch_max(sequence, Ordering::AcqRel) < sequence
+    }
+
+    /// Highest reliable sequence received (the resume's `last_message_seq`).
+    pub fn last_reliable_seq(&self) -> u32 {
+        self.last_reliable_seq.load(Ordering::Acquire)
     }
 
     /// Takes the receiving end of an outbound queue, for the channel's writer task.
@@ -213,6 +236,11 @@ impl Room {
             num_participants: u32::try_from(n).unwrap_or(u32::MAX),
             ..Default::default()
         }
+    }
+
+    /// Everyone in the room.
+    pub fn everyone(&self) -> Vec<Arc<Participant>> {
+        lock(&self.inner).participants.values().cloned().collect()
     }
 
     /// Everyone in the room except `sid`.
@@ -328,6 +356,13 @@ impl Registry {
         }
         room.announce(&participant);
         room
+    }
+
+    /// The participant registered as `identity` in room `room`, if any.
+    pub fn find(&self, room: &str, identity: &str) -> Option<(Arc<Room>, Arc<Participant>)> {
+        let room = lock(&self.rooms).get(room).cloned()?;
+        let p = lock(&room.inner).participants.get(identity).cloned()?;
+        Some((room, p))
     }
 
     /// Removes a participant (if it is still the one registered under its identity),
@@ -494,6 +529,18 @@ mod tests {
     fn participant(room: &str, id: &str) -> (Arc<Participant>, mpsc::UnboundedReceiver<Control>) {
         let (tx, rx) = mpsc::unbounded_channel();
         (Arc::new(Participant::new(grant(room, id), 1, tx)), rx)
+    }
+
+    #[test]
+    fn reliable_replays_are_refused_and_unnumbered_packets_pass() {
+        let (p, _rx) = participant("r", "a");
+        assert!(p.accept_reliable_seq(1));
+        assert!(p.accept_reliable_seq(2));
+        assert!(!p.accept_reliable_seq(2), "a replay");
+        assert!(!p.accept_reliable_seq(1), "an older packet");
+        assert!(p.accept_reliable_seq(0) && p.accept_reliable_seq(0));
+        assert!(p.accept_reliable_seq(10));
+        assert_eq!(p.last_reliable_seq(), 10);
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use crate::auth::{Grant, Keys};
 use crate::error::{Error, Result};
 use crate::room::{Registry, Stats};
 use crate::tasks::Tasks;
+use crate::tls::TlsIdentity;
 use crate::wire::WireConfig;
 
 /// Server settings. `Default` matches `outpost-room serve` without options.
@@ -39,6 +40,18 @@ pub struct Config {
     /// WebRTC settings. `udp_ip` is replaced by the bind address's IP when unspecified
     /// here and specified there.
     pub wire: WireConfig,
+    /// How long a participant whose signaling WebSocket dropped stays in its room
+    /// (peer connections and data relay intact) for the client to resume it with
+    /// `reconnect=1`. Zero (the default) turns resume off: the session ends with its
+    /// socket and `reconnect=1` answers 404, so clients rejoin in full.
+    pub resume_window: Duration,
+    /// Send `subscriber_primary = true` (what livekit-server does for clients that can
+    /// subscribe): we offer each client a subscriber peer connection right after the
+    /// join, with our `_reliable` / `_lossy` channels on it, and deliver data on those;
+    /// clients still send on their publisher connection. Off by default.
+    pub subscriber_primary: bool,
+    /// Serve `wss://` with this certificate and key instead of plain `ws://`.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl Default for Config {
@@ -54,6 +67,9 @@ impl Default for Config {
                 udp_ip: std::net::Ipv4Addr::UNSPECIFIED.into(),
                 ..WireConfig::default()
             },
+            resume_window: Duration::ZERO,
+            subscriber_primary: false,
+            tls: None,
         }
     }
 }
@@ -72,6 +88,7 @@ pub(crate) struct Shared {
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
+    tls: bool,
     shared: Arc<Shared>,
     http: tokio::task::JoinHandle<()>,
 }
@@ -116,16 +133,41 @@ impl Server {
             .route("/rtc/v1/validate", get(single_pc))
             .with_state(shared.clone());
         let mut stop = shared.shutdown.subscribe();
-        let http = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stop.wait_for(|s| *s).await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!("http server: {e}");
+        let tls = shared.config.tls.clone();
+        let http = match &tls {
+            None => tokio::spawn(async move {
+                let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                });
+                if let Err(e) = serve.await {
+                    tracing::error!("http server: {e}");
+                }
+            }),
+            Some(identity) => {
+                let listener = crate::tls::listen(
+                    listener,
+                    addr,
+                    identity,
+                    &shared.tasks,
+                    shared.shutdown.subscribe(),
+                );
+                tokio::spawn(async move {
+                    let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                        let _ = stop.wait_for(|s| *s).await;
+                    });
+                    if let Err(e) = serve.await {
+                        tracing::error!("https server: {e}");
+                    }
+                })
             }
-        });
-        tracing::info!(%addr, "outpost-room listening");
-        Ok(Self { addr, shared, http })
+        };
+        tracing::info!(%addr, tls = tls.is_some(), "outpost-room listening");
+        Ok(Self {
+            addr,
+            tls: tls.is_some(),
+            shared,
+            http,
+        })
     }
 
     /// The address the server listens on.
@@ -133,9 +175,10 @@ impl Server {
         self.addr
     }
 
-    /// `ws://ADDR`, the URL SDKs connect to.
+    /// `ws://ADDR` (`wss://ADDR` with TLS), the URL SDKs connect to.
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        let scheme = if self.tls { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.addr)
     }
 
     /// Room, participant and task counts.
@@ -220,15 +263,15 @@ async fn rtc(
         Ok(g) => g,
         Err(reason) => return unauthorized(&reason),
     };
-    if params
+    let reconnect = params
         .get("reconnect")
-        .is_some_and(|v| v == "1" || v == "true")
-    {
-        // Resuming needs the old peer connection's state; we ask for a full rejoin,
-        // which the SDKs fall back to.
+        .is_some_and(|v| v == "1" || v == "true");
+    if reconnect && shared.config.resume_window.is_zero() {
+        // Without a resume window the old session ended with its socket; the SDKs
+        // fall back to a full rejoin.
         return (
             StatusCode::NOT_FOUND,
-            "session resume is not supported; rejoin",
+            "session resume is not enabled on this server (--resume-window); rejoin",
         )
             .into_response();
     }
@@ -236,6 +279,16 @@ async fn rtc(
         Ok(ws) => ws,
         Err(e) => return e.into_response(),
     };
+    if reconnect {
+        let sid = params.get("sid").cloned().unwrap_or_default();
+        let tasks = shared.tasks.clone();
+        return ws
+            .max_message_size(shared.config.max_signal_message)
+            .max_frame_size(shared.config.max_signal_message)
+            .on_upgrade(move |socket| {
+                tasks.track(crate::session::resume(shared, socket, grant, sid))
+            });
+    }
     let client_protocol = params
         .get("client_protocol")
         .and_then(|v| v.parse().ok())

@@ -1,11 +1,18 @@
 //! One participant's signaling session: the WebSocket loop that joins the room,
-//! answers the publisher offer, trickles candidates, keeps the ping clock, relays the
-//! participant's data channels, and cleans everything up when any of that ends.
+//! negotiates the peer connections, trickles candidates, keeps the ping clock, relays
+//! the participant's data channels, and cleans everything up when any of that ends.
+//!
+//! With a resume window (`Config::resume_window`), losing the WebSocket does not end
+//! the session: the peer connections and the relay stay up, participant updates are
+//! held, and a `reconnect=1` request for the same participant hands the session a new
+//! socket ([`resume`]). The session ends if none comes within the window.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -13,18 +20,37 @@ use tokio::time::Instant;
 
 use crate::auth::Grant;
 use crate::proto::{
-    self, DisconnectReason, JoinResponse, Pong, Reliability, ServerInfo, SessionDescription,
-    SignalTarget, TrickleRequest, participant_info, server_info, signal_request, signal_response,
+    self, DisconnectReason, JoinResponse, LeaveRequest, ParticipantUpdate, Pong, ReconnectResponse,
+    Reliability, RoomUpdate, ServerInfo, SessionDescription, SignalTarget, TrickleRequest,
+    leave_request, participant_info, server_info, signal_request, signal_response,
 };
 use crate::room::{Control, Participant, Room};
 use crate::server::Shared;
-use crate::wire::{DataChannelHandle, Publisher, WireEvent};
+use crate::wire::{DataChannelHandle, Peer, Role, WireEvent};
 
 /// How long a participant that asked to leave keeps relaying what is still in flight.
 const LEAVE_GRACE: Duration = Duration::from_millis(300);
 
-/// Candidates buffered before the offer arrives.
+/// Candidates buffered before the matching description arrives.
 const MAX_EARLY_CANDIDATES: usize = 64;
+
+/// Participant updates held for a detached client (beyond this the oldest are
+/// dropped; the full participant list sent on resume still tells the truth).
+const MAX_HELD_UPDATES: usize = 1024;
+
+type Sink = SplitSink<WebSocket, Message>;
+type Stream = SplitStream<WebSocket>;
+
+/// A WebSocket on which a client asked to resume its session.
+pub struct ResumedSocket {
+    socket: Box<WebSocket>,
+}
+
+impl std::fmt::Debug for ResumedSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResumedSocket").finish_non_exhaustive()
+    }
+}
 
 /// Why a session ended.
 #[derive(Debug)]
@@ -58,17 +84,27 @@ pub(crate) async fn run(
     let participant = Arc::new(Participant::new(grant, client_protocol, ctl_tx));
     let room = shared.registry.join(participant.clone());
     tracing::info!(room = %room.name, identity = %participant.identity(), sid = %participant.sid, "participant joined");
+    let (wire_tx, wire_rx) = mpsc::unbounded_channel();
     let mut session = Session {
         shared: shared.clone(),
         participant: participant.clone(),
         room: room.clone(),
+        wire_tx,
         publisher: None,
+        subscriber: None,
         early_candidates: Vec::new(),
+        sub_candidates: Vec::new(),
         answered: false,
+        sub_answered: false,
+        offer_id: 0,
         connected: false,
         tasks: Vec::new(),
+        sink: None,
+        held: VecDeque::new(),
+        last_seen: Instant::now(),
+        detached_at: None,
     };
-    let end = session.drive(socket, ctl_rx).await;
+    let end = session.drive(socket, ctl_rx, wire_rx).await;
     tracing::info!(room = %room.name, identity = %participant.identity(), sid = %participant.sid, reason = %end.reason(), "participant left");
     if matches!(end, End::Quiet("client left")) {
         // A client that sends data and then leaves at once would otherwise lose the
@@ -79,35 +115,131 @@ pub(crate) async fn run(
     session.teardown().await;
 }
 
+/// Serves a `reconnect=1` request: hands the socket to the participant's live
+/// session, or, when there is none (it ended, or the sid does not match), tells the
+/// client to reconnect in full, as livekit-server does (`LeaveRequest` with action
+/// RECONNECT, reason STATE_MISMATCH).
+pub(crate) async fn resume(shared: Arc<Shared>, socket: WebSocket, grant: Grant, sid: String) {
+    let found = shared
+        .registry
+        .find(&grant.room, &grant.identity)
+        .filter(|(_, p)| sid.is_empty() || p.sid == sid);
+    let socket = match found {
+        Some((_, p)) => match p.try_control(Control::Resume(ResumedSocket {
+            socket: Box::new(socket),
+        })) {
+            Ok(()) => return,
+            Err(Control::Resume(r)) => *r.socket,
+            Err(_) => return,
+        },
+        None => socket,
+    };
+    tracing::info!(room = %grant.room, identity = %grant.identity, %sid, "resume refused: no live session; asking for a full reconnect");
+    let (mut sink, _stream) = socket.split();
+    let leave = proto::response(signal_response::Message::Leave(LeaveRequest {
+        can_reconnect: true,
+        reason: DisconnectReason::StateMismatch as i32,
+        action: leave_request::Action::Reconnect as i32,
+        regions: None,
+    }));
+    let _ = send(&mut sink, &leave).await;
+    let _ = sink.send(Message::Close(None)).await;
+}
+
 struct Session {
     shared: Arc<Shared>,
     participant: Arc<Participant>,
     room: Arc<Room>,
-    publisher: Option<Publisher>,
+    wire_tx: mpsc::UnboundedSender<WireEvent>,
+    /// The client's publisher connection (it offers).
+    publisher: Option<Peer>,
+    /// The subscriber connection we offer (only with `subscriber_primary`).
+    subscriber: Option<Peer>,
     early_candidates: Vec<String>,
+    sub_candidates: Vec<String>,
     answered: bool,
+    sub_answered: bool,
+    offer_id: u32,
+    /// The primary connection is up.
     connected: bool,
     tasks: Vec<JoinHandle<()>>,
+    /// The WebSocket's sending half; `None` while detached (waiting for a resume).
+    sink: Option<Sink>,
+    /// Participant updates that arrived while detached.
+    held: VecDeque<proto::SignalResponse>,
+    last_seen: Instant,
+    detached_at: Option<Instant>,
+}
+
+async fn next_frame(stream: &mut Option<Stream>) -> Option<Result<Message, axum::Error>> {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Session {
+    fn primary(&self) -> Role {
+        if self.shared.config.subscriber_primary {
+            Role::Subscriber
+        } else {
+            Role::Publisher
+        }
+    }
+
+    fn server_info(&self) -> ServerInfo {
+        ServerInfo {
+            edition: server_info::Edition::Standard as i32,
+            version: proto::SERVER_VERSION.to_owned(),
+            protocol: proto::PROTOCOL_VERSION,
+            region: "local".to_owned(),
+            node_id: self.shared.node_id.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Sends on the socket if there is one. `Err` means the write failed.
+    async fn say(&mut self, msg: &proto::SignalResponse) -> Result<(), ()> {
+        match self.sink.as_mut() {
+            Some(sink) => send(sink, msg).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The socket is gone. Without a resume window that ends the session; with one,
+    /// the session detaches and waits for the client to come back.
+    fn lost(&mut self, why: &'static str, stream: &mut Option<Stream>) -> Option<End> {
+        if self.shared.config.resume_window.is_zero() {
+            return Some(End::Quiet(why));
+        }
+        tracing::info!(
+            identity = %self.participant.identity(),
+            sid = %self.participant.sid,
+            window = ?self.shared.config.resume_window,
+            "signal connection lost ({why}); waiting for the client to resume"
+        );
+        // Dropping both halves drops the socket, which closes the connection.
+        self.sink = None;
+        *stream = None;
+        self.detached_at = Some(Instant::now());
+        None
+    }
+
     async fn drive(
         &mut self,
         socket: WebSocket,
         mut ctl_rx: mpsc::UnboundedReceiver<Control>,
+        mut wire_rx: mpsc::UnboundedReceiver<WireEvent>,
     ) -> End {
-        let (mut sink, mut stream) = socket.split();
+        let (sink, stream) = socket.split();
+        self.sink = Some(sink);
+        let mut stream = Some(stream);
         let cfg = self.shared.config.clone();
-        let (wire_tx, mut wire_rx) = mpsc::unbounded_channel();
-        let publisher = match Publisher::new(&cfg.wire, wire_tx).await {
-            Ok(p) => p,
-            Err(e) => {
-                tracing::error!("cannot create peer connection: {e}");
-                let _ = send(&mut sink, &proto::leave(DisconnectReason::JoinFailure)).await;
-                return End::Quiet("peer connection setup failed");
-            }
-        };
-        self.publisher = Some(publisher);
+        if let Err(e) = self.create_peers().await {
+            tracing::error!("cannot create peer connection: {e}");
+            let _ = self.say(&proto::leave(DisconnectReason::JoinFailure)).await;
+            return End::Quiet("peer connection setup failed");
+        }
 
         let join = JoinResponse {
             room: Some(self.room.info()),
@@ -121,49 +253,67 @@ impl Session {
                 .collect(),
             server_version: proto::SERVER_VERSION.to_owned(),
             ice_servers: Vec::new(),
-            subscriber_primary: false,
+            subscriber_primary: cfg.subscriber_primary,
             ping_timeout: secs_i32(cfg.ping_timeout),
             ping_interval: secs_i32(cfg.ping_interval),
-            server_info: Some(ServerInfo {
-                edition: server_info::Edition::Standard as i32,
-                version: proto::SERVER_VERSION.to_owned(),
-                protocol: proto::PROTOCOL_VERSION,
-                region: "local".to_owned(),
-                node_id: self.shared.node_id.clone(),
-                ..Default::default()
-            }),
+            server_info: Some(self.server_info()),
             ..Default::default()
         };
-        if send(
-            &mut sink,
-            &proto::response(signal_response::Message::Join(join)),
-        )
-        .await
-        .is_err()
+        if self
+            .say(&proto::response(signal_response::Message::Join(join)))
+            .await
+            .is_err()
         {
             return End::Quiet("socket closed before join response");
+        }
+        if self.subscriber.is_some() {
+            // As livekit-server does when the subscriber is primary: offer it right
+            // after the join, with our data channels in it.
+            if let Err(e) = self.offer_subscriber(false).await {
+                tracing::error!("cannot offer the subscriber connection: {e}");
+                let _ = self.say(&proto::leave(DisconnectReason::JoinFailure)).await;
+                return End::Quiet("subscriber offer failed");
+            }
         }
 
         let mut shutdown = self.shared.shutdown.subscribe();
         if *shutdown.borrow_and_update() {
-            let _ = send(&mut sink, &proto::leave(DisconnectReason::ServerShutdown)).await;
+            let _ = self
+                .say(&proto::leave(DisconnectReason::ServerShutdown))
+                .await;
             return End::Quiet("server shutting down");
         }
-        let mut last_seen = Instant::now();
+        self.last_seen = Instant::now();
         let started = Instant::now();
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let end = loop {
             tokio::select! {
-                msg = stream.next() => {
-                    let Some(msg) = msg else { break End::Quiet("socket closed") };
+                msg = next_frame(&mut stream) => {
                     let msg = match msg {
-                        Ok(m) => m,
-                        Err(e) => break End::Close(1009, format!("websocket error: {e}")),
+                        None => match self.lost("socket closed", &mut stream) {
+                            Some(end) => break end,
+                            None => continue,
+                        },
+                        Some(Ok(m)) => m,
+                        Some(Err(e)) => {
+                            let reason = format!("websocket error: {e}");
+                            if cfg.resume_window.is_zero() {
+                                break End::Close(1009, reason);
+                            }
+                            close_with(self.sink.as_mut(), 1009, &reason).await;
+                            match self.lost("websocket error", &mut stream) {
+                                Some(end) => break end,
+                                None => continue,
+                            }
+                        }
                     };
-                    last_seen = Instant::now();
+                    self.last_seen = Instant::now();
                     let bytes = match msg {
                         Message::Binary(b) => b,
-                        Message::Close(_) => break End::Quiet("client closed socket"),
+                        Message::Close(_) => match self.lost("client closed socket", &mut stream) {
+                            Some(end) => break end,
+                            None => continue,
+                        },
                         Message::Text(_) => break End::Close(1003, "text frames are not LiveKit signaling; send binary protobuf".into()),
                         Message::Ping(_) | Message::Pong(_) => continue,
                     };
@@ -172,42 +322,67 @@ impl Session {
                         Err(e) => break End::Close(1007, format!("malformed SignalRequest ({} bytes): {e}", bytes.len())),
                     };
                     let Some(req) = req.message else { continue };
-                    match self.handle(req, &mut sink).await {
+                    match self.handle(req).await {
                         Ok(None) => {}
                         Ok(Some(end)) => break end,
-                        Err(()) => break End::Quiet("socket write failed"),
+                        Err(()) => match self.lost("socket write failed", &mut stream) {
+                            Some(end) => break end,
+                            None => continue,
+                        },
                     }
                 }
                 ctl = ctl_rx.recv() => match ctl {
                     Some(Control::Signal(resp)) => {
-                        let resp = *resp;
-                        if send(&mut sink, &resp).await.is_err() { break End::Quiet("socket write failed") }
+                        if self.sink.is_none() {
+                            if self.held.len() >= MAX_HELD_UPDATES {
+                                self.held.pop_front();
+                            }
+                            self.held.push_back(*resp);
+                        } else if self.say(&resp).await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
+                        }
                     }
                     Some(Control::Kick(reason)) => break End::Leave(reason),
+                    Some(Control::Resume(r)) => {
+                        if self.resume(*r.socket, &mut stream).await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
+                        }
+                    }
                     None => break End::Quiet("room dropped session"),
                 },
                 ev = wire_rx.recv() => match ev {
-                    Some(WireEvent::LocalCandidate(json)) => {
-                        let t = TrickleRequest { candidate_init: json, target: SignalTarget::Publisher as i32, r#final: false };
-                        if send(&mut sink, &proto::response(signal_response::Message::Trickle(t))).await.is_err() {
-                            break End::Quiet("socket write failed");
+                    Some(WireEvent::LocalCandidate(role, json)) => {
+                        let target = match role {
+                            Role::Publisher => SignalTarget::Publisher,
+                            Role::Subscriber => SignalTarget::Subscriber,
+                        };
+                        let t = TrickleRequest { candidate_init: json, target: target as i32, r#final: false };
+                        // Candidates gathered while detached are stale by the time the
+                        // client is back (it restarts ICE), so they are not held.
+                        if self.say(&proto::response(signal_response::Message::Trickle(t))).await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
                         }
                     }
-                    Some(WireEvent::Connected) => {
-                        self.connected = true;
-                        self.participant.set_state(participant_info::State::Active);
-                        self.room.announce(&self.participant);
+                    Some(WireEvent::Connected(role)) => {
+                        if role == self.primary() && !self.connected {
+                            self.connected = true;
+                            self.participant.set_state(participant_info::State::Active);
+                            self.room.announce(&self.participant);
+                        }
                     }
-                    Some(WireEvent::Down(why)) => {
-                        tracing::info!(identity = %self.participant.identity(), "{why}");
+                    Some(WireEvent::Down(role, why)) => {
+                        tracing::info!(identity = %self.participant.identity(), ?role, "{why}");
                         break End::Leave(DisconnectReason::MediaFailure);
                     }
-                    Some(WireEvent::Channel(kind, dc)) => self.start_channel(kind, dc),
+                    Some(WireEvent::Channel(role, kind, dc)) => self.start_channel(role, kind, dc),
                     None => break End::Quiet("peer connection gone"),
                 },
                 _ = tick.tick() => {
-                    if last_seen.elapsed() > cfg.ping_timeout {
-                        break End::Quiet("ping timeout");
+                    if self.sink.is_some() && self.last_seen.elapsed() > cfg.ping_timeout {
+                        if let Some(end) = self.lost("ping timeout", &mut stream) { break end }
+                    }
+                    if self.detached_at.is_some_and(|t| t.elapsed() > cfg.resume_window) {
+                        break End::Quiet("not resumed within the resume window");
                     }
                     if !self.connected && started.elapsed() > cfg.connect_timeout {
                         break End::Leave(DisconnectReason::ConnectionTimeout);
@@ -216,41 +391,135 @@ impl Session {
                 _ = shutdown.changed() => break End::Leave(DisconnectReason::ServerShutdown),
             }
         };
-        match &end {
-            End::Leave(reason) => {
-                let _ = send(&mut sink, &proto::leave(*reason)).await;
-                let _ = sink.send(Message::Close(None)).await;
-            }
-            End::Close(code, reason) => {
-                let reason: String = reason.chars().take(120).collect();
-                let _ = sink
-                    .send(Message::Close(Some(CloseFrame {
-                        code: *code,
-                        reason: reason.into(),
-                    })))
-                    .await;
-            }
-            End::Quiet(_) => {
-                let _ = sink.send(Message::Close(None)).await;
+        if let Some(sink) = self.sink.as_mut() {
+            match &end {
+                End::Leave(reason) => {
+                    let _ = send(sink, &proto::leave(*reason)).await;
+                    let _ = sink.send(Message::Close(None)).await;
+                }
+                End::Close(code, reason) => close_with(Some(sink), *code, reason).await,
+                End::Quiet(_) => {
+                    let _ = sink.send(Message::Close(None)).await;
+                }
             }
         }
         end
     }
 
+    /// Creates the publisher connection (answered when the client offers) and, with
+    /// `subscriber_primary`, the subscriber connection with our data channels.
+    async fn create_peers(&mut self) -> crate::Result<()> {
+        let cfg = &self.shared.config;
+        self.publisher = Some(Peer::new(&cfg.wire, Role::Publisher, self.wire_tx.clone()).await?);
+        if !cfg.subscriber_primary {
+            return Ok(());
+        }
+        let subscriber = Peer::new(&cfg.wire, Role::Subscriber, self.wire_tx.clone()).await?;
+        for (kind, dc) in subscriber.create_channels().await? {
+            let events = self.wire_tx.clone();
+            self.tasks.push(self.shared.tasks.spawn(async move {
+                if dc.opened().await {
+                    let _ = events.send(WireEvent::Channel(Role::Subscriber, kind, dc));
+                }
+            }));
+        }
+        self.subscriber = Some(subscriber);
+        Ok(())
+    }
+
+    /// Sends an offer for the subscriber connection (an ICE restart after a resume).
+    async fn offer_subscriber(&mut self, ice_restart: bool) -> crate::Result<()> {
+        let Some(sub) = &self.subscriber else {
+            return Ok(());
+        };
+        let sdp = sub.offer(ice_restart).await?;
+        tracing::trace!(identity = %self.participant.identity(), ice_restart, %sdp, "subscriber offer");
+        self.sub_answered = false;
+        self.offer_id += 1;
+        let offer = SessionDescription {
+            r#type: "offer".to_owned(),
+            sdp,
+            id: self.offer_id,
+            ..Default::default()
+        };
+        self.say(&proto::response(signal_response::Message::Offer(offer)))
+            .await
+            .map_err(|()| crate::Error::Webrtc("socket closed while offering".into()))
+    }
+
+    /// Attaches a resumed client's socket, as livekit-server resumes: a
+    /// `ReconnectResponse` (with the last reliable sequence we received, so the SDK
+    /// resends only what we lack), what was held while detached, the full participant
+    /// list and the room, then an ICE restart of the subscriber connection if there is
+    /// one (the client restarts its publisher itself).
+    async fn resume(&mut self, socket: WebSocket, stream: &mut Option<Stream>) -> Result<(), ()> {
+        if let Some(mut old) = self.sink.take() {
+            // The client gave up on a socket we still thought alive.
+            let _ = old.send(Message::Close(None)).await;
+        }
+        let (sink, st) = socket.split();
+        self.sink = Some(sink);
+        *stream = Some(st);
+        let away = self.detached_at.take().map(|t| t.elapsed());
+        self.last_seen = Instant::now();
+        tracing::info!(
+            room = %self.room.name,
+            identity = %self.participant.identity(),
+            sid = %self.participant.sid,
+            ?away,
+            last_message_seq = self.participant.last_reliable_seq(),
+            "session resumed"
+        );
+        let reconnect = ReconnectResponse {
+            ice_servers: Vec::new(),
+            client_configuration: None,
+            server_info: Some(self.server_info()),
+            last_message_seq: self.participant.last_reliable_seq(),
+        };
+        self.say(&proto::response(signal_response::Message::Reconnect(
+            reconnect,
+        )))
+        .await?;
+        while let Some(held) = self.held.pop_front() {
+            self.say(&held).await?;
+        }
+        let me = &self.participant.sid;
+        let everyone = ParticipantUpdate {
+            participants: self
+                .room
+                .everyone()
+                .iter()
+                .filter(|p| &p.sid == me || !p.grant.hidden)
+                .map(|p| p.info())
+                .collect(),
+        };
+        self.say(&proto::response(signal_response::Message::Update(everyone)))
+            .await?;
+        let room = RoomUpdate {
+            room: Some(self.room.info()),
+        };
+        self.say(&proto::response(signal_response::Message::RoomUpdate(room)))
+            .await?;
+        if let Err(e) = self.offer_subscriber(true).await {
+            tracing::warn!(identity = %self.participant.identity(), "subscriber ICE restart: {e}");
+            return Err(());
+        }
+        Ok(())
+    }
+
     /// Handles one request. `Ok(Some(end))` ends the session; `Err` means the socket died.
-    async fn handle(
-        &mut self,
-        req: signal_request::Message,
-        sink: &mut futures::stream::SplitSink<WebSocket, Message>,
-    ) -> Result<Option<End>, ()> {
+    async fn handle(&mut self, req: signal_request::Message) -> Result<Option<End>, ()> {
         use signal_request::Message as M;
+        tracing::trace!(identity = %self.participant.identity(), kind = proto::request_kind(&req), "signal request");
         match req {
             M::Offer(offer) => {
                 let Some(publisher) = &self.publisher else {
                     return Ok(None);
                 };
+                tracing::trace!(identity = %self.participant.identity(), sdp = %offer.sdp, "publisher offer");
                 match publisher.answer(offer.sdp).await {
                     Ok(sdp) => {
+                        tracing::trace!(identity = %self.participant.identity(), %sdp, "publisher answer");
                         self.answered = true;
                         let answer = SessionDescription {
                             r#type: "answer".to_owned(),
@@ -258,14 +527,14 @@ impl Session {
                             id: offer.id,
                             ..Default::default()
                         };
-                        send(
-                            sink,
-                            &proto::response(signal_response::Message::Answer(answer)),
-                        )
-                        .await?;
-                        for c in std::mem::take(&mut self.early_candidates) {
-                            if let Err(e) = publisher.add_candidate(&c).await {
-                                tracing::warn!(identity = %self.participant.identity(), "early candidate: {e}");
+                        let candidates = std::mem::take(&mut self.early_candidates);
+                        self.say(&proto::response(signal_response::Message::Answer(answer)))
+                            .await?;
+                        if let Some(publisher) = &self.publisher {
+                            for c in candidates {
+                                if let Err(e) = publisher.add_candidate(&c).await {
+                                    tracing::warn!(identity = %self.participant.identity(), "early candidate: {e}");
+                                }
                             }
                         }
                     }
@@ -275,11 +544,37 @@ impl Session {
                     }
                 }
             }
-            M::Trickle(t) => {
-                if t.target != SignalTarget::Publisher as i32 {
-                    // We never offer a subscriber connection, so there is nothing to add to.
+            M::Answer(answer) => {
+                let Some(sub) = &self.subscriber else {
+                    tracing::debug!(identity = %self.participant.identity(), "answer without a subscriber offer; ignored");
                     return Ok(None);
+                };
+                tracing::trace!(identity = %self.participant.identity(), sdp = %answer.sdp, "subscriber answer");
+                if let Err(e) = sub.apply_answer(answer.sdp).await {
+                    tracing::warn!(identity = %self.participant.identity(), "subscriber answer refused: {e}");
+                    return Ok(Some(End::Close(1007, format!("answer refused: {e}"))));
                 }
+                self.sub_answered = true;
+                for c in std::mem::take(&mut self.sub_candidates) {
+                    if let Err(e) = sub.add_candidate(&c).await {
+                        tracing::warn!(identity = %self.participant.identity(), "early subscriber candidate: {e}");
+                    }
+                }
+            }
+            M::Trickle(t) if t.target == SignalTarget::Subscriber as i32 => {
+                let Some(sub) = &self.subscriber else {
+                    // No subscriber connection was offered: nothing to add to.
+                    return Ok(None);
+                };
+                if self.sub_answered {
+                    if let Err(e) = sub.add_candidate(&t.candidate_init).await {
+                        tracing::warn!(identity = %self.participant.identity(), "subscriber candidate: {e}");
+                    }
+                } else if self.sub_candidates.len() < MAX_EARLY_CANDIDATES {
+                    self.sub_candidates.push(t.candidate_init);
+                }
+            }
+            M::Trickle(t) => {
                 if self.answered {
                     if let Some(publisher) = &self.publisher {
                         if let Err(e) = publisher.add_candidate(&t.candidate_init).await {
@@ -295,10 +590,9 @@ impl Session {
             M::Leave(_) => return Ok(Some(End::Quiet("client left"))),
             M::Ping(ts) => {
                 let _ = ts;
-                send(
-                    sink,
-                    &proto::response(signal_response::Message::Pong(crate::room::now_ms())),
-                )
+                self.say(&proto::response(signal_response::Message::Pong(
+                    crate::room::now_ms(),
+                )))
                 .await?;
             }
             M::PingReq(p) => {
@@ -306,11 +600,8 @@ impl Session {
                     last_ping_timestamp: p.timestamp,
                     timestamp: crate::room::now_ms(),
                 };
-                send(
-                    sink,
-                    &proto::response(signal_response::Message::PongResp(pong)),
-                )
-                .await?;
+                self.say(&proto::response(signal_response::Message::PongResp(pong)))
+                    .await?;
             }
             other => {
                 tracing::debug!(kind = proto::request_kind(&other), "ignored signal request");
@@ -319,19 +610,22 @@ impl Session {
         Ok(None)
     }
 
-    /// Starts the reader (relay into the room) and writer (drain our queue) of a channel.
-    fn start_channel(&mut self, kind: Reliability, dc: DataChannelHandle) {
-        tracing::debug!(identity = %self.participant.identity(), ?kind, "data channel open");
-        if let Some(mut rx) = self.participant.take_outbox(kind) {
-            let writer = dc.clone();
-            self.tasks.push(self.shared.tasks.spawn(async move {
-                while let Some(packet) = rx.recv().await {
-                    if let Err(e) = writer.send(&packet).await {
-                        tracing::debug!("writer stops: {e}");
-                        break;
+    /// Starts the reader (relay into the room) of a channel and, when it is on the
+    /// primary connection, the writer (drain our queue into it).
+    fn start_channel(&mut self, role: Role, kind: Reliability, dc: DataChannelHandle) {
+        tracing::debug!(identity = %self.participant.identity(), ?role, ?kind, "data channel open");
+        if role == self.primary() {
+            if let Some(mut rx) = self.participant.take_outbox(kind) {
+                let writer = dc.clone();
+                self.tasks.push(self.shared.tasks.spawn(async move {
+                    while let Some(packet) = rx.recv().await {
+                        if let Err(e) = writer.send(&packet).await {
+                            tracing::debug!("writer stops: {e}");
+                            break;
+                        }
                     }
-                }
-            }));
+                }));
+            }
         }
         let room = self.room.clone();
         let me = self.participant.clone();
@@ -345,6 +639,10 @@ impl Session {
                     }
                 };
                 if !me.grant.can_publish_data {
+                    continue;
+                }
+                if kind == Reliability::Reliable && !me.accept_reliable_seq(packet.sequence) {
+                    tracing::debug!(from = %me.identity(), seq = packet.sequence, "dropping a replayed reliable packet");
                     continue;
                 }
                 let destinations = proto::stamp_sender(&mut packet, me.identity(), &me.sid);
@@ -362,16 +660,27 @@ impl Session {
         if let Some(p) = self.publisher.take() {
             p.close().await;
         }
+        if let Some(p) = self.subscriber.take() {
+            p.close().await;
+        }
     }
 }
 
-async fn send(
-    sink: &mut futures::stream::SplitSink<WebSocket, Message>,
-    msg: &proto::SignalResponse,
-) -> Result<(), ()> {
+async fn send(sink: &mut Sink, msg: &proto::SignalResponse) -> Result<(), ()> {
     sink.send(Message::Binary(proto::encode_signal_response(msg).into()))
         .await
         .map_err(|_| ())
+}
+
+async fn close_with(sink: Option<&mut Sink>, code: u16, reason: &str) {
+    let Some(sink) = sink else { return };
+    let reason: String = reason.chars().take(120).collect();
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
 }
 
 fn secs_i32(d: Duration) -> i32 {

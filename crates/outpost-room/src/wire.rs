@@ -1,5 +1,7 @@
-//! WebRTC transport: one answering peer connection per participant (the client's
-//! "publisher" connection) and its `_reliable` / `_lossy` data channels.
+//! WebRTC transport: the peer connections of a participant and their `_reliable` /
+//! `_lossy` data channels. The client's "publisher" connection is one we answer (the
+//! client offers and creates the channels); with `subscriber_primary`, the
+//! "subscriber" connection is one we offer, with channels we create.
 //!
 //! This is the only module that imports `webrtc` (and its `rtc` core, for the two
 //! setting types `webrtc` does not re-export). The rest of the crate sees plain SDP
@@ -10,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use tokio::sync::mpsc;
-use webrtc::data_channel::{DataChannel, DataChannelEvent};
+use webrtc::data_channel::{DataChannel, DataChannelEvent, RTCDataChannelInit};
 use webrtc::peer_connection::{
     PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
     RTCIceCandidateInit, RTCPeerConnectionIceEvent, RTCPeerConnectionState, RTCSessionDescription,
@@ -131,18 +133,28 @@ impl webrtc::runtime::Runtime for BigBufferRuntime {
     }
 }
 
+/// Which of a participant's two peer connections (LiveKit's names, seen from the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The client offers and creates the channels; carries what the client sends.
+    Publisher,
+    /// We offer and create the channels (`subscriber_primary`); carries what we send.
+    Subscriber,
+}
+
 /// Something that happened on a participant's peer connection.
 #[derive(Debug)]
 pub enum WireEvent {
     /// A local ICE candidate, as the JSON `{candidate, sdpMid, sdpMLineIndex}` LiveKit's
     /// `TrickleRequest.candidateInit` carries.
-    LocalCandidate(String),
+    LocalCandidate(Role, String),
     /// The connection reached `connected`.
-    Connected,
+    Connected(Role),
     /// The connection failed or was closed.
-    Down(&'static str),
-    /// The client opened a data channel LiveKit uses.
-    Channel(Reliability, DataChannelHandle),
+    Down(Role, &'static str),
+    /// A data channel LiveKit uses is open: one the client opened on its publisher
+    /// connection, or one we created on the subscriber connection.
+    Channel(Role, Reliability, DataChannelHandle),
 }
 
 /// A data channel the client opened: read with [`DataChannelHandle::recv`], write with
@@ -172,6 +184,17 @@ impl DataChannelHandle {
         }
     }
 
+    /// Waits until a channel we created opens; false if it closed first.
+    pub async fn opened(&self) -> bool {
+        loop {
+            match self.dc.poll().await {
+                Some(DataChannelEvent::OnOpen) => return true,
+                Some(DataChannelEvent::OnClose) | None => return false,
+                Some(_) => {}
+            }
+        }
+    }
+
     /// Sends one message; waits while the channel's send buffer is over its limit.
     pub async fn send(&self, data: &[u8]) -> Result<()> {
         self.dc
@@ -182,6 +205,7 @@ impl DataChannelHandle {
 }
 
 struct Handler {
+    role: Role,
     events: mpsc::UnboundedSender<WireEvent>,
     /// The `a=mid` of the answer's application section, used in outgoing candidates.
     mid: Arc<std::sync::Mutex<String>>,
@@ -205,20 +229,25 @@ impl PeerConnectionEventHandler for Handler {
         });
         let _ = self
             .events
-            .send(WireEvent::LocalCandidate(json.to_string()));
+            .send(WireEvent::LocalCandidate(self.role, json.to_string()));
     }
 
     async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
         let event = match state {
-            RTCPeerConnectionState::Connected => WireEvent::Connected,
-            RTCPeerConnectionState::Failed => WireEvent::Down("peer connection failed"),
-            RTCPeerConnectionState::Closed => WireEvent::Down("peer connection closed"),
+            RTCPeerConnectionState::Connected => WireEvent::Connected(self.role),
+            RTCPeerConnectionState::Failed => WireEvent::Down(self.role, "peer connection failed"),
+            RTCPeerConnectionState::Closed => WireEvent::Down(self.role, "peer connection closed"),
             _ => return,
         };
         let _ = self.events.send(event);
     }
 
     async fn on_data_channel(&self, dc: Arc<dyn DataChannel>) {
+        if self.role == Role::Subscriber {
+            // Clients do not open channels on the connection we offer; ours are
+            // reported by the session once they open.
+            return;
+        }
         let label = dc.label().await.unwrap_or_default();
         let reliability = match label.as_str() {
             "_reliable" => Reliability::Reliable,
@@ -228,28 +257,34 @@ impl PeerConnectionEventHandler for Handler {
                 return;
             }
         };
-        let _ = self
-            .events
-            .send(WireEvent::Channel(reliability, DataChannelHandle { dc }));
+        let _ = self.events.send(WireEvent::Channel(
+            self.role,
+            reliability,
+            DataChannelHandle { dc },
+        ));
     }
 }
 
-/// The server side of a client's publisher peer connection.
-pub struct Publisher {
+/// The server side of one of a client's peer connections.
+pub struct Peer {
     pc: Arc<dyn PeerConnection>,
     mid: Arc<std::sync::Mutex<String>>,
+    role: Role,
 }
 
-impl std::fmt::Debug for Publisher {
+impl std::fmt::Debug for Peer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Publisher").finish_non_exhaustive()
+        f.debug_struct("Peer")
+            .field("role", &self.role)
+            .finish_non_exhaustive()
     }
 }
 
-impl Publisher {
-    /// Creates the peer connection; its events arrive on `events`.
+impl Peer {
+    /// Creates the peer connection; its events arrive on `events`, tagged `role`.
     pub async fn new(
         config: &WireConfig,
+        role: Role,
         events: mpsc::UnboundedSender<WireEvent>,
     ) -> Result<Self> {
         let loopback = config.udp_ip.is_loopback();
@@ -267,6 +302,7 @@ impl Publisher {
             .build();
         let mid = Arc::new(std::sync::Mutex::new("0".to_owned()));
         let handler = Arc::new(Handler {
+            role,
             events,
             mid: mid.clone(),
         });
@@ -289,16 +325,85 @@ impl Publisher {
         Ok(Self {
             pc: Arc::new(pc),
             mid,
+            role,
         })
     }
 
-    /// Applies the client's offer and returns our answer SDP.
+    /// Creates LiveKit's `_reliable` (ordered, reliable) and `_lossy` (unordered, no
+    /// retransmits) channels on a connection we offer, as livekit-server does on the
+    /// subscriber connection when it is primary. They open after negotiation.
+    pub async fn create_channels(&self) -> Result<Vec<(Reliability, DataChannelHandle)>> {
+        let reliable = RTCDataChannelInit {
+            ordered: true,
+            ..Default::default()
+        };
+        let lossy = RTCDataChannelInit {
+            ordered: false,
+            max_retransmits: Some(0),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for (label, kind, init) in [
+            ("_reliable", Reliability::Reliable, reliable),
+            ("_lossy", Reliability::Lossy, lossy),
+        ] {
+            let dc = self
+                .pc
+                .create_data_channel(label, Some(init))
+                .await
+                .map_err(|e| Error::Webrtc(format!("create data channel {label}: {e}")))?;
+            out.push((kind, DataChannelHandle { dc }));
+        }
+        Ok(out)
+    }
+
+    /// Creates and applies an offer (with new ICE credentials when `ice_restart`);
+    /// returns its SDP.
+    pub async fn offer(&self, ice_restart: bool) -> Result<String> {
+        let options = rtc::peer_connection::configuration::RTCOfferOptions { ice_restart };
+        let offer = self
+            .pc
+            .create_offer(Some(options))
+            .await
+            .map_err(|e| Error::Webrtc(format!("create offer: {e}")))?;
+        let sdp = offer.sdp.clone();
+        self.pc
+            .set_local_description(offer)
+            .await
+            .map_err(|e| Error::Webrtc(format!("set local offer: {e}")))?;
+        let sdp = self
+            .pc
+            .local_description()
+            .await
+            .map(|d| d.sdp)
+            .unwrap_or(sdp);
+        if let Some(mid) = application_mid(&sdp) {
+            if let Ok(mut m) = self.mid.lock() {
+                *m = mid;
+            }
+        }
+        Ok(sdp)
+    }
+
+    /// Applies the client's answer to our offer.
+    pub async fn apply_answer(&self, sdp: String) -> Result<()> {
+        let answer = RTCSessionDescription::answer(sdp)
+            .map_err(|e| Error::BadSignal(format!("answer SDP: {e}")))?;
+        self.pc
+            .set_remote_description(answer)
+            .await
+            .map_err(|e| Error::BadSignal(format!("set remote answer: {e}")))
+    }
+
+    /// Applies the client's offer and returns our answer SDP. A later offer (an ICE
+    /// restart after a resume) renegotiates the same connection.
     pub async fn answer(&self, offer_sdp: String) -> Result<String> {
         if let Some(mid) = application_mid(&offer_sdp) {
             if let Ok(mut m) = self.mid.lock() {
                 *m = mid;
             }
         }
+        let offer_sdp = drop_rejected_ice_credentials(&offer_sdp);
         let offer = RTCSessionDescription::offer(offer_sdp)
             .map_err(|e| Error::BadSignal(format!("offer SDP: {e}")))?;
         self.pc
@@ -315,12 +420,13 @@ impl Publisher {
             .set_local_description(answer)
             .await
             .map_err(|e| Error::Webrtc(format!("set local answer: {e}")))?;
-        Ok(self
+        let sdp = self
             .pc
             .local_description()
             .await
             .map(|d| d.sdp)
-            .unwrap_or(sdp))
+            .unwrap_or(sdp);
+        Ok(move_candidates_out_of_rejected_sections(&sdp))
     }
 
     /// Adds a remote candidate given as LiveKit's candidate JSON.
@@ -357,6 +463,72 @@ fn is_tcp_candidate(candidate: &str) -> bool {
         .is_some_and(|t| t.eq_ignore_ascii_case("tcp"))
 }
 
+/// Removes `a=ice-ufrag` / `a=ice-pwd` from rejected (port 0) media sections.
+///
+/// In an ICE-restart offer libwebrtc (the official SDKs) gives each rejected section
+/// credentials of its own, while only the bundled sections carry the new ones.
+/// `webrtc` 0.21 compares the credentials of every section that is not `inactive`
+/// and refuses the offer as conflicting, although rejected sections take no part in
+/// ICE. Without their credentials it reads the bundle's.
+fn drop_rejected_ice_credentials(sdp: &str) -> String {
+    let mut out = String::with_capacity(sdp.len());
+    let mut rejected = false;
+    for line in sdp.split_inclusive('\n') {
+        let bare = line.trim_end();
+        if let Some(m) = bare.strip_prefix("m=") {
+            rejected = m.split_whitespace().nth(1) == Some("0");
+        } else if rejected && (bare.starts_with("a=ice-ufrag:") || bare.starts_with("a=ice-pwd:")) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out
+}
+
+/// Moves `a=candidate` lines out of rejected (port 0) media sections into the first
+/// accepted one.
+///
+/// After an ICE restart `webrtc` 0.21 writes the candidates it already gathered into
+/// the answer's first media section, which is a rejected audio section when the offer
+/// came from libwebrtc. libwebrtc then ignores them, and the restarted session has no
+/// candidates from us.
+fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
+    let mut sections: Vec<(bool, Vec<&str>)> = vec![(false, Vec::new())];
+    let mut moved = Vec::new();
+    for line in sdp.split_inclusive('\n') {
+        let bare = line.trim_end();
+        if let Some(m) = bare.strip_prefix("m=") {
+            sections.push((m.split_whitespace().nth(1) == Some("0"), vec![line]));
+            continue;
+        }
+        let Some((rejected, lines)) = sections.last_mut() else {
+            continue;
+        };
+        if *rejected && bare.starts_with("a=candidate:") {
+            moved.push(line);
+        } else {
+            lines.push(line);
+        }
+    }
+    if moved.is_empty() {
+        return sdp.to_owned();
+    }
+    let mut out = String::with_capacity(sdp.len());
+    let mut placed = false;
+    for (i, (rejected, lines)) in sections.iter().enumerate() {
+        for line in lines {
+            out.push_str(line);
+        }
+        if i > 0 && !rejected && !placed {
+            for line in &moved {
+                out.push_str(line);
+            }
+            placed = true;
+        }
+    }
+    out
+}
+
 /// The `a=mid` of the first `m=application` section of an SDP, if any.
 fn application_mid(sdp: &str) -> Option<String> {
     let mut in_app = false;
@@ -374,7 +546,7 @@ fn application_mid(sdp: &str) -> Option<String> {
 }
 
 /// Baseline for benchmarks: pushes `total` bytes in `chunk`-byte messages over an
-/// ordered data channel from a plain `webrtc` offerer straight into a [`Publisher`]
+/// ordered data channel from a plain `webrtc` offerer straight into a [`Peer`] (publisher role)
 /// configured like the server's (no signaling, no relay, no SDK), on loopback.
 /// Returns the seconds from the first send until the last byte arrived.
 pub async fn direct_pair_seconds(config: &WireConfig, total: usize, chunk: usize) -> Result<f64> {
@@ -394,7 +566,7 @@ pub async fn direct_pair_seconds(config: &WireConfig, total: usize, chunk: usize
     let mut config = config.clone();
     config.udp_ip = IpAddr::from([127, 0, 0, 1]);
     let (ev_tx, mut ev_rx) = mpsc::unbounded_channel();
-    let answerer = Publisher::new(&config, ev_tx).await?;
+    let answerer = Peer::new(&config, Role::Publisher, ev_tx).await?;
     let (cand_tx, mut cand_rx) = mpsc::unbounded_channel();
     let settings = SettingEngineBuilder::new()
         .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
@@ -431,12 +603,12 @@ pub async fn direct_pair_seconds(config: &WireConfig, total: usize, chunk: usize
         tokio::select! {
             Some(c) = cand_rx.recv() => answerer.add_candidate(&c).await?,
             Some(ev) = ev_rx.recv() => match ev {
-                WireEvent::LocalCandidate(c) => {
+                WireEvent::LocalCandidate(_, c) => {
                     let init: RTCIceCandidateInit = serde_json::from_str(&c)
                         .map_err(|e| Error::Webrtc(e.to_string()))?;
                     offerer.add_ice_candidate(init).await.map_err(w)?;
                 }
-                WireEvent::Channel(_, handle) => incoming = Some(handle),
+                WireEvent::Channel(_, _, handle) => incoming = Some(handle),
                 _ => {}
             },
             _ = tokio::time::sleep_until(deadline) => return Err(Error::Webrtc("direct pair did not connect".into())),
@@ -494,6 +666,30 @@ mod tests {
             "candidate:1 1 udp 2122260223 10.0.0.2 5000 typ host"
         ));
         assert!(!is_tcp_candidate("garbage"));
+    }
+
+    #[test]
+    fn rejected_sections_lose_their_ice_credentials() {
+        let sdp = "v=0\r\na=group:BUNDLE 1\r\nm=audio 0 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:old\r\na=ice-pwd:oldpwd\r\na=mid:0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=ice-ufrag:new\r\na=ice-pwd:newpwd\r\na=mid:1\r\n";
+        let out = drop_rejected_ice_credentials(sdp);
+        assert!(!out.contains("old"), "{out}");
+        assert!(out.contains("a=ice-ufrag:new\r\n") && out.contains("a=ice-pwd:newpwd\r\n"));
+        assert!(out.contains("m=audio 0 ") && out.contains("a=mid:0\r\n"));
+        // Nothing rejected: unchanged.
+        let plain = "v=0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=ice-ufrag:x\r\n";
+        assert_eq!(drop_rejected_ice_credentials(plain), plain);
+    }
+
+    #[test]
+    fn candidates_leave_rejected_sections() {
+        let sdp = "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:7\r\na=candidate:1 1 udp 1 10.0.0.1 5 typ host\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:13\r\na=ice-ufrag:u\r\n";
+        let out = move_candidates_out_of_rejected_sections(sdp);
+        assert_eq!(
+            out,
+            "v=0\r\nm=audio 0 UDP/TLS/RTP/SAVPF 0\r\na=mid:7\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:13\r\na=ice-ufrag:u\r\na=candidate:1 1 udp 1 10.0.0.1 5 typ host\r\n"
+        );
+        let plain = "v=0\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=candidate:1 1 udp 1 10.0.0.1 5 typ host\r\n";
+        assert_eq!(move_candidates_out_of_rejected_sections(plain), plain);
     }
 
     #[test]
