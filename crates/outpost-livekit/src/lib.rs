@@ -28,6 +28,7 @@
 //! - [`token`]: token endpoints (LiveKit's token-server convention).
 //! - [`types`]: participants, messages, events.
 //! - `signal`: adapter over `livekit-signaling`.
+//! - `tls`: extra trusted root CAs for `wss://` (a `livekit-net` WebSocket transport).
 //! - `proto`: the only import site of `livekit_protocol` (and `prost`).
 //! - `wire`: the only import site of `webrtc` (and `rtc`).
 //!
@@ -45,6 +46,7 @@ mod engine;
 mod outbox;
 mod proto;
 mod signal;
+mod tls;
 mod wire;
 
 pub use error::{Error, Result};

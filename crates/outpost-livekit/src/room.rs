@@ -36,6 +36,11 @@ pub struct RoomOptions {
     pub send_buffer_limit: usize,
     /// How long [`Room::leave`] waits for queued packets to reach the server.
     pub leave_flush_timeout: Duration,
+    /// PEM CA certificates to trust for this server's `wss://` signaling, in addition
+    /// to the built-in webpki (Mozilla) roots: for a self-hosted server with a private
+    /// CA. Each string may hold several certificates. Trust is scoped to the URL's
+    /// host and port. Empty by default.
+    pub extra_root_ca_pem: Vec<String>,
 }
 
 impl Default for RoomOptions {
@@ -49,6 +54,7 @@ impl Default for RoomOptions {
             max_packet_payload: 15 * 1024,
             send_buffer_limit: 4 * 1024 * 1024,
             leave_flush_timeout: Duration::from_secs(2),
+            extra_root_ca_pem: Vec::new(),
         }
     }
 }
@@ -58,6 +64,14 @@ impl RoomOptions {
     #[must_use]
     pub fn assistant(mut self, identity: impl Into<String>) -> Self {
         self.assistant_identity = Some(identity.into());
+        self
+    }
+
+    /// Also trusts the CA certificate(s) in `pem` for the server's `wss://` URL
+    /// (see [`RoomOptions::extra_root_ca_pem`]).
+    #[must_use]
+    pub fn trust_root_ca_pem(mut self, pem: impl Into<String>) -> Self {
+        self.extra_root_ca_pem.push(pem.into());
         self
     }
 }
@@ -99,6 +113,7 @@ impl Room {
             roster: Mutex::default(),
             lossy: Mutex::default(),
         });
+        crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(
             url.to_owned(),
