@@ -35,6 +35,8 @@ class Peer:
         self.seen = {}  # topic -> list of payload strings, in arrival order
         self.done = asyncio.Event()
         self.tasks = set()
+        self.presence = []  # ["joined"|"left", identity, sid] as the SDK reported them
+        self.reconnects = []  # "reconnecting" / "reconnected", in order
 
     def spawn(self, coro):
         t = asyncio.ensure_future(coro)
@@ -47,10 +49,18 @@ class Peer:
         room.register_byte_stream_handler("bytes", lambda r, s: self.spawn(self.read_bytes(r, s)))
         room.register_byte_stream_handler("file", lambda r, s: self.spawn(self.read_bytes(r, s)))
         room.register_text_stream_handler("text", lambda r, s: self.spawn(self.read_text(r, s)))
-        room.on("reconnecting", lambda: log(event="reconnecting"))
-        room.on("reconnected", lambda: log(event="reconnected"))
+        room.on("reconnecting", lambda: self.on_reconnect("reconnecting"))
+        room.on("reconnected", lambda: self.on_reconnect("reconnected"))
+        room.on("participant_connected",
+                lambda p: self.presence.append(["joined", p.identity, p.sid]))
+        room.on("participant_disconnected",
+                lambda p: self.presence.append(["left", p.identity, p.sid]))
         await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=False))
         self.room = room
+
+    def on_reconnect(self, what):
+        self.reconnects.append(what)
+        log(event=what)
 
     async def reply(self, to, **kv):
         await self.room.local_participant.publish_data(
@@ -103,6 +113,11 @@ class Peer:
         lp = self.room.local_participant
         if op == "ping":
             await self.reply(sender, op="pong", n=cmd.get("n"))
+        elif op == "whoami":
+            # Presence as this SDK saw it, its own sid, and its reconnect events.
+            await self.reply(sender, op="whoami", sid=self.room.local_participant.sid,
+                             presence=self.presence, reconnects=self.reconnects,
+                             remote={i: p.sid for i, p in self.room.remote_participants.items()})
         elif op == "send_seq":
             to = cmd.get("to") or [sender]
             for i in range(cmd["start"], cmd["start"] + cmd["n"]):

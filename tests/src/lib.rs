@@ -1,16 +1,21 @@
 //! Shared helpers for Outpost's workspace-level tests: locating binaries, the Python venv
 //! with the official LiveKit SDK, and throw-away network namespaces.
 //!
+//! - [`cutproxy`]: a TCP forwarder whose connections a test can cut (drops a
+//!   signaling WebSocket while the peer connections stay up).
 //! - [`lkclient`]: two namespaces, room server and official-SDK peer for the
 //!   `outpost-livekit` tests, and running the Rust client inside a namespace.
 //! - [`netns`]: a namespace with a veth pair, deleted on drop.
+//! - [`pki`]: a throw-away CA and server certificate for `wss://` tests.
 //! - [`proc`]: child processes killed on drop, with their stderr kept for failures.
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
 
+pub mod cutproxy;
 pub mod lkclient;
 pub mod netns;
+pub mod pki;
 pub mod proc;
 pub mod python;
 pub mod room;

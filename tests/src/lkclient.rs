@@ -191,6 +191,12 @@ pub struct Server {
 impl Server {
     /// Starts the server on `pair.server_ip:7880` with short keep-alive settings.
     pub fn start(pair: &NsPair, bin: &Path) -> anyhow::Result<Self> {
+        Self::start_with(pair, bin, &[])
+    }
+
+    /// Like [`Server::start`], with more `serve` options (`--tls-cert` makes the URL
+    /// `wss://`).
+    pub fn start_with(pair: &NsPair, bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let bind = format!("{}:7880", pair.server_ip);
         let mut cmd = pair.server_command(bin);
         cmd.args([
@@ -203,12 +209,18 @@ impl Server {
             "4s",
             "--empty-timeout",
             "30s",
-        ]);
+        ])
+        .args(extra);
         let mut proc = Proc::spawn("outpost-room", cmd)?;
         proc.wait_for_line("listening on", Duration::from_secs(10))?;
+        let scheme = if extra.contains(&"--tls-cert") {
+            "wss"
+        } else {
+            "ws"
+        };
         Ok(Self {
             proc,
-            url: format!("ws://{bind}"),
+            url: format!("{scheme}://{bind}"),
         })
     }
 }
@@ -223,6 +235,17 @@ pub struct PyPeer {
 impl PyPeer {
     /// Starts the peer as `identity` in `room` and waits until it has joined.
     pub fn start(pair: &NsPair, url: &str, room: &str, identity: &str) -> anyhow::Result<Self> {
+        Self::start_with_env(pair, url, room, identity, &[])
+    }
+
+    /// Like [`PyPeer::start`], with extra environment (e.g. `SSL_CERT_FILE`).
+    pub fn start_with_env(
+        pair: &NsPair,
+        url: &str,
+        room: &str,
+        identity: &str,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<Self> {
         let py = python::python()?;
         let mut cmd = pair.server_command(&py);
         cmd.arg(python::scripts_dir().join("lk_peer.py"))
@@ -231,6 +254,9 @@ impl PyPeer {
             .env("LK_ROOM", room)
             .env("LK_IDENTITY", identity)
             .env("PYTHONWARNINGS", "ignore");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let mut proc = Proc::spawn(&format!("lk_peer {identity}"), cmd)?;
         proc.wait_for_line("ready", Duration::from_secs(30))?;
         Ok(Self { proc })
@@ -249,8 +275,13 @@ pub struct Env {
 impl Env {
     /// Namespaces plus a room server.
     pub fn start(bin: &Path) -> anyhow::Result<Self> {
+        Self::start_with(bin, &[])
+    }
+
+    /// Namespaces plus a room server with more `serve` options.
+    pub fn start_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let pair = NsPair::create()?;
-        let server = Server::start(&pair, bin)?;
+        let server = Server::start_with(&pair, bin, extra)?;
         Ok(Self { server, pair })
     }
 }

@@ -115,14 +115,25 @@ impl SignalClient {
 
     /// Opens the WebSocket without waiting for anything.
     pub async fn connect(url: &str, token: &str) -> Result<Self, ConnectFailure> {
-        let mut req = format!("{url}/rtc?protocol=15&auto_subscribe=0&sdk=rust-test")
+        Self::connect_with(url, token, "", None).await
+    }
+
+    /// Opens the WebSocket with `extra_query` appended to the query string (e.g.
+    /// `&reconnect=1&sid=PA_…`) and, for `wss://`, this TLS connector.
+    pub async fn connect_with(
+        url: &str,
+        token: &str,
+        extra_query: &str,
+        tls: Option<tokio_tungstenite::Connector>,
+    ) -> Result<Self, ConnectFailure> {
+        let mut req = format!("{url}/rtc?protocol=15&auto_subscribe=0&sdk=rust-test{extra_query}")
             .into_client_request()
             .map_err(|e| ConnectFailure::Other(e.into()))?;
         let auth = format!("Bearer {token}").parse().map_err(
             |e: tungstenite::http::header::InvalidHeaderValue| ConnectFailure::Other(e.into()),
         )?;
         req.headers_mut().insert("Authorization", auth);
-        match tokio_tungstenite::connect_async(req).await {
+        match tokio_tungstenite::connect_async_tls_with_config(req, None, false, tls).await {
             Ok((ws, _)) => Ok(Self { ws }),
             Err(tungstenite::Error::Http(resp)) => {
                 let body = resp

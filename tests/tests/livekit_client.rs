@@ -12,7 +12,9 @@ use outpost_livekit::{
     ConnectionState, DataOptions, DisconnectReason, Error, Room, RoomEvent, RoomEvents,
     RoomOptions, StreamOptions,
 };
+use outpost_tests::cutproxy::CutProxy;
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
+use outpost_tests::pki::TestPki;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
@@ -28,8 +30,12 @@ struct Client {
 
 impl Client {
     async fn connect(url: &str, identity: &str) -> Client {
+        Self::connect_with(url, identity, RoomOptions::default()).await
+    }
+
+    async fn connect_with(url: &str, identity: &str, opts: RoomOptions) -> Client {
         let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
-        let opts = RoomOptions::default().assistant("assistant");
+        let opts = opts.assistant("assistant");
         let (room, events) = Room::connect(url, &token, opts)
             .await
             .unwrap_or_else(|e| panic!("connect {url}: {e}"));
@@ -890,4 +896,371 @@ fn connects_through_a_token_endpoint() {
         Ok(())
     })
     .unwrap();
+}
+
+// ---------------------------------------------------------------------------------
+// outpost-room's optional modes: session resume, subscriber_primary, wss://.
+// ---------------------------------------------------------------------------------
+
+/// Every reliable echo on `echo:<topic>` until the one carrying `last` (inclusive), in
+/// arrival order, taken out of the backlog.
+async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
+    let want = last.to_string();
+    let topic = format!("echo:{topic}");
+    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+        matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
+    })
+    .await;
+    let mut out = Vec::new();
+    c.backlog.retain(|ev| match ev {
+        RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) => {
+            out.push(String::from_utf8_lossy(&m.payload).into_owned());
+            false
+        }
+        _ => true,
+    });
+    out.push(want);
+    out
+}
+
+/// Presence and reconnect events in the backlog that concern `identity`.
+fn presence_events(c: &Client, identity: &str) -> Vec<String> {
+    c.backlog
+        .iter()
+        .filter_map(|ev| match ev {
+            RoomEvent::ParticipantJoined(p) if p.identity == identity => {
+                Some(format!("joined {}", p.sid))
+            }
+            RoomEvent::ParticipantLeft(p) if p.identity == identity => {
+                Some(format!("left {}", p.sid))
+            }
+            RoomEvent::AssistantJoined(p) if p.identity == identity => {
+                Some(format!("assistant joined {}", p.sid))
+            }
+            RoomEvent::AssistantLeft(p) if p.identity == identity => {
+                Some(format!("assistant left {}", p.sid))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Session resume in a room with `--resume-window`: first the Rust client's signaling
+/// WebSocket is cut (through a proxy; its peer connections stay up), then the official
+/// SDK peer's. Each resumes the same session: same sid, nobody sees it leave or join,
+/// and every reliable packet sent before, during and after arrives exactly once, in
+/// order. `extra` adds server options (the subscriber-primary variant).
+fn resume_after_signal_cut(extra: &[&str]) {
+    let mut args = vec!["--resume-window", "10s"];
+    args.extend_from_slice(extra);
+    let env = Env::start_with(Path::new(BIN), &args).expect("namespaces and server");
+    let upstream = format!("{}:7880", env.pair.server_ip).parse().unwrap();
+    // The official peer's signaling goes through a proxy in the server namespace, the
+    // Rust client's through one in the client namespace.
+    let py_proxy = CutProxy::start(
+        &env.pair.server_ns,
+        format!("{}:0", env.pair.server_ip).parse().unwrap(),
+        upstream,
+    )
+    .expect("proxy for the official peer");
+    let rs_proxy = CutProxy::start(
+        &env.pair.client_ns,
+        format!("{}:0", env.pair.client_ip).parse().unwrap(),
+        upstream,
+    )
+    .expect("proxy for the Rust client");
+    let assistant =
+        PyPeer::start(&env.pair, &py_proxy.url(false), ROOM, "assistant").expect("assistant peer");
+    let url = rs_proxy.url(false);
+    let server = &env.server;
+    std::thread::scope(|scope| {
+        let client = scope.spawn(|| {
+            in_netns(&env.pair.client_ns.clone(), move || async move {
+                let mut c = Client::connect(&url, "app").await;
+                let me = c.room.local_participant().unwrap().sid;
+                let assistant_sid = c.room.assistant().unwrap().sid;
+                c.wait_for("assistant joined", Duration::from_secs(5), |e| {
+                    matches!(e, RoomEvent::AssistantJoined(_))
+                })
+                .await;
+                c.wait_for("participant joined", Duration::from_secs(5), |e| {
+                    matches!(e, RoomEvent::ParticipantJoined(_))
+                })
+                .await;
+                send_numbers(&c, "seq", 0..50).await;
+                let echoed = echoes_until(&mut c, "seq", 49).await;
+                assert_eq!(echoed, numbers(50));
+
+                // 1. Our signaling connection is cut; packets sent right away cross
+                //    the (still open) data channel while we resume.
+                rs_proxy.cut();
+                send_numbers(&c, "seq", 50..100).await;
+                let (reason, resumed) = wait_reconnect(&mut c).await;
+                eprintln!("Rust client: {reason}; resumed={resumed}");
+                assert!(resumed, "the session must be resumed, not rejoined");
+                assert_eq!(c.room.local_participant().unwrap().sid, me);
+                assert_eq!(c.room.connection_state(), ConnectionState::Connected);
+                assert!(
+                    rs_proxy.accepted() >= 2,
+                    "the resume came through the proxy"
+                );
+                send_numbers(&c, "seq", 100..150).await;
+                let echoed = echoes_until(&mut c, "seq", 149).await;
+                assert_eq!(echoed, numbers(150)[50..].to_vec());
+                c.cmd(
+                    "assistant",
+                    json!({"op": "report", "topic": "seq", "n": 150}),
+                )
+                .await;
+                let r = c
+                    .reply("assistant", "report", Duration::from_secs(20))
+                    .await;
+                assert_eq!(r["exact"], true, "after our resume the assistant got {r}");
+                c.cmd("assistant", json!({"op": "whoami"})).await;
+                let w = c
+                    .reply("assistant", "whoami", Duration::from_secs(10))
+                    .await;
+                assert_eq!(
+                    w["presence"],
+                    json!([["joined", "app", me]]),
+                    "the official SDK saw us leave or join again: {w}"
+                );
+                assert_eq!(w["sid"], assistant_sid.as_str());
+
+                // 2. The official peer's signaling connection is cut. Our packets keep
+                //    flowing to it while it resumes.
+                py_proxy.cut();
+                send_numbers(&c, "seq", 150..200).await;
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+                let mut w;
+                loop {
+                    c.cmd("assistant", json!({"op": "whoami"})).await;
+                    w = c
+                        .reply("assistant", "whoami", Duration::from_secs(30))
+                        .await;
+                    if w["reconnects"] == json!(["reconnecting", "reconnected"]) {
+                        break;
+                    }
+                    assert!(
+                        w["reconnects"] == json!([]) || w["reconnects"] == json!(["reconnecting"]),
+                        "{w}"
+                    );
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "the official SDK did not get back: {w}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                assert_eq!(w["sid"], assistant_sid.as_str(), "the SDK rejoined: {w}");
+                assert_eq!(
+                    w["presence"],
+                    json!([["joined", "app", me]]),
+                    "after its resume the SDK saw us come and go: {w}"
+                );
+                assert_eq!(w["remote"], json!({"app": me}));
+                c.cmd(
+                    "assistant",
+                    json!({"op": "report", "topic": "seq", "n": 200}),
+                )
+                .await;
+                let r = c
+                    .reply("assistant", "report", Duration::from_secs(20))
+                    .await;
+                assert_eq!(r["exact"], true, "after its resume the assistant got {r}");
+                let echoed = echoes_until(&mut c, "seq", 199).await;
+                assert_eq!(echoed, numbers(200)[150..].to_vec());
+                // The SDK's own packets after its resume reach us too.
+                c.cmd(
+                    "assistant",
+                    json!({"op": "send_seq", "topic": "down", "n": 50, "start": 0, "to": ["app"]}),
+                )
+                .await;
+                c.reply("assistant", "sent_seq", Duration::from_secs(20))
+                    .await;
+                let down = c.collect("down", Duration::from_millis(300)).await;
+                assert_eq!(
+                    down.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
+                    numbers(50)
+                );
+
+                // Nobody left or joined, as far as we could see.
+                assert_eq!(
+                    presence_events(&c, "assistant"),
+                    Vec::<String>::new(),
+                    "backlog: {:?}",
+                    c.backlog
+                );
+                assert_eq!(c.room.assistant().unwrap().sid, assistant_sid);
+                c.room.leave().await.unwrap();
+                Ok(())
+            })
+        });
+        let result = client.join().expect("client thread");
+        if let Err(e) = &result {
+            panic!(
+                "{e:#}\n--- server log ---\n{}\n--- official peer ---\n{}",
+                server.proc.stderr(),
+                assistant.proc.stderr()
+            );
+        }
+    });
+    let log = env.server.proc.stderr();
+    assert_eq!(
+        log.matches("session resumed").count(),
+        2,
+        "the server should log two resumes:\n{log}"
+    );
+    assert!(!log.contains("resume refused"), "{log}");
+}
+
+#[test]
+fn resumes_after_the_signal_connection_is_cut() {
+    resume_after_signal_cut(&[]);
+}
+
+#[test]
+fn resumes_in_a_subscriber_primary_room() {
+    resume_after_signal_cut(&["--subscriber-primary"]);
+}
+
+/// `--subscriber-primary`: the server offers each client a subscriber connection and
+/// delivers data on its own channels there. Data flows both ways between the Rust
+/// client and official-SDK peers, with destinations honoured, and streams work.
+#[test]
+fn subscriber_primary_room_carries_data_both_ways() {
+    let env =
+        Env::start_with(Path::new(BIN), &["--subscriber-primary"]).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let _carol = PyPeer::start(&env.pair, &env.server.url, ROOM, "carol").expect("carol peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let mut names: Vec<String> = c
+            .room
+            .participants()
+            .into_iter()
+            .map(|p| p.identity)
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["assistant", "carol"]);
+
+        send_numbers(&c, "seq", 0..200).await;
+        let echoed = echoes_until(&mut c, "seq", 199).await;
+        assert_eq!(echoed, numbers(200));
+        c.cmd(
+            "assistant",
+            json!({"op": "report", "topic": "seq", "n": 200}),
+        )
+        .await;
+        let r = c
+            .reply("assistant", "report", Duration::from_secs(20))
+            .await;
+        assert_eq!(r["exact"], true, "assistant got {r}");
+        c.cmd("carol", json!({"op": "report", "topic": "seq", "n": 0}))
+            .await;
+        let r = c.reply("carol", "report", Duration::from_secs(10)).await;
+        assert_eq!(
+            r["count"], 0,
+            "carol got packets addressed to the assistant: {r}"
+        );
+
+        c.cmd(
+            "assistant",
+            json!({"op": "send_seq", "topic": "down", "n": 100, "start": 0, "to": ["app"]}),
+        )
+        .await;
+        c.reply("assistant", "sent_seq", Duration::from_secs(20))
+            .await;
+        let down = c.collect("down", Duration::from_millis(300)).await;
+        assert_eq!(
+            down.into_iter().map(|(_, p)| p).collect::<Vec<_>>(),
+            numbers(100)
+        );
+
+        // A 1 MiB byte stream each way.
+        const SIZE: usize = 1024 * 1024;
+        let payload: Vec<u8> = (0..SIZE).map(|i| (i * 31 + i / 7919) as u8).collect();
+        let opts = StreamOptions {
+            topic: "bytes".into(),
+            destination_identities: vec!["assistant".into()],
+            ..Default::default()
+        };
+        c.room.send_bytes(&payload, opts).await.unwrap();
+        let r = c
+            .reply("assistant", "stream_sha", Duration::from_secs(60))
+            .await;
+        assert_eq!(r["sha256"], sha_hex(&payload).as_str(), "{r}");
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_bytes", "size": SIZE, "topic": "bytes"}),
+        )
+        .await;
+        let reader = next_stream(&mut c, "bytes").await;
+        let got = reader.read_all().await.unwrap();
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(30))
+            .await;
+        assert_eq!(sent["sha256"], sha_hex(&got).as_str());
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// `wss://` with a server certificate from a throw-away CA: refused with a clear error
+/// until the client trusts the CA (`RoomOptions::extra_root_ca_pem`), then data flows
+/// both ways with an official-SDK peer that also connects over TLS.
+#[test]
+fn wss_with_a_private_ca() {
+    let pair_ip = lkclient::NsPair::create().expect("namespaces");
+    // The certificate names the server's address, which the namespace pair decides.
+    let pki = TestPki::new(&[pair_ip.server_ip.to_string()]).expect("test CA");
+    let cert = pki.cert_path().display().to_string();
+    let key = pki.key_path().display().to_string();
+    let server = lkclient::Server::start_with(
+        &pair_ip,
+        Path::new(BIN),
+        &["--tls-cert", &cert, "--tls-key", &key],
+    )
+    .expect("server");
+    assert!(server.url.starts_with("wss://"), "{}", server.url);
+    let ca_file = pki.ca_path().display().to_string();
+    let _assistant = PyPeer::start_with_env(
+        &pair_ip,
+        &server.url,
+        ROOM,
+        "assistant",
+        &[("SSL_CERT_FILE", &ca_file)],
+    )
+    .expect("assistant peer over wss");
+    let url = server.url.clone();
+    let ca_pem = pki.ca_pem.clone();
+    in_netns(&pair_ip.client_ns.clone(), move || async move {
+        let token = lkclient::token(ROOM, "app", lkclient::DEV_SECRET).unwrap();
+        let mut opts = RoomOptions::default();
+        opts.connect_timeout = Duration::from_secs(3);
+        let err = Room::connect(&url, &token, opts.clone()).await.unwrap_err();
+        assert!(matches!(err, Error::Unreachable { .. }), "{err}");
+        assert!(
+            err.to_string().to_lowercase().contains("certificate"),
+            "the error should say the certificate is not trusted: {err}"
+        );
+        let err = Room::connect(&url, &token, opts.clone().trust_root_ca_pem("not pem"))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
+
+        let mut c = Client::connect_with(&url, "app", opts.trust_root_ca_pem(ca_pem)).await;
+        send_numbers(&c, "seq", 0..50).await;
+        let echoed = echoes_until(&mut c, "seq", 49).await;
+        assert_eq!(echoed, numbers(50));
+        c.cmd("assistant", json!({"op": "ping", "n": 3})).await;
+        let r = c.reply("assistant", "pong", Duration::from_secs(10)).await;
+        assert_eq!(r["n"], 3);
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+    drop(server);
 }

@@ -21,8 +21,14 @@ const PING: &[&str] = &[
 ];
 
 fn scenario(script: &str, timeout_s: u64) -> Vec<serde_json::Value> {
+    scenario_with(script, timeout_s, &[])
+}
+
+/// Like [`scenario`], with more `serve` options.
+fn scenario_with(script: &str, timeout_s: u64, extra: &[&str]) -> Vec<serde_json::Value> {
     let ns = NetNs::create().expect("network namespace");
-    let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
+    let args: Vec<&str> = PING.iter().chain(extra).copied().collect();
+    let server = RoomProcess::start(&ns, Path::new(BIN), &args).expect("server");
     run_script(
         &ns,
         &server,
@@ -36,6 +42,15 @@ fn scenario(script: &str, timeout_s: u64) -> Vec<serde_json::Value> {
 #[test]
 fn publish_data_both_ways_with_topics_and_destinations() {
     let out = scenario("data_exchange.py", 60);
+    assert_eq!(out[0]["ok"], true);
+    assert_eq!(out[0]["seq"], 200);
+}
+
+/// `--subscriber-primary`: the SDKs answer our subscriber offer, read our channels on
+/// it, and negotiate their publisher connection only when they first publish.
+#[test]
+fn publish_data_both_ways_in_a_subscriber_primary_room() {
+    let out = scenario_with("data_exchange.py", 60, &["--subscriber-primary"]);
     assert_eq!(out[0]["ok"], true);
     assert_eq!(out[0]["seq"], 200);
 }

@@ -389,3 +389,193 @@ async fn shutdown_tells_connected_clients_to_leave() {
         );
     }
 }
+
+/// Participant updates in `msgs`, as (identity, sid, state) triples.
+fn updates(msgs: &[proto::SignalResponse]) -> Vec<(String, String, i32)> {
+    msgs.iter()
+        .filter_map(|m| match &m.message {
+            Some(signal_response::Message::Update(u)) => Some(u.participants.clone()),
+            _ => None,
+        })
+        .flatten()
+        .map(|p| (p.identity, p.sid, p.state))
+        .collect()
+}
+
+/// Reads messages until one matches `pred`; returns everything read, that one last.
+async fn recv_until(
+    c: &mut SignalClient,
+    mut pred: impl FnMut(&proto::SignalResponse) -> bool,
+) -> Vec<proto::SignalResponse> {
+    let mut seen = Vec::new();
+    loop {
+        let m = c.recv(Duration::from_secs(5)).await.unwrap();
+        let done = pred(&m);
+        seen.push(m);
+        if done {
+            return seen;
+        }
+    }
+}
+
+fn is_leave_reconnect(m: &proto::SignalResponse) -> bool {
+    matches!(&m.message, Some(signal_response::Message::Leave(l))
+        if l.action == proto::leave_request::Action::Reconnect as i32
+            && l.reason == DisconnectReason::StateMismatch as i32)
+}
+
+#[tokio::test]
+async fn resume_reattaches_a_dropped_session_or_asks_for_a_full_reconnect() {
+    // Without a resume window, reconnect=1 is a 404 and the SDKs rejoin.
+    let plain = start(|_| {}).await;
+    let token = plain.token("r", "a").unwrap();
+    match SignalClient::connect_with(&plain.url(), &token, "&reconnect=1&sid=PA_x", None).await {
+        Err(ConnectFailure::Http(404, _)) => {}
+        other => panic!("expected 404, got {other:?}"),
+    }
+    assert_eq!(plain.shutdown().await, Stats::default());
+
+    let server = start(|c| c.resume_window = Duration::from_secs(3)).await;
+    let url = server.url();
+    let token_a = server.token("r", "a").unwrap();
+    let (a, join) = SignalClient::join(&url, &token_a).await.unwrap();
+    let a_sid = join.participant.unwrap().sid;
+    let (mut w, _) = SignalClient::join(&url, &server.token("r", "w").unwrap())
+        .await
+        .unwrap();
+    // a's socket drops without a Leave; the session stays, so x's join is held for it.
+    drop(a);
+    let (x, _) = SignalClient::join(&url, &server.token("r", "x").unwrap())
+        .await
+        .unwrap();
+    let x_sid = server.rooms();
+    assert_eq!(
+        x_sid,
+        vec![(
+            "r".to_string(),
+            vec!["a".to_string(), "w".to_string(), "x".to_string()]
+        )]
+    );
+
+    // Another sid, or another identity's session: a full reconnect is requested.
+    let mut wrong = SignalClient::connect_with(&url, &token_a, "&reconnect=1&sid=PA_other", None)
+        .await
+        .unwrap();
+    recv_until(&mut wrong, is_leave_reconnect).await;
+
+    // The right sid: the same session, resumed.
+    let query = format!("&reconnect=1&sid={a_sid}");
+    let mut a2 = SignalClient::connect_with(&url, &token_a, &query, None)
+        .await
+        .unwrap();
+    let first = a2.recv(Duration::from_secs(5)).await.unwrap();
+    assert!(
+        matches!(first.message, Some(signal_response::Message::Reconnect(_))),
+        "{first:?}"
+    );
+    let seen = recv_until(&mut a2, |m| {
+        matches!(m.message, Some(signal_response::Message::RoomUpdate(_)))
+    })
+    .await;
+    let ups = updates(&seen);
+    let joined = participant_info::State::Joined as i32;
+    // First what was held while detached (x joined), then everyone, a included.
+    assert_eq!(
+        ups.first().map(|u| (u.0.as_str(), u.2)),
+        Some(("x", joined))
+    );
+    let mut everyone: Vec<String> = ups[1..].iter().map(|u| u.0.clone()).collect();
+    everyone.sort();
+    assert_eq!(everyone, vec!["a", "w", "x"]);
+    assert!(ups.iter().any(|u| u.0 == "a" && u.1 == a_sid));
+
+    // w saw x join and nothing about a: a never left, so nothing to re-announce.
+    let seen = recv_until(&mut w, |m| {
+        updates(std::slice::from_ref(m)).iter().any(|u| u.0 == "x")
+    })
+    .await;
+    assert!(
+        updates(&seen).iter().all(|u| u.0 != "a"),
+        "w saw a leave or rejoin: {:?}",
+        updates(&seen)
+    );
+
+    // a drops again and does not come back: gone after the window, and w is told.
+    drop(a2);
+    let seen = recv_until(&mut w, |m| {
+        updates(std::slice::from_ref(m))
+            .iter()
+            .any(|u| u.0 == "a" && u.2 == participant_info::State::Disconnected as i32)
+    })
+    .await;
+    assert!(updates(&seen).iter().all(|u| u.0 != "a" || u.1 == a_sid));
+    let mut late = SignalClient::connect_with(&url, &token_a, &query, None)
+        .await
+        .unwrap();
+    recv_until(&mut late, is_leave_reconnect).await;
+
+    drop((w, x, wrong, late));
+    wait_empty(&server).await;
+    assert_eq!(server.shutdown().await, Stats::default());
+}
+
+#[tokio::test]
+async fn tls_listener_serves_wss_and_a_stalled_handshake_blocks_nobody() {
+    use outpost_tests::pki::TestPki;
+    use tokio_rustls::rustls;
+    let pki = TestPki::new(&["127.0.0.1".to_string()]).unwrap();
+    let identity =
+        outpost_room::TlsIdentity::from_pem(pki.cert_pem.as_bytes(), pki.key_pem.as_bytes())
+            .unwrap();
+    let server = start(|c| c.tls = Some(identity)).await;
+    let url = server.url();
+    assert!(url.starts_with("wss://127.0.0.1:"), "{url}");
+
+    // A client that opens TCP and never says a word.
+    let _stalled = tokio::net::TcpStream::connect(server.local_addr())
+        .await
+        .unwrap();
+
+    let connector = |ca: &str| {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tokio_tungstenite::Connector::Rustls(std::sync::Arc::new(config))
+    };
+    let token = server.token("r", "tls").unwrap();
+    let mut c = SignalClient::connect_with(&url, &token, "", Some(connector(&pki.ca_pem)))
+        .await
+        .unwrap();
+    let join = c.recv(Duration::from_secs(5)).await.unwrap();
+    assert!(matches!(
+        join.message,
+        Some(signal_response::Message::Join(_))
+    ));
+
+    // A client trusting another CA is refused during the handshake.
+    let other = TestPki::new(&["127.0.0.1".to_string()]).unwrap();
+    match SignalClient::connect_with(&url, &token, "", Some(connector(&other.ca_pem))).await {
+        Err(ConnectFailure::Other(e)) => {
+            assert!(e.to_string().to_lowercase().contains("certificate"), "{e}")
+        }
+        Err(ConnectFailure::Http(code, body)) => panic!("HTTP {code} {body}"),
+        Ok(_) => panic!("an untrusted certificate was accepted"),
+    }
+    // Plain HTTP on the TLS port gets no WebSocket.
+    let plain = url.replacen("wss://", "ws://", 1);
+    assert!(SignalClient::connect(&plain, &token).await.is_err());
+
+    c.send(signal_request::Message::Leave(Default::default()))
+        .await
+        .unwrap();
+    wait_participants(&server, 0).await;
+    // Shutdown also ends the stalled handshake's task.
+    assert_eq!(server.shutdown().await, Stats::default());
+}
