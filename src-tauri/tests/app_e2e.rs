@@ -1,0 +1,469 @@
+//! End to end: the real `outpost-app` binary under Xvfb, driven through tauri-driver and
+//! WebKitWebDriver like a person would (DOM text, clicks on the real buttons, keys in
+//! the real inputs). See `common/mod.rs` for the harness.
+//!
+//! - `official_sdk_assistant_through_the_app`: the example Python assistant
+//!   (`examples/python-agent/agent.py`, official LiveKit SDK) asks to read a file outside
+//!   the allowed folders; the consent dialog answers Allow once, Deny and Always allow reach
+//!   the assistant; a notification goes out over D-Bus while the window is minimized;
+//!   settings changed in the settings pane survive a restart; history search finds the
+//!   message with the highlight. libwebrtc ignores loopback, so the room server and the
+//!   assistant run in one network namespace and the app (with its display and D-Bus
+//!   session) in another, joined by a veth pair.
+//! - `local_demo_from_first_run`: an empty config shows the first-run screen; "Try the
+//!   local demo" starts the in-process room server and scripted assistant; a whole
+//!   scripted conversation follows (help, a server-side calculation, a file read with
+//!   consent, the refused SSH key). With `OUTPOST_SCREENSHOTS=1` it saves
+//!   docs/screenshots/app-*.png.
+//!
+//! Needs root (network namespaces), iproute2, xvfb-run, dbus-run-session, dunst,
+//! WebKitWebDriver, tauri-driver and the venv with the official SDK (scripts/setup.sh
+//! installs them). The two tests run one after the other.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, ensure};
+use common::{App, Assistant, Driver, RoomServer, WINDOW, wait_for};
+use fantoccini::key::Key;
+use outpost_tests::lkclient::{NsPair, in_netns};
+use outpost_tests::netns::NetNs;
+use serde_json::{Value, json};
+
+const ROOM: &str = "app-e2e";
+const NOTE: &str = "the zebra crossing is at noon\n";
+
+/// The app's folders and the files the tools read, in one temporary folder.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    config: PathBuf,
+    data: PathBuf,
+    home: PathBuf,
+    /// A file outside every allowed folder: reading it needs consent.
+    notes: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let config = root.join("config");
+        let data = root.join("data");
+        let home = root.join("home");
+        let outside = root.join("outside");
+        for d in [&config, &data, &home, &outside] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let notes = outside.join("zebra-notes.txt");
+        std::fs::write(&notes, NOTE).unwrap();
+        Fixture {
+            _dir: dir,
+            root,
+            config,
+            data,
+            home,
+            notes,
+        }
+    }
+
+    /// The app's environment: its folders, secrets in memory, and a home of its own (the
+    /// window-state plugin and WebKit keep files there).
+    fn env(&self, token: Option<&str>) -> Vec<(&'static str, OsString)> {
+        let mut env = vec![
+            ("OUTPOST_CONFIG_DIR", self.config.clone().into_os_string()),
+            ("OUTPOST_DATA_DIR", self.data.clone().into_os_string()),
+            ("OUTPOST_SECRETS", "memory".into()),
+            ("HOME", self.home.clone().into_os_string()),
+            (
+                "XDG_CONFIG_HOME",
+                self.home.join(".config").into_os_string(),
+            ),
+            (
+                "XDG_DATA_HOME",
+                self.home.join(".local/share").into_os_string(),
+            ),
+            ("XDG_CACHE_HOME", self.home.join(".cache").into_os_string()),
+        ];
+        if let Some(t) = token {
+            env.push(("OUTPOST_LIVEKIT_TOKEN", t.into()));
+        }
+        env
+    }
+
+    fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+}
+
+/// The error's cause first, then what it happened during, then the logs.
+fn report(e: &anyhow::Error) -> String {
+    let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("\n")
+}
+
+fn path(p: &Path) -> String {
+    p.display().to_string()
+}
+
+// --- scenario A: the official-SDK Python assistant -----------------------------------------
+
+#[test]
+fn official_sdk_assistant_through_the_app() {
+    let _one = common::serial();
+    let fx = Fixture::new();
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    // A saved connection: the app connects at start, with the token from the
+    // environment (the keyring has none).
+    std::fs::write(
+        fx.config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    // Long enough that no question times out while the test answers it.
+    std::fs::write(
+        fx.config.join("policy.toml"),
+        "consent_timeout_secs = 600\n",
+    )
+    .unwrap();
+    let notes = path(&fx.notes);
+    let read = |id: &str, wait_ms: u32, expect: Value| {
+        json!({"name": id, "op": "request", "id": id, "toolName": "read_local_file",
+               "execution": "client", "parameters": {"filePath": notes},
+               "wait_ms": wait_ms, "expect": expect})
+    };
+    let steps = json!([
+        {"op": "wait_user", "text": "Please read my zebra notes", "wait_ms": 120_000},
+        read("r-allow", 300_000, json!({"success": true, "result": {"content": NOTE}})),
+        {"op": "say", "text": "Thanks, I could read it."},
+        {"op": "wait_user", "text": "Ask again, I will say no", "wait_ms": 120_000},
+        read("r-deny", 300_000, json!({"success": false, "errorCode": "permission_denied"})),
+        {"op": "say", "text": "Understood, I will not read it."},
+        {"op": "wait_user", "text": "Ask once more, I will always allow it", "wait_ms": 120_000},
+        read("r-always", 300_000, json!({"success": true, "result": {"content": NOTE}})),
+        // Answered without a question; a question would wait for the 600 s timeout.
+        read("r-again", 120_000, json!({"success": true, "result": {"content": NOTE}})),
+        {"op": "say", "text": "All checks are done, thank you."}
+    ]);
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let env = fx.env(Some(&token));
+        let driver = Driver::start(&client_ns, &fx.logs(), &env).await?;
+        let mut assistant = Assistant::start(&server_ns, &url, ROOM, &steps, &fx.root)?;
+        let r = assistant_scenario(&driver, &mut assistant, &fx).await;
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                assistant.report()
+            ))
+        })
+    });
+    drop(server);
+    drop(pair);
+    if let Err(e) = outcome {
+        panic!("{}", report(&e));
+    }
+}
+
+async fn assistant_scenario(
+    driver: &Driver,
+    assistant: &mut Assistant,
+    fx: &Fixture,
+) -> anyhow::Result<()> {
+    let notes = path(&fx.notes);
+    // Let the assistant join first, so the app finds it in the room.
+    wait_for("the assistant to join", || async {
+        Ok(assistant
+            .events()
+            .into_iter()
+            .find(|e| e["event"] == "ready"))
+    })
+    .await
+    .with_context(|| assistant.report())?;
+
+    let app = App::launch().await?;
+    // The saved connection: no first-run screen, connected to the example assistant.
+    app.wait_text("#chat-title", "Example Assistant").await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+
+    // 1. Allow once: the dialog shows the path; the result reaches the assistant.
+    app.say("Please read my zebra notes").await?;
+    app.wait_assistant("You said: Please read my zebra notes")
+        .await?;
+    let (text, paths) = app.wait_consent().await?;
+    ensure!(paths == [notes.clone()], "the dialog lists {paths:?}");
+    ensure!(text.contains("read_local_file"), "dialog: {text}");
+    app.answer_consent("Allow once").await?;
+    let card = app
+        .wait_card("r-allow", "completed", |c| c["id"] == "r-allow")
+        .await?;
+    ensure!(
+        card["text"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("zebra crossing"),
+        "{card}"
+    );
+    let o = assistant.outcome("r-allow").await?;
+    ensure!(
+        o["ok"] == true && o["success"] == true,
+        "the assistant got {o}"
+    );
+    app.wait_assistant("Thanks, I could read it.").await?;
+    ensure!(
+        driver.notifications().is_empty(),
+        "a notification while the window had the focus: {:?}",
+        driver.notifications()
+    );
+
+    // 2. Deny, with the window minimized (WebDriver's minimize unmaps it under Xvfb, so
+    //    it loses the focus): the question also goes out as a desktop notification.
+    app.type_message("Ask again, I will say no").await?;
+    app.client.minimize_window().await?;
+    app.press_enter_in_composer().await?;
+    let (summary, body) = wait_for("a Notify call on the session bus", || async {
+        Ok(driver.notifications().into_iter().next())
+    })
+    .await?;
+    ensure!(summary == "Outpost needs your permission", "{summary}");
+    ensure!(body == format!("Read {notes}"), "{body}");
+    let (w, h) = WINDOW;
+    app.client.set_window_rect(0, 0, w, h).await?;
+    app.wait_consent().await?;
+    app.answer_consent("Deny").await?;
+    app.wait_card("r-deny", "denied", |c| c["id"] == "r-deny")
+        .await?;
+    let o = assistant.outcome("r-deny").await?;
+    ensure!(
+        o["ok"] == true && o["errorCode"] == "permission_denied",
+        "the assistant got {o}"
+    );
+    app.wait_assistant("Understood, I will not read it.")
+        .await?;
+
+    // 3. Always allow: the next read does not ask.
+    app.say("Ask once more, I will always allow it").await?;
+    app.wait_consent().await?;
+    app.answer_consent("Always allow").await?;
+    app.wait_card("r-always", "completed", |c| c["id"] == "r-always")
+        .await?;
+    let asked_again = wait_for("r-again to complete (or a question)", || async {
+        if app.consent_dialog().await?.is_some() {
+            return Ok(Some(true));
+        }
+        let done = app
+            .tool_cards()
+            .await?
+            .iter()
+            .any(|c| c["id"] == "r-again" && c["status"] == "completed");
+        Ok(done.then_some(false))
+    })
+    .await?;
+    ensure!(!asked_again, "the app asked again after Always allow");
+    for id in ["r-always", "r-again"] {
+        let o = assistant.outcome(id).await?;
+        ensure!(
+            o["ok"] == true && o["success"] == true,
+            "{id}: the assistant got {o}"
+        );
+    }
+    app.wait_assistant("All checks are done").await?;
+    let status = assistant.finish().await?;
+    ensure!(
+        status.success(),
+        "the assistant's scenario failed ({status})"
+    );
+    // Back in front after the restore: the later question did not notify.
+    ensure!(
+        driver.notifications().len() == 1,
+        "notifications: {:?}",
+        driver.notifications()
+    );
+
+    // 4. Settings: change the consent timeout and add a folder in the settings pane.
+    let projects = fx.root.join("projects");
+    std::fs::create_dir_all(&projects)?;
+    let projects = path(&projects);
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tools & permissions").await?;
+    let timeout = app.wait_css("input[type=number][max='86400']").await?;
+    // Replace the value with keys (no Ctrl chords: Ctrl+digit switches screens), then
+    // Tab out: the change event saves.
+    let keys = format!(
+        "{}{}240{}",
+        char::from(Key::End),
+        char::from(Key::Backspace).to_string().repeat(8),
+        char::from(Key::Tab)
+    );
+    timeout.send_keys(&keys).await?;
+    app.wait_text(".notices", "Settings saved.").await?;
+    app.wait_text("ul[aria-label='Remembered decisions']", "read_local_file")
+        .await?;
+    app.click_button(".subnav", "Folders").await?;
+    app.wait_css("#new-folder")
+        .await?
+        .send_keys(&projects)
+        .await?;
+    app.click_button("form.add", "Add").await?;
+    app.wait_text("ul[aria-label=Folders]", &projects).await?;
+
+    // 5. Quit and start again: the settings are still there.
+    app.quit(driver, &fx.config).await?;
+    let app = App::launch().await?;
+    // Still configured: the main screens, not the first-run screen. (The assistant has
+    // left the room by now.)
+    app.wait_css("nav[aria-label=Main]").await?;
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tools & permissions").await?;
+    let value = wait_for("the saved consent timeout", || async {
+        let Some(el) = app.find("input[type=number][max='86400']").await? else {
+            return Ok(None);
+        };
+        Ok(el.prop("value").await?)
+    })
+    .await?;
+    ensure!(value == "240", "consent timeout after a restart: {value}");
+    app.wait_text("ul[aria-label='Remembered decisions']", "Always allow")
+        .await?;
+    app.click_button(".subnav", "Folders").await?;
+    app.wait_text("ul[aria-label=Folders]", &projects).await?;
+
+    // 6. History: search finds the message, with the match highlighted.
+    app.open_screen("History").await?;
+    app.wait_css("#history-search")
+        .await?
+        .send_keys("zebra")
+        .await?;
+    let mark = app
+        .wait_text("ul[aria-label='Search results'] mark", "zebra")
+        .await?;
+    ensure!(mark.eq_ignore_ascii_case("zebra"), "highlighted: {mark}");
+    app.wait_text(
+        "ul[aria-label='Search results'] .snippet",
+        "Please read my zebra notes",
+    )
+    .await?;
+    app.click("ul[aria-label='Search results'] button.item")
+        .await?;
+    app.wait_text(".detail-body", "Please read my zebra notes")
+        .await?;
+    app.quit(driver, &fx.config).await?;
+    Ok(())
+}
+
+// --- scenario B: the local demo from the first-run screen --------------------------------
+
+#[test]
+fn local_demo_from_first_run() {
+    let _one = common::serial();
+    let fx = Fixture::new();
+    let ns = NetNs::create().expect("a network namespace (run as root)");
+    let name = ns.name().to_owned();
+    let outcome = in_netns(&name.clone(), move || async move {
+        let driver = Driver::start(&name, &fx.logs(), &fx.env(None)).await?;
+        let r = demo_scenario(&driver, &fx).await;
+        r.map_err(|e| e.context(format!("--- driver and app log ---\n{}", driver.log())))
+    });
+    drop(ns);
+    if let Err(e) = outcome {
+        panic!("{}", report(&e));
+    }
+}
+
+async fn demo_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
+    let notes = path(&fx.notes);
+    let app = App::launch().await?;
+
+    // An empty config: the first-run screen.
+    app.wait_text("#welcome-title", "Welcome to Outpost")
+        .await?;
+    driver.screenshot(&app, "first-run").await?;
+    app.click_button(".first-run", "Try the local demo").await?;
+    app.wait_text("#chat-title", "Outpost demo (scripted, not an AI)")
+        .await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+
+    // The help text.
+    app.say("help").await?;
+    app.wait_assistant("I am a scripted demo, not an AI")
+        .await?;
+
+    // A calculation on the assistant's server: shown, not run by the app.
+    app.say("calculate 6*7").await?;
+    let card = app
+        .wait_card("server_calculator", "completed", |c| {
+            c["tool"] == "server_calculator"
+        })
+        .await?;
+    ensure!(
+        card["text"].as_str().unwrap_or_default().contains("42"),
+        "{card}"
+    );
+    app.wait_assistant("= 42 (worked out by the assistant's server)")
+        .await?;
+
+    // A file outside the allowed folders: the dialog asks; Allow once; the answer
+    // quotes the file.
+    app.say(&format!("read the file {notes}")).await?;
+    let (text, paths) = app.wait_consent().await?;
+    ensure!(paths == [notes.clone()], "the dialog lists {paths:?}");
+    ensure!(text.contains(&format!("Read {notes}")), "dialog: {text}");
+    driver.screenshot(&app, "consent").await?;
+    app.answer_consent("Allow once").await?;
+    app.wait_card("read", "completed", |c| {
+        c["tool"] == "read_local_file" && c["text"].as_str().unwrap_or_default().contains(&notes)
+    })
+    .await?;
+    app.wait_assistant(NOTE.trim()).await?;
+    driver.screenshot(&app, "chat").await?;
+
+    // The SSH key: refused by the secrets list, without a question.
+    app.say("ssh").await?;
+    app.wait_card("ssh", "denied", |c| {
+        c["tool"] == "read_local_file"
+            && c["text"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(".ssh/id_rsa")
+    })
+    .await?;
+    app.wait_assistant("The app refused the").await?;
+    ensure!(
+        app.consent_dialog().await?.is_none(),
+        "the SSH key read asked for consent"
+    );
+
+    // Settings and history, for the screenshots (and a quick look).
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tools & permissions").await?;
+    app.wait_text("ul[aria-label=Tools]", "read_local_file")
+        .await?;
+    driver.screenshot(&app, "settings").await?;
+    app.open_screen("History").await?;
+    app.wait_css("#history-search")
+        .await?
+        .send_keys("zebra")
+        .await?;
+    app.wait_text("ul[aria-label='Search results'] mark", "zebra")
+        .await?;
+    app.click("ul[aria-label='Search results'] button.item")
+        .await?;
+    app.wait_text(".detail-body", NOTE.trim()).await?;
+    driver.screenshot(&app, "history").await?;
+    app.quit(driver, &fx.config).await?;
+    Ok(())
+}

@@ -1,0 +1,770 @@
+//! Harness for the end-to-end tests of the real app: a virtual display, a D-Bus session
+//! with a notification daemon, tauri-driver, and a WebDriver client (fantoccini) that
+//! drives the app's web view like a person would.
+//!
+//! Everything runs inside a network namespace the test made: `xvfb-run` (Xvfb), then
+//! `dbus-run-session` (D-Bus auto-starts `dunst` for notifications), then a shell that
+//! starts `dbus-monitor` on the notification interface and `exec`s tauri-driver, which
+//! starts WebKitWebDriver, which launches the app binary. The WebDriver client runs on a
+//! tokio runtime inside the same namespace (`outpost_tests::lkclient::in_netns`) and talks
+//! to tauri-driver on the namespace's own loopback, so port 4444 never collides with
+//! anything outside, and the app's WebRTC traffic stays in the namespace.
+//!
+//! [`Driver`] owns that process tree and ends it on drop; [`App`] is one WebDriver
+//! session (one run of the app). [`Assistant`] is the example Python assistant
+//! (official LiveKit SDK) in scenario mode; [`RoomServer`] an in-process `outpost-room`.
+
+use std::ffi::OsString;
+use std::io::{BufRead as _, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use fantoccini::elements::Element;
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+/// The app binary Cargo built for these tests.
+pub const APP_BIN: &str = env!("CARGO_BIN_EXE_outpost-app");
+
+/// Xvfb's options (`xvfb-run -s`): a screen larger than the window, so dunst's
+/// notifications sit beside it rather than over it.
+const XVFB_ARGS: &str = "-screen 0 1280x800x24";
+
+/// The D-Bus name tauri-plugin-single-instance holds while the app runs (identifier
+/// from tauri.conf.json + ".SingleInstance").
+const SINGLE_INSTANCE_NAME: &str = "dev.outpost.app.SingleInstance";
+
+/// The app window's size (tauri.conf.json); screenshots are cropped to it.
+pub const WINDOW: (u32, u32) = (1100, 760);
+
+/// How long any single UI expectation may take before the test fails. Generous: a cold
+/// WebKit start on a loaded 2-core CI machine takes seconds.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The WebDriver scenarios run one at a time: each starts a display, WebKit and the app,
+/// which is all a 2-core machine can carry at once.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    outpost_tests::python::workspace_root()
+}
+
+/// Fails with setup advice when a program the tests need is missing.
+pub fn require_tools() -> anyhow::Result<()> {
+    let needed = [
+        ("xvfb-run", "apt-get install xvfb xauth"),
+        (
+            "dbus-run-session",
+            "apt-get install dbus-x11 (or dbus-daemon)",
+        ),
+        ("dbus-monitor", "apt-get install dbus-x11 (or dbus-bin)"),
+        ("dbus-send", "apt-get install dbus-x11 (or dbus-bin)"),
+        ("dunst", "apt-get install dunst"),
+        ("WebKitWebDriver", "apt-get install webkit2gtk-driver"),
+        (
+            "tauri-driver",
+            "cargo install tauri-driver --version ^2 --locked",
+        ),
+    ];
+    for (prog, how) in needed {
+        if which(prog).is_none() {
+            bail!("{prog} is not on PATH; install it ({how}) or run scripts/setup.sh");
+        }
+    }
+    Ok(())
+}
+
+fn which(prog: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    // `cargo install` puts tauri-driver here; PATH may not have it (e.g. under sudo).
+    if let Some(home) = std::env::var_os("HOME") {
+        dirs.push(PathBuf::from(home).join(".cargo/bin"));
+    }
+    dirs.into_iter().map(|d| d.join(prog)).find(|p| p.is_file())
+}
+
+/// Polls `probe` until it yields a value; fails naming `what` after `PATIENCE`.
+pub async fn wait_for<T, F, Fut>(what: &str, mut probe: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + PATIENCE;
+    let mut last_err = None;
+    loop {
+        // A probe that never returns (a WebDriver call to an app that died) must not hang
+        // the test.
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, probe()).await {
+            Ok(Ok(Some(v))) => return Ok(v),
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => last_err = Some(e),
+            Err(_) => last_err = Some(anyhow::anyhow!("the last check did not return")),
+        }
+        if Instant::now() > deadline {
+            let why = last_err.map(|e| format!(" (last error: {e:#})"));
+            bail!(
+                "{what} did not happen within {PATIENCE:?}{}",
+                why.unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// --- the display, D-Bus session and tauri-driver ---------------------------------------
+
+/// Xvfb + D-Bus session (with dunst and a `dbus-monitor` on notifications) + tauri-driver,
+/// in network namespace `netns`. The whole process tree is ended on drop.
+#[derive(Debug)]
+pub struct Driver {
+    child: Child,
+    netns: String,
+    /// Logs: `driver.log` (tauri-driver, WebKitWebDriver and the app's stderr),
+    /// `notify.log` (the monitored `Notify` calls), `display.env`.
+    pub dir: PathBuf,
+    display: String,
+    xauthority: String,
+    bus: String,
+}
+
+/// Started inside `dbus-run-session`: note the display, watch notifications, become
+/// tauri-driver (its pid is this shell's, so it can be asked to stop first).
+const INNER: &str = r#"set -e
+printf '%s\n%s\n%s\n' "$DISPLAY" "$XAUTHORITY" "$DBUS_SESSION_BUS_ADDRESS" \
+  > "$E2E_DIR/display.env.tmp"
+mv "$E2E_DIR/display.env.tmp" "$E2E_DIR/display.env"
+dbus-monitor --session "interface='org.freedesktop.Notifications',member='Notify'" \
+  > "$E2E_DIR/notify.log" 2>&1 &
+echo $$ > "$E2E_DIR/driver.pid"
+exec tauri-driver --port 4444 --native-port 4445
+"#;
+
+impl Driver {
+    /// Starts everything in `netns`; `env` goes to the app (and everything else). Call
+    /// from a runtime inside `netns`: it waits until tauri-driver accepts connections on
+    /// the namespace's loopback.
+    pub async fn start(netns: &str, dir: &Path, env: &[(&str, OsString)]) -> anyhow::Result<Self> {
+        require_tools()?;
+        std::fs::create_dir_all(dir)?;
+        let log = std::fs::File::create(dir.join("driver.log"))?;
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns, "xvfb-run", "-a", "-s"])
+            // One argument on purpose: xvfb-run passes it on to Xvfb, which splits it.
+            .arg(XVFB_ARGS)
+            .args(["dbus-run-session", "--", "sh", "-c", INNER])
+            .env("E2E_DIR", dir)
+            .env("RUST_LOG", "outpost=info,outpost_app=info,warn")
+            .env_remove("DBUS_SESSION_BUS_ADDRESS")
+            .env_remove("DISPLAY")
+            .env_remove("WAYLAND_DISPLAY");
+        if let Some(p) = which("tauri-driver").and_then(|p| p.parent().map(Path::to_path_buf)) {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+            dirs.push(p);
+            cmd.env("PATH", std::env::join_paths(dirs)?);
+        }
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting xvfb-run")?;
+        let mut driver = Driver {
+            child,
+            netns: netns.to_owned(),
+            dir: dir.to_path_buf(),
+            display: String::new(),
+            xauthority: String::new(),
+            bus: String::new(),
+        };
+        let env_file = dir.join("display.env");
+        let text = wait_for("the virtual display", || {
+            let f = env_file.clone();
+            async move { Ok(std::fs::read_to_string(&f).ok()) }
+        })
+        .await
+        .with_context(|| driver.log())?;
+        let mut lines = text.lines();
+        driver.display = lines.next().unwrap_or_default().to_owned();
+        driver.xauthority = lines.next().unwrap_or_default().to_owned();
+        driver.bus = lines.next().unwrap_or_default().to_owned();
+        // tauri-driver (4444) starts WebKitWebDriver (4445) and forwards to it: a session
+        // request before both listen fails.
+        for port in [4444, 4445] {
+            let r = wait_for(
+                &format!("a WebDriver listening on 127.0.0.1:{port}"),
+                || async {
+                    let conn = tokio::net::TcpStream::connect(("127.0.0.1", port)).await;
+                    Ok(conn.ok().map(drop))
+                },
+            )
+            .await;
+            r.with_context(|| driver.log())?;
+        }
+        Ok(driver)
+    }
+
+    /// Whether `name` has an owner on the test's session bus.
+    pub fn bus_name_owned(&self, name: &str) -> anyhow::Result<bool> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.netns, "dbus-send", "--session"])
+            .args([
+                "--print-reply",
+                "--dest=org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+            ])
+            .arg("org.freedesktop.DBus.NameHasOwner")
+            .arg(format!("string:{name}"))
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.bus)
+            .output()
+            .context("running dbus-send")?;
+        if !out.status.success() {
+            bail!("dbus-send: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).contains("boolean true"))
+    }
+
+    /// tauri-driver's log, which includes the app's stderr.
+    pub fn log(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default();
+        // The end is what matters; keep failure messages readable.
+        let keep = text.len().saturating_sub(12_000);
+        let start = (keep..text.len())
+            .find(|&i| text.is_char_boundary(i))
+            .unwrap_or(0);
+        text[start..].to_owned()
+    }
+
+    /// The `Notify` calls seen on the session bus so far (summary and body of each).
+    pub fn notifications(&self) -> Vec<(String, String)> {
+        let text = std::fs::read_to_string(self.dir.join("notify.log")).unwrap_or_default();
+        let mut out = Vec::new();
+        for call in text.split("member=Notify").skip(1) {
+            // Notify(app_name, replaces_id, app_icon, summary, body, actions, hints, timeout)
+            let strings: Vec<&str> = call
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("string \""))
+                .map(|s| s.strip_suffix('"').unwrap_or(s))
+                .collect();
+            if strings.len() >= 4 {
+                out.push((strings[2].to_owned(), strings[3].to_owned()));
+            }
+        }
+        out
+    }
+
+    /// Saves `docs/screenshots/app-NAME.png` (the app window's part of the screen) when
+    /// `OUTPOST_SCREENSHOTS=1`; otherwise does nothing.
+    pub async fn screenshot(&self, app: &App, name: &str) -> anyhow::Result<()> {
+        if std::env::var("OUTPOST_SCREENSHOTS").as_deref() != Ok("1") {
+            return Ok(());
+        }
+        app.settle().await?;
+        let dir = workspace_root().join("docs/screenshots");
+        std::fs::create_dir_all(&dir)?;
+        let out = dir.join(format!("app-{name}.png"));
+        let (w, h) = WINDOW;
+        let status = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "/usr/bin/import",
+                "-window",
+                "root",
+            ])
+            .args(["-crop", &format!("{w}x{h}+0+0"), "+repage"])
+            .arg(&out)
+            .env("DISPLAY", &self.display)
+            .env("XAUTHORITY", &self.xauthority)
+            .status()
+            .context("running /usr/bin/import (apt-get install imagemagick)")?;
+        if !status.success() {
+            bail!("import failed ({status}) for {}", out.display());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // tauri-driver first, so dbus-run-session and xvfb-run end normally (xvfb-run
+        // then stops Xvfb and removes its temporary folder); then whatever is left.
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("driver.pid")) {
+            let _ = Command::new("kill").args(["-TERM", pid.trim()]).status();
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let group = format!("-{}", self.child.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(Stdio::null())
+            .status();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// --- one run of the app (a WebDriver session) ------------------------------------------
+
+/// The app, launched by a WebDriver session.
+#[derive(Debug)]
+pub struct App {
+    /// The WebDriver client.
+    pub client: Client,
+}
+
+impl App {
+    /// Launches the app through tauri-driver (inside the namespace's runtime).
+    pub async fn launch() -> anyhow::Result<Self> {
+        let mut caps = serde_json::Map::new();
+        caps.insert("browserName".into(), json!("wry"));
+        caps.insert("tauri:options".into(), json!({ "application": APP_BIN }));
+        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+        // One attempt (tauri-driver is listening already): WebKitWebDriver answers once
+        // the app's web view is up, and never if the app fails to start.
+        let client = tokio::time::timeout(
+            PATIENCE,
+            ClientBuilder::new(connector)
+                .capabilities(caps)
+                .connect("http://127.0.0.1:4444"),
+        )
+        .await
+        .context("the app did not come up within the time allowed (see its log below)")?
+        .context("starting a WebDriver session with the app")?;
+        let app = App { client };
+        // The UI is up once it has rendered something other than "Loading…".
+        wait_for("the UI to load", || async {
+            let busy = app
+                .js("return !!document.querySelector('[aria-busy=true].center')")
+                .await?;
+            let body = app.body_text().await?;
+            Ok((busy == json!(false) && !body.trim().is_empty()).then_some(()))
+        })
+        .await?;
+        Ok(app)
+    }
+
+    /// Ends the session (the app quits) and waits until the app's process is gone and
+    /// its single-instance D-Bus name is free: a launch while the old instance still
+    /// holds the name would hand over to it and exit.
+    pub async fn quit(self, driver: &Driver, config_dir: &Path) -> anyhow::Result<()> {
+        // Else the wait below would prove nothing.
+        anyhow::ensure!(
+            driver.bus_name_owned(SINGLE_INSTANCE_NAME)?,
+            "the running app does not own {SINGLE_INSTANCE_NAME}; did the identifier change?"
+        );
+        self.client.close().await?;
+        wait_for("the app to exit", || async {
+            let gone = !app_running(config_dir) && !driver.bus_name_owned(SINGLE_INSTANCE_NAME)?;
+            Ok(gone.then_some(()))
+        })
+        .await
+    }
+
+    /// Runs `script` (a function body) in the page and returns its value.
+    pub async fn js(&self, script: &str) -> anyhow::Result<Value> {
+        Ok(self.client.execute(script, vec![]).await?)
+    }
+
+    /// The whole page's visible text.
+    pub async fn body_text(&self) -> anyhow::Result<String> {
+        let v = self.js("return document.body.innerText").await?;
+        Ok(v.as_str().unwrap_or_default().to_owned())
+    }
+
+    /// The first element matching `css`, if any.
+    pub async fn find(&self, css: &str) -> anyhow::Result<Option<Element>> {
+        Ok(self
+            .client
+            .find_all(Locator::Css(css))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Waits for an element matching `css`.
+    pub async fn wait_css(&self, css: &str) -> anyhow::Result<Element> {
+        let r = wait_for(&format!("an element {css}"), || self.find(css)).await;
+        self.on_page(r).await
+    }
+
+    /// Waits until `css` has an element whose text contains `text`; returns its text.
+    pub async fn wait_text(&self, css: &str, text: &str) -> anyhow::Result<String> {
+        let what = format!("{css} containing {text:?}");
+        let r = wait_for(&what, || async {
+            for el in self.client.find_all(Locator::Css(css)).await? {
+                let t = el.text().await?;
+                if t.contains(text) {
+                    return Ok(Some(t));
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        self.on_page(r).await
+    }
+
+    /// Clicks the button whose text is `label`, inside `scope` (a CSS selector).
+    pub async fn click_button(&self, scope: &str, label: &str) -> anyhow::Result<()> {
+        let r = wait_for(&format!("a button {label:?} in {scope}"), || async {
+            for b in self
+                .client
+                .find_all(Locator::Css(&format!("{scope} button")))
+                .await?
+            {
+                if b.text().await?.trim() == label && b.is_enabled().await? {
+                    return Ok(Some(b));
+                }
+            }
+            Ok(None)
+        })
+        .await;
+        let el = self.on_page(r).await?;
+        el.click().await?;
+        Ok(())
+    }
+
+    /// Clicks the first element matching `css` (waiting for it).
+    pub async fn click(&self, css: &str) -> anyhow::Result<()> {
+        self.wait_css(css).await?.click().await?;
+        Ok(())
+    }
+
+    /// Opens a main screen from the sidebar ("Chat", "History", "Settings").
+    pub async fn open_screen(&self, label: &str) -> anyhow::Result<()> {
+        self.click_button("nav[aria-label=Main]", label).await
+    }
+
+    /// Types `text` into the composer and presses Enter; waits until the message shows.
+    pub async fn say(&self, text: &str) -> anyhow::Result<()> {
+        self.type_message(text).await?;
+        self.press_enter_in_composer().await?;
+        self.wait_user_message(text).await
+    }
+
+    /// Types into the composer without sending.
+    pub async fn type_message(&self, text: &str) -> anyhow::Result<()> {
+        let r = wait_for("the composer to be enabled", || async {
+            match self.find("#composer-input").await? {
+                Some(el) if el.is_enabled().await? => Ok(Some(el)),
+                _ => Ok(None),
+            }
+        })
+        .await;
+        let input = self.on_page(r).await?;
+        input.send_keys(text).await?;
+        Ok(())
+    }
+
+    /// Presses Enter in the composer (sends the draft).
+    pub async fn press_enter_in_composer(&self) -> anyhow::Result<()> {
+        let input = self.wait_css("#composer-input").await?;
+        input
+            .send_keys(&char::from(fantoccini::key::Key::Enter).to_string())
+            .await?;
+        Ok(())
+    }
+
+    /// Waits for the user's message `text` in the transcript.
+    pub async fn wait_user_message(&self, text: &str) -> anyhow::Result<()> {
+        self.wait_text("[data-testid=user-message]", text)
+            .await
+            .map(drop)
+    }
+
+    /// Waits for a complete (no longer streaming) assistant message containing `text`.
+    pub async fn wait_assistant(&self, text: &str) -> anyhow::Result<String> {
+        self.wait_text("[data-testid=assistant-message][aria-busy=false]", text)
+            .await
+    }
+
+    /// Every tool card: `{id, status, tool, text}`.
+    pub async fn tool_cards(&self) -> anyhow::Result<Vec<Value>> {
+        let v = self
+            .js(
+                "return Array.from(document.querySelectorAll('[data-testid=tool-card]')).map(e => ({\
+                   id: e.dataset.callId, status: e.dataset.status,\
+                   tool: e.querySelector('.name').textContent, text: e.innerText }))",
+            )
+            .await?;
+        Ok(v.as_array().cloned().unwrap_or_default())
+    }
+
+    /// Waits for a tool card (the first `pick` accepts) to reach `status`.
+    pub async fn wait_card(
+        &self,
+        what: &str,
+        status: &str,
+        pick: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let r = wait_for(&format!("the {what} card to be {status}"), || async {
+            Ok(self
+                .tool_cards()
+                .await?
+                .into_iter()
+                .find(|c| pick(c) && c["status"] == status))
+        })
+        .await;
+        self.on_page(r).await
+    }
+
+    /// The open consent dialog, if any.
+    pub async fn consent_dialog(&self) -> anyhow::Result<Option<Element>> {
+        self.find("[data-testid=consent-dialog]").await
+    }
+
+    /// Waits for the consent dialog; returns its text and the paths it lists.
+    pub async fn wait_consent(&self) -> anyhow::Result<(String, Vec<String>)> {
+        let dialog = self.wait_css("[data-testid=consent-dialog]").await?;
+        let text = dialog.text().await?;
+        let mut paths = Vec::new();
+        for li in dialog.find_all(Locator::Css(".paths li")).await? {
+            paths.push(li.text().await?);
+        }
+        Ok((text, paths))
+    }
+
+    /// Answers the open consent dialog with the button `label`, and waits until it is
+    /// gone.
+    pub async fn answer_consent(&self, label: &str) -> anyhow::Result<()> {
+        self.click_button("[data-testid=consent-dialog]", label)
+            .await?;
+        wait_for("the consent dialog to close", || async {
+            Ok(self.consent_dialog().await?.is_none().then_some(()))
+        })
+        .await
+    }
+
+    /// Waits until the page has painted its latest state (screenshots only).
+    pub async fn settle(&self) -> anyhow::Result<()> {
+        self.client
+            .execute_async(
+                "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done(true)));",
+                vec![],
+            )
+            .await?;
+        // WebKit paints to the X window after the frame; give it a moment (cosmetic).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        Ok(())
+    }
+
+    /// Adds the page's text to a failure.
+    async fn on_page<T>(&self, r: anyhow::Result<T>) -> anyhow::Result<T> {
+        match r {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                let page = self.body_text().await.unwrap_or_else(|e| format!("({e})"));
+                Err(e.context(format!("the page said:\n{page}\n")))
+            }
+        }
+    }
+}
+
+/// Whether an `outpost-app` process started with this config folder is running.
+pub fn app_running(config_dir: &Path) -> bool {
+    let bin = std::fs::canonicalize(APP_BIN).unwrap_or_else(|_| PathBuf::from(APP_BIN));
+    let needle = format!("OUTPOST_CONFIG_DIR={}", config_dir.display());
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        let dir = p.path();
+        let exe_matches = std::fs::read_link(dir.join("exe")).is_ok_and(|e| e == bin);
+        exe_matches
+            && std::fs::read(dir.join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+    })
+}
+
+// --- the room server and the Python assistant -------------------------------------------
+
+/// An `outpost-room` server (dev keys) running in-process on a thread inside a namespace.
+#[derive(Debug)]
+pub struct RoomServer {
+    /// `ws://IP:PORT`.
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl RoomServer {
+    /// Starts the server on `ip:7880` inside `netns`.
+    pub fn start(netns: &str, ip: Ipv4Addr) -> anyhow::Result<Self> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<String>>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let ns = netns.to_owned();
+        let thread = std::thread::spawn(move || {
+            outpost_tests::lkclient::in_netns(&ns, move || async move {
+                let addr = SocketAddr::from((ip, 7880));
+                let config = outpost_room::Config::default();
+                let server = match outpost_room::Server::bind(addr, config).await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(anyhow::anyhow!("room server: {e}")));
+                        return Ok(());
+                    }
+                };
+                let _ = ready_tx.send(Ok(server.url()));
+                let _ = stop_rx.await;
+                server.shutdown().await;
+                Ok(())
+            })
+        });
+        let url = ready_rx
+            .recv_timeout(Duration::from_secs(30))
+            .context("the room server did not start")??;
+        Ok(Self {
+            url,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// A token for `identity` in `room`, signed with the dev keys the server uses.
+    pub fn token(&self, room: &str, identity: &str) -> anyhow::Result<String> {
+        outpost_tests::lkclient::token(room, identity, outpost_tests::lkclient::DEV_SECRET)
+    }
+}
+
+impl Drop for RoomServer {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `examples/python-agent/agent.py --scenario`, in a namespace; its JSON lines collected.
+#[derive(Debug)]
+pub struct Assistant {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    stderr: PathBuf,
+}
+
+impl Assistant {
+    /// Starts the assistant as `identity` in `room`, running `steps`.
+    pub fn start(
+        netns: &str,
+        url: &str,
+        room: &str,
+        steps: &Value,
+        dir: &Path,
+    ) -> anyhow::Result<Self> {
+        let py = outpost_tests::python::python()?;
+        let scenario = dir.join("scenario.json");
+        std::fs::write(&scenario, serde_json::to_vec_pretty(steps)?)?;
+        let stderr = dir.join("assistant.stderr");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .arg(py)
+            .arg(workspace_root().join("examples/python-agent/agent.py"))
+            .args(["--url", url, "--room", room, "--identity", "assistant"])
+            .arg("--scenario")
+            .arg(&scenario)
+            .args(["--timeout", "400"])
+            .env("LK_API_KEY", outpost_tests::lkclient::DEV_KEY)
+            .env("LK_API_SECRET", outpost_tests::lkclient::DEV_SECRET)
+            .env("PYTHONWARNINGS", "ignore")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting the Python assistant")?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().context("stdout")?;
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
+        });
+        Ok(Self {
+            child,
+            lines,
+            stderr,
+        })
+    }
+
+    /// Every JSON line printed so far.
+    pub fn events(&self) -> Vec<Value> {
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Waits for the outcome line of the step with request id `id` (or name).
+    pub async fn outcome(&self, key: &str) -> anyhow::Result<Value> {
+        wait_for(&format!("the assistant's outcome for {key}"), || async {
+            Ok(self
+                .events()
+                .into_iter()
+                .find(|e| e["id"] == key || e["name"] == key))
+        })
+        .await
+        .with_context(|| self.report())
+    }
+
+    /// Everything it said, for failure messages.
+    pub fn report(&self) -> String {
+        format!(
+            "assistant stdout:\n{}\nassistant stderr:\n{}",
+            self.lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .join("\n"),
+            std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        )
+    }
+
+    /// Waits for it to exit; its exit status.
+    pub async fn finish(&mut self) -> anyhow::Result<std::process::ExitStatus> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "the assistant did not finish its scenario within {PATIENCE:?}\n{}",
+                    self.report()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Assistant {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
