@@ -10,20 +10,26 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # --- system packages --------------------------------------------------------------------
+apt_install_missing() {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    log "installing system packages: ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
 apt_packages=(
   build-essential pkg-config ca-certificates curl git
   iproute2           # network namespaces for WebRTC tests (libwebrtc ignores loopback)
   python3 python3-venv python3-pip
+  # The desktop app (Tauri 2 on WebKitGTK).
+  libssl-dev file libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev
+  libayatana-appindicator3-dev libxdo-dev
 )
-missing=()
-for p in "${apt_packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  log "installing system packages: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+apt_install_missing "${apt_packages[@]}"
 
 # --- Rust ---------------------------------------------------------------------------------
 if ! command -v cargo >/dev/null 2>&1; then
@@ -70,3 +76,14 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
   echo "$want" > "$stamp"
 fi
 export OUTPOST_PYTHON="$venv/bin/python"
+
+# --- end-to-end tests of the desktop app (scripts/test.sh calls this) ---------------------
+# A virtual display, a D-Bus session with a notification daemon, WebKit's WebDriver,
+# ImageMagick's `import` for screenshots, and tauri-driver in front of WebKitWebDriver.
+setup_app_test_tools() {
+  apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst
+  if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
+    log "installing tauri-driver (cargo install, about 2 minutes)"
+    cargo install tauri-driver --version '^2' --locked
+  fi
+}

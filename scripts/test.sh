@@ -5,16 +5,20 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 source scripts/setup.sh
+setup_app_test_tools
 
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
-log "cargo clippy (warnings are errors)"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-
+# Before anything compiles the app: it embeds ui/dist at compile time.
 log "web UI: type check, tests, build"
 (cd ui && npm run --silent check && npm test && npm run --silent build)
 
+log "cargo clippy (warnings are errors)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
 log "cargo test"
-# WebRTC tests create network namespaces: they need root (CI is root).
+# WebRTC tests create network namespaces: they need root (CI is root). The app's
+# end-to-end tests (src-tauri/tests/app_e2e.rs) start their own Xvfb, D-Bus session and
+# tauri-driver inside such a namespace.
 cargo test --workspace --locked --no-fail-fast
