@@ -142,6 +142,13 @@ async fn demo_consent_history_settings_and_notifications() {
     app.desktop.set_focused(false);
     app.desktop.send(ask.clone()).await.unwrap();
     let c = app.consent().await;
+    // The notification goes out just after the UI event, from the session's task: wait
+    // for it rather than race it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while app.notes.0.lock().unwrap().is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "no notification");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(app.notes.0.lock().unwrap().len(), 1, "one notification");
     app.desktop.set_focused(true);
     app.desktop
