@@ -251,9 +251,21 @@ impl PolicyStore {
         let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
         let mut policy = self.current().policy().clone();
         apply(&mut policy, tool, folder, access);
+        self.rewrite(policy, |doc| edit_document(doc, tool, folder, access))?;
+        Ok(())
+    }
+
+    /// Installs `policy` (in memory), or, with a file: applies `edit` to the file's TOML
+    /// document (comments kept), checks the result reads back, writes it atomically and
+    /// installs what was read back. The caller holds the edit lock.
+    fn rewrite(
+        &self,
+        policy: Policy,
+        edit: impl FnOnce(&mut toml_edit::DocumentMut),
+    ) -> Result<Policy> {
         let Some(path) = self.inner.path.clone() else {
-            self.install(policy);
-            return Ok(());
+            self.install(policy.clone());
+            return Ok(policy);
         };
         let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
             path: path.clone(),
@@ -265,13 +277,13 @@ impl PolicyStore {
                     path: path.clone(),
                     message: e.to_string(),
                 })?;
-        edit_document(&mut doc, tool, folder, access);
+        edit(&mut doc);
         let new_text = doc.to_string();
         // Never write a file we could not read back.
         let parsed = parse_policy(&path, &new_text)?;
         write_atomic(&path, &new_text)?;
-        self.install(parsed);
-        Ok(())
+        self.install(parsed.clone());
+        Ok(parsed)
     }
 }
 
@@ -288,26 +300,8 @@ impl PolicyStore {
             path: path_for_errors.clone(),
             message,
         })?;
-        let Some(path) = self.inner.path.clone() else {
-            self.install(policy.clone());
-            return Ok(policy);
-        };
-        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        let mut doc: toml_edit::DocumentMut =
-            text.parse()
-                .map_err(|e: toml_edit::TomlError| PolicyError::Invalid {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-        write_settings(&mut doc, &policy);
-        let new_text = doc.to_string();
-        let parsed = parse_policy(&path, &new_text)?;
-        write_atomic(&path, &new_text)?;
-        self.install(parsed.clone());
-        Ok(parsed)
+        let written = policy.clone();
+        self.rewrite(policy, |doc| write_settings(doc, &written))
     }
 }
 
