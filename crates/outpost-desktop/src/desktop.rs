@@ -439,7 +439,29 @@ impl Desktop {
             return Err(DesktopError::invalid("text", "the message is empty"));
         }
         let session = self.session().await?;
+        let first = {
+            let live = lock(&self.inner.live);
+            let asked = live.state.has_user_message();
+            live.state
+                .conversation_id()
+                .filter(|_| !asked)
+                .map(str::to_owned)
+        };
         let id = session.send_message(text.clone())?;
+        if let Some(conversation) = first {
+            // The first thing said names the conversation in the history.
+            let title: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let title = match title.char_indices().nth(80) {
+                Some((cut, _)) => format!("{}…", &title[..cut]),
+                None => title,
+            };
+            drop(
+                self.inner
+                    .core
+                    .store()
+                    .set_conversation_title(ConversationId(conversation), Some(title)),
+            );
+        }
         Ok(UserMessage {
             id,
             text,

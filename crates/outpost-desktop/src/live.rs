@@ -95,6 +95,13 @@ impl LiveState {
         self.session.as_ref().map(|s| s.conversation_id.as_str())
     }
 
+    /// Whether the live conversation has a user message yet.
+    pub fn has_user_message(&self) -> bool {
+        self.transcript
+            .iter()
+            .any(|e| matches!(e, TranscriptEntry::User { .. }))
+    }
+
     /// Open consent question `id`.
     pub fn consent(&self, id: &str) -> Option<&ConsentRequest> {
         self.consents.iter().find(|c| c.consent_id == id)

@@ -191,6 +191,10 @@ async fn demo_consent_history_settings_and_notifications() {
     );
     let list = app.desktop.history_list(10, 0).await.unwrap();
     assert_eq!(list.len(), 1);
+    assert_eq!(
+        list[0].title, ask,
+        "the first message names the conversation"
+    );
     let detail = app.desktop.history_get(&list[0].id).await.unwrap();
     assert!(detail.transcript.len() >= 8, "{:?}", detail.transcript);
     let export = app
