@@ -321,7 +321,7 @@ impl Desktop {
 
     fn on_core_event(&self, ev: outpost_core::UiEvent) {
         let now = now_ms();
-        let consent_tool = match &ev {
+        let consent_summary = match &ev {
             outpost_core::UiEvent::ConsentRequested(p) => Some(p.summary.clone()),
             _ => None,
         };
@@ -340,7 +340,7 @@ impl Desktop {
         if !n.enabled {
             return;
         }
-        if let Some(summary) = consent_tool.filter(|_| n.on_consent) {
+        if let Some(summary) = consent_summary.filter(|_| n.on_consent) {
             self.inner
                 .notifier
                 .notify("Outpost needs your permission", &summary);
@@ -379,7 +379,8 @@ impl Desktop {
             .ok_or(DesktopError::NotConnected)
     }
 
-    /// `session_new_conversation`.
+    /// `session_new_conversation`: sends a new hello. Returns `None`: the new conversation's
+    /// id comes with the `session` event once the assistant has welcomed it.
     pub async fn new_conversation(&self) -> Result<Option<SessionInfo>> {
         let Ok(s) = self.session().await else {
             return Ok(None);
@@ -632,20 +633,23 @@ impl Desktop {
                 }
             };
             let path = f.path.trim();
-            if !(path == "~" || path.starts_with("~/") || std::path::Path::new(path).is_absolute())
-            {
-                return Err(DesktopError::invalid(
-                    format!("folders[{i}].path"),
-                    format!("must be an absolute path or start with ~/, got \"{path}\""),
-                ));
-            }
             folders.push(FolderRule {
                 path: path.to_owned(),
                 access,
                 tools: f.tools.clone(),
             });
         }
-        self.inner.core.permissions().policy().update(|p| {
+        // The policy's own check names a bad folder (`folders[i].path`); reported as a
+        // refused argument, not as a failed save.
+        let policy = self.inner.core.permissions().policy();
+        let mut candidate = policy.current().policy().clone();
+        candidate.consent_timeout_secs = s.consent_timeout_secs;
+        candidate.folders.clone_from(&folders);
+        candidate
+            .check()
+            .map_err(|reason| DesktopError::invalid("settings", reason))?;
+        // Edit inside the policy's lock: an "always" answer written meanwhile is kept.
+        policy.update(|p| {
             p.consent_timeout_secs = s.consent_timeout_secs;
             p.folders = folders;
         })?;
@@ -714,20 +718,33 @@ impl Desktop {
         }
     }
 
+    /// The newest `want` conversations (all of them with `usize::MAX`), following the
+    /// store's pages (it returns at most `MAX_PAGE` at a time).
+    async fn conversations(&self, want: usize) -> Result<Vec<outpost_store::ConversationSummary>> {
+        let store = self.inner.core.store();
+        let mut out = Vec::new();
+        let mut before = None;
+        while out.len() < want {
+            let page = store
+                .list_conversations(outpost_store::query::MAX_PAGE, before)
+                .await?;
+            out.extend(page.items);
+            match page.next {
+                Some(next) => before = Some(next),
+                None => break,
+            }
+        }
+        out.truncate(want);
+        Ok(out)
+    }
+
     /// `history_list`.
     pub async fn history_list(&self, limit: u32, offset: u32) -> Result<Vec<ConversationSummary>> {
-        let limit = limit.clamp(1, 500);
-        let page = self
-            .inner
-            .core
-            .store()
-            .list_conversations(limit.saturating_add(offset), None)
-            .await?;
-        Ok(page
-            .items
+        let limit = limit.clamp(1, 500) as usize;
+        let all = self.conversations(offset as usize + limit).await?;
+        Ok(all
             .iter()
             .skip(offset as usize)
-            .take(limit as usize)
             .map(history::summary)
             .collect())
     }
@@ -758,14 +775,7 @@ impl Desktop {
                 let title = store
                     .conversation(h.conversation_id.clone())
                     .await?
-                    .map(|c| {
-                        history::summary(&outpost_store::ConversationSummary {
-                            conversation: c,
-                            message_count: 0,
-                            tool_call_count: 0,
-                        })
-                    })
-                    .map(|s| s.title)
+                    .map(|c| history::title(&c))
                     .unwrap_or_default();
                 titles.insert(cid.clone(), title);
             }
@@ -872,14 +882,14 @@ impl Desktop {
 
     /// `history_delete_all`.
     pub async fn history_delete_all(&self) -> Result<u64> {
+        let all = self.conversations(usize::MAX).await?;
         let store = self.inner.core.store();
-        let page = store.list_conversations(u32::MAX, None).await?;
         let live = lock(&self.inner.live)
             .state
             .conversation_id()
             .map(str::to_owned);
         let mut deleted = 0;
-        for s in page.items {
+        for s in all {
             if Some(s.conversation.id.as_str()) == live.as_deref() {
                 continue;
             }

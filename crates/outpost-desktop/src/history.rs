@@ -6,7 +6,7 @@ use crate::contract::{ConversationSummary, ToolCallRecord, TranscriptEntry};
 use crate::live::card_status;
 
 /// A conversation's title for lists: its own, else the start time.
-fn title(c: &outpost_store::Conversation) -> String {
+pub fn title(c: &outpost_store::Conversation) -> String {
     match &c.title {
         Some(t) if !t.trim().is_empty() => t.clone(),
         _ => format!(

@@ -245,13 +245,14 @@ async fn demo_consent_history_settings_and_notifications() {
         .set_tool("list_directory", false, "deny")
         .unwrap();
     assert!(!tool.enabled);
+    let err = app
+        .desktop
+        .set_tool("write_file", true, "allow")
+        .unwrap_err();
     assert_eq!(
-        app.desktop
-            .set_tool("write_file", true, "allow")
-            .map(|_| ())
-            .ok(),
-        None,
-        "destructive tools cannot be always allowed"
+        err.code(),
+        "invalid_argument",
+        "destructive tools always ask: {err}"
     );
 
     app.desktop.disconnect().await;
@@ -290,4 +291,43 @@ fn only_web_and_mail_links_open() {
             "{bad}"
         );
     }
+}
+
+/// More conversations than one store page: the list pages on, and "delete history" removes
+/// every one of them, not just the first page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_pages_past_the_store_page_and_delete_all_removes_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths {
+        config_dir: dir.path().join("config"),
+        data_dir: dir.path().join("data"),
+    };
+    let app = open(&paths);
+    let store = app.desktop.core().store().clone();
+    let page = outpost_store::query::MAX_PAGE;
+    let total = page as usize + 5;
+    for i in 0..total {
+        store
+            .begin_conversation(outpost_store::NewConversation {
+                id: outpost_store::ConversationId(format!("c{i:05}")),
+                title: Some(format!("conversation {i}")),
+                room: None,
+                assistant_identity: None,
+                started_at: 1_000 + i as i64,
+            })
+            .await
+            .unwrap();
+    }
+    let tail = app.desktop.history_list(10, page).await.unwrap();
+    assert_eq!(
+        tail.len(),
+        5,
+        "the oldest five are past the first store page"
+    );
+    assert_eq!(tail[4].id, "c00000");
+    assert_eq!(
+        app.desktop.history_delete_all().await.unwrap(),
+        total as u64
+    );
+    assert!(app.desktop.history_list(10, 0).await.unwrap().is_empty());
 }
