@@ -176,8 +176,12 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                             }
                         ),
                         TimelineItem::Consent(c) => format!(
-                            "? {} {} by {} ({})",
-                            c.tool_name, c.decision, c.decided_by, c.asked
+                            "? {} {} by {}{} ({})",
+                            c.tool_name,
+                            c.outcome,
+                            c.decided_by,
+                            c.decision.map(|d| format!(" [{d}]")).unwrap_or_default(),
+                            c.asked
                         ),
                         TimelineItem::ProtocolError(e) => {
                             format!("! protocol error {}: {}", e.code, e.message)

@@ -2,6 +2,7 @@
 //! shows. Serialized as `{"type": "...", "data": {...}}` with camelCase fields, so the
 //! web UI can switch on `type`.
 
+use outpost_policy::Decision;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -61,9 +62,8 @@ pub struct ConsentPrompt {
     pub reason: String,
     /// Whether the tool can change or delete data.
     pub destructive: bool,
-    /// The answers to offer (`allow_once`, `allow_for_conversation`, `always_allow`,
-    /// `deny_once`, `always_deny`).
-    pub options: Vec<String>,
+    /// The answers to offer.
+    pub options: Vec<Decision>,
     /// How long the question stays open.
     pub expires_in_ms: u64,
 }

@@ -10,10 +10,7 @@ use outpost_policy::{
     ConsentBroker, ConsentEvent, ConsentInbox, Decision, Policy, PolicyContext, PolicyStore,
 };
 use outpost_protocol::{ToolDescriptor, ToolUseCancel, ToolUseRequest};
-use outpost_tools::{
-    AuditEvent, AuditOutcome, DesktopLauncher, DispatchEvent, DispatchReceivers, Dispatcher,
-    ToolEnv,
-};
+use outpost_tools::{AuditOutcome, DesktopLauncher, DispatchEvent, Dispatcher, ToolEnv};
 use tokio::sync::mpsc;
 
 use crate::error::{CoreError, Result};
@@ -95,18 +92,10 @@ impl Permissions {
         self.broker.attach()
     }
 
-    /// Answers a consent question with `allow_once`, `allow_for_conversation`,
-    /// `always_allow`, `deny_once` or `always_deny`.
-    pub fn answer_consent(&self, consent_id: &str, decision: &str) -> Result<()> {
-        let d = parse_decision(decision).ok_or_else(|| CoreError::InvalidArgument {
-            name: "decision",
-            reason: format!(
-                "'{decision}' is not one of allow_once, allow_for_conversation, always_allow, \
-                 deny_once, always_deny"
-            ),
-        })?;
+    /// Answers a consent question.
+    pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
         self.broker
-            .answer(consent_id, d)
+            .answer(consent_id, decision)
             .map_err(|e| CoreError::Consent(e.to_string()))
     }
 
@@ -121,21 +110,12 @@ impl Permissions {
     }
 }
 
-fn parse_decision(s: &str) -> Option<Decision> {
-    Some(match s {
-        "allow_once" => Decision::AllowOnce,
-        "allow_for_conversation" => Decision::AllowForConversation,
-        "always_allow" => Decision::AlwaysAllow,
-        "deny_once" => Decision::DenyOnce,
-        "always_deny" => Decision::AlwaysDeny,
-        _ => return None,
-    })
-}
-
 /// One session's tool executor.
 #[derive(Debug, Clone)]
 pub struct Executor {
     dispatcher: Dispatcher,
+    /// The grant scope of the latest request: when it changes, the old scope's grants end.
+    scope: Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl Executor {
@@ -154,9 +134,15 @@ impl Executor {
             home: perms.home.clone(),
             launcher: Arc::new(DesktopLauncher),
         };
-        let (dispatcher, receivers) =
+        let (dispatcher, events) =
             Dispatcher::new(registry, env, perms.policy.clone(), perms.broker.clone());
-        Ok((Self { dispatcher }, merge_in_order(receivers)))
+        Ok((
+            Self {
+                dispatcher,
+                scope: Arc::default(),
+            },
+            events,
+        ))
     }
 
     /// The catalogue for the hello.
@@ -164,9 +150,19 @@ impl Executor {
         self.dispatcher.catalogue()
     }
 
-    /// Starts (or deduplicates) a request.
-    pub fn run(&self, conversation_id: &str, request: ToolUseRequest) {
-        self.dispatcher.handle_request(conversation_id, request);
+    /// Starts (or deduplicates) a request. `scope` keys "allow for this conversation"
+    /// grants (see [`crate::machine::Effect::RunTool`]); a new scope ends the previous one's
+    /// grants.
+    pub fn run(&self, scope: &str, request: ToolUseRequest) {
+        {
+            let mut current = self.scope.lock().unwrap_or_else(|p| p.into_inner());
+            if current.as_deref() != Some(scope) {
+                if let Some(old) = current.replace(scope.to_owned()) {
+                    self.dispatcher.end_conversation(&old);
+                }
+            }
+        }
+        self.dispatcher.handle_request(scope, request);
     }
 
     /// Stops a call.
@@ -180,80 +176,37 @@ impl Executor {
     }
 }
 
-/// Merges the dispatcher's two channels into one stream in the order the events happened.
-///
-/// The dispatcher sends an audit event before the result or progress that follows it, from
-/// the same task, and unbounded sends are visible at once; so draining every audit event
-/// already queued before passing on a message keeps "decided/started" ahead of its result,
-/// which the state machine relies on.
-fn merge_in_order(receivers: DispatchReceivers) -> mpsc::UnboundedReceiver<DispatchEvent> {
-    let DispatchReceivers {
-        mut messages,
-        mut audit,
-    } = receivers;
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut audit_open = true;
-        loop {
-            tokio::select! {
-                biased;
-                a = audit.recv(), if audit_open => match a {
-                    Some(a) => {
-                        if tx.send(DispatchEvent::Audit(a)).is_err() {
-                            return;
-                        }
-                    }
-                    None => audit_open = false,
-                },
-                m = messages.recv() => {
-                    let Some(m) = m else {
-                        // The dispatcher is gone: pass on its last audit events, then end.
-                        while let Some(a) = audit.recv().await {
-                            if tx.send(DispatchEvent::Audit(a)).is_err() {
-                                return;
-                            }
-                        }
-                        return;
-                    };
-                    while let Ok(a) = audit.try_recv() {
-                        if tx.send(DispatchEvent::Audit(a)).is_err() {
-                            return;
-                        }
-                    }
-                    if tx.send(m).is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
-
-/// What the machine needs from a dispatcher event (audit details it does not use are
-/// dropped here).
+/// What the machine needs from a dispatcher event: everything but the resolved paths.
 pub fn exec_event(ev: DispatchEvent) -> Option<ExecEvent> {
     Some(match ev {
         DispatchEvent::Result(r) => ExecEvent::Result(r),
         DispatchEvent::Progress(p) => ExecEvent::Progress(p),
-        DispatchEvent::Audit(AuditEvent::Decided {
+        DispatchEvent::Decided {
             request_id,
             outcome,
             by,
             reason,
             decision,
             ..
-        }) => ExecEvent::Decided {
+        } => ExecEvent::Decided {
             request_id,
             allowed: outcome == AuditOutcome::Allowed,
             by,
             reason,
-            decision: decision.map(|d| d.as_str().to_owned()),
+            decision,
         },
-        DispatchEvent::Audit(AuditEvent::Started { request_id, .. }) => {
-            ExecEvent::Started { request_id }
-        }
-        DispatchEvent::Audit(_) => return None,
+        DispatchEvent::Started { request_id } => ExecEvent::Started { request_id },
+        DispatchEvent::PolicyWriteFailed {
+            request_id,
+            decision,
+            message,
+        } => ExecEvent::PolicyWriteFailed {
+            request_id,
+            decision,
+            message,
+        },
+        // A later dispatcher event this session does not know yet.
+        _ => return None,
     })
 }
 
@@ -270,7 +223,7 @@ pub fn consent_event(ev: ConsentEvent) -> UiEvent {
             folder: q.folder.map(|p| p.display().to_string()),
             reason: q.reason,
             destructive: q.destructive,
-            options: q.options.iter().map(|d| d.as_str().to_owned()).collect(),
+            options: q.options.clone(),
             expires_in_ms: q.expires_in_ms,
         }),
         ConsentEvent::Withdrawn { consent_id, reason } => UiEvent::ConsentWithdrawn {

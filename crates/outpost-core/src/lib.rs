@@ -12,7 +12,8 @@
 //!   [`Session`] (one room connection: send messages, cancel, switch conversation, leave)
 //!   and its event receiver.
 //! - [`codec`]: packet or byte stream by size; incoming messages kept in sender order.
-//! - [`executor`]: the only module that knows `outpost-tools` and `outpost-policy`.
+//! - [`executor`]: the only module that drives `outpost-tools` and `outpost-policy` (the
+//!   machine and the events use only the policy's value types: [`Decision`], [`Decider`]).
 //! - [`events`]: the UI events (`{"type": ..., "data": ...}`).
 //!
 //! ```no_run
@@ -42,5 +43,7 @@ pub use executor::{Permissions, PolicySource, ToolsConfig};
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
 pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};
 
+/// The consent answers and deciders, as the policy defines them.
+pub use outpost_policy::{Decider, Decision};
 /// The store types the history views use.
 pub use outpost_store as store;

@@ -19,9 +19,14 @@
 //! - Every incoming message is decoded and checked for direction and phase; anything
 //!   rejected is answered with an ErrorMessage (except malformed ErrorMessages, so two
 //!   peers never bounce errors) and never acted on.
+//! - "Allow for this conversation" never outlives the conversation or the assistant: each
+//!   [`Effect::RunTool`] carries a grant scope that Outpost (not the assistant) changes
+//!   whenever the conversation is switched, a welcome names another conversation, or the
+//!   assistant leaves, changes or rejoins as a new session.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
+use outpost_policy::{Decider, Decision};
 use outpost_protocol::{
     AssistantDelta, AssistantMessage, AssistantStatus, DecodeError, Direction, ErrorMessage,
     Execution, MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState, ProtocolErrorCode,
@@ -85,12 +90,21 @@ pub enum ExecEvent {
         request_id: String,
         /// Allowed.
         allowed: bool,
-        /// Who decided ("your policy", "the user", ...).
-        by: String,
+        /// Who decided.
+        by: Decider,
         /// Why.
         reason: String,
-        /// The user's answer (`allow_once`, ...), when the user was asked.
-        decision: Option<String>,
+        /// The user's answer, when the user answered a prompt.
+        decision: Option<Decision>,
+    },
+    /// An "always" answer applied to the call but could not be saved in the policy file.
+    PolicyWriteFailed {
+        /// The call.
+        request_id: String,
+        /// The answer that was not saved.
+        decision: Decision,
+        /// Why.
+        message: String,
     },
     /// The tool started (also for calls allowed without asking, which send no progress).
     Started {
@@ -227,8 +241,11 @@ pub enum Effect {
     },
     /// Hand a client or either request to the executor.
     RunTool {
-        /// Conversation (for "allow for this conversation").
+        /// The conversation.
         conversation_id: String,
+        /// Keys "allow for this conversation" grants: Outpost's own value, new whenever
+        /// the conversation or the assistant changes (never chosen by the assistant).
+        grant_scope: String,
         /// The request.
         request: ToolUseRequest,
     },
@@ -307,6 +324,10 @@ pub struct Machine {
     delta_order: VecDeque<String>,
     user_cancelled: HashSet<String>,
     lost_at: Option<Millis>,
+    /// Bumped whenever grants must end (see [`Effect::RunTool::grant_scope`]).
+    grant_epoch: u64,
+    /// The assistant identity that welcomed the live conversation.
+    welcomed_by: Option<String>,
 }
 
 fn exec_str(e: Execution) -> &'static str {
@@ -345,7 +366,23 @@ impl Machine {
             delta_order: VecDeque::new(),
             user_cancelled: HashSet::new(),
             lost_at: None,
+            grant_epoch: 0,
+            welcomed_by: None,
         }
+    }
+
+    /// The current grant scope (see [`Effect::RunTool::grant_scope`]).
+    pub fn grant_scope(&self) -> String {
+        format!(
+            "{}#{}",
+            self.conversation.as_deref().unwrap_or_default(),
+            self.grant_epoch
+        )
+    }
+
+    /// Ends every "allow for this conversation" grant given so far.
+    fn end_grants(&mut self) {
+        self.grant_epoch += 1;
     }
 
     /// The live conversation, once welcomed.
@@ -407,7 +444,9 @@ impl Machine {
                     identity,
                 });
                 if !known {
-                    // A (re)joined assistant has a fresh session: greet it again.
+                    // A (re)joined assistant has a fresh session: greet it again. It is
+                    // not the one the user granted anything to.
+                    self.end_grants();
                     self.lose_session(now);
                     // While the link is down, "recent" is measured from the loss.
                     self.freeze_sent(self.lost_at.unwrap_or(now));
@@ -417,6 +456,7 @@ impl Machine {
             Input::AssistantLeft { identity } => {
                 if self.assistant.as_deref() == Some(identity.as_str()) {
                     self.assistant = None;
+                    self.end_grants();
                     self.lose_session(now);
                     // While the link is down, "recent" is measured from the loss.
                     self.freeze_sent(self.lost_at.unwrap_or(now));
@@ -446,6 +486,7 @@ impl Machine {
                 if assistant_changed {
                     let at = self.lost_at.unwrap_or(now);
                     self.freeze_sent(at);
+                    self.end_grants();
                 }
                 self.lost_at = None;
                 fx.ui(UiEvent::Connection {
@@ -790,6 +831,12 @@ impl Machine {
                 });
             }
         }
+        if self.conversation.as_ref() != Some(&w.conversation_id)
+            || self.welcomed_by != self.assistant
+        {
+            self.end_grants();
+        }
+        self.welcomed_by = self.assistant.clone();
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
         self.phase = Phase::Welcomed;
@@ -899,6 +946,7 @@ impl Machine {
             if known.execution != Execution::Server && known.state != CallState::HandedToServer {
                 fx.0.push(Effect::RunTool {
                     conversation_id: conversation.0,
+                    grant_scope: self.grant_scope(),
                     request: r,
                 });
             }
@@ -935,6 +983,7 @@ impl Machine {
         if r.execution != Execution::Server {
             fx.0.push(Effect::RunTool {
                 conversation_id: conversation.0,
+                grant_scope: self.grant_scope(),
                 request: r,
             });
         }
@@ -1081,33 +1130,42 @@ impl Machine {
                 let Some(call) = self.calls.get(&request_id) else {
                     return;
                 };
-                let by_user = by == "the user";
-                let decision = match decision.as_deref() {
-                    Some("allow_once") => store::Decision::AllowOnce,
-                    Some("allow_for_conversation") => store::Decision::AllowConversation,
-                    Some("always_allow") => store::Decision::AlwaysAllow,
-                    Some("always_deny") => store::Decision::AlwaysDeny,
-                    Some(_) => store::Decision::DenyOnce,
-                    None if allowed && by_user => store::Decision::AllowConversation,
-                    None if allowed => store::Decision::AlwaysAllow,
-                    None if by_user => store::Decision::DenyOnce,
-                    None => store::Decision::AlwaysDeny,
-                };
                 fx.record(Record::Consent(store::NewConsent {
                     conversation_id: call.conversation.clone(),
                     tool_call_id: Some(request_id),
                     tool_name: call.tool_name.clone(),
-                    asked: format!("{by}: {reason}"),
-                    decision,
-                    scope: None,
-                    decided_by: if by_user {
-                        store::DecidedBy::User
+                    asked: reason,
+                    outcome: if allowed {
+                        store::Outcome::Allowed
                     } else {
-                        store::DecidedBy::Policy
+                        store::Outcome::Denied
                     },
+                    decision: decision.map(store_decision),
+                    scope: None,
+                    decided_by: store_decider(by),
                     asked_at: None,
                     decided_at: now,
                 }));
+            }
+            ExecEvent::PolicyWriteFailed {
+                request_id,
+                decision,
+                message,
+            } => {
+                let tool = self
+                    .calls
+                    .get(&request_id)
+                    .map_or_else(String::new, |c| format!(" for {}", c.tool_name));
+                let what = match decision {
+                    Decision::AlwaysDeny => "Always deny",
+                    _ => "Always allow",
+                };
+                fx.ui(UiEvent::Error {
+                    message: format!(
+                        "Your \"{what}\" answer{tool} applied to this call but could not be \
+                         saved in the policy file, so Outpost will ask again next time: {message}"
+                    ),
+                });
             }
         }
     }
@@ -1182,6 +1240,7 @@ impl Machine {
                 }
             }
             Command::SwitchConversation { conversation_id } => {
+                self.end_grants();
                 if let Some(old) = self.conversation.take() {
                     fx.record(Record::EndConversation {
                         id: old.as_str().into(),
@@ -1199,6 +1258,27 @@ impl Machine {
                 });
             }
         }
+    }
+}
+
+fn store_decision(d: Decision) -> store::Decision {
+    match d {
+        Decision::AllowOnce => store::Decision::AllowOnce,
+        Decision::AllowForConversation => store::Decision::AllowForConversation,
+        Decision::AlwaysAllow => store::Decision::AlwaysAllow,
+        Decision::DenyOnce => store::Decision::DenyOnce,
+        Decision::AlwaysDeny => store::Decision::AlwaysDeny,
+    }
+}
+
+fn store_decider(by: Decider) -> store::DecidedBy {
+    match by {
+        Decider::Policy => store::DecidedBy::Policy,
+        Decider::SecretsList => store::DecidedBy::SecretsList,
+        Decider::User => store::DecidedBy::User,
+        Decider::ConversationGrant => store::DecidedBy::ConversationGrant,
+        Decider::ConsentTimeout => store::DecidedBy::ConsentTimeout,
+        Decider::NoConsentUi => store::DecidedBy::NoConsentUi,
     }
 }
 
@@ -2066,23 +2146,155 @@ mod tests {
         );
     }
 
+    /// Each decider is recorded as itself: a policy rule is not a user's "always" answer,
+    /// and a consent timeout is not a policy decision.
     #[test]
-    fn consent_decisions_are_recorded() {
+    fn each_decider_is_recorded_as_itself() {
+        let cases = [
+            (false, Decider::Policy, None, store::DecidedBy::Policy),
+            (true, Decider::Policy, None, store::DecidedBy::Policy),
+            (
+                false,
+                Decider::SecretsList,
+                None,
+                store::DecidedBy::SecretsList,
+            ),
+            (
+                true,
+                Decider::ConversationGrant,
+                None,
+                store::DecidedBy::ConversationGrant,
+            ),
+            (
+                false,
+                Decider::ConsentTimeout,
+                None,
+                store::DecidedBy::ConsentTimeout,
+            ),
+            (
+                false,
+                Decider::NoConsentUi,
+                None,
+                store::DecidedBy::NoConsentUi,
+            ),
+            (
+                true,
+                Decider::User,
+                Some(Decision::AllowForConversation),
+                store::DecidedBy::User,
+            ),
+            (
+                false,
+                Decider::User,
+                Some(Decision::AlwaysDeny),
+                store::DecidedBy::User,
+            ),
+        ];
+        for (i, (allowed, by, decision, want_by)) in cases.into_iter().enumerate() {
+            let mut m = live();
+            let id = format!("t{i}");
+            recv(&mut m, request(&id, Execution::Client), 1);
+            let fx = m.handle(
+                Input::Exec(ExecEvent::Decided {
+                    request_id: id.clone(),
+                    allowed,
+                    by,
+                    reason: "why".into(),
+                    decision,
+                }),
+                2,
+            );
+            let Record::Consent(c) = &records(&fx)[0] else {
+                panic!("no consent record for {by:?}");
+            };
+            assert_eq!(c.decided_by, want_by, "{by:?}");
+            assert_eq!(c.decision, decision.map(store_decision), "{by:?}");
+            let outcome = if allowed {
+                store::Outcome::Allowed
+            } else {
+                store::Outcome::Denied
+            };
+            assert_eq!(c.outcome, outcome, "{by:?}");
+        }
+    }
+
+    #[test]
+    fn a_failed_always_answer_is_shown_to_the_user() {
         let mut m = live();
         recv(&mut m, request("t1", Execution::Client), 1);
         let fx = m.handle(
-            Input::Exec(ExecEvent::Decided {
+            Input::Exec(ExecEvent::PolicyWriteFailed {
                 request_id: "t1".into(),
-                allowed: false,
-                by: "your policy".into(),
-                reason: "outside the allowed folders".into(),
-                decision: None,
+                decision: Decision::AlwaysAllow,
+                message: "read-only file system".into(),
             }),
             2,
         );
         assert!(
-            matches!(&records(&fx)[0], Record::Consent(c) if c.decision == store::Decision::AlwaysDeny && c.decided_by == store::DecidedBy::Policy)
+            uis(&fx)
+                .iter()
+                .any(|e| matches!(e, UiEvent::Error { message }
+                if message.contains("Always allow") && message.contains("read-only file system"))),
+            "{fx:?}"
         );
+    }
+
+    fn scope_of(fx: &[Effect]) -> String {
+        fx.iter()
+            .find_map(|e| match e {
+                Effect::RunTool { grant_scope, .. } => Some(grant_scope.clone()),
+                _ => None,
+            })
+            .expect("a RunTool effect")
+    }
+
+    /// "Allow for this conversation" must not survive a new conversation that the
+    /// assistant gives the old id, nor pass to another assistant.
+    #[test]
+    fn grant_scopes_change_with_the_conversation_and_the_assistant() {
+        let mut m = live();
+        let first = scope_of(&recv(&mut m, request("t1", Execution::Client), 1));
+        assert_eq!(
+            scope_of(&recv(&mut m, request("t2", Execution::Client), 2)),
+            first,
+            "same conversation, same assistant: same scope"
+        );
+        // New conversation; the assistant answers with the old id.
+        m.handle(
+            Input::Command(Command::SwitchConversation {
+                conversation_id: None,
+            }),
+            3,
+        );
+        recv(&mut m, welcome("c1"), 4);
+        let after_switch = scope_of(&recv(&mut m, request("t3", Execution::Client), 5));
+        assert_ne!(after_switch, first);
+        // Another agent takes over.
+        m.handle(Input::AssistantLeft { identity: A.into() }, 6);
+        m.handle(
+            Input::AssistantJoined {
+                identity: "agent-2".into(),
+            },
+            7,
+        );
+        let fx = m.handle(
+            Input::Received {
+                sender: "agent-2".into(),
+                bytes: bytes(welcome("c1")),
+            },
+            8,
+        );
+        assert!(!fx.is_empty());
+        let fx = m.handle(
+            Input::Received {
+                sender: "agent-2".into(),
+                bytes: bytes(request("t4", Execution::Client)),
+            },
+            9,
+        );
+        let other = scope_of(&fx);
+        assert_ne!(other, after_switch);
+        assert_ne!(other, first);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use outpost_livekit::{
     DataOptions, Room, RoomEvent, RoomEvents, RoomOptions, StreamOptions, StreamReader,
     TokenEndpoint, TokenRequest,
 };
-use outpost_policy::ConsentInbox;
+use outpost_policy::{ConsentInbox, Decision};
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
 use outpost_store::{Store, now_ms};
 use tokio::sync::{mpsc, watch};
@@ -125,7 +125,7 @@ impl Core {
     }
 
     /// Answers a consent question (see [`UiEvent::ConsentRequested`]).
-    pub fn answer_consent(&self, consent_id: &str, decision: &str) -> Result<()> {
+    pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
         self.perms.answer_consent(consent_id, decision)
     }
 
@@ -406,9 +406,10 @@ impl Io {
                     let _ = self.send.send((to, message));
                 }
                 Effect::RunTool {
-                    conversation_id,
+                    grant_scope,
                     request,
-                } => self.executor.run(&conversation_id, request),
+                    ..
+                } => self.executor.run(&grant_scope, request),
                 Effect::CancelTool(c) => {
                     self.executor.cancel(&c);
                 }

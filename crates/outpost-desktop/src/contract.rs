@@ -5,6 +5,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// A consent answer: the policy's own enum, spelled `allow_once`, `allow_for_conversation`,
+/// `always_allow`, `deny_once`, `always_deny` on the wire.
+pub use outpost_core::Decision;
+
 /// Epoch milliseconds.
 pub type Millis = i64;
 
@@ -184,7 +188,7 @@ pub struct ConsentRequest {
     /// Why asked.
     pub reason: String,
     /// Answers to offer.
-    pub options: Vec<String>,
+    pub options: Vec<Decision>,
     /// Time left when sent.
     pub expires_in_ms: u64,
     /// Hint.

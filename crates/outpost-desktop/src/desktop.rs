@@ -14,7 +14,7 @@ use outpost_store::{ConversationId, ExportFormat, ExportScope, SearchQuery, Sear
 use crate::config::{AppConfig, AuthMode, ConnectionConfig, NotificationConfig, Paths};
 use crate::contract::{
     AboutInfo, AppEvent, ConnectionSettings, ConnectionTestResult, ConversationDetail,
-    ConversationSummary, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
+    ConversationSummary, Decision, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
     RememberedDecision, SearchHit, SessionInfo, SessionSnapshot, Settings, ToolInfo, UserMessage,
 };
 use crate::demo::Demo;
@@ -473,19 +473,21 @@ impl Desktop {
     // --- consent -------------------------------------------------------------------------
 
     /// `consent_answer`.
-    pub fn answer_consent(&self, consent_id: &str, decision: &str) -> Result<()> {
+    pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
         {
             let live = lock(&self.inner.live);
             let req = live
                 .state
                 .consent(consent_id)
                 .ok_or(DesktopError::UnknownConsent)?;
-            if !req.options.iter().any(|o| o == decision) {
+            if !req.options.contains(&decision) {
+                let offered: Vec<&str> = req.options.iter().map(|d| d.as_str()).collect();
                 return Err(DesktopError::invalid(
                     "decision",
                     format!(
-                        "'{decision}' is not offered for this question (offered: {})",
-                        req.options.join(", ")
+                        "'{}' is not offered for this question (offered: {})",
+                        decision.as_str(),
+                        offered.join(", ")
                     ),
                 ));
             }

@@ -395,7 +395,7 @@ impl LiveState {
                 error_message,
                 executed_by,
             } => {
-                let result = result.map(Value::Object);
+                let result = result.map(|m| cap_result(Value::Object(m)));
                 let by = match executed_by {
                     Side::Client => "client",
                     Side::Server => "server",
@@ -496,6 +496,38 @@ fn is_final(status: &str) -> bool {
     )
 }
 
+/// The most of one tool result the live transcript holds and sends to the page, in bytes of
+/// JSON. The history store keeps the whole result (up to its own cap); the page only shows
+/// it as text, and a session that reads many large files must not keep them all in memory.
+pub const LIVE_RESULT_BYTES: usize = 64 * 1024;
+
+/// `result` as is when its JSON fits in [`LIVE_RESULT_BYTES`]; otherwise a map that says so,
+/// with the start of the JSON text (cut at a character boundary) and the full size.
+pub fn cap_result(result: Value) -> Value {
+    let text = match serde_json::to_string(&result) {
+        Ok(t) if t.len() > LIVE_RESULT_BYTES => t,
+        _ => return result,
+    };
+    let mut end = LIVE_RESULT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut m = serde_json::Map::new();
+    m.insert("truncated".into(), Value::Bool(true));
+    m.insert("originalBytes".into(), Value::from(text.len()));
+    m.insert(
+        "note".into(),
+        Value::String(format!(
+            "This result is {} bytes; the first {end} bytes of its JSON are shown here. The \
+             whole result is in the conversation's history (History, or `outpost history \
+             show`).",
+            text.len()
+        )),
+    );
+    m.insert("preview".into(), Value::String(text[..end].to_owned()));
+    Value::Object(m)
+}
+
 /// The card status for a result (CONTRACT.md `tool_result`).
 pub fn card_status(success: bool, error_code: Option<&str>) -> &'static str {
     match (success, error_code) {
@@ -513,6 +545,65 @@ mod tests {
     use super::*;
     use outpost_core::ConsentPrompt;
     use serde_json::json;
+
+    use crate::contract::Decision;
+
+    /// A session that reads many large files must not keep them all: the live card and the
+    /// event carry at most [`LIVE_RESULT_BYTES`] of each, and say so.
+    #[test]
+    fn large_results_are_capped_in_the_live_transcript() {
+        let mut state = LiveState::default();
+        let _ = state.apply(started("c1"), 1);
+        let big = "x".repeat(4 * 1024 * 1024);
+        for i in 0..10 {
+            let id = format!("r{i}");
+            let _ = state.apply(
+                UiEvent::ToolCallRequested {
+                    id: id.clone(),
+                    message_id: "m1".into(),
+                    tool_name: "read_local_file".into(),
+                    execution: "client".into(),
+                    parameters: serde_json::Map::new(),
+                    timeout_ms: 30_000,
+                },
+                2,
+            );
+            let mut result = serde_json::Map::new();
+            result.insert("content".into(), Value::String(big.clone()));
+            let (out, _) = state.apply(
+                UiEvent::ToolCallFinished {
+                    id: id.clone(),
+                    tool_name: "read_local_file".into(),
+                    success: true,
+                    result: Some(result),
+                    error_code: None,
+                    error_message: None,
+                    executed_by: Side::Client,
+                },
+                3,
+            );
+            let sent = out
+                .iter()
+                .find_map(|e| match e {
+                    AppEvent::ToolResult(r) => r.result.clone(),
+                    _ => None,
+                })
+                .unwrap();
+            let text = serde_json::to_string(&sent).unwrap();
+            assert!(text.len() < LIVE_RESULT_BYTES + 1024, "{}", text.len());
+            assert_eq!(sent["truncated"], json!(true));
+            assert!(sent["originalBytes"].as_u64().unwrap() > 4 * 1024 * 1024);
+        }
+        let held = serde_json::to_string(&state.snapshot(true).transcript).unwrap();
+        assert!(
+            held.len() < 10 * (LIVE_RESULT_BYTES + 2048),
+            "{}",
+            held.len()
+        );
+        // Small results pass unchanged.
+        let small = json!({"content": "hello"});
+        assert_eq!(cap_result(small.clone()), small);
+    }
 
     fn started(conv: &str) -> UiEvent {
         UiEvent::SessionStarted {
@@ -564,7 +655,7 @@ mod tests {
                 folder: Some("/home/u".into()),
                 reason: "outside".into(),
                 destructive: false,
-                options: vec!["allow_once".into(), "deny_once".into()],
+                options: vec![Decision::AllowOnce, Decision::DenyOnce],
                 expires_in_ms: 60_000,
             }),
             12,

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outpost_desktop::config::Paths;
-use outpost_desktop::contract::{AppEvent, ConsentRequest, Settings, ToolResult};
+use outpost_desktop::contract::{AppEvent, ConsentRequest, Decision, Settings, ToolResult};
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, Notifier};
 use tokio::sync::mpsc;
@@ -118,19 +118,17 @@ async fn demo_consent_history_settings_and_notifications() {
     assert_eq!(c.tool, "read_local_file");
     assert!(c.paths.iter().any(|p| p.ends_with("notes.txt")), "{c:?}");
     assert_eq!(c.conversation_id, session.conversation_id);
-    assert!(c.options.contains(&"always_allow".to_owned()));
-    // A decision the question does not offer is refused, and the question stays open.
-    let err = app
-        .desktop
-        .answer_consent(&c.consent_id, "maybe")
-        .unwrap_err();
-    assert_eq!(err.code(), "invalid_argument");
+    assert!(c.options.contains(&Decision::AlwaysAllow));
+    // Something that is not a decision never reaches the question (the UI's answer is
+    // parsed into the policy's enum at the edge, naming the choices).
+    let err = "maybe".parse::<Decision>().unwrap_err();
+    assert!(err.to_string().contains("allow_once"), "{err}");
     app.desktop
-        .answer_consent(&c.consent_id, "allow_once")
+        .answer_consent(&c.consent_id, Decision::AllowOnce)
         .unwrap();
     let err = app
         .desktop
-        .answer_consent(&c.consent_id, "allow_once")
+        .answer_consent(&c.consent_id, Decision::AllowOnce)
         .unwrap_err();
     assert_eq!(err.code(), "unknown_consent");
     let r = app.result().await;
@@ -152,7 +150,7 @@ async fn demo_consent_history_settings_and_notifications() {
     assert_eq!(app.notes.0.lock().unwrap().len(), 1, "one notification");
     app.desktop.set_focused(true);
     app.desktop
-        .answer_consent(&c.consent_id, "deny_once")
+        .answer_consent(&c.consent_id, Decision::DenyOnce)
         .unwrap();
     let r = app.result().await;
     assert_eq!(r.error_code.as_deref(), Some("permission_denied"), "{r:?}");
@@ -162,7 +160,7 @@ async fn demo_consent_history_settings_and_notifications() {
     app.desktop.send(ask.clone()).await.unwrap();
     let c = app.consent().await;
     app.desktop
-        .answer_consent(&c.consent_id, "always_allow")
+        .answer_consent(&c.consent_id, Decision::AlwaysAllow)
         .unwrap();
     assert!(app.result().await.success);
     app.desktop.send(ask.clone()).await.unwrap();

@@ -34,6 +34,12 @@ pub enum PolicyError {
     /// A consent answer named a question that is not pending (answered, withdrawn or unknown).
     #[error("no pending consent question with id '{0}'")]
     UnknownConsent(String),
+    /// A consent answer that is not one of the decisions.
+    #[error(
+        "'{0}' is not a consent decision (allow_once, allow_for_conversation, always_allow, \
+         deny_once, always_deny)"
+    )]
+    UnknownDecision(String),
     /// A consent answer chose a decision the question did not offer.
     #[error("decision '{decision}' was not offered for consent question '{consent_id}'")]
     DecisionNotOffered {

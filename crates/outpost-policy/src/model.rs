@@ -321,6 +321,74 @@ impl Decision {
     }
 }
 
+impl std::str::FromStr for Decision {
+    type Err = crate::PolicyError;
+
+    /// Parses the wire / file spelling ([`Decision::as_str`]).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|d| d.as_str() == s)
+            .ok_or_else(|| crate::PolicyError::UnknownDecision(s.to_owned()))
+    }
+}
+
+impl Decision {
+    /// Every decision, in the order a prompt offers them.
+    pub const ALL: [Decision; 5] = [
+        Self::AllowOnce,
+        Self::AllowForConversation,
+        Self::AlwaysAllow,
+        Self::DenyOnce,
+        Self::AlwaysDeny,
+    ];
+}
+
+/// Who (or what) decided whether a call runs. The audit log records exactly this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decider {
+    /// A rule of the user's policy: a tool rule, a folder rule, a system path, a harmless
+    /// tool's default, or a destructive tool left off.
+    Policy,
+    /// The built-in secrets deny list.
+    SecretsList,
+    /// The user, answering a consent prompt.
+    User,
+    /// The user's earlier "allow for this conversation" answer.
+    ConversationGrant,
+    /// Nobody answered the consent prompt before it expired.
+    ConsentTimeout,
+    /// The call needed consent and no consent prompt was attached (a headless client).
+    NoConsentUi,
+}
+
+impl Decider {
+    /// The stable spelling (audit log, UI contract).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Policy => "policy",
+            Self::SecretsList => "secrets_list",
+            Self::User => "user",
+            Self::ConversationGrant => "conversation_grant",
+            Self::ConsentTimeout => "consent_timeout",
+            Self::NoConsentUi => "no_consent_ui",
+        }
+    }
+
+    /// How the decider is named to people and in `permission_denied` messages.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Self::Policy => "your policy",
+            Self::SecretsList => "the built-in secrets list",
+            Self::User => "the user",
+            Self::ConversationGrant => "the user (allowed for this conversation)",
+            Self::ConsentTimeout => "the consent timeout",
+            Self::NoConsentUi => "Outpost",
+        }
+    }
+}
+
 /// Why a call was allowed without asking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -352,8 +420,8 @@ pub enum Verdict {
     },
     /// Do not run it.
     Deny {
-        /// Who denied: "your policy" or "the built-in secrets list".
-        by: String,
+        /// Who denied: the policy or the built-in secrets list.
+        by: Decider,
         /// Why.
         reason: String,
     },
@@ -450,10 +518,10 @@ impl CompiledPolicy {
 
     /// Why `path` may not be touched by `tool` whatever the user answers, or `None`.
     /// Recursive tools call this for every entry they return.
-    pub fn hard_deny(&self, tool: &str, path: &Path) -> Option<(String, String)> {
+    pub fn hard_deny(&self, tool: &str, path: &Path) -> Option<(Decider, String)> {
         if !self.policy.allow_system_paths && SYSTEM_DIRS.iter().any(|d| path.starts_with(d)) {
             return Some((
-                "your policy".into(),
+                Decider::Policy,
                 format!(
                     "{} is a system directory (/proc, /sys and /dev are off limits unless \
                      allow_system_paths = true)",
@@ -467,14 +535,14 @@ impl CompiledPolicy {
             .find(|f| f.access == FolderAccess::Deny && f.applies(tool, path))
         {
             return Some((
-                "your policy".into(),
+                Decider::Policy,
                 format!("{} is denied in the policy file", f.path.display()),
             ));
         }
         if let Some(why) = self.secrets.matches(path) {
             if !self.exceptions.iter().any(|e| path.starts_with(e)) {
                 return Some((
-                    "the built-in secrets list".into(),
+                    Decider::SecretsList,
                     format!(
                         "{why}; to allow {} add it under [[exceptions]] in the policy file",
                         path.display()
@@ -487,17 +555,17 @@ impl CompiledPolicy {
 
     /// Why `tool` may not run at all, whatever its arguments: set to "deny", or a
     /// destructive tool the user has not enabled. Checked before paths are resolved.
-    pub fn tool_denied(&self, tool: &str, hints: ToolHints) -> Option<(String, String)> {
+    pub fn tool_denied(&self, tool: &str, hints: ToolHints) -> Option<(Decider, String)> {
         let rule = self.policy.tools.get(tool).copied();
         if rule == Some(Rule::Deny) {
             return Some((
-                "your policy".into(),
+                Decider::Policy,
                 format!("the tool '{tool}' is set to \"deny\""),
             ));
         }
         if hints.destructive && rule.is_none() {
             return Some((
-                "your policy".into(),
+                Decider::Policy,
                 format!(
                     "'{tool}' can change or delete files and is off by default; set \
                      {tool} = \"ask\" under [tools] in the policy file to enable it"
@@ -677,7 +745,7 @@ mod tests {
         ] {
             let v = eval(&p, "read_local_file", read_only(), Some(path));
             match v {
-                Verdict::Deny { by, .. } => assert_eq!(by, "the built-in secrets list"),
+                Verdict::Deny { by, .. } => assert_eq!(by, Decider::SecretsList),
                 other => panic!("{path}: {other:?}"),
             }
         }

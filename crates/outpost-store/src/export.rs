@@ -221,10 +221,11 @@ fn timeline_markdown(out: &mut String, t: &Timeline) {
             TimelineItem::Consent(cn) => {
                 let _ = write!(
                     out,
-                    "> Consent for `{}`: **{}** by {} at {}",
+                    "> Consent for `{}`: **{}** by {}{} at {}",
                     cn.tool_name,
-                    cn.decision,
+                    cn.outcome,
                     cn.decided_by,
+                    cn.decision.map(|d| format!(" ({d})")).unwrap_or_default(),
                     format_time(cn.decided_at)
                 );
                 if let Some(scope) = &cn.scope {

@@ -8,7 +8,10 @@ use rusqlite_migration::{M, Migrations};
 use crate::error::{Error, Result, SqlContext};
 
 /// Every migration, in order. Index `i` takes the schema from version `i` to `i + 1`.
-const STEPS: &[M<'static>] = &[M::up(include_str!("../migrations/0001_initial.sql"))];
+const STEPS: &[M<'static>] = &[
+    M::up(include_str!("../migrations/0001_initial.sql")),
+    M::up(include_str!("../migrations/0002_consent_deciders.sql")),
+];
 
 /// The migration set.
 pub fn migrations() -> Migrations<'static> {
@@ -116,6 +119,49 @@ mod tests {
                 "schema after upgrading from {k}"
             );
         }
+    }
+
+    /// Version 1 recorded every decision as if someone answered "always": version 2 reads
+    /// the real decider back from the text version 1 kept.
+    #[test]
+    fn version_1_consents_are_carried_over_with_their_real_deciders() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        migrations().to_version(&mut conn, 1).unwrap();
+        conn.execute_batch(
+            "INSERT INTO conversations (id, seq, started_at) VALUES ('c', 1, 0);
+             INSERT INTO consents (conversation_id, seq, tool_name, asked, decision,
+                                   decided_by, decided_at) VALUES
+               ('c', 1, 't', 'your policy: inside the allowed folder /w', 'always_allow', 'policy', 1),
+               ('c', 2, 't', 'the consent timeout: nobody answered within 60 s', 'always_deny', 'policy', 2),
+               ('c', 3, 't', 'Outpost: this call needs the user''s permission', 'always_deny', 'policy', 3),
+               ('c', 4, 't', 'the built-in secrets list: ~/.ssh is secret', 'always_deny', 'policy', 4),
+               ('c', 5, 't', 'the user: allowed for this conversation', 'allow_conversation', 'user', 5),
+               ('c', 6, 't', 'the user: allow_for_conversation', 'allow_conversation', 'user', 6),
+               ('c', 7, 't', 'the user: the user declined this call', 'deny_once', 'user', 7);",
+        )
+        .unwrap();
+        migrate(&mut conn).unwrap();
+        let rows: Vec<(String, Option<String>, String)> = conn
+            .prepare("SELECT outcome, decision, decided_by FROM consents ORDER BY seq")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        let want = [
+            ("allowed", None, "policy"),
+            ("denied", None, "consent_timeout"),
+            ("denied", None, "no_consent_ui"),
+            ("denied", None, "secrets_list"),
+            ("allowed", None, "conversation_grant"),
+            ("allowed", Some("allow_for_conversation"), "user"),
+            ("denied", Some("deny_once"), "user"),
+        ];
+        let got: Vec<(&str, Option<&str>, &str)> = rows
+            .iter()
+            .map(|(o, d, b)| (o.as_str(), d.as_deref(), b.as_str()))
+            .collect();
+        assert_eq!(got, want);
     }
 
     #[test]

@@ -155,12 +155,12 @@ impl ToolCallState {
 }
 
 string_enum!(
-    /// A consent decision.
+    /// The user's answer to a consent prompt.
     Decision, "decision" {
         /// Allow this one call.
         AllowOnce = "allow_once",
         /// Allow this tool (for this scope) for the rest of the conversation.
-        AllowConversation = "allow_conversation",
+        AllowForConversation = "allow_for_conversation",
         /// Allow from now on.
         AlwaysAllow = "always_allow",
         /// Deny this one call.
@@ -175,18 +175,36 @@ impl Decision {
     pub fn allows(self) -> bool {
         matches!(
             self,
-            Decision::AllowOnce | Decision::AllowConversation | Decision::AlwaysAllow
+            Decision::AllowOnce | Decision::AllowForConversation | Decision::AlwaysAllow
         )
     }
 }
 
 string_enum!(
-    /// Who made a consent decision.
+    /// Who decided whether a tool call runs.
     DecidedBy, "decided_by" {
         /// The user answered a prompt.
         User = "user",
-        /// A stored rule decided without asking.
+        /// A rule of the user's policy decided without asking.
         Policy = "policy",
+        /// The built-in secrets deny list.
+        SecretsList = "secrets_list",
+        /// The user's earlier "allow for this conversation" answer.
+        ConversationGrant = "conversation_grant",
+        /// Nobody answered the prompt before it expired.
+        ConsentTimeout = "consent_timeout",
+        /// The call needed consent and no prompt was available (a headless client).
+        NoConsentUi = "no_consent_ui",
+    }
+);
+
+string_enum!(
+    /// Whether a call was allowed to run.
+    Outcome, "outcome" {
+        /// It may run.
+        Allowed = "allowed",
+        /// It may not.
+        Denied = "denied",
     }
 );
 
@@ -374,13 +392,15 @@ pub struct NewConsent {
     pub tool_call_id: Option<String>,
     /// Tool name.
     pub tool_name: String,
-    /// What the user was asked (the prompt text).
+    /// What the user was asked, or the rule's reason.
     pub asked: String,
-    /// The decision.
-    pub decision: Decision,
+    /// Allowed or denied.
+    pub outcome: Outcome,
+    /// The user's answer, when `decided_by` is [`DecidedBy::User`].
+    pub decision: Option<Decision>,
     /// What the decision covers beyond its kind (a path pattern, a server name, ...).
     pub scope: Option<String>,
-    /// The user, or a stored rule.
+    /// Who decided.
     pub decided_by: DecidedBy,
     /// When the prompt appeared (None when a rule decided without asking).
     pub asked_at: Option<Millis>,
@@ -568,13 +588,15 @@ pub struct Consent {
     pub tool_call_id: Option<String>,
     /// Tool name.
     pub tool_name: String,
-    /// What was asked.
+    /// What was asked, or the rule's reason.
     pub asked: String,
-    /// Decision.
-    pub decision: Decision,
+    /// Allowed or denied.
+    pub outcome: Outcome,
+    /// The user's answer, when the user answered a prompt.
+    pub decision: Option<Decision>,
     /// What it covers.
     pub scope: Option<String>,
-    /// User or policy.
+    /// Who decided.
     pub decided_by: DecidedBy,
     /// When asked.
     pub asked_at: Option<Millis>,

@@ -198,9 +198,9 @@ impl RawToolCall {
 }
 
 const CONSENT_COLS: &str = "conversation_id, tool_call_id, tool_name, asked, decision, scope, \
-    decided_by, asked_at, decided_at, seq";
+    decided_by, asked_at, decided_at, seq, outcome";
 
-type RawConsent = (Consent, String, String);
+type RawConsent = (Consent, Option<String>, String, String);
 
 fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
     Ok((
@@ -209,7 +209,8 @@ fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
             tool_call_id: r.get(1)?,
             tool_name: r.get(2)?,
             asked: r.get(3)?,
-            decision: Decision::AllowOnce, // replaced after parsing
+            outcome: crate::model::Outcome::Denied, // replaced after parsing
+            decision: None,                         // replaced after parsing
             scope: r.get(5)?,
             decided_by: crate::model::DecidedBy::User, // replaced after parsing
             asked_at: r.get(7)?,
@@ -218,12 +219,14 @@ fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
         },
         r.get(4)?,
         r.get(6)?,
+        r.get(10)?,
     ))
 }
 
-fn finish_consent((mut c, decision, by): RawConsent) -> Result<Consent> {
-    c.decision = decision.parse()?;
+fn finish_consent((mut c, decision, by, outcome): RawConsent) -> Result<Consent> {
+    c.decision = decision.map(|d| d.parse()).transpose()?;
     c.decided_by = by.parse()?;
+    c.outcome = outcome.parse()?;
     Ok(c)
 }
 

@@ -571,7 +571,12 @@ mod tests {
             tool_call_id: Some(call.into()),
             tool_name: tool.into(),
             asked: format!("Allow {tool}?"),
-            decision: d,
+            outcome: if d.allows() {
+                crate::model::Outcome::Allowed
+            } else {
+                crate::model::Outcome::Denied
+            },
+            decision: Some(d),
             scope: Some("/home/alice/docs/**".into()),
             decided_by: DecidedBy::User,
             asked_at: Some(at - 5),
@@ -1180,7 +1185,10 @@ mod tests {
             .wait()
             .unwrap();
         assert_eq!(page.entries.len(), 3);
-        assert_eq!(page.entries[0].consents[0].decision, Decision::AllowOnce);
+        assert_eq!(
+            page.entries[0].consents[0].decision,
+            Some(Decision::AllowOnce)
+        );
         let rest = ids(AuditQuery {
             limit: 3,
             before: page.next,
@@ -1253,7 +1261,7 @@ mod tests {
             "Reading it now.",
             "#### Tool `read_local_file`",
             "\"filePath\": \"/Users/alice/documents/notes.txt\"",
-            "**allow_once** by user",
+            "**allowed** by user (allow_once)",
             "Protocol error `malformed`",
             "*2023-11-14T22:13:20.015Z · status: thinking*",
         ] {

@@ -396,8 +396,8 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
             let seq = ctx.seq();
             conn.prepare_cached(
                 "INSERT INTO consents (conversation_id, tool_call_id, seq, tool_name, asked,
-                    decision, scope, decided_by, asked_at, decided_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    decision, scope, decided_by, asked_at, decided_at, outcome)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -406,11 +406,12 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     seq,
                     c.tool_name,
                     c.asked,
-                    c.decision.as_str(),
+                    c.decision.map(|d| d.as_str()),
                     c.scope,
                     c.decided_by.as_str(),
                     c.asked_at,
-                    c.decided_at
+                    c.decided_at,
+                    c.outcome.as_str()
                 ])
             })
             .map_err(|e| {

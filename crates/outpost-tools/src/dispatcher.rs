@@ -1,18 +1,22 @@
 //! The dispatcher: seed 000's client side.
 //!
 //! Feed it every ToolUseRequest ([`Dispatcher::handle_request`]) and ToolUseCancel
-//! ([`Dispatcher::handle_cancel`]); read [`DispatchEvent`]s from the receiver returned by
-//! [`Dispatcher::new`]: results and progress to send to the server, and audit events to
-//! store. Per request id:
+//! ([`Dispatcher::handle_cancel`]); read [`DispatchEvent`]s from the one receiver returned
+//! by [`Dispatcher::new`], in the order they happened: results and progress to send to the
+//! server, and the typed facts of each call's lifecycle (who decided what, when it
+//! started, an "always" answer that could not be saved) for the audit log. Per request id:
 //!
-//! - `execution: server` is recorded (audit) and never run, and gets no answer.
+//! - `execution: server` is remembered (for duplicates) and never run, and gets no answer.
 //! - `execution: client` gets exactly one ToolUseResult: the tool's, or unknown_tool,
 //!   invalid_parameters, execution_error, timeout, permission_denied or cancelled.
 //! - `execution: either` runs when the tool is supported, valid and permitted; in every
 //!   case where it does not start, the answer is unknown_tool (seed text) so the server
 //!   runs it itself. Once it started, its outcome is answered as for `client`.
 //! - A duplicate id never runs twice: while the first is in flight it is ignored; after,
-//!   the same result is sent again.
+//!   the same result is sent again while it is still held. Finished results are held
+//!   within a byte budget ([`HELD_RESULT_BYTES`]); an older one is answered with an
+//!   `execution_error` saying it was already answered (PROTOCOL.md §6.1), so a stream of
+//!   large results cannot pile up in memory.
 //! - A cancel of a request in flight stops it (consent withdrawn, job cancelled) and the
 //!   request is answered once, with `cancelled`.
 //!
@@ -29,11 +33,11 @@
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use outpost_policy::{
     AccessRequest, Allowance, ConsentBroker, ConsentOutcome, ConsentRequest, ConversationGrants,
-    Decision, FolderAccess, PolicyStore, Verdict,
+    Decider, Decision, FolderAccess, PolicyStore, Verdict,
 };
 use outpost_protocol::{
     Execution, Map, Message, ProgressState, ToolDescriptor, ToolUseCancel, ToolUseProgress,
@@ -50,7 +54,11 @@ use crate::tool::{Access, Job, RunContext, ToolEnv};
 /// Finished request ids remembered for duplicate detection.
 pub const REMEMBERED_RESULTS: usize = 10_000;
 
-/// Whether a call was allowed or denied, in audit events.
+/// At most this many bytes (roughly: text and numbers) of finished results are held for
+/// resending to duplicates; the oldest are let go first.
+pub const HELD_RESULT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Whether a call was allowed or denied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditOutcome {
@@ -60,128 +68,46 @@ pub enum AuditOutcome {
     Denied,
 }
 
-/// One thing the dispatcher did, for the audit log. Every request, decision and outcome
-/// produces one. `atMs` is Unix time in milliseconds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(
-    tag = "event",
-    rename_all = "snake_case",
-    rename_all_fields = "camelCase"
-)]
+/// Everything the dispatcher reports, on one channel, in the order it happened: for each
+/// request `Decided` comes before `Started`, and both before its `Result`.
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum AuditEvent {
-    /// A ToolUseRequest arrived.
-    Requested {
-        /// When.
-        at_ms: u64,
-        /// The conversation.
-        conversation_id: String,
-        /// The request.
-        request_id: String,
-        /// The assistant message that asked for it.
-        message_id: String,
-        /// The tool.
-        tool: String,
-        /// "server", "client" or "either".
-        execution: String,
-        /// The parameters as received.
-        parameters: Map,
-        /// The timeout that applies, in milliseconds.
-        timeout_ms: u32,
-    },
-    /// A request id seen before arrived again.
-    Duplicate {
-        /// When.
-        at_ms: u64,
-        /// The request.
-        request_id: String,
-        /// Whether the earlier result was sent again (false: still in flight, or a server
-        /// tool).
-        resent: bool,
-    },
-    /// The user was asked.
-    ConsentAsked {
-        /// When.
-        at_ms: u64,
-        /// The request.
-        request_id: String,
-        /// Why the policy asks.
-        reason: String,
-        /// The answers offered.
-        options: Vec<Decision>,
-    },
-    /// The call was allowed or denied.
+pub enum DispatchEvent {
+    /// Send to the server: the request's one answer.
+    Result(ToolUseResult),
+    /// Send to the server: the call waits for consent, or started after consent.
+    Progress(ToolUseProgress),
+    /// The call was allowed or denied, and by whom.
     Decided {
-        /// When.
-        at_ms: u64,
         /// The request.
         request_id: String,
         /// Allowed or denied.
         outcome: AuditOutcome,
-        /// Who decided: "your policy", "the user", "the built-in secrets list", ...
-        by: String,
+        /// Who decided.
+        by: Decider,
         /// Why, in words.
         reason: String,
-        /// The user's answer, when the user was asked.
+        /// The user's answer, when the user answered a prompt (`by` is [`Decider::User`]).
         decision: Option<Decision>,
         /// The resolved paths concerned.
         paths: Vec<PathBuf>,
     },
-    /// The tool started running.
+    /// The tool started running (also for calls allowed without asking, which send no
+    /// progress).
     Started {
-        /// When.
-        at_ms: u64,
         /// The request.
         request_id: String,
     },
-    /// The request was answered.
-    Finished {
-        /// When.
-        at_ms: u64,
-        /// The request.
-        request_id: String,
-        /// Whether the tool succeeded.
-        success: bool,
-        /// The error code, on failure.
-        error_code: Option<String>,
-        /// The error message, on failure.
-        error_message: Option<String>,
-        /// From arrival to answer, in milliseconds.
-        duration_ms: u64,
-    },
-    /// A ToolUseCancel arrived.
-    CancelRequested {
-        /// When.
-        at_ms: u64,
-        /// The request.
-        request_id: String,
-        /// The server's reason.
-        reason: Option<String>,
-        /// Whether a request in flight was stopped (false: unknown or finished id).
-        effective: bool,
-    },
-    /// An "always" answer could not be written to the policy file (it still applied to
-    /// the call).
+    /// An "always" answer applied to the call but could not be written to the policy file:
+    /// the user must be told it will not be remembered.
     PolicyWriteFailed {
-        /// When.
-        at_ms: u64,
         /// The request.
         request_id: String,
+        /// The decision that was not saved.
+        decision: Decision,
         /// The error.
         message: String,
     },
-}
-
-/// What the dispatcher hands back to the session: messages for the server on
-/// [`DispatchReceivers::messages`]; `Audit` is used by consumers that merge both streams.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DispatchEvent {
-    /// Send to the server.
-    Result(ToolUseResult),
-    /// Send to the server.
-    Progress(ToolUseProgress),
-    /// Persist.
-    Audit(AuditEvent),
 }
 
 impl DispatchEvent {
@@ -190,20 +116,9 @@ impl DispatchEvent {
         match self {
             Self::Result(r) => Some(Message::ToolUseResult(r.clone())),
             Self::Progress(p) => Some(Message::ToolUseProgress(p.clone())),
-            Self::Audit(_) => None,
+            _ => None,
         }
     }
-}
-
-/// Where the dispatcher's output goes. Two channels, so that the session's sender wakes
-/// only for messages to send, and the audit writer can batch.
-#[derive(Debug)]
-pub struct DispatchReceivers {
-    /// Results and progress, in the order they must be sent. Only
-    /// [`DispatchEvent::Result`] and [`DispatchEvent::Progress`] arrive here.
-    pub messages: mpsc::UnboundedReceiver<DispatchEvent>,
-    /// Audit events, in the order they happened.
-    pub audit: mpsc::UnboundedReceiver<AuditEvent>,
 }
 
 /// What [`Dispatcher::handle_request`] did with a request.
@@ -222,14 +137,49 @@ pub enum Handled {
 #[derive(Debug)]
 enum Slot {
     Running(CancellationToken),
-    Finished(Option<ToolUseResult>),
+    /// A server request: recorded, never answered.
+    Recorded,
+    /// Answered; the result is held for duplicates while the budget allows.
+    Answered(Held),
+}
+
+#[derive(Debug)]
+enum Held {
+    Result {
+        result: ToolUseResult,
+        bytes: usize,
+    },
+    /// Let go to stay within [`HELD_RESULT_BYTES`]; the size it had.
+    Released {
+        bytes: usize,
+    },
 }
 
 #[derive(Debug, Default)]
 struct State {
     requests: HashMap<String, Slot>,
     finished: VecDeque<String>,
+    /// Bytes of the results in `Held::Result`.
+    held_bytes: usize,
     grants: HashMap<String, ConversationGrants>,
+}
+
+/// A cheap estimate of what a result occupies: its strings and numbers, not serde's
+/// allocation overhead.
+fn result_bytes(r: &ToolUseResult) -> usize {
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len() + 8,
+            Value::Array(a) => 8 + a.iter().map(value).sum::<usize>(),
+            Value::Object(m) => 8 + m.iter().map(|(k, v)| k.len() + value(v)).sum::<usize>(),
+            _ => 8,
+        }
+    }
+    let map = r
+        .result
+        .as_ref()
+        .map_or(0, |m| m.iter().map(|(k, v)| k.len() + value(v)).sum());
+    64 + r.id.len() + map + r.error_message.as_ref().map_or(0, String::len)
 }
 
 #[derive(Debug)]
@@ -239,7 +189,6 @@ struct Inner {
     policy: PolicyStore,
     broker: ConsentBroker,
     out: mpsc::UnboundedSender<DispatchEvent>,
-    audit_out: mpsc::UnboundedSender<AuditEvent>,
     state: Mutex<State>,
     runtime: tokio::runtime::Handle,
 }
@@ -250,34 +199,26 @@ pub struct Dispatcher {
     inner: Arc<Inner>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Dispatcher {
     /// A dispatcher over `registry`. Must be called inside a tokio runtime (requests are
-    /// run on it). Returns the receivers of what the dispatcher emits.
+    /// run on it). Returns the receiver of everything the dispatcher emits, in order.
     pub fn new(
         registry: Registry,
         env: ToolEnv,
         policy: PolicyStore,
         broker: ConsentBroker,
-    ) -> (Self, DispatchReceivers) {
-        let (out, messages) = mpsc::unbounded_channel();
-        let (audit_out, audit) = mpsc::unbounded_channel();
+    ) -> (Self, mpsc::UnboundedReceiver<DispatchEvent>) {
+        let (out, events) = mpsc::unbounded_channel();
         let inner = Inner {
             registry,
             env,
             policy,
             broker,
             out,
-            audit_out,
             state: Mutex::new(State::default()),
             runtime: tokio::runtime::Handle::current(),
         };
@@ -285,7 +226,7 @@ impl Dispatcher {
             Self {
                 inner: Arc::new(inner),
             },
-            DispatchReceivers { messages, audit },
+            events,
         )
     }
 
@@ -314,48 +255,44 @@ impl Dispatcher {
             .count()
     }
 
-    /// Forgets what the user allowed for `conversation_id` ("allow for this conversation").
-    pub fn end_conversation(&self, conversation_id: &str) {
-        self.inner.lock().grants.remove(conversation_id);
+    /// Bytes of finished results held for duplicates (at most about [`HELD_RESULT_BYTES`]).
+    pub fn held_result_bytes(&self) -> usize {
+        self.inner.lock().held_bytes
     }
 
-    /// Takes one ToolUseRequest from the server. Returns at once; the answer (if any) comes
-    /// on the event receiver.
-    pub fn handle_request(&self, conversation_id: &str, req: ToolUseRequest) -> Handled {
+    /// Forgets what the user allowed for `scope` ("allow for this conversation").
+    pub fn end_conversation(&self, scope: &str) {
+        self.inner.lock().grants.remove(scope);
+    }
+
+    /// Takes one ToolUseRequest from the server. `scope` keys "allow for this
+    /// conversation" grants: the caller makes it change whenever the conversation or the
+    /// assistant does, so grants never outlive either. Returns at once; the answer (if any)
+    /// comes on the event receiver.
+    pub fn handle_request(&self, scope: &str, req: ToolUseRequest) -> Handled {
         let inner = &self.inner;
         let mut state = inner.lock();
-        inner.audit(AuditEvent::Requested {
-            at_ms: now_ms(),
-            conversation_id: conversation_id.to_owned(),
-            request_id: req.id.clone(),
-            message_id: req.message_id.clone(),
-            tool: req.tool_name.clone(),
-            execution: req.execution.as_str().to_owned(),
-            parameters: req.parameters.clone(),
-            timeout_ms: req.effective_timeout_ms(),
-        });
         match state.requests.get(&req.id) {
-            Some(Slot::Running(_)) | Some(Slot::Finished(None)) => {
-                inner.audit(AuditEvent::Duplicate {
-                    at_ms: now_ms(),
-                    request_id: req.id,
-                    resent: false,
-                });
-                return Handled::DuplicateIgnored;
-            }
-            Some(Slot::Finished(Some(result))) => {
+            Some(Slot::Running(_) | Slot::Recorded) => return Handled::DuplicateIgnored,
+            Some(Slot::Answered(Held::Result { result, .. })) => {
                 inner.emit(DispatchEvent::Result(result.clone()));
-                inner.audit(AuditEvent::Duplicate {
-                    at_ms: now_ms(),
-                    request_id: req.id,
-                    resent: true,
-                });
+                return Handled::DuplicateResent;
+            }
+            Some(Slot::Answered(Held::Released { bytes })) => {
+                inner.emit(DispatchEvent::Result(ToolUseResult::execution_error(
+                    &req.id,
+                    format!(
+                        "This request was answered already; its result ({bytes} bytes) is no \
+                         longer held for resending, and Outpost never runs a request twice"
+                    ),
+                    None,
+                )));
                 return Handled::DuplicateResent;
             }
             None => {}
         }
         if req.execution == Execution::Server {
-            inner.remember(&mut state, req.id, None);
+            inner.remember(&mut state, req.id, Slot::Recorded);
             return Handled::Recorded;
         }
         let token = CancellationToken::new();
@@ -367,7 +304,7 @@ impl Dispatcher {
         let id = req.id.clone();
         // Checks and the blocking phase start here, on the caller's thread: an allowed call
         // is answered from the blocking pool without waiting for a task to be scheduled.
-        match start(&self.inner, conversation_id, req, &token, arrived) {
+        match start(&self.inner, scope, req, &token, arrived) {
             Start::Done(result) => self.inner.finish(&id, result, arrived),
             Start::Pending(pending) => {
                 let inner = Arc::clone(&self.inner);
@@ -385,20 +322,13 @@ impl Dispatcher {
     /// `cancelled` answer follows on the event receiver.
     pub fn handle_cancel(&self, cancel: &ToolUseCancel) -> bool {
         let state = self.inner.lock();
-        let effective = match state.requests.get(&cancel.id) {
+        match state.requests.get(&cancel.id) {
             Some(Slot::Running(token)) => {
                 token.cancel();
                 true
             }
             _ => false,
-        };
-        self.inner.audit(AuditEvent::CancelRequested {
-            at_ms: now_ms(),
-            request_id: cancel.id.clone(),
-            reason: cancel.reason.clone(),
-            effective,
-        });
-        effective
+        }
     }
 }
 
@@ -408,17 +338,8 @@ impl Inner {
     }
 
     fn emit(&self, event: DispatchEvent) {
-        debug_assert!(
-            !matches!(event, DispatchEvent::Audit(_)),
-            "audit goes on its own channel"
-        );
         // The session dropped its receiver: it is shutting down and wants nothing more.
         let _ = self.out.send(event);
-    }
-
-    fn audit(&self, event: AuditEvent) {
-        // As for emit: a dropped receiver means nobody records any more.
-        let _ = self.audit_out.send(event);
     }
 
     fn progress(&self, id: &str, state: ProgressState, detail: String) {
@@ -433,28 +354,62 @@ impl Inner {
         &self,
         id: &str,
         outcome: AuditOutcome,
-        by: &str,
+        by: Decider,
         reason: &str,
         decision: Option<Decision>,
         paths: &[PathBuf],
     ) {
-        self.audit(AuditEvent::Decided {
-            at_ms: now_ms(),
+        self.emit(DispatchEvent::Decided {
             request_id: id.to_owned(),
             outcome,
-            by: by.to_owned(),
+            by,
             reason: reason.to_owned(),
             decision,
             paths: paths.to_vec(),
         });
     }
 
-    fn remember(&self, state: &mut State, id: String, result: Option<ToolUseResult>) {
-        state.requests.insert(id.clone(), Slot::Finished(result));
+    fn started(&self, id: &str) {
+        self.emit(DispatchEvent::Started {
+            request_id: id.to_owned(),
+        });
+    }
+
+    /// Keeps `slot` for `id`, then lets go of the oldest ids past [`REMEMBERED_RESULTS`]
+    /// and of the oldest held results past [`HELD_RESULT_BYTES`].
+    fn remember(&self, state: &mut State, id: String, slot: Slot) {
+        if let Slot::Answered(Held::Result { bytes, .. }) = &slot {
+            state.held_bytes += bytes;
+        }
+        state.requests.insert(id.clone(), slot);
         state.finished.push_back(id);
         while state.finished.len() > REMEMBERED_RESULTS {
             if let Some(old) = state.finished.pop_front() {
-                state.requests.remove(&old);
+                if let Some(Slot::Answered(Held::Result { bytes, .. })) =
+                    state.requests.remove(&old)
+                {
+                    state.held_bytes -= bytes;
+                }
+            }
+        }
+        if state.held_bytes > HELD_RESULT_BYTES {
+            let State {
+                requests,
+                finished,
+                held_bytes,
+                ..
+            } = state;
+            for old in finished.iter() {
+                if *held_bytes <= HELD_RESULT_BYTES {
+                    break;
+                }
+                if let Some(slot @ Slot::Answered(Held::Result { .. })) = requests.get_mut(old) {
+                    if let Slot::Answered(Held::Result { bytes, .. }) = slot {
+                        let bytes = *bytes;
+                        *held_bytes -= bytes;
+                        *slot = Slot::Answered(Held::Released { bytes });
+                    }
+                }
             }
         }
     }
@@ -468,15 +423,13 @@ impl Inner {
         }
         // Sent under the lock so a duplicate arriving now is answered after the original.
         self.emit(DispatchEvent::Result(result.clone()));
-        self.audit(AuditEvent::Finished {
-            at_ms: now_ms(),
-            request_id: id.to_owned(),
-            success: result.success,
-            error_code: result.error_code.as_ref().map(|c| c.as_str().to_owned()),
-            error_message: result.error_message.clone(),
-            duration_ms: ms(arrived.elapsed()),
-        });
-        self.remember(&mut state, id.to_owned(), Some(result));
+        tracing::debug!(request = id, ms = ms(arrived.elapsed()), "answered");
+        let bytes = result_bytes(&result);
+        self.remember(
+            &mut state,
+            id.to_owned(),
+            Slot::Answered(Held::Result { result, bytes }),
+        );
     }
 }
 
@@ -561,12 +514,12 @@ fn start(
     let policy = inner.policy.current();
     let hints = entry.spec.hints;
     if let Some((by, reason)) = policy.tool_denied(&tool_name, hints) {
-        inner.decided(&id, AuditOutcome::Denied, &by, &reason, None, &[]);
+        inner.decided(&id, AuditOutcome::Denied, by, &reason, None, &[]);
         return Start::Done(not_run(
             &id,
             &tool_name,
             execution,
-            ToolUseResult::permission_denied(&id, &by, &reason),
+            ToolUseResult::permission_denied(&id, by.phrase(), &reason),
         ));
     }
     let grants = inner
@@ -609,16 +562,17 @@ fn start(
                 }
                 let (by, reason) = match &allowance {
                     Allowance::ToolRule => {
-                        ("your policy", "the tool is set to \"allow\"".to_owned())
+                        (Decider::Policy, "the tool is set to \"allow\"".to_owned())
                     }
                     Allowance::Folder { path } => (
-                        "your policy",
+                        Decider::Policy,
                         format!("inside the allowed folder {}", path.display()),
                     ),
-                    Allowance::Conversation => {
-                        ("the user", "allowed for this conversation".to_owned())
-                    }
-                    Allowance::Default => ("your policy", "a harmless tool".to_owned()),
+                    Allowance::Conversation => (
+                        Decider::ConversationGrant,
+                        "allowed for this conversation".to_owned(),
+                    ),
+                    Allowance::Default => (Decider::Policy, "a harmless tool".to_owned()),
                 };
                 phase1_inner.decided(
                     &phase1_id,
@@ -628,10 +582,7 @@ fn start(
                     None,
                     &access.paths,
                 );
-                phase1_inner.audit(AuditEvent::Started {
-                    at_ms: now_ms(),
-                    request_id: phase1_id.clone(),
-                });
+                phase1_inner.started(&phase1_id);
                 let outcome = (prepared.job)(&phase1_cx);
                 let result = job_result(
                     &phase1_id,
@@ -710,12 +661,12 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
             ToolUseResult::execution_error(&id, "internal error: allowed call did not run", None)
         }
         Verdict::Deny { by, reason } => {
-            inner.decided(&id, AuditOutcome::Denied, &by, &reason, None, &access.paths);
+            inner.decided(&id, AuditOutcome::Denied, by, &reason, None, &access.paths);
             not_run(
                 &id,
                 &tool_name,
                 execution,
-                ToolUseResult::permission_denied(&id, &by, &reason),
+                ToolUseResult::permission_denied(&id, by.phrase(), &reason),
             )
         }
         Verdict::Ask { reason, options } => {
@@ -770,18 +721,12 @@ async fn consent_then_run(
         ProgressState::AwaitingConsent,
         format!("Waiting for the user to allow: {}", access.summary),
     );
-    inner.audit(AuditEvent::ConsentAsked {
-        at_ms: now_ms(),
-        request_id: id.to_owned(),
-        reason: question.reason.clone(),
-        options: question.options.clone(),
-    });
     let consent_timeout = policy_now.consent_timeout();
     let outcome = tokio::select! {
         outcome = inner.broker.ask(question, consent_timeout) => outcome,
         () = token.cancelled() => return ToolUseResult::cancelled(id),
     };
-    let deny = |by: &str, reason: &str, decision: Option<Decision>| {
+    let deny = |by: Decider, reason: &str, decision: Option<Decision>| {
         inner.decided(
             id,
             AuditOutcome::Denied,
@@ -794,20 +739,20 @@ async fn consent_then_run(
             id,
             tool_name,
             execution,
-            ToolUseResult::permission_denied(id, by, reason),
+            ToolUseResult::permission_denied(id, by.phrase(), reason),
         )
     };
     let decision = match outcome {
         ConsentOutcome::NoUi => {
             return deny(
-                "Outpost",
+                Decider::NoConsentUi,
                 "this call needs the user's permission and no consent prompt is available",
                 None,
             );
         }
         ConsentOutcome::TimedOut => {
             return deny(
-                "the consent timeout",
+                Decider::ConsentTimeout,
                 &format!("nobody answered within {} s", consent_timeout.as_secs()),
                 None,
             );
@@ -820,12 +765,13 @@ async fn consent_then_run(
         let tool = tool_name.to_owned();
         let inner = Arc::clone(inner);
         let id = id.to_owned();
-        // A small file write; done off the async threads.
+        // A small file write; done off the async threads. Reported before the decision,
+        // so the user learns it together with the call's outcome.
         tokio::task::spawn_blocking(move || {
             if let Err(e) = store.remember(&tool, folder.as_deref(), access_kind) {
-                inner.audit(AuditEvent::PolicyWriteFailed {
-                    at_ms: now_ms(),
+                inner.emit(DispatchEvent::PolicyWriteFailed {
                     request_id: id,
+                    decision,
                     message: e.to_string(),
                 });
             }
@@ -833,12 +779,12 @@ async fn consent_then_run(
     };
     match decision {
         Decision::DenyOnce => {
-            return deny("the user", "the user declined this call", Some(decision));
+            return deny(Decider::User, "the user declined this call", Some(decision));
         }
         Decision::AlwaysDeny => {
             let _ = persist(FolderAccess::Deny).await;
             return deny(
-                "the user",
+                Decider::User,
                 "the user declined this and future calls",
                 Some(decision),
             );
@@ -859,7 +805,7 @@ async fn consent_then_run(
     inner.decided(
         id,
         AuditOutcome::Allowed,
-        "the user",
+        Decider::User,
         decision.as_str(),
         Some(decision),
         &access.paths,
@@ -872,10 +818,7 @@ async fn consent_then_run(
         ProgressState::Running,
         format!("Running: {}", access.summary),
     );
-    inner.audit(AuditEvent::Started {
-        at_ms: now_ms(),
-        request_id: id.to_owned(),
-    });
+    inner.started(id);
     let deadline = Duration::from_millis(u64::from(timeout_ms));
     let job_cx = cx.clone();
     let mut handle = tokio::task::spawn_blocking(move || job(&job_cx));

@@ -11,7 +11,8 @@
 //! - `paths`: `~` expansion, resolution before the policy check, and [`SafeRoot`], which
 //!   opens beneath the checked folder and refuses FIFOs, sockets and devices.
 //! - `dispatcher`: [`Dispatcher`] — one ToolUseResult per client request, duplicates,
-//!   cancels, timeouts, progress, consent through `outpost-policy`, and [`AuditEvent`]s.
+//!   cancels, timeouts, progress, consent through `outpost-policy`, and one ordered stream of
+//!   typed [`DispatchEvent`]s (who decided, started, results).
 //!
 //! Only this crate touches the user's files on the assistant's behalf, and only after
 //! `outpost-policy` allowed the call.
@@ -28,8 +29,7 @@ pub use builtin::{
     ReadLocalFile, SearchFiles, SystemInfo, WriteFile, builtin_registry,
 };
 pub use dispatcher::{
-    AuditEvent, AuditOutcome, DispatchEvent, DispatchReceivers, Dispatcher, Handled,
-    REMEMBERED_RESULTS,
+    AuditOutcome, DispatchEvent, Dispatcher, HELD_RESULT_BYTES, Handled, REMEMBERED_RESULTS,
 };
 pub use error::{Result, ToolError};
 pub use paths::SafeRoot;

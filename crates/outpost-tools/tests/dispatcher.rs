@@ -1,6 +1,6 @@
 //! Seed 000 client semantics of the dispatcher: one answer per request, duplicates,
 //! cancels, timeouts (consent time not counted), the consent timeout, progress messages,
-//! decisions and their scopes, and audit events.
+//! decisions and their scopes, and the typed lifecycle stream (who decided).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -12,7 +12,7 @@ use outpost_policy::{
     ConsentEvent, Decision, PolicyContext, PolicyStore, Rule, WithdrawReason, read_policy,
 };
 use outpost_protocol::{Execution, ProgressState, ToolUseCancel};
-use outpost_tools::{AuditEvent, AuditOutcome, DispatchEvent, Handled};
+use outpost_tools::{AuditOutcome, DispatchEvent, Handled};
 use serde_json::json;
 
 fn probe_harness() -> (Harness, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
@@ -326,62 +326,205 @@ async fn always_allow_and_always_deny_are_written_to_the_policy_file_and_remembe
     assert_eq!(code(&h.result("k1").await), "permission_denied");
 }
 
-#[tokio::test]
-async fn every_request_decision_and_outcome_is_audited_and_serializable() {
-    let (mut h, _ran) = probe_harness();
-    let mut ui = h.dispatcher.broker().attach();
-    h.send("au", "probe", json!({"tag": "au"}));
-    let q = asked(&mut ui).await;
-    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
-    h.result("au").await;
-    h.dispatcher.handle_cancel(&cancel("au"));
-    h.drain(Duration::from_millis(50)).await;
-    let audit: Vec<&AuditEvent> = h
-        .events
+/// What the stream said about `id`, in order: decided (with who and the user's answer),
+/// started, result.
+fn lifecycle(h: &Harness, id: &str) -> Vec<String> {
+    h.events
         .iter()
         .filter_map(|e| match e {
-            DispatchEvent::Audit(a) => Some(a),
+            DispatchEvent::Decided {
+                request_id,
+                outcome,
+                by,
+                decision,
+                ..
+            } if request_id == id => Some(format!(
+                "{}:{}{}",
+                match outcome {
+                    AuditOutcome::Allowed => "allowed",
+                    AuditOutcome::Denied => "denied",
+                },
+                by.as_str(),
+                decision
+                    .map(|d| format!(":{}", d.as_str()))
+                    .unwrap_or_default()
+            )),
+            DispatchEvent::Started { request_id } if request_id == id => Some("started".into()),
+            DispatchEvent::Progress(p) if p.id == id => Some(p.state.as_str().to_owned()),
+            DispatchEvent::Result(r) if r.id == id => Some(format!(
+                "result:{}",
+                r.error_code.as_ref().map_or("ok", |c| c.as_str())
+            )),
+            DispatchEvent::PolicyWriteFailed { request_id, .. } if request_id == id => {
+                Some("policy_write_failed".into())
+            }
             _ => None,
         })
-        .collect();
-    let kinds: Vec<&str> = audit
-        .iter()
-        .map(|a| match a {
-            AuditEvent::Requested { .. } => "requested",
-            AuditEvent::ConsentAsked { .. } => "consent_asked",
-            AuditEvent::Decided {
-                outcome: AuditOutcome::Allowed,
-                decision: Some(Decision::AllowOnce),
-                ..
-            } => "allowed_once",
-            AuditEvent::Started { .. } => "started",
-            AuditEvent::Finished { success: true, .. } => "finished",
-            AuditEvent::CancelRequested {
-                effective: false, ..
-            } => "late_cancel",
-            _ => "other",
-        })
-        .collect();
+        .collect()
+}
+
+/// One ordered stream says who decided each call, truthfully: the policy, the secrets
+/// list, the user (with the answer), an earlier grant, the consent timeout, or the
+/// absence of any consent prompt — never "always deny by the policy" for a timeout.
+#[tokio::test]
+async fn the_stream_says_who_decided_each_call() {
+    let (registry, _ran) = probe_registry();
+    let mut h = Harness::with_registry(
+        |home| {
+            let mut p = probe_policy(home);
+            p.consent_timeout_secs = 1;
+            p
+        },
+        registry,
+    );
+    let doc = h.write("docs/a.txt", "A");
+    let key = h.write(".ssh/id_ed25519", "secret");
+    let note = h.write("notes/n.txt", "N");
+
+    // No consent UI attached yet: "ask" is denied by the lack of one.
+    h.send("n1", "probe", json!({"tag": "n1"}));
+    h.result("n1").await;
     assert_eq!(
-        kinds,
+        lifecycle(&h, "n1"),
         [
-            "requested",
-            "consent_asked",
-            "allowed_once",
-            "started",
-            "finished",
-            "late_cancel"
+            "awaiting_consent",
+            "denied:no_consent_ui",
+            "result:permission_denied"
         ]
     );
-    for a in audit {
-        let text = serde_json::to_string(a).unwrap();
-        assert!(
-            text.contains("\"event\":") && text.contains("\"atMs\":"),
-            "{text}"
+
+    h.send("p1", "read_local_file", json!({"filePath": doc}));
+    h.result("p1").await;
+    assert_eq!(
+        lifecycle(&h, "p1"),
+        ["allowed:policy", "started", "result:ok"]
+    );
+
+    h.send("s1", "read_local_file", json!({"filePath": key}));
+    h.result("s1").await;
+    assert_eq!(
+        lifecycle(&h, "s1"),
+        ["denied:secrets_list", "result:permission_denied"]
+    );
+
+    let mut ui = h.dispatcher.broker().attach();
+    h.send("u1", "read_local_file", json!({"filePath": note}));
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AllowForConversation)
+        .unwrap();
+    h.result("u1").await;
+    assert_eq!(
+        lifecycle(&h, "u1"),
+        [
+            "awaiting_consent",
+            "allowed:user:allow_for_conversation",
+            "running",
+            "started",
+            "result:ok"
+        ]
+    );
+    h.send("g1", "read_local_file", json!({"filePath": note}));
+    h.result("g1").await;
+    assert_eq!(
+        lifecycle(&h, "g1"),
+        ["allowed:conversation_grant", "started", "result:ok"]
+    );
+
+    h.send("d1", "probe", json!({"tag": "d1"}));
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::DenyOnce).unwrap();
+    h.result("d1").await;
+    assert_eq!(
+        lifecycle(&h, "d1"),
+        [
+            "awaiting_consent",
+            "denied:user:deny_once",
+            "result:permission_denied"
+        ]
+    );
+
+    h.send("t1", "probe", json!({"tag": "t1"}));
+    let _q = asked(&mut ui).await;
+    h.result("t1").await;
+    assert_eq!(
+        lifecycle(&h, "t1"),
+        [
+            "awaiting_consent",
+            "denied:consent_timeout",
+            "result:permission_denied"
+        ]
+    );
+}
+
+/// An "always allow" that cannot be saved still applies to the call, and the stream says
+/// so before the call's decision, so the user can be told.
+#[tokio::test]
+async fn a_failed_always_answer_is_reported() {
+    let (dir, home) = home_dir();
+    let cfg = home.join(".config/outpost");
+    let file = cfg.join("policy.toml");
+    let ctx = PolicyContext::new(&home, vec![cfg.clone()]);
+    let store = PolicyStore::open(&file, ctx).unwrap();
+    let mut h = Harness::with_store(dir, home, store, outpost_tools::builtin_registry().unwrap());
+    let a = h.write("notes/a.txt", "A");
+    // The policy file's folder becomes a file: the rewrite cannot succeed.
+    std::fs::remove_dir_all(&cfg).unwrap();
+    std::fs::write(&cfg, "not a folder").unwrap();
+    let mut ui = h.dispatcher.broker().attach();
+    h.send("a1", "read_local_file", json!({"filePath": a}));
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AlwaysAllow).unwrap();
+    assert!(h.result("a1").await.success);
+    assert_eq!(
+        lifecycle(&h, "a1"),
+        [
+            "awaiting_consent",
+            "policy_write_failed",
+            "allowed:user:always_allow",
+            "running",
+            "started",
+            "result:ok"
+        ]
+    );
+}
+
+/// Finished results are held for duplicates only within a byte budget: many large results
+/// do not pile up, a recent duplicate still gets the same result, and an old one is told
+/// it was answered (and is not run again).
+#[tokio::test]
+async fn held_results_stay_within_their_budget() {
+    let (mut h, _ran) = probe_harness();
+    let big = h.write("docs/big.txt", "z".repeat(1024 * 1024));
+    for i in 0..40 {
+        let id = format!("b{i}");
+        h.send(
+            &id,
+            "read_local_file",
+            json!({"filePath": big, "maxBytes": 2_000_000}),
         );
-        let back: AuditEvent = serde_json::from_str(&text).unwrap();
-        assert_eq!(&back, a);
+        assert!(h.result(&id).await.success);
     }
+    assert!(
+        h.dispatcher.held_result_bytes() <= outpost_tools::HELD_RESULT_BYTES,
+        "{} bytes held",
+        h.dispatcher.held_result_bytes()
+    );
+    let recent = h.results_for("b39")[0].clone();
+    assert_eq!(
+        h.send("b39", "read_local_file", json!({"filePath": big})),
+        Handled::DuplicateResent
+    );
+    h.drain(Duration::from_millis(100)).await;
+    assert_eq!(h.results_for("b39").last().unwrap(), &&recent);
+    assert_eq!(
+        h.send("b0", "read_local_file", json!({"filePath": big})),
+        Handled::DuplicateResent
+    );
+    h.drain(Duration::from_millis(100)).await;
+    let again = h.results_for("b0");
+    assert_eq!(again.len(), 2);
+    assert_eq!(code(again[1]), "execution_error");
+    assert!(msg(again[1]).contains("answered already"), "{:?}", again[1]);
 }
 
 #[tokio::test]

@@ -13,9 +13,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use common::*;
-use outpost_policy::{ConsentEvent, Decision};
+use outpost_policy::{ConsentEvent, Decider, Decision};
 use outpost_protocol::{Execution, ToolUseCancel, ToolUseResult};
-use outpost_tools::{AuditEvent, AuditOutcome, DispatchEvent, Handled};
+use outpost_tools::{AuditOutcome, DispatchEvent, Handled};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -162,11 +162,11 @@ async fn scenario(
     for e in &h.events {
         match e {
             DispatchEvent::Result(r) => results.entry(r.id.clone()).or_default().push(r.clone()),
-            DispatchEvent::Audit(AuditEvent::Decided {
+            DispatchEvent::Decided {
                 request_id,
                 outcome: AuditOutcome::Allowed,
                 ..
-            }) => {
+            } => {
                 allowed.insert(request_id.clone());
             }
             _ => {}
@@ -218,11 +218,11 @@ async fn scenario(
         // The asking tool runs only after the user allowed it (or a conversation grant).
         let asked_tool_allowed_by_user = given.iter().any(|(rid, d)| rid == id && d.allows());
         let by_policy = h.events.iter().any(|e| matches!(e,
-            DispatchEvent::Audit(AuditEvent::Decided { request_id, outcome: AuditOutcome::Allowed, by, .. })
-                if request_id == id && by == "your policy"));
+            DispatchEvent::Decided { request_id, outcome: AuditOutcome::Allowed, by: Decider::Policy, .. }
+                if request_id == id));
         let by_grant = h.events.iter().any(|e| matches!(e,
-            DispatchEvent::Audit(AuditEvent::Decided { request_id, outcome: AuditOutcome::Allowed, reason, .. })
-                if request_id == id && reason == "allowed for this conversation"));
+            DispatchEvent::Decided { request_id, outcome: AuditOutcome::Allowed, by: Decider::ConversationGrant, .. }
+                if request_id == id));
         prop_assert!(
             asked_tool_allowed_by_user || by_policy || by_grant,
             "{} ran without permission",

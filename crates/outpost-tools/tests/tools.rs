@@ -500,11 +500,10 @@ async fn unknown_tools_get_the_seed_text_and_server_requests_are_only_recorded()
     assert_eq!(handled, Handled::Recorded);
     h.drain(Duration::from_millis(100)).await;
     assert!(h.results_for("s1").is_empty());
-    assert!(h.events.iter().any(|e| matches!(e,
-        DispatchEvent::Audit(outpost_tools::AuditEvent::Requested { request_id, execution, .. })
-            if request_id == "s1" && execution == "server")));
+    // Neither decided nor started: a server call is only remembered.
     assert!(!h.events.iter().any(|e| matches!(e,
-        DispatchEvent::Audit(outpost_tools::AuditEvent::Started { request_id, .. }) if request_id == "s1")));
+        DispatchEvent::Started { request_id } | DispatchEvent::Decided { request_id, .. }
+            if request_id == "s1")));
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `consent_*`: answers to permission questions and remembered decisions.
 
 use outpost_desktop::Desktop;
-use outpost_desktop::contract::RememberedDecision;
+use outpost_desktop::contract::{Decision, RememberedDecision};
 use tauri::State;
 
 use crate::error::{CmdResult, err};
@@ -11,9 +11,9 @@ use crate::error::{CmdResult, err};
 pub fn consent_answer(
     desktop: State<'_, Desktop>,
     consent_id: String,
-    decision: String,
+    decision: Decision,
 ) -> CmdResult<()> {
-    desktop.answer_consent(&consent_id, &decision).map_err(err)
+    desktop.answer_consent(&consent_id, decision).map_err(err)
 }
 
 /// The remembered "always" answers.

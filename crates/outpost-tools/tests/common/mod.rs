@@ -30,7 +30,6 @@ pub struct Harness {
     pub home: PathBuf,
     pub dispatcher: Dispatcher,
     pub rx: UnboundedReceiver<DispatchEvent>,
-    pub audit: UnboundedReceiver<outpost_tools::AuditEvent>,
     pub launcher: Arc<FakeLauncher>,
     /// Every event received so far, in order.
     pub events: Vec<DispatchEvent>,
@@ -67,13 +66,12 @@ impl Harness {
             home: home.clone(),
             launcher: launcher.clone(),
         };
-        let (dispatcher, rxs) = Dispatcher::new(registry, env, store, ConsentBroker::new());
+        let (dispatcher, rx) = Dispatcher::new(registry, env, store, ConsentBroker::new());
         Self {
             dir,
             home,
             dispatcher,
-            rx: rxs.messages,
-            audit: rxs.audit,
+            rx,
             launcher,
             events: Vec::new(),
         }
@@ -117,7 +115,6 @@ impl Harness {
                 .await
                 .unwrap_or_else(|_| panic!("no result for {id} within 10 s"))
                 .expect("dispatcher dropped");
-            self.take_audit();
             self.events.push(ev.clone());
             if let DispatchEvent::Result(r) = ev {
                 if r.id == id {
@@ -127,22 +124,12 @@ impl Harness {
         }
     }
 
-    /// Moves the audit events emitted so far into `events` (they happen before the
-    /// message being received, which is sent after them).
-    pub fn take_audit(&mut self) {
-        while let Ok(a) = self.audit.try_recv() {
-            self.events.push(DispatchEvent::Audit(a));
-        }
-    }
-
     /// Collects events for `dur`.
     pub async fn drain(&mut self, dur: Duration) {
         let deadline = tokio::time::Instant::now() + dur;
         while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, self.rx.recv()).await {
-            self.take_audit();
             self.events.push(ev);
         }
-        self.take_audit();
     }
 
     pub fn results_for(&self, id: &str) -> Vec<&ToolUseResult> {
