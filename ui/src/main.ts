@@ -1,14 +1,13 @@
 import { mount } from 'svelte';
-import { isTauri } from '@tauri-apps/api/core';
 import './app.css';
 import App from './App.svelte';
-import { TauriBackend } from './lib/backend';
+import { TauriBackend, inApp } from './lib/backend';
 import { AppState } from './lib/stores/app.svelte';
 
 async function boot(): Promise<void> {
   const target = document.getElementById('app');
   if (!target) return;
-  if (isTauri()) {
+  if (inApp()) {
     const app = new AppState(new TauriBackend());
     mount(App, { target, props: { app } });
     await app.start();

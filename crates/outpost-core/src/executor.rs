@@ -10,7 +10,8 @@ use outpost_policy::{
     ConsentBroker, ConsentEvent, ConsentInbox, Decision, Policy, PolicyContext, PolicyStore,
 };
 use outpost_protocol::{ToolDescriptor, ToolUseCancel, ToolUseRequest};
-use outpost_tools::{AuditOutcome, DesktopLauncher, DispatchEvent, Dispatcher, ToolEnv};
+pub use outpost_tools::DispatchEvent;
+use outpost_tools::{AuditOutcome, DesktopLauncher, Dispatcher, ToolEnv};
 use tokio::sync::mpsc;
 
 use crate::error::{CoreError, Result};
@@ -108,6 +109,13 @@ impl Permissions {
     pub fn policy_path(&self) -> Option<PathBuf> {
         self.policy.path().map(PathBuf::from)
     }
+}
+
+/// The built-in tools' descriptors (name, schema, hints), in catalogue order.
+pub fn builtin_tools() -> Result<Vec<ToolDescriptor>> {
+    outpost_tools::builtin_registry()
+        .map(|r| r.descriptors())
+        .map_err(|e| CoreError::Tools(e.to_string()))
 }
 
 /// One session's tool executor.

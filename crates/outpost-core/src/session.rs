@@ -17,7 +17,9 @@ use tokio::sync::{mpsc, watch};
 use crate::codec::{Frame, Inbound, InboundOrder, Ticket, frame};
 use crate::error::{CoreError, Result};
 use crate::events::UiEvent;
-use crate::executor::{Executor, Permissions, ToolsConfig, consent_event, exec_event};
+use crate::executor::{
+    DispatchEvent, Executor, Permissions, ToolsConfig, consent_event, exec_event,
+};
 use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record};
 
 /// How to get into the room.
@@ -114,9 +116,7 @@ impl Core {
 
     /// The built-in tools' descriptors (name, schema, hints), in catalogue order.
     pub fn builtin_tools(&self) -> Result<Vec<outpost_protocol::ToolDescriptor>> {
-        outpost_tools::builtin_registry()
-            .map(|r| r.descriptors())
-            .map_err(|e| CoreError::Tools(e.to_string()))
+        crate::executor::builtin_tools()
     }
 
     /// The policy and consent broker.
@@ -265,7 +265,7 @@ impl Io {
         mut self,
         assistant: Option<String>,
         mut room_events: RoomEvents,
-        mut dispatch: mpsc::UnboundedReceiver<outpost_tools::DispatchEvent>,
+        mut dispatch: mpsc::UnboundedReceiver<DispatchEvent>,
         mut cmds: mpsc::UnboundedReceiver<Command>,
         mut consent: Option<ConsentInbox>,
         sender: tokio::task::JoinHandle<()>,

@@ -13,7 +13,12 @@
  * "camelCase")]`); events are `{type, data}` (`#[serde(tag = "type", content = "data",
  * rename_all = "snake_case")]`); a failed command rejects with a `CommandError`.
  */
-import { Channel, invoke } from '@tauri-apps/api/core';
+import { Channel, invoke, isTauri } from '@tauri-apps/api/core';
+
+/** Whether the page runs inside the Outpost app (not a plain browser). */
+export function inApp(): boolean {
+  return isTauri();
+}
 
 // ---------------------------------------------------------------------------------------------
 // Vocabulary shared with docs/PROTOCOL.md

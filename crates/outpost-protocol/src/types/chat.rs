@@ -1,3 +1,6 @@
+//! Chat messages: what the user says, what the assistant says (whole or streamed), and the
+//! assistant's state.
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;

@@ -1,3 +1,6 @@
+//! ErrorMessage (protocol-level faults, either way) with its codes, and the roles that
+//! report them.
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;

@@ -1,3 +1,5 @@
+//! The session handshake: ClientHello (with the tool catalogue) and ServerWelcome.
+
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;

@@ -1,3 +1,6 @@
+//! Tool calls (seeds 000 and 001): ToolUseRequest, ToolUseResult with its error codes,
+//! ToolUseProgress and ToolUseCancel.
+
 use serde::{Deserialize, Serialize};
 
 use crate::Map;

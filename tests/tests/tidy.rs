@@ -1,0 +1,293 @@
+//! Tidy: ARCHITECTURE.md's invariants that can be read off the source, checked on every
+//! test run so they stay true. Every Rust file opens with a `//!` doc; the import rules
+//! (who may name rmp_serde, livekit_protocol, webrtc, tauri, outpost_tools, and which crates
+//! may depend on which); and no crate lists a dependency it does not use.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The workspace members, relative to the repository.
+fn members() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = fs::read_dir(repo().join("crates"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("Cargo.toml").is_file())
+        .collect();
+    out.push(repo().join("src-tauri"));
+    out.push(repo().join("tests"));
+    out.sort();
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Rust sources of `member` under the given subfolders (and files).
+fn sources(member: &Path, parts: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for part in parts {
+        let p = member.join(part);
+        if p.is_file() {
+            out.push(p);
+        } else {
+            rust_files(&p, &mut out);
+        }
+    }
+    out
+}
+
+fn rel(p: &Path) -> String {
+    p.strip_prefix(repo()).unwrap().display().to_string()
+}
+
+/// Lines that are code, not comments (a rough cut: whole-line comments are dropped).
+fn code(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether `text` names the crate `ident` in a path, a `use` or a macro call.
+fn names(text: &str, ident: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut from = 0;
+    while let Some(i) = text[from..].find(ident) {
+        let at = from + i;
+        from = at + ident.len();
+        let before_ok = at == 0 || {
+            let b = bytes[at - 1];
+            !(b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+        };
+        if !before_ok {
+            continue;
+        }
+        let rest = text[from..].trim_start();
+        if rest.starts_with("::") || rest.starts_with('!') {
+            return true;
+        }
+        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+        let head = text[line_start..at].trim();
+        if head.ends_with("use") || head.ends_with("extern crate") {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn every_rust_file_opens_with_a_doc_comment() {
+    let mut bad = Vec::new();
+    for m in members() {
+        for f in sources(&m, &["src", "tests", "benches", "examples", "build.rs"]) {
+            let text = fs::read_to_string(&f).unwrap();
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if !first.starts_with("//!") {
+                bad.push(rel(&f));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "files without a `//!` doc at the top: {bad:#?}"
+    );
+}
+
+/// `(crate ident, where it may be named)`; a path ending in '/' allows a whole folder.
+const IMPORT_RULES: &[(&str, &[&str])] = &[
+    ("rmp_serde", &["crates/outpost-protocol/"]),
+    ("rmp", &["crates/outpost-protocol/"]),
+    (
+        "livekit_protocol",
+        &[
+            "crates/outpost-livekit/src/proto.rs",
+            "crates/outpost-room/src/proto.rs",
+        ],
+    ),
+    (
+        "webrtc",
+        &[
+            "crates/outpost-livekit/src/wire.rs",
+            "crates/outpost-room/src/wire.rs",
+        ],
+    ),
+    ("tauri", &["src-tauri/"]),
+    (
+        "outpost_tools",
+        &[
+            "crates/outpost-tools/",
+            "crates/outpost-core/src/executor.rs",
+            "tests/",
+        ],
+    ),
+];
+
+#[test]
+fn crates_are_named_only_where_architecture_md_allows() {
+    let mut bad = Vec::new();
+    for m in members() {
+        for f in sources(&m, &["src", "build.rs"]) {
+            let r = rel(&f);
+            let text = code(&fs::read_to_string(&f).unwrap());
+            for (ident, allowed) in IMPORT_RULES {
+                let ok = allowed.iter().any(|a| {
+                    if a.ends_with('/') {
+                        r.starts_with(a)
+                    } else {
+                        r == *a
+                    }
+                });
+                if !ok && names(&text, ident) {
+                    bad.push(format!("{r} names `{ident}`"));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+fn manifest(member: &Path) -> toml::Table {
+    toml::from_str(&fs::read_to_string(member.join("Cargo.toml")).unwrap()).unwrap()
+}
+
+/// `(section, dependency name)` for every dependency a member lists, including
+/// target-specific ones.
+fn dependencies(man: &toml::Table) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut tables = vec![man.clone()];
+    if let Some(toml::Value::Table(targets)) = man.get("target") {
+        for t in targets.values() {
+            if let toml::Value::Table(t) = t {
+                tables.push(t.clone());
+            }
+        }
+    }
+    for t in tables {
+        for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+            if let Some(toml::Value::Table(deps)) = t.get(section) {
+                for name in deps.keys() {
+                    out.push((section.to_owned(), name.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_crate_graph_follows_architecture_md() {
+    let deny: &[(&str, &str)] = &[
+        // The agent only speaks the protocol.
+        ("outpost-agent", "outpost-core"),
+        ("outpost-agent", "outpost-tools"),
+        // The store has its own record types.
+        ("outpost-store", "outpost-protocol"),
+        // Nothing but the shell knows Tauri.
+        ("outpost-desktop", "tauri"),
+        ("outpost-core", "tauri"),
+    ];
+    let mut bad = Vec::new();
+    for m in members() {
+        let name = m.file_name().unwrap().to_string_lossy().into_owned();
+        for (_, dep) in dependencies(&manifest(&m)) {
+            if deny.iter().any(|(c, d)| *c == name && *d == dep) {
+                bad.push(format!("{name} depends on {dep}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Dependencies kept for their features or their build output rather than named in code.
+const NOT_NAMED_IN_CODE: &[(&str, &str, &str)] = &[
+    // tauri-build runs from build.rs; tauri's macros are named there.
+    ("src-tauri", "tauri-build", "build.rs calls it"),
+];
+
+#[test]
+fn no_crate_lists_a_dependency_it_does_not_use() {
+    let mut bad = Vec::new();
+    for m in members() {
+        let name = m.file_name().unwrap().to_string_lossy().into_owned();
+        let man = manifest(&m);
+        for (section, dep) in dependencies(&man) {
+            if NOT_NAMED_IN_CODE
+                .iter()
+                .any(|(c, d, _)| *c == name && *d == dep)
+            {
+                continue;
+            }
+            let parts: &[&str] = match section.as_str() {
+                "dependencies" => &["src", "build.rs"],
+                "build-dependencies" => &["build.rs"],
+                _ => &["src", "tests", "benches", "examples"],
+            };
+            let ident = dep.replace('-', "_");
+            let used = sources(&m, parts)
+                .iter()
+                .any(|f| names(&code(&fs::read_to_string(f).unwrap()), &ident));
+            if !used {
+                bad.push(format!("{name}: {section} `{dep}` is not used"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn only_the_tauri_backend_imports_tauri_in_the_ui() {
+    let mut files = Vec::new();
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p
+                .extension()
+                .is_some_and(|x| x == "ts" || x == "svelte" || x == "js")
+            {
+                out.push(p);
+            }
+        }
+    }
+    walk(&repo().join("ui/src"), &mut files);
+    let bad: Vec<String> = files
+        .iter()
+        .filter(|f| rel(f) != "ui/src/lib/backend.ts")
+        // Unit tests may mock the Tauri API.
+        .filter(|f| !rel(f).contains(".test."))
+        .filter(|f| fs::read_to_string(f).unwrap().contains("@tauri-apps/"))
+        .map(|f| rel(f))
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+fn the_name_matcher_sees_paths_uses_and_macros_but_not_lookalikes() {
+    assert!(names("use serde::Serialize;", "serde"));
+    assert!(names("let x = serde_json::json!({});", "serde_json"));
+    assert!(names("tracing::info!(\"x\")", "tracing"));
+    assert!(names("use thiserror;", "thiserror"));
+    assert!(!names("let my_serde = 1;", "serde"));
+    assert!(!names("crate::webrtc::x()", "webrtc"));
+    assert!(!names("\"livekit_token\"", "livekit_token"));
+}
