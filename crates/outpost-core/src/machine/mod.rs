@@ -297,9 +297,80 @@ struct Call {
     running_logged: bool,
 }
 
+/// An assistant message being assembled from deltas. When a tool call arrives while it is
+/// open, the text that follows goes into a new segment (its own message id, `ID~2`, `ID~3`,
+/// ...) so that the UI and the history show text and tool cards in the order they happened.
 #[derive(Debug, Default)]
 struct DeltaBuf {
     last_seq: Option<u32>,
+    /// The segments, oldest first.
+    segments: Vec<Segment>,
+    /// A tool call arrived after the last delta: the next delta starts a segment.
+    split: bool,
+}
+
+/// One segment of a streamed message: its id, how many bytes its deltas brought, and the
+/// first [`SEGMENT_TEXT_KEPT`] bytes of them (to tell a continued final text from a
+/// rewritten one without holding an unbounded stream).
+#[derive(Debug, Default)]
+struct Segment {
+    id: String,
+    len: usize,
+    said: String,
+}
+
+/// How much of each segment's streamed text the machine keeps.
+const SEGMENT_TEXT_KEPT: usize = 64 * 1024;
+
+impl DeltaBuf {
+    /// The id the next delta of `message_id` goes to.
+    fn segment_for_next(&mut self, message_id: &str) -> String {
+        if self.segments.is_empty() || self.split {
+            let id = if self.segments.is_empty() {
+                message_id.to_owned()
+            } else {
+                format!("{message_id}~{}", self.segments.len() + 1)
+            };
+            self.segments.push(Segment {
+                id,
+                ..Segment::default()
+            });
+            self.split = false;
+        }
+        self.segments
+            .last()
+            .map_or_else(|| message_id.to_owned(), |s| s.id.clone())
+    }
+}
+
+/// Splits a final text across the segments its deltas went to: each keeps the text its
+/// deltas brought, the last takes the rest. When the final text does not continue what the
+/// deltas said (the assistant rewrote it), it all goes to the first segment and the others
+/// are emptied.
+fn split_final(text: &str, segments: &[Segment]) -> Vec<(String, String)> {
+    let mut out = Vec::with_capacity(segments.len());
+    let mut rest = text;
+    for (i, seg) in segments.iter().enumerate() {
+        if i + 1 == segments.len() {
+            out.push((seg.id.clone(), rest.to_owned()));
+            break;
+        }
+        let part = rest
+            .get(..seg.len)
+            .filter(|p| p.starts_with(seg.said.as_str()));
+        match part {
+            Some(p) => {
+                out.push((seg.id.clone(), p.to_owned()));
+                rest = &rest[seg.len..];
+            }
+            None => {
+                let mut all = vec![(segments[0].id.clone(), text.to_owned())];
+                all.extend(segments[1..].iter().map(|s| (s.id.clone(), String::new())));
+                return all;
+            }
+        }
+    }
+    out
 }
 
 /// The conversation state machine. See the module docs.
@@ -878,43 +949,75 @@ impl Machine {
             }
             self.delta_order.push_back(d.message_id.clone());
         }
+        let conversation_id = self.conv();
         let buf = self.deltas.entry(d.message_id.clone()).or_default();
         if buf.last_seq.is_some_and(|last| d.seq <= last) {
             // Already applied (a replay after a reconnect).
             return;
         }
         buf.last_seq = Some(d.seq);
+        let segment = buf.segment_for_next(&d.message_id);
+        if let Some(seg) = buf.segments.last_mut() {
+            seg.len += d.delta.len();
+            if seg.said.len() < SEGMENT_TEXT_KEPT {
+                let room = SEGMENT_TEXT_KEPT - seg.said.len();
+                let mut cut = d.delta.len().min(room);
+                while !d.delta.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                seg.said.push_str(&d.delta[..cut]);
+            }
+        }
         fx.record(Record::Delta(store::MessageDelta {
-            conversation_id: self.conv(),
-            id: d.message_id.clone(),
+            conversation_id,
+            id: segment.clone(),
             delta: d.delta.clone(),
             at: now,
             done: false,
         }));
         fx.ui(UiEvent::AssistantDelta {
-            message_id: d.message_id,
+            message_id: segment,
             seq: d.seq,
             delta: d.delta,
         });
     }
 
     fn assistant_message(&mut self, fx: &mut Fx, now: Millis, m: AssistantMessage) {
-        if self.deltas.remove(&m.id).is_some() {
-            self.delta_order.retain(|x| *x != m.id);
+        let parts = match self.deltas.remove(&m.id) {
+            Some(buf) => {
+                self.delta_order.retain(|x| *x != m.id);
+                if buf.segments.len() > 1 {
+                    split_final(&m.text, &buf.segments)
+                } else {
+                    vec![(m.id.clone(), m.text.clone())]
+                }
+            }
+            None => vec![(m.id.clone(), m.text.clone())],
+        };
+        for (id, text) in parts {
+            fx.record(Record::Message(store::NewMessage {
+                conversation_id: self.conv(),
+                id: id.clone(),
+                role: store::Role::Assistant,
+                text: text.clone(),
+                created_at: now,
+                completed_at: Some(now),
+            }));
+            fx.ui(UiEvent::AssistantMessage {
+                id,
+                text,
+                in_reply_to: m.in_reply_to.clone(),
+            });
         }
-        fx.record(Record::Message(store::NewMessage {
-            conversation_id: self.conv(),
-            id: m.id.clone(),
-            role: store::Role::Assistant,
-            text: m.text.clone(),
-            created_at: now,
-            completed_at: Some(now),
-        }));
-        fx.ui(UiEvent::AssistantMessage {
-            id: m.id,
-            text: m.text,
-            in_reply_to: m.in_reply_to,
-        });
+    }
+
+    /// A tool call arrived: text still streaming into an open message continues below it.
+    fn split_open_messages(&mut self) {
+        for buf in self.deltas.values_mut() {
+            if !buf.segments.is_empty() {
+                buf.split = true;
+            }
+        }
     }
 
     fn status(&mut self, fx: &mut Fx, now: Millis, s: AssistantStatus) {
@@ -952,6 +1055,7 @@ impl Machine {
             }
             return;
         }
+        self.split_open_messages();
         fx.record(Record::Tool(store::ToolCallEvent::Initiated {
             conversation_id: conversation.clone(),
             id: r.id.clone(),
@@ -2236,6 +2340,107 @@ mod tests {
                 .any(|e| matches!(e, UiEvent::Error { message }
                 if message.contains("Always allow") && message.contains("read-only file system"))),
             "{fx:?}"
+        );
+    }
+
+    /// Text the assistant streams after a tool call shows below that call's card, live
+    /// and in the history: the message continues in a new segment.
+    #[test]
+    fn text_after_a_tool_call_goes_below_its_card() {
+        let mut m = live();
+        let delta = |seq: u32, text: &str| AssistantDelta {
+            message_id: "a1".into(),
+            seq,
+            delta: text.into(),
+        };
+        let mut fx = recv(&mut m, delta(0, "Let me read it. "), 1);
+        fx.extend(recv(&mut m, request("t1", Execution::Client), 2));
+        fx.extend(recv(&mut m, delta(1, "It says "), 3));
+        fx.extend(recv(&mut m, delta(2, "hi."), 4));
+        fx.extend(recv(
+            &mut m,
+            AssistantMessage {
+                id: "a1".into(),
+                text: "Let me read it. It says hi.".into(),
+                in_reply_to: None,
+            },
+            5,
+        ));
+        let order: Vec<String> = uis(&fx)
+            .into_iter()
+            .filter_map(|e| match e {
+                UiEvent::AssistantDelta {
+                    message_id, delta, ..
+                } => Some(format!("delta {message_id}: {delta}")),
+                UiEvent::ToolCallRequested { id, .. } => Some(format!("card {id}")),
+                UiEvent::AssistantMessage { id, text, .. } => Some(format!("final {id}: {text}")),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            order,
+            [
+                "delta a1: Let me read it. ",
+                "card t1",
+                "delta a1~2: It says ",
+                "delta a1~2: hi.",
+                "final a1: Let me read it. ",
+                "final a1~2: It says hi.",
+            ]
+        );
+        // The history gets the same two messages; the second is created after the call.
+        let stored: Vec<String> = records(&fx)
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Delta(d) => Some(format!("delta {}", d.id)),
+                Record::Tool(store::ToolCallEvent::Initiated { id, .. }) => {
+                    Some(format!("call {id}"))
+                }
+                Record::Message(msg) => Some(format!("message {}: {}", msg.id, msg.text)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            stored,
+            [
+                "delta a1",
+                "call t1",
+                "delta a1~2",
+                "delta a1~2",
+                "message a1: Let me read it. ",
+                "message a1~2: It says hi.",
+            ]
+        );
+    }
+
+    fn seg(id: &str, said: &str) -> Segment {
+        Segment {
+            id: id.into(),
+            len: said.len(),
+            said: said.into(),
+        }
+    }
+
+    #[test]
+    fn a_rewritten_final_text_goes_to_the_first_segment() {
+        let parts = split_final(
+            "Something else entirely",
+            &[seg("a", "abcde"), seg("a~2", "fg")],
+        );
+        assert_eq!(
+            parts,
+            [
+                ("a".to_owned(), "Something else entirely".to_owned()),
+                ("a~2".to_owned(), String::new())
+            ]
+        );
+        let parts = split_final("abcdefgh", &[seg("a", "abcde"), seg("a~2", "fg")]);
+        assert_eq!(
+            parts,
+            [
+                ("a".to_owned(), "abcde".to_owned()),
+                ("a~2".to_owned(), "fgh".to_owned())
+            ]
         );
     }
 
