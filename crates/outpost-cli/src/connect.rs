@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 use outpost_core::{
-    ConnectOptions, Core, CoreError, Credentials, ErrorDirection, LinkState, PolicySource, Side,
-    ToolsConfig, UiEvent,
+    AssistantMode, ConnectOptions, Core, CoreError, Credentials, ErrorDirection, LinkState,
+    PolicySource, Side, ToolsConfig, UiEvent,
 };
 use outpost_livekit::{TokenEndpoint, TokenRequest};
 
@@ -271,10 +271,21 @@ fn human(ev: &UiEvent) -> Option<String> {
             conversation_id,
             assistant_name,
             protocol_version,
+            mode,
             ..
-        } => format!(
-            "* talking to {assistant_name} in conversation {conversation_id} (protocol {protocol_version})"
-        ),
+        } => match mode {
+            AssistantMode::Outpost => format!(
+                "* talking to {assistant_name} in conversation {conversation_id} (Outpost \
+                 protocol {protocol_version})"
+            ),
+            AssistantMode::LivekitAgents => format!(
+                "* talking to {assistant_name} in conversation {conversation_id} (LiveKit Agents \
+                 mode: chat on lk.chat, tools over RPC)"
+            ),
+        },
+        UiEvent::AssistantMode { mode, detail } => {
+            format!("* the assistant speaks {} ({detail})", mode.label())
+        }
         UiEvent::UserMessage { text, queued, .. } => {
             format!("you: {text}{}", if *queued { " (queued)" } else { "" })
         }

@@ -30,6 +30,27 @@ pub enum LinkState {
     Disconnected,
 }
 
+/// What the assistant speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AssistantMode {
+    /// The Outpost protocol (docs/PROTOCOL.md): hello, welcome, ToolUseRequest.
+    Outpost,
+    /// LiveKit Agents' conventions (docs/AGENTS.md): `lk.chat`, `lk.transcription`,
+    /// `lk.agent.state`, tools over RPC.
+    LivekitAgents,
+}
+
+impl AssistantMode {
+    /// How the mode is named to people.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Outpost => "Outpost protocol",
+            Self::LivekitAgents => "LiveKit Agents",
+        }
+    }
+}
+
 /// Whether a protocol error was received from the assistant or sent to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -92,6 +113,13 @@ pub enum UiEvent {
         /// Its identity.
         identity: String,
     },
+    /// Outpost found out what the assistant speaks (shown with the session).
+    AssistantMode {
+        /// The mode.
+        mode: AssistantMode,
+        /// How Outpost found out.
+        detail: String,
+    },
     /// The assistant welcomed us: a conversation is active.
     SessionStarted {
         /// The conversation.
@@ -100,8 +128,10 @@ pub enum UiEvent {
         session_id: String,
         /// What to call the assistant.
         assistant_name: String,
-        /// The negotiated version.
+        /// The negotiated version (0 in LiveKit Agents mode).
         protocol_version: u32,
+        /// What the assistant speaks.
+        mode: AssistantMode,
     },
     /// The user said something (shown at once; `queued` until the session is ready).
     UserMessage {

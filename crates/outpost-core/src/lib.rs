@@ -38,7 +38,7 @@ pub mod machine;
 pub mod session;
 
 pub use error::{CoreError, Result};
-pub use events::{ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
+pub use events::{AssistantMode, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
 pub use executor::{Permissions, PolicySource, ToolsConfig};
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
 pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};

@@ -413,6 +413,12 @@ impl Io {
                 Effect::CancelTool(c) => {
                     self.executor.cancel(&c);
                 }
+                Effect::SendText { .. } | Effect::RpcReply { .. } => {
+                    // WIP(lead): wired to outpost-livekit's text streams and RPC next.
+                    let _ = self.ui.send(UiEvent::Error {
+                        message: "LiveKit Agents mode is not wired yet".into(),
+                    });
+                }
                 Effect::Record(r) => self.record(r).await,
                 Effect::Ui(ev) => {
                     if let UiEvent::SessionStarted {

@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 /// `always_allow`, `deny_once`, `always_deny` on the wire.
 pub use outpost_core::Decision;
 
+/// What the assistant speaks (`outpost` or `livekit_agents`).
+pub use outpost_core::AssistantMode;
+
 /// Epoch milliseconds.
 pub type Millis = i64;
 
@@ -52,6 +55,8 @@ pub struct SessionInfo {
     pub session_id: String,
     /// What to call the assistant.
     pub assistant_name: String,
+    /// What the assistant speaks: `outpost` or `livekit_agents`.
+    pub mode: AssistantMode,
 }
 
 /// `StatusEvent`.

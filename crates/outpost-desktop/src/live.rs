@@ -201,6 +201,7 @@ impl LiveState {
                 conversation_id,
                 session_id,
                 assistant_name,
+                mode,
                 ..
             } => {
                 if self.conversation_id() != Some(conversation_id.as_str()) {
@@ -212,6 +213,7 @@ impl LiveState {
                     conversation_id,
                     session_id,
                     assistant_name,
+                    mode,
                 };
                 self.session = Some(info.clone());
                 out.push(AppEvent::Session(info));
@@ -611,6 +613,7 @@ mod tests {
             session_id: "s1".into(),
             assistant_name: "Demo".into(),
             protocol_version: 1,
+            mode: outpost_core::AssistantMode::Outpost,
         }
     }
 

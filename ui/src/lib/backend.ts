@@ -79,10 +79,14 @@ export interface ConnectionEvent {
   attempt?: number;
 }
 
+/** What the assistant speaks: the Outpost protocol, or LiveKit Agents' conventions. */
+export type AssistantMode = 'outpost' | 'livekit_agents';
+
 export interface SessionInfo {
   conversationId: string;
   sessionId: string;
   assistantName: string;
+  mode: AssistantMode;
 }
 
 export interface StatusEvent {

@@ -336,7 +336,7 @@ export class MockBackend implements Backend {
     this.#later(300, () => {
       this.emit({ type: 'connection', data: { state: 'connected' } });
       if (!this.#session) {
-        this.emit({ type: 'session', data: { conversationId: nanoid(), sessionId: nanoid(), assistantName } });
+        this.emit({ type: 'session', data: { conversationId: nanoid(), sessionId: nanoid(), assistantName, mode: 'outpost' } });
       }
       this.emit({ type: 'status', data: { state: 'idle' } });
     });
@@ -659,7 +659,7 @@ export class MockBackend implements Backend {
 /** Everything a screenshot or a test might want on screen at once. */
 export function showcaseEvents(now: number): UiEvent[] {
   const ev: UiEvent[] = [];
-  const convo = { conversationId: 'conv-now', sessionId: 'sess-1', assistantName: 'Outpost demo assistant' };
+  const convo = { conversationId: 'conv-now', sessionId: 'sess-1', assistantName: 'Outpost demo assistant', mode: 'outpost' as const };
   ev.push({ type: 'connection', data: { state: 'connected' } }, { type: 'session', data: convo });
   ev.push({ type: 'user_message', data: { id: 'u1', text: 'Read ~/Documents/notes.txt and tell me what changed, then look up the venue.', at: now - 60_000 } });
   ev.push({

@@ -24,6 +24,8 @@
 //!   whenever the conversation is switched, a welcome names another conversation, or the
 //!   assistant leaves, changes or rejoins as a new session.
 
+mod agents;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use outpost_policy::{Decider, Decision};
@@ -36,7 +38,12 @@ use outpost_protocol::{
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
 
-use crate::events::{ErrorDirection, LinkState, Side, UiEvent};
+pub use agents::{
+    CHAT_TOPIC, LIST_TOOLS, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT, RpcCall,
+    RpcFailure,
+};
+
+use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, UiEvent};
 
 /// Calls remembered (for duplicates, results from the server, store lifecycle).
 pub const REMEMBERED_CALLS: usize = 10_000;
@@ -60,6 +67,9 @@ pub struct MachineConfig {
     pub resend_window_ms: i64,
     /// Hello is repeated when no welcome arrived within this time.
     pub hello_retry_ms: i64,
+    /// With no welcome this long after the first hello to an assistant, Outpost takes it
+    /// for a LiveKit agent (docs/AGENTS.md).
+    pub agents_wait_ms: i64,
 }
 
 impl MachineConfig {
@@ -73,6 +83,7 @@ impl MachineConfig {
             room: None,
             resend_window_ms: 5_000,
             hello_retry_ms: 5_000,
+            agents_wait_ms: 8_000,
         }
     }
 }
@@ -201,6 +212,26 @@ pub enum Input {
     Command(Command),
     /// Time passed (the caller ticks about once a second).
     Tick,
+    /// A participant's `lk.agent.state` attribute changed.
+    AgentState {
+        /// Who.
+        identity: String,
+        /// The new value.
+        state: String,
+    },
+    /// A transcription segment (text stream on `lk.transcription`) grew or ended.
+    Transcript {
+        /// Whose speech or text it is.
+        sender: String,
+        /// `lk.segment_id`.
+        segment_id: String,
+        /// What the segment says so far (replaces earlier text of the segment).
+        text: String,
+        /// `lk.transcription_final`, or the stream ended.
+        is_final: bool,
+    },
+    /// An RPC call to one of Outpost's methods.
+    Rpc(RpcCall),
 }
 
 /// A write for the store.
@@ -260,6 +291,22 @@ pub enum Effect {
         /// Why.
         reason: String,
     },
+    /// Send a text stream (LiveKit Agents mode: user messages on `lk.chat`).
+    SendText {
+        /// Destination identity.
+        to: String,
+        /// The topic.
+        topic: String,
+        /// The text.
+        text: String,
+    },
+    /// Answer an RPC call.
+    RpcReply {
+        /// The call.
+        request_id: String,
+        /// The payload, or the error.
+        reply: Result<String, RpcFailure>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,6 +342,8 @@ struct Call {
     execution: Execution,
     state: CallState,
     running_logged: bool,
+    /// Asked over RPC (LiveKit Agents mode): answered with an RPC reply.
+    via_rpc: bool,
 }
 
 /// An assistant message being assembled from deltas. When a tool call arrives while it is
@@ -399,6 +448,11 @@ pub struct Machine {
     grant_epoch: u64,
     /// The assistant identity that welcomed the live conversation.
     welcomed_by: Option<String>,
+    /// What the assistant speaks, once known.
+    mode: Option<AssistantMode>,
+    /// When the first hello to the present assistant went out (for Agents-mode detection).
+    hello_since: Option<Millis>,
+    agents: agents::AgentsState,
 }
 
 fn exec_str(e: Execution) -> &'static str {
@@ -439,6 +493,9 @@ impl Machine {
             lost_at: None,
             grant_epoch: 0,
             welcomed_by: None,
+            mode: None,
+            hello_since: None,
+            agents: agents::AgentsState::default(),
         }
     }
 
@@ -606,13 +663,34 @@ impl Machine {
             }
             Input::Exec(ev) => self.exec(&mut fx, now, ev),
             Input::Command(cmd) => self.command(&mut fx, now, cmd),
+            Input::AgentState { identity, state } => {
+                self.agent_state(&mut fx, now, &identity, &state);
+            }
+            Input::Transcript {
+                sender,
+                segment_id,
+                text,
+                is_final,
+            } => self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final),
+            Input::Rpc(call) => self.rpc(&mut fx, now, call),
             Input::Tick => {
+                let waited = self
+                    .hello_since
+                    .is_some_and(|t| now - t >= self.config.agents_wait_ms);
+                if waited && matches!(self.phase, Phase::AwaitWelcome(_)) {
+                    let why = format!(
+                        "no Outpost welcome within {} s",
+                        self.config.agents_wait_ms / 1000
+                    );
+                    self.enter_agents_mode(&mut fx, now, &why);
+                }
                 if let Phase::AwaitWelcome(at) = self.phase {
                     if now - at >= self.config.hello_retry_ms {
                         self.phase = Phase::NeedHello;
                         self.maybe_hello(&mut fx, now);
                     }
                 }
+                self.rpc_deadlines(&mut fx, now);
                 if self.link_up {
                     self.trim_sent(now);
                 }
@@ -625,8 +703,16 @@ impl Machine {
         self.assistant.as_deref() == Some(sender)
     }
 
-    /// The assistant's session is gone (it left or rejoined): hello again.
+    /// The assistant's session is gone (it left or rejoined): hello again, and find out
+    /// again what it speaks.
     fn lose_session(&mut self, _now: Millis) {
+        if self.in_agents_mode() {
+            self.mode = None;
+            if self.phase == Phase::Welcomed {
+                self.phase = Phase::NeedHello;
+            }
+        }
+        self.hello_since = None;
         self.rehello();
     }
 
@@ -680,6 +766,9 @@ impl Machine {
             message: Message::ClientHello(hello),
         });
         self.phase = Phase::AwaitWelcome(now);
+        if self.mode.is_none() && self.hello_since.is_none() {
+            self.hello_since = Some(now);
+        }
     }
 
     /// Sends now when ready, else holds.
@@ -696,6 +785,28 @@ impl Machine {
             self.held.push_back(message);
             return;
         };
+        if self.in_agents_mode() {
+            // Only what the user says has a place in LiveKit's conventions; tool answers
+            // go back as RPC replies, never as messages.
+            if let Message::UserMessage(u) = message {
+                if let Some(c) = &self.conversation {
+                    fx.record(Record::Message(store::NewMessage {
+                        conversation_id: c.as_str().into(),
+                        id: u.id.clone(),
+                        role: store::Role::User,
+                        text: u.text.clone(),
+                        created_at: now,
+                        completed_at: Some(now),
+                    }));
+                }
+                fx.0.push(Effect::SendText {
+                    to,
+                    topic: CHAT_TOPIC.into(),
+                    text: u.text,
+                });
+            }
+            return;
+        }
         match &message {
             Message::ToolUseResult(r) => {
                 self.sent_results.push_back((now, r.clone()));
@@ -838,7 +949,7 @@ impl Machine {
         match msg {
             Message::Error(e) => self.error_received(fx, now, e),
             Message::ServerWelcome(w) => {
-                if matches!(self.phase, Phase::AwaitWelcome(_)) {
+                if matches!(self.phase, Phase::AwaitWelcome(_)) || self.in_agents_mode() {
                     self.welcome(fx, now, w);
                 } else {
                     let err =
@@ -911,6 +1022,14 @@ impl Machine {
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
         self.phase = Phase::Welcomed;
+        self.hello_since = None;
+        if self.mode != Some(AssistantMode::Outpost) {
+            self.mode = Some(AssistantMode::Outpost);
+            fx.ui(UiEvent::AssistantMode {
+                mode: AssistantMode::Outpost,
+                detail: format!("welcomed by {}", w.assistant_name),
+            });
+        }
         fx.record(Record::Conversation(store::NewConversation {
             id: w.conversation_id.as_str().into(),
             title: None,
@@ -932,6 +1051,7 @@ impl Machine {
             session_id: w.session_id,
             assistant_name: w.assistant_name,
             protocol_version: w.protocol_version,
+            mode: AssistantMode::Outpost,
         });
         self.flush(fx, now);
     }
@@ -1082,6 +1202,7 @@ impl Machine {
                 execution: r.execution,
                 state: CallState::Pending,
                 running_logged: false,
+                via_rpc: false,
             },
         );
         if r.execution != Execution::Server {
@@ -1208,7 +1329,10 @@ impl Machine {
                     detail: p.detail.clone(),
                     by: Side::Client,
                 });
-                self.send(fx, now, Message::ToolUseProgress(p));
+                let rpc = self.calls.get(&p.id).is_some_and(|c| c.via_rpc);
+                if !rpc {
+                    self.send(fx, now, Message::ToolUseProgress(p));
+                }
             }
             ExecEvent::Started { request_id } => {
                 if let Some(call) = self.calls.get_mut(&request_id) {
@@ -1306,6 +1430,12 @@ impl Machine {
                     fx.ui(finished_event(&r, &tool, Side::Client));
                 }
             }
+        }
+        if self.calls.get(&r.id).is_some_and(|c| c.via_rpc) {
+            if send {
+                self.rpc_result(fx, &r);
+            }
+            return;
         }
         if send {
             self.send(fx, now, Message::ToolUseResult(r));

@@ -26,12 +26,24 @@ describe('SessionStore', () => {
     expect(s.isReconnecting).toBe(true);
     expect(s.configured).toBe(false);
     s.apply({ type: 'connection', data: { state: 'connected' } });
-    s.apply({ type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'Ada' } });
+    s.apply({ type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'Ada', mode: 'outpost' } });
     s.apply({ type: 'status', data: { state: 'using_tool', toolUseId: 't1' } });
     expect(s.isConnected).toBe(true);
     expect(s.configured).toBe(true);
     expect(s.session?.assistantName).toBe('Ada');
     expect(s.status).toEqual({ state: 'using_tool', toolUseId: 't1' });
+  });
+
+  it('shows text streamed after a tool call below its card (the backend sends it as a new segment)', () => {
+    const s = store([
+      { type: 'assistant_delta', data: { messageId: 'a1', seq: 0, delta: 'Let me read it. ' } },
+      initiated,
+      { type: 'assistant_delta', data: { messageId: 'a1~2', seq: 1, delta: 'It says hi.' } },
+      { type: 'assistant_message', data: { id: 'a1', text: 'Let me read it. ', at: T0 } },
+      { type: 'assistant_message', data: { id: 'a1~2', text: 'It says hi.', at: T0 } },
+    ]);
+    const order = s.entries.map((e) => (e.kind === 'tool' ? `card ${e.call.id}` : `${e.kind} ${e.kind === 'assistant' ? e.text : ''}`));
+    expect(order).toEqual(['assistant Let me read it. ', 'card t1', 'assistant It says hi.']);
   });
 
   it('assembles deltas in order, ignores replays, tolerates gaps, and the final message wins', () => {
@@ -111,12 +123,12 @@ describe('SessionStore', () => {
 
   it('a new conversation clears the transcript; a rejoin of the same one keeps it', () => {
     const s = store([
-      { type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'A' } },
+      { type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost' } },
       { type: 'user_message', data: { id: 'u1', text: 'hi', at: T0 } },
-      { type: 'session', data: { conversationId: 'c1', sessionId: 's2', assistantName: 'A' } },
+      { type: 'session', data: { conversationId: 'c1', sessionId: 's2', assistantName: 'A', mode: 'outpost' } },
     ]);
     expect(s.entries).toHaveLength(1);
-    s.apply({ type: 'session', data: { conversationId: 'c2', sessionId: 's3', assistantName: 'A' } });
+    s.apply({ type: 'session', data: { conversationId: 'c2', sessionId: 's3', assistantName: 'A', mode: 'outpost' } });
     expect(s.entries).toHaveLength(0);
     s.apply({ type: 'user_message', data: { id: 'u2', text: 'again', at: T0 } });
     expect(s.entries).toHaveLength(1);
@@ -127,7 +139,7 @@ describe('SessionStore', () => {
       configured: true,
       connection: { state: 'connected' },
       status: { state: 'thinking' },
-      session: { conversationId: 'c1', sessionId: 's1', assistantName: 'A' },
+      session: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost' },
       transcript: [
         { kind: 'user', id: 'u1', text: 'hi', at: T0 },
         { kind: 'assistant', id: 'a1', text: 'hello', at: T0 },

@@ -1,0 +1,925 @@
+//! LiveKit Agents mode: the assistant speaks LiveKit's frontend conventions instead of the
+//! Outpost protocol (docs/AGENTS.md).
+//!
+//! - The mode is chosen when the assistant shows it speaks them (it sets `lk.agent.state`,
+//!   sends an `lk.transcription` stream or calls one of our RPC methods), or when no welcome
+//!   came within [`MachineConfig::agents_wait_ms`](super::MachineConfig::agents_wait_ms) of
+//!   the hello. A ServerWelcome that arrives later still switches to the Outpost protocol.
+//! - Outpost opens the conversation itself (the id is Outpost's: the one the user asked to
+//!   continue, or a new NanoID).
+//! - User messages go out as text streams on `lk.chat`; transcription segments come in as
+//!   assistant text (interim text replaced by later text of the same segment, recorded when
+//!   final); `lk.agent.state` drives the status.
+//! - Tools are RPC methods named like the tools. A call goes through the same lifecycle as
+//!   a ToolUseRequest (record, card, executor, consent, audit); its answer is an RPC reply:
+//!   the result map as JSON, or an [`RpcFailure`] whose `data` carries the seed error code.
+//!   `outpost.list_tools` returns the catalogue in pages; results over the RPC payload limit
+//!   are cut with a note and read on with `outpost.read_result`.
+
+use std::collections::VecDeque;
+
+use outpost_protocol::{Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
+use outpost_store as store;
+use outpost_store::Millis;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::{Call, CallState, Effect, Fx, Machine, Phase, Record};
+use crate::events::{AssistantMode, UiEvent};
+
+/// LiveKit's limit on an RPC request or response payload, in bytes.
+pub const RPC_PAYLOAD_LIMIT: usize = 15 * 1024;
+/// The RPC method that lists Outpost's tools.
+pub const LIST_TOOLS: &str = "outpost.list_tools";
+/// The RPC method that reads on in a result that was cut to fit [`RPC_PAYLOAD_LIMIT`].
+pub const READ_RESULT: &str = "outpost.read_result";
+/// The text-stream topic user messages go out on.
+pub const CHAT_TOPIC: &str = "lk.chat";
+/// LiveKit's RPC error code for an error raised by the method's handler.
+pub const RPC_APPLICATION_ERROR: u32 = 1500;
+/// Bytes of cut results held for `outpost.read_result`, newest kept.
+pub const HELD_RPC_RESULT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Room of a page or chunk below the payload limit, for the JSON around it.
+const ENVELOPE: usize = 1024;
+
+/// An RPC call from a participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RpcCall {
+    /// LiveKit's request id (also the tool call's id).
+    pub request_id: String,
+    /// Who called.
+    pub caller: String,
+    /// The method: a tool name, [`LIST_TOOLS`] or [`READ_RESULT`].
+    pub method: String,
+    /// The payload (JSON for Outpost's methods).
+    pub payload: String,
+    /// How long the caller waits for the answer, from now.
+    pub response_timeout_ms: u64,
+}
+
+/// An RPC error answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpcFailure {
+    /// LiveKit's error code.
+    pub code: u32,
+    /// Text for people.
+    pub message: String,
+    /// JSON: `{"code": <seed error code>, "message": ..., "result": <partial result>}`.
+    pub data: Option<String>,
+}
+
+impl RpcFailure {
+    fn tool_error(code: &str, message: &str, result: Option<&Map<String, Value>>) -> Self {
+        let mut data = json!({"code": code, "message": message});
+        if let Some(r) = result {
+            data["result"] = Value::Object(r.clone());
+        }
+        let mut data = data.to_string();
+        if data.len() > RPC_PAYLOAD_LIMIT - ENVELOPE {
+            data = json!({"code": code, "message": message, "resultOmitted": true}).to_string();
+        }
+        Self {
+            code: RPC_APPLICATION_ERROR,
+            message: cut(message, RPC_PAYLOAD_LIMIT / 4),
+            data: Some(data),
+        }
+    }
+}
+
+fn cut(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
+/// Agents-mode state of the machine.
+#[derive(Debug, Default)]
+pub(super) struct AgentsState {
+    /// RPC calls in flight: request id → when the caller stops waiting.
+    pub(super) waiting: Vec<(String, Millis)>,
+    /// Results cut to fit, for `outpost.read_result`: (request id, JSON text).
+    pub(super) held: VecDeque<(String, String)>,
+    pub(super) held_bytes: usize,
+    /// Transcript segments seen, for interim → final (segment id → final recorded).
+    pub(super) finals: VecDeque<(String, bool)>,
+}
+
+/// The `lk.agent.state` values and how the status shows them.
+fn status_of(state: &str) -> (&'static str, Option<String>) {
+    match state {
+        "listening" => ("listening", None),
+        "thinking" => ("thinking", None),
+        "speaking" => ("speaking", None),
+        "initializing" => ("idle", Some("the assistant is starting".into())),
+        "idle" => ("idle", None),
+        other => (
+            "idle",
+            Some(format!("assistant state '{}'", cut(other, 64))),
+        ),
+    }
+}
+
+impl Machine {
+    /// The mode the assistant speaks, once known.
+    pub fn mode(&self) -> Option<AssistantMode> {
+        self.mode
+    }
+
+    pub(super) fn in_agents_mode(&self) -> bool {
+        self.mode == Some(AssistantMode::LivekitAgents)
+    }
+
+    /// Switches to LiveKit Agents mode (once) and opens the conversation.
+    pub(super) fn enter_agents_mode(&mut self, fx: &mut Fx, now: Millis, why: &str) {
+        if self.in_agents_mode() || self.phase == Phase::Ended {
+            return;
+        }
+        let Some(assistant) = self.assistant.clone() else {
+            return;
+        };
+        self.mode = Some(AssistantMode::LivekitAgents);
+        let conversation = self.wanted.clone().unwrap_or_else(outpost_protocol::new_id);
+        if self.conversation.as_ref() != Some(&conversation)
+            || self.welcomed_by.as_ref() != Some(&assistant)
+        {
+            self.end_grants();
+        }
+        self.welcomed_by = Some(assistant.clone());
+        self.conversation = Some(conversation.clone());
+        self.wanted = Some(conversation.clone());
+        self.phase = Phase::Welcomed;
+        fx.record(Record::Conversation(store::NewConversation {
+            id: conversation.as_str().into(),
+            title: None,
+            room: self.config.room.clone(),
+            assistant_identity: Some(assistant.clone()),
+            started_at: now,
+        }));
+        self.record_status(
+            fx,
+            now,
+            "session_started",
+            Some(format!("LiveKit Agents mode with {assistant} ({why})")),
+        );
+        fx.ui(UiEvent::AssistantMode {
+            mode: AssistantMode::LivekitAgents,
+            detail: why.to_owned(),
+        });
+        fx.ui(UiEvent::SessionStarted {
+            conversation_id: conversation,
+            session_id: String::new(),
+            assistant_name: assistant,
+            protocol_version: 0,
+            mode: AssistantMode::LivekitAgents,
+        });
+        self.flush(fx, now);
+    }
+
+    /// The assistant's `lk.agent.state` changed.
+    pub(super) fn agent_state(&mut self, fx: &mut Fx, now: Millis, identity: &str, state: &str) {
+        if !self.is_assistant(identity) {
+            return;
+        }
+        self.enter_agents_mode(fx, now, "it set lk.agent.state");
+        if !self.in_agents_mode() {
+            return;
+        }
+        let (shown, detail) = status_of(state);
+        self.record_status(fx, now, shown, detail.clone());
+        fx.ui(UiEvent::Status {
+            state: shown.into(),
+            tool_use_id: None,
+            detail,
+        });
+    }
+
+    /// A transcription segment's text so far (`text` replaces what the segment said).
+    pub(super) fn transcript(
+        &mut self,
+        fx: &mut Fx,
+        now: Millis,
+        sender: &str,
+        segment_id: &str,
+        text: &str,
+        is_final: bool,
+    ) {
+        if !self.is_assistant(sender) {
+            return;
+        }
+        self.enter_agents_mode(fx, now, "it sent a transcription");
+        if !self.in_agents_mode() {
+            return;
+        }
+        let st = &mut self.agents;
+        let known = st.finals.iter_mut().find(|(id, _)| id == segment_id);
+        match known {
+            Some((_, done)) if *done && !is_final => return,
+            Some((_, done)) => *done = *done || is_final,
+            None => {
+                if st.finals.len() >= super::MAX_OPEN_DELTAS {
+                    st.finals.pop_front();
+                }
+                st.finals.push_back((segment_id.to_owned(), is_final));
+            }
+        }
+        if is_final {
+            fx.record(Record::Message(store::NewMessage {
+                conversation_id: self.conv(),
+                id: segment_id.to_owned(),
+                role: store::Role::Assistant,
+                text: text.to_owned(),
+                created_at: now,
+                completed_at: Some(now),
+            }));
+        }
+        fx.ui(UiEvent::AssistantMessage {
+            id: segment_id.to_owned(),
+            text: text.to_owned(),
+            in_reply_to: None,
+        });
+    }
+
+    /// An RPC call arrived.
+    pub(super) fn rpc(&mut self, fx: &mut Fx, now: Millis, call: RpcCall) {
+        let reply = |fx: &mut Fx, id: &str, r: Result<String, RpcFailure>| {
+            fx.0.push(Effect::RpcReply {
+                request_id: id.to_owned(),
+                reply: r,
+            });
+        };
+        if !self.is_assistant(&call.caller) {
+            fx.record(Record::ProtocolError(store::NewProtocolError {
+                conversation_id: self.conversation.as_deref().map(Into::into),
+                at: now,
+                code: "rpc_refused".into(),
+                message: format!(
+                    "{} called {} but is not the assistant; refused",
+                    cut(&call.caller, 128),
+                    cut(&call.method, 128)
+                ),
+                detail: Some(format!("rpc request {}", cut(&call.request_id, 128))),
+            }));
+            reply(
+                fx,
+                &call.request_id,
+                Err(RpcFailure::tool_error(
+                    "permission_denied",
+                    "Only the assistant Outpost is talking to may use its tools",
+                    None,
+                )),
+            );
+            return;
+        }
+        self.enter_agents_mode(fx, now, "it called a tool over RPC");
+        match call.method.as_str() {
+            LIST_TOOLS => {
+                let r = self.list_tools(&call.payload);
+                reply(fx, &call.request_id, r);
+            }
+            READ_RESULT => {
+                let r = self.read_result(&call.payload);
+                reply(fx, &call.request_id, r);
+            }
+            _ => self.rpc_tool(fx, now, call),
+        }
+    }
+
+    fn list_tools(&self, payload: &str) -> Result<String, RpcFailure> {
+        let cursor = if payload.trim().is_empty() {
+            0
+        } else {
+            serde_json::from_str::<Value>(payload)
+                .ok()
+                .and_then(|v| v.get("cursor").and_then(Value::as_u64))
+                .and_then(|c| usize::try_from(c).ok())
+                .unwrap_or(0)
+        };
+        let tools = &self.config.tools;
+        let mut page: Vec<Value> = Vec::new();
+        let mut size = 0usize;
+        let mut next = None;
+        for (i, t) in tools.iter().enumerate().skip(cursor) {
+            let v = serde_json::to_value(t).unwrap_or(Value::Null);
+            let len = v.to_string().len();
+            if !page.is_empty() && size + len > RPC_PAYLOAD_LIMIT - ENVELOPE {
+                next = Some(i);
+                break;
+            }
+            if len > RPC_PAYLOAD_LIMIT - ENVELOPE {
+                // A descriptor too large for any page: listed without its schemas.
+                let mut slim = v.clone();
+                if let Some(o) = slim.as_object_mut() {
+                    o.remove("parameters");
+                    o.remove("resultSchema");
+                    o.insert("schemaOmitted".into(), Value::Bool(true));
+                }
+                size += slim.to_string().len();
+                page.push(slim);
+                continue;
+            }
+            size += len;
+            page.push(v);
+        }
+        let mut out = json!({ "tools": page });
+        if let Some(n) = next {
+            out["nextCursor"] = json!(n);
+        }
+        Ok(out.to_string())
+    }
+
+    fn read_result(&self, payload: &str) -> Result<String, RpcFailure> {
+        let bad = |m: &str| RpcFailure::tool_error("invalid_parameters", m, None);
+        let v: Value =
+            serde_json::from_str(payload).map_err(|e| bad(&format!("payload: not JSON: {e}")))?;
+        let id = v
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("id: missing (the request id of the cut result)"))?;
+        let offset = v
+            .get("offset")
+            .and_then(Value::as_u64)
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or_else(|| bad("offset: missing or not a whole number"))?;
+        let Some((_, text)) = self.agents.held.iter().find(|(h, _)| h == id) else {
+            return Err(RpcFailure::tool_error(
+                "execution_error",
+                "That result is no longer held (or was never cut); run the tool again",
+                None,
+            ));
+        };
+        let (chunk, next) = chunk_at(text, offset);
+        let mut out = json!({"id": id, "offset": offset, "total": text.len(), "json": chunk});
+        if let Some(n) = next {
+            out["nextOffset"] = json!(n);
+        }
+        Ok(out.to_string())
+    }
+
+    fn rpc_tool(&mut self, fx: &mut Fx, now: Millis, call: RpcCall) {
+        let parameters = if call.payload.trim().is_empty() {
+            Ok(Map::new())
+        } else {
+            match serde_json::from_str::<Value>(&call.payload) {
+                Ok(Value::Object(m)) => Ok(m),
+                Ok(_) => Err("the payload must be a JSON object of the tool's parameters".into()),
+                Err(e) => Err(format!("the payload is not JSON: {e}")),
+            }
+        };
+        let parameters = match parameters {
+            Ok(p) => p,
+            Err(why) => {
+                fx.0.push(Effect::RpcReply {
+                    request_id: call.request_id,
+                    reply: Err(RpcFailure::tool_error(
+                        "invalid_parameters",
+                        &format!("parameters: {why}"),
+                        None,
+                    )),
+                });
+                return;
+            }
+        };
+        let deadline = now + i64::try_from(call.response_timeout_ms).unwrap_or(i64::MAX / 2);
+        let req = ToolUseRequest {
+            id: call.request_id.clone(),
+            message_id: String::new(),
+            tool_name: call.method,
+            execution: Execution::Client,
+            parameters,
+            timeout_ms: None,
+        };
+        if let Some(known) = self.calls.get(&req.id) {
+            if known.state == CallState::Finished {
+                // LiveKit never repeats a request id; treat it as the duplicate it is.
+                fx.0.push(Effect::RunTool {
+                    conversation_id: self.conv().0,
+                    grant_scope: self.grant_scope(),
+                    request: req,
+                });
+            }
+            return;
+        }
+        self.agents
+            .waiting
+            .push((call.request_id.clone(), deadline));
+        self.request(fx, now, req);
+        if let Some(c) = self.calls.get_mut(&call.request_id) {
+            c.via_rpc = true;
+        }
+    }
+
+    /// The answer to an RPC tool call (instead of sending a ToolUseResult).
+    pub(super) fn rpc_result(&mut self, fx: &mut Fx, r: &ToolUseResult) {
+        self.agents.waiting.retain(|(id, _)| *id != r.id);
+        let reply = if r.success {
+            let map = r.result.clone().unwrap_or_default();
+            let text = Value::Object(map).to_string();
+            if text.len() <= RPC_PAYLOAD_LIMIT {
+                Ok(text)
+            } else {
+                Ok(self.cut_result(&r.id, text))
+            }
+        } else {
+            let code = r
+                .error_code
+                .as_ref()
+                .map_or("execution_error", |c| c.as_str());
+            Err(RpcFailure::tool_error(
+                code,
+                r.error_message.as_deref().unwrap_or("the tool failed"),
+                r.result.as_ref(),
+            ))
+        };
+        fx.0.push(Effect::RpcReply {
+            request_id: r.id.clone(),
+            reply,
+        });
+    }
+
+    /// A result too large for one RPC payload: the first chunk, a note saying so, and the
+    /// rest held for `outpost.read_result`.
+    fn cut_result(&mut self, id: &str, text: String) -> String {
+        let (chunk, next) = chunk_at(&text, 0);
+        let total = text.len();
+        let out = json!({
+            "truncated": true,
+            "originalBytes": total,
+            "note": format!(
+                "This result is {total} bytes of JSON; LiveKit RPC carries {RPC_PAYLOAD_LIMIT} \
+                 bytes. \"json\" holds its start. Call {READ_RESULT} with \
+                 {{\"id\": \"{id}\", \"offset\": {}}} to read on.",
+                next.unwrap_or(total)
+            ),
+            "json": chunk,
+            "nextOffset": next,
+        });
+        let st = &mut self.agents;
+        st.held_bytes += total;
+        st.held.push_back((id.to_owned(), text));
+        while st.held_bytes > HELD_RPC_RESULT_BYTES && st.held.len() > 1 {
+            if let Some((_, t)) = st.held.pop_front() {
+                st.held_bytes -= t.len();
+            }
+        }
+        out.to_string()
+    }
+
+    /// Calls whose caller stopped waiting are cancelled (their consent question
+    /// withdrawn); the late answer is dropped by the RPC layer.
+    pub(super) fn rpc_deadlines(&mut self, fx: &mut Fx, now: Millis) {
+        let (gone, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.agents.waiting)
+            .into_iter()
+            .partition(|(_, deadline)| now >= *deadline);
+        self.agents.waiting = keep;
+        for (id, _) in gone {
+            let running = self.calls.get(&id).is_some_and(|c: &Call| {
+                matches!(
+                    c.state,
+                    CallState::Pending | CallState::AwaitingConsent | CallState::Running
+                )
+            });
+            if running {
+                fx.0.push(Effect::CancelTool(ToolUseCancel {
+                    id,
+                    reason: Some("the assistant stopped waiting for the answer".into()),
+                }));
+            }
+        }
+    }
+}
+
+/// The chunk of `text` at `offset` that fits an RPC payload with its envelope (cut at a
+/// character boundary), and where the next one starts.
+fn chunk_at(text: &str, offset: usize) -> (String, Option<usize>) {
+    let mut start = offset.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    // JSON-escaping can grow a chunk (quotes, control characters): leave room for it.
+    let budget = (RPC_PAYLOAD_LIMIT - ENVELOPE) / 2;
+    let mut end = (start + budget).min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let next = (end < text.len()).then_some(end);
+    (text[start..end].to_owned(), next)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use outpost_protocol::{Message, ToolDescriptor};
+
+    use super::super::{Command, ExecEvent, Input, MachineConfig};
+    use super::*;
+
+    const AGENT: &str = "agent-1";
+
+    fn tool(name: &str, schema_bytes: usize) -> ToolDescriptor {
+        let mut parameters = Map::new();
+        parameters.insert("description".into(), json!("x".repeat(schema_bytes)));
+        ToolDescriptor {
+            name: name.into(),
+            description: format!("{name} does things"),
+            parameters,
+            result_schema: None,
+            read_only: true,
+            destructive: false,
+            open_world: false,
+            server_name: None,
+            timeout_ms: Some(5_000),
+        }
+    }
+
+    fn joined() -> (Machine, Vec<Effect>) {
+        let mut cfg =
+            MachineConfig::new(vec![tool("read_local_file", 100), tool("calculator", 50)]);
+        cfg.agents_wait_ms = 3_000;
+        let mut m = Machine::new(cfg);
+        let fx = m.handle(
+            Input::Joined {
+                assistant: Some(AGENT.into()),
+            },
+            0,
+        );
+        (m, fx)
+    }
+
+    fn uis(fx: &[Effect]) -> Vec<UiEvent> {
+        fx.iter()
+            .filter_map(|e| match e {
+                Effect::Ui(u) => Some(u.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn rpc(id: &str, caller: &str, method: &str, payload: &str) -> Input {
+        Input::Rpc(RpcCall {
+            request_id: id.into(),
+            caller: caller.into(),
+            method: method.into(),
+            payload: payload.into(),
+            response_timeout_ms: 30_000,
+        })
+    }
+
+    fn reply_of(fx: &[Effect], id: &str) -> Result<String, RpcFailure> {
+        fx.iter()
+            .find_map(|e| match e {
+                Effect::RpcReply { request_id, reply } if request_id == id => Some(reply.clone()),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no reply to {id} in {fx:?}"))
+    }
+
+    fn data_code(f: &RpcFailure) -> String {
+        let v: Value = serde_json::from_str(f.data.as_deref().unwrap()).unwrap();
+        v["code"].as_str().unwrap().to_owned()
+    }
+
+    fn agents() -> Machine {
+        let (mut m, _) = joined();
+        m.handle(
+            Input::AgentState {
+                identity: AGENT.into(),
+                state: "listening".into(),
+            },
+            10,
+        );
+        assert!(m.in_agents_mode());
+        m
+    }
+
+    #[test]
+    fn the_agent_state_attribute_selects_agents_mode_and_drives_the_status() {
+        let (mut m, _) = joined();
+        assert_eq!(m.mode(), None);
+        let fx = m.handle(
+            Input::AgentState {
+                identity: AGENT.into(),
+                state: "thinking".into(),
+            },
+            10,
+        );
+        assert_eq!(m.mode(), Some(AssistantMode::LivekitAgents));
+        assert!(m.is_ready());
+        let ui = uis(&fx);
+        assert!(ui.iter().any(|e| matches!(
+            e,
+            UiEvent::AssistantMode {
+                mode: AssistantMode::LivekitAgents,
+                ..
+            }
+        )));
+        assert!(
+            ui.iter()
+                .any(|e| matches!(e, UiEvent::SessionStarted { .. }))
+        );
+        assert!(
+            ui.iter()
+                .any(|e| matches!(e, UiEvent::Status { state, .. } if state == "thinking"))
+        );
+        // Someone else's attribute does nothing.
+        let fx = m.handle(
+            Input::AgentState {
+                identity: "bystander".into(),
+                state: "speaking".into(),
+            },
+            11,
+        );
+        assert!(uis(&fx).is_empty());
+    }
+
+    #[test]
+    fn no_welcome_within_the_wait_means_agents_mode_and_a_late_welcome_wins() {
+        let (mut m, _) = joined();
+        assert!(
+            m.handle(Input::Tick, 2_000)
+                .iter()
+                .all(|e| !matches!(e, Effect::Ui(UiEvent::AssistantMode { .. })))
+        );
+        let fx = m.handle(Input::Tick, 3_000);
+        assert!(uis(&fx).iter().any(|e| matches!(e, UiEvent::AssistantMode { mode: AssistantMode::LivekitAgents, detail } if detail.contains("no Outpost welcome"))));
+        // An Outpost assistant that was only slow still gets the Outpost protocol.
+        let w = outpost_protocol::ServerWelcome {
+            protocol_version: 1,
+            session_id: "s".into(),
+            conversation_id: "c9".into(),
+            assistant_name: "Slow".into(),
+        };
+        let fx = m.handle(
+            Input::Received {
+                sender: AGENT.into(),
+                bytes: outpost_protocol::encode(&Message::ServerWelcome(w)).unwrap(),
+            },
+            4_000,
+        );
+        assert_eq!(m.mode(), Some(AssistantMode::Outpost));
+        assert!(uis(&fx).iter().any(|e| matches!(
+            e,
+            UiEvent::AssistantMode {
+                mode: AssistantMode::Outpost,
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn user_messages_go_out_on_lk_chat_and_are_recorded() {
+        let (mut m, _) = joined();
+        // Typed before the mode is known: held, then sent on lk.chat.
+        m.handle(
+            Input::Command(Command::SendUserMessage {
+                id: "u1".into(),
+                text: "hello agent".into(),
+            }),
+            1,
+        );
+        let fx = m.handle(
+            Input::AgentState {
+                identity: AGENT.into(),
+                state: "listening".into(),
+            },
+            10,
+        );
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::SendText { to, topic, text }
+            if to == AGENT && topic == CHAT_TOPIC && text == "hello agent"))
+        );
+        assert!(fx.iter().any(
+            |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "hello agent")
+        ));
+        assert!(!fx.iter().any(|e| matches!(
+            e,
+            Effect::Send {
+                message: Message::UserMessage(_),
+                ..
+            }
+        )));
+    }
+
+    #[test]
+    fn transcripts_replace_interim_text_and_record_the_final() {
+        let mut m = agents();
+        let seg = |text: &str, fin: bool| Input::Transcript {
+            sender: AGENT.into(),
+            segment_id: "SG_1".into(),
+            text: text.into(),
+            is_final: fin,
+        };
+        let fx1 = m.handle(seg("Hel", false), 20);
+        let fx2 = m.handle(seg("Hello there", true), 21);
+        let fx3 = m.handle(seg("Hel", false), 22);
+        let texts: Vec<String> = uis(&[fx1.clone(), fx2.clone()].concat())
+            .into_iter()
+            .filter_map(|e| match e {
+                UiEvent::AssistantMessage { id, text, .. } if id == "SG_1" => Some(text),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(texts, ["Hel", "Hello there"]);
+        assert!(
+            !fx1.iter()
+                .any(|e| matches!(e, Effect::Record(Record::Message(_))))
+        );
+        assert!(fx2.iter().any(
+            |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "Hello there")
+        ));
+        assert!(
+            uis(&fx3).is_empty(),
+            "a late interim does not undo the final"
+        );
+    }
+
+    #[test]
+    fn an_rpc_tool_call_runs_through_the_executor_and_is_answered_by_rpc() {
+        let mut m = agents();
+        let fx = m.handle(
+            rpc("r1", AGENT, "calculator", r#"{"expression":"6*7"}"#),
+            20,
+        );
+        let run = fx
+            .iter()
+            .find_map(|e| match e {
+                Effect::RunTool { request, .. } => Some(request.clone()),
+                _ => None,
+            })
+            .expect("the call goes to the executor");
+        assert_eq!(run.id, "r1");
+        assert_eq!(run.tool_name, "calculator");
+        assert_eq!(run.parameters["expression"], json!("6*7"));
+        assert!(
+            uis(&fx)
+                .iter()
+                .any(|e| matches!(e, UiEvent::ToolCallRequested { id, .. } if id == "r1"))
+        );
+        let mut result = Map::new();
+        result.insert("answer".into(), json!(42));
+        let fx = m.handle(
+            Input::Exec(ExecEvent::Result(ToolUseResult::ok("r1", result))),
+            21,
+        );
+        assert_eq!(reply_of(&fx, "r1").unwrap(), r#"{"answer":42}"#);
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::Send { .. })),
+            "no protocol message in agents mode"
+        );
+        // A denial travels as an RPC error with the seed code in its data.
+        m.handle(
+            rpc("r2", AGENT, "read_local_file", r#"{"filePath":"/x"}"#),
+            22,
+        );
+        let denied =
+            ToolUseResult::permission_denied("r2", "the user", "the user declined this call");
+        let fx = m.handle(Input::Exec(ExecEvent::Result(denied)), 23);
+        let err = reply_of(&fx, "r2").unwrap_err();
+        assert_eq!(err.code, RPC_APPLICATION_ERROR);
+        assert_eq!(data_code(&err), "permission_denied");
+        assert!(err.message.contains("declined"), "{err:?}");
+    }
+
+    #[test]
+    fn bad_payloads_and_strangers_are_refused_without_running_anything() {
+        let mut m = agents();
+        let fx = m.handle(rpc("r1", AGENT, "calculator", "not json"), 20);
+        assert_eq!(
+            data_code(&reply_of(&fx, "r1").unwrap_err()),
+            "invalid_parameters"
+        );
+        let fx = m.handle(rpc("r2", AGENT, "calculator", "[1,2]"), 21);
+        assert_eq!(
+            data_code(&reply_of(&fx, "r2").unwrap_err()),
+            "invalid_parameters"
+        );
+        let fx = m.handle(
+            rpc("r3", "bystander", "calculator", r#"{"expression":"1"}"#),
+            22,
+        );
+        assert_eq!(
+            data_code(&reply_of(&fx, "r3").unwrap_err()),
+            "permission_denied"
+        );
+        assert!(
+            fx.iter().any(
+                |e| matches!(e, Effect::Record(Record::ProtocolError(p)) if p.code == "rpc_refused")
+            ),
+            "audited"
+        );
+        for fx in [&fx] {
+            assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
+        }
+    }
+
+    #[test]
+    fn the_catalogue_is_listed_in_pages_that_fit_an_rpc_payload() {
+        let tools: Vec<ToolDescriptor> = (0..12).map(|i| tool(&format!("t{i}"), 3_000)).collect();
+        let mut m = Machine::new(MachineConfig::new(tools));
+        m.handle(
+            Input::Joined {
+                assistant: Some(AGENT.into()),
+            },
+            0,
+        );
+        let mut cursor: Option<u64> = Some(0);
+        let mut names = Vec::new();
+        let mut pages = 0;
+        while let Some(c) = cursor {
+            let fx = m.handle(
+                rpc(
+                    &format!("l{c}"),
+                    AGENT,
+                    LIST_TOOLS,
+                    &json!({"cursor": c}).to_string(),
+                ),
+                1,
+            );
+            let text = reply_of(&fx, &format!("l{c}")).unwrap();
+            assert!(text.len() <= RPC_PAYLOAD_LIMIT, "{}", text.len());
+            let v: Value = serde_json::from_str(&text).unwrap();
+            for t in v["tools"].as_array().unwrap() {
+                names.push(t["name"].as_str().unwrap().to_owned());
+            }
+            cursor = v["nextCursor"].as_u64();
+            pages += 1;
+        }
+        assert!(pages > 1);
+        assert_eq!(names, (0..12).map(|i| format!("t{i}")).collect::<Vec<_>>());
+        assert!(m.in_agents_mode());
+    }
+
+    #[test]
+    fn a_result_over_the_rpc_limit_is_cut_with_a_note_and_read_on_to_the_end() {
+        let mut m = agents();
+        m.handle(
+            rpc("big", AGENT, "read_local_file", r#"{"filePath":"/x"}"#),
+            20,
+        );
+        let content: String = (0..40_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let mut result = Map::new();
+        result.insert("content".into(), json!(content));
+        let whole = Value::Object(result.clone()).to_string();
+        let fx = m.handle(
+            Input::Exec(ExecEvent::Result(ToolUseResult::ok("big", result))),
+            21,
+        );
+        let first = reply_of(&fx, "big").unwrap();
+        assert!(first.len() <= RPC_PAYLOAD_LIMIT);
+        let v: Value = serde_json::from_str(&first).unwrap();
+        assert_eq!(v["truncated"], json!(true));
+        assert!(v["note"].as_str().unwrap().contains(READ_RESULT));
+        let mut got = v["json"].as_str().unwrap().to_owned();
+        let mut next = v["nextOffset"].as_u64();
+        let mut n = 0;
+        while let Some(off) = next {
+            n += 1;
+            let id = format!("rr{n}");
+            let fx = m.handle(
+                rpc(
+                    &id,
+                    AGENT,
+                    READ_RESULT,
+                    &json!({"id": "big", "offset": off}).to_string(),
+                ),
+                22,
+            );
+            let text = reply_of(&fx, &id).unwrap();
+            assert!(text.len() <= RPC_PAYLOAD_LIMIT);
+            let v: Value = serde_json::from_str(&text).unwrap();
+            got.push_str(v["json"].as_str().unwrap());
+            next = v["nextOffset"].as_u64();
+        }
+        assert_eq!(got, whole);
+    }
+
+    #[test]
+    fn a_call_whose_caller_stopped_waiting_is_cancelled() {
+        let mut m = agents();
+        m.handle(
+            Input::Rpc(RpcCall {
+                request_id: "slow".into(),
+                caller: AGENT.into(),
+                method: "read_local_file".into(),
+                payload: r#"{"filePath":"/x"}"#.into(),
+                response_timeout_ms: 5_000,
+            }),
+            100,
+        );
+        assert!(
+            !m.handle(Input::Tick, 4_000)
+                .iter()
+                .any(|e| matches!(e, Effect::CancelTool(_)))
+        );
+        let fx = m.handle(Input::Tick, 5_200);
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::CancelTool(c) if c.id == "slow"))
+        );
+    }
+}
