@@ -8,8 +8,9 @@
 //!   [`descriptors`](Registry::descriptors) are the client hello's catalogue.
 //! - `builtin`: read_local_file, list_directory, search_files, file_info, write_file,
 //!   calculator, system_info, open_path, open_url; [`Launcher`] for the last two.
-//! - `paths`: `~` expansion, resolution before the policy check, and [`SafeRoot`], which
-//!   opens beneath the checked folder and refuses FIFOs, sockets and devices.
+//! - `paths`: `~` expansion and [`Resolved`](paths::Resolved): a path resolved once before
+//!   the policy check, with the handle of its folder that the job then works through
+//!   ([`SafeRoot`] opens beneath it and refuses FIFOs, sockets and devices).
 //! - `dispatcher`: [`Dispatcher`] — one ToolUseResult per client request, duplicates,
 //!   cancels, timeouts, progress, consent through `outpost-policy`, and one ordered stream of
 //!   typed [`DispatchEvent`]s (who decided, started, results).

@@ -79,8 +79,8 @@ impl fmt::Debug for ToolEnv {
 /// What a call touches, for the policy and for the consent prompt.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Access {
-    /// Resolved paths the call reads, lists or writes: canonical as far as they exist
-    /// ([`paths::resolve`](crate::paths::resolve)).
+    /// Resolved paths the call reads, lists or writes: canonical as far as they exist, read
+    /// from the handles the job keeps ([`paths::Resolved`](crate::paths::Resolved)).
     pub paths: Vec<PathBuf>,
     /// The folder a grant for this call would cover.
     pub folder: Option<PathBuf>,
@@ -139,7 +139,9 @@ impl fmt::Debug for Prepared {
 
 /// A tool. `prepare` may stat and resolve paths but must not read or change anything, and
 /// must not fail because of what exists at a path (or does not): the policy judges the call
-/// first, so errors such as "not found" or "is a directory" are returned by the job.
+/// first, so errors such as "not found" or "is a directory" are returned by the job. A path
+/// is resolved once, in `prepare`, into a [`paths::Resolved`](crate::paths::Resolved) that the
+/// job moves in and works through; the job never looks a path up again.
 pub trait Tool: Send + Sync + 'static {
     /// The tool's description; called once, when the tool is registered.
     fn spec(&self) -> ToolSpec;

@@ -305,6 +305,119 @@ fn a_folder_swapped_for_a_symlink_after_the_check_is_not_followed() {
     assert!(matches!(err, ToolError::Refused { .. }), "{err:?}");
 }
 
+/// Issue 17, finding 2, one step at a time: every path tool is prepared (the policy would
+/// judge `docs/sub/...`), then `docs/sub` is exchanged with a symlink to the secrets folder
+/// before the job runs. No job may report the secret folder: each refuses, and nothing is
+/// launched.
+#[test]
+fn a_folder_exchanged_for_a_symlink_after_the_check_misleads_no_tool() {
+    let (_dir, home) = home_dir();
+    std::fs::create_dir_all(home.join("docs/sub")).unwrap();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/a.txt"), SECRET).unwrap();
+    std::fs::write(home.join("docs/sub/a.txt"), INSIDE).unwrap();
+    std::os::unix::fs::symlink(home.join(".ssh"), home.join("docs/lnk")).unwrap();
+    let launcher = std::sync::Arc::new(FakeLauncher::default());
+    let env = ToolEnv {
+        home: home.clone(),
+        launcher: launcher.clone(),
+    };
+    let registry = outpost_tools::builtin_registry().unwrap();
+    let cases: [(&str, Value); 6] = [
+        ("read_local_file", json!({"filePath": "~/docs/sub/a.txt"})),
+        ("file_info", json!({"path": "~/docs/sub/a.txt"})),
+        ("open_path", json!({"path": "~/docs/sub/a.txt"})),
+        ("list_directory", json!({"path": "~/docs/sub"})),
+        ("search_files", json!({"root": "~/docs/sub"})),
+        (
+            "search_files",
+            json!({"root": "~/docs/sub", "contains": "KEY"}),
+        ),
+    ];
+    for (tool, params) in cases {
+        let entry = registry.get(tool).unwrap();
+        let prepared = entry.tool.prepare(map(params.clone()), &env).unwrap();
+        assert!(
+            prepared.access.paths[0].starts_with(home.join("docs/sub")),
+            "{tool}: {:?}",
+            prepared.access
+        );
+        let docs = std::fs::File::open(home.join("docs")).unwrap();
+        let exchange = || {
+            rustix::fs::renameat_with(
+                &docs,
+                "sub",
+                &docs,
+                "lnk",
+                rustix::fs::RenameFlags::EXCHANGE,
+            )
+            .unwrap();
+        };
+        exchange();
+        let got = (prepared.job)(&run_ctx(&home));
+        exchange();
+        let text = format!("{got:?}");
+        assert!(!text.contains(SECRET), "{tool} {params}: {text}");
+        assert!(
+            matches!(got, Err(ToolError::Refused { .. })),
+            "{tool} {params}: {text}"
+        );
+    }
+    assert!(launcher.opened.lock().unwrap().is_empty(), "launched");
+}
+
+/// Issue 17, finding 3: a file in the allowed folder hard-linked to a protected file is
+/// never written, whatever the user allowed, and the protected file is not touched (not
+/// even truncated by "overwrite").
+#[tokio::test]
+async fn write_file_refuses_a_file_with_other_names() {
+    let mut h = Harness::new(|home| {
+        let mut p = docs_policy(home);
+        p.tools
+            .insert("write_file".into(), outpost_policy::Rule::Ask);
+        p
+    });
+    let keys = h.write(
+        ".ssh/authorized_keys",
+        "ssh-ed25519 AAAA-the-user-s-own-key\n",
+    );
+    std::fs::create_dir_all(h.path("docs")).unwrap();
+    std::fs::hard_link(&keys, h.path("docs/notes.txt")).unwrap();
+    let mut ui = h.dispatcher.broker().attach();
+    for (i, mode) in ["append", "overwrite"].into_iter().enumerate() {
+        let id = format!("hl{i}");
+        h.send(
+            &id,
+            "write_file",
+            json!({"filePath": "~/docs/notes.txt", "content": "ssh-ed25519 EVIL\n", "mode": mode}),
+        );
+        let q = asked(&mut ui).await;
+        ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+        let r = h.result(&id).await;
+        assert_eq!(code(&r), "permission_denied", "{mode}: {r:?}");
+        assert!(msg(&r).contains("hard links"), "{mode}: {r:?}");
+        assert_eq!(
+            std::fs::read_to_string(&keys).unwrap(),
+            "ssh-ed25519 AAAA-the-user-s-own-key\n",
+            "{mode} changed the linked file"
+        );
+    }
+    // A file with one name is still written.
+    h.write("docs/plain.txt", "a\n");
+    h.send(
+        "plain",
+        "write_file",
+        json!({"filePath": "~/docs/plain.txt", "content": "b\n", "mode": "overwrite"}),
+    );
+    let q = asked(&mut ui).await;
+    ui.answer(&q.consent_id, Decision::AllowOnce).unwrap();
+    assert!(h.result("plain").await.success);
+    assert_eq!(
+        std::fs::read_to_string(h.path("docs/plain.txt")).unwrap(),
+        "b\n"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // Existence probes
 

@@ -1,9 +1,10 @@
 //! The file tools: read_local_file, list_directory, file_info and write_file.
 //!
-//! `prepare` resolves the path (so the policy judges the real location, also for a path
-//! that does not exist). The job, which runs only once the call is allowed, reports what is
-//! there (or that nothing is) and opens it beneath the checked directory through
-//! [`SafeRoot`], reading in chunks so a cancel or deadline stops it promptly. Nothing is
+//! `prepare` resolves the path once into a [`Resolved`]: the real location the policy
+//! judges (also for a path that does not exist) and the open handle of its folder. The
+//! job, which runs only once the call is allowed, reports what was there (or that nothing
+//! was) and does everything through that handle, so a folder swapped meanwhile cannot
+//! redirect it; reads go in chunks so a cancel or deadline stops them promptly. Nothing is
 //! truncated silently: a capped read says `truncated: true` and gives the file's total size.
 
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -18,9 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{kind_name, time_string};
 use crate::error::{Result, ToolError};
-use crate::paths::{
-    FileId, SafeRoot, has_other_names, io_error, resolve, resolve_for_create, stat,
-};
+use crate::paths::{Resolved, SafeRoot, has_other_names, io_error};
 use crate::tool::{Access, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Bytes read per step; cancellation is checked between steps.
@@ -34,13 +33,6 @@ pub const MAX_WRITE_BYTES: usize = 16 * 1024 * 1024;
 
 const HARD_LINK_REASON: &str = "this file has other names (hard links) that a folder rule \
                                 cannot see, so it is never read without asking";
-
-fn split(path: &Path) -> Result<(PathBuf, PathBuf)> {
-    match (path.parent(), path.file_name()) {
-        (Some(parent), Some(name)) => Ok((parent.to_path_buf(), PathBuf::from(name))),
-        _ => Err(ToolError::exec(format!("{} is not a file", path.display()))),
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // read_local_file
@@ -103,65 +95,37 @@ impl Tool for ReadLocalFile {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: ReadParams = parse_params(params)?;
-        let path = resolve(&env.home, "filePath", &p.file_path)?;
-        // What is (or is not) there is told by the job, after the policy allowed the call.
-        let found = stat(&path).and_then(|meta| {
-            if meta.is_dir() {
-                Err(ToolError::exec(format!(
-                    "{} is a directory; use list_directory",
-                    path.display()
-                )))
-            } else {
-                Ok(meta)
-            }
-        });
+        let held = Resolved::resolve(&env.home, "filePath", &p.file_path)?;
         let offset = p.offset.unwrap_or(0);
         let max = p.max_bytes.unwrap_or(DEFAULT_MAX_BYTES).min(MAX_READ_BYTES);
-        let force_ask = found
-            .as_ref()
-            .is_ok_and(has_other_names)
-            .then(|| HARD_LINK_REASON.to_owned());
-        let job_path = path.clone();
+        let force_ask = held.has_other_names().then(|| HARD_LINK_REASON.to_owned());
+        let path = held.path().to_path_buf();
         Ok(Prepared {
             access: Access {
                 summary: format!("Read {}", path.display()),
-                folder: Some(path.parent().unwrap_or(&path).to_path_buf()),
+                folder: Some(held.parent().to_path_buf()),
                 paths: vec![path],
                 force_ask,
             },
+            // What is (or is not) there is told by the job, after the policy allowed it.
             job: Box::new(move |cx| {
                 cx.check()?;
-                let meta = found?;
-                let (parent, name) = split(&job_path)?;
-                read_file(
-                    cx,
-                    &parent,
-                    &name,
-                    &job_path,
-                    FileId::of(&meta),
-                    offset,
-                    max,
-                )
+                if held.target()?.is_dir() {
+                    return Err(ToolError::exec(format!(
+                        "{} is a directory; use list_directory",
+                        held.path().display()
+                    )));
+                }
+                read_file(cx, &held, offset, max)
             }),
         })
     }
 }
 
-fn read_file(
-    cx: &RunContext,
-    parent: &Path,
-    name: &Path,
-    path: &Path,
-    id: Option<FileId>,
-    offset: u64,
-    max: u64,
-) -> Result<Map> {
+fn read_file(cx: &RunContext, held: &Resolved, offset: u64, max: u64) -> Result<Map> {
     cx.check()?;
-    let root = SafeRoot::open(parent)?;
-    let (mut file, meta) = match id {
-        Some(id) => root.open_file_expecting(name, id)?,
-        None => root.open_file(name)?,
-    };
+    let path = held.path();
+    let (mut file, meta) = held.open_file()?;
     let size = meta.len();
     if offset > 0 {
         file.seek(SeekFrom::Start(offset))
@@ -285,22 +249,11 @@ impl Tool for ListDirectory {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: ListParams = parse_params(params)?;
-        let path = resolve(&env.home, "path", &p.path)?;
-        // Reported by the job, once the policy allowed the call.
-        let found = stat(&path).and_then(|meta| {
-            if meta.is_dir() {
-                Ok(())
-            } else {
-                Err(ToolError::exec(format!(
-                    "{} is not a directory",
-                    path.display()
-                )))
-            }
-        });
+        let held = Resolved::resolve(&env.home, "path", &p.path)?;
         let recursive = p.recursive.unwrap_or(false);
         let hidden = p.include_hidden.unwrap_or(false);
         let max = p.max_entries.unwrap_or(1000) as usize;
-        let dir = path.clone();
+        let path = held.path().to_path_buf();
         Ok(Prepared {
             access: Access {
                 summary: format!(
@@ -312,25 +265,31 @@ impl Tool for ListDirectory {
                 folder: Some(path),
                 force_ask: None,
             },
+            // Reported by the job, once the policy allowed the call.
             job: Box::new(move |cx| {
                 cx.check()?;
-                found?;
-                list(cx, &dir, recursive, hidden, max)
+                if !held.target()?.is_dir() {
+                    return Err(ToolError::exec(format!(
+                        "{} is not a directory",
+                        held.path().display()
+                    )));
+                }
+                list(cx, held.open_dir()?, recursive, hidden, max)
             }),
         })
     }
 }
 
-fn list(cx: &RunContext, dir: &Path, recursive: bool, hidden: bool, max: usize) -> Result<Map> {
+fn list(cx: &RunContext, dir: SafeRoot, recursive: bool, hidden: bool, max: usize) -> Result<Map> {
     let mut out = ListOutput {
-        path: dir.to_string_lossy().into_owned(),
+        path: dir.path().to_string_lossy().into_owned(),
         entries: Vec::new(),
         truncated: false,
         withheld: 0,
     };
     // Depth-first over directory handles: every subfolder is opened beneath its parent
     // without following symlinks, so the walk cannot leave the checked folder.
-    let mut stack = vec![(SafeRoot::open_verified(dir)?, PathBuf::new(), 0usize)];
+    let mut stack = vec![(dir, PathBuf::new(), 0usize)];
     'walk: while let Some((root, rel, depth)) = stack.pop() {
         cx.check()?;
         let mut items = Vec::new();
@@ -453,22 +412,23 @@ impl Tool for FileInfo {
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: InfoParams = parse_params(params)?;
         let given = crate::paths::expand(&env.home, "path", &p.path)?;
-        let path = resolve(&env.home, "path", &p.path)?;
-        // The given path's own last component, beneath its resolved folder: whether it is a
-        // link is read there, so that a `..` after a folder that does not exist cannot make
-        // the answer depend on that folder.
-        let own = match given.components().next_back() {
+        let held = Resolved::resolve(&env.home, "path", &p.path)?;
+        // Whether the given path's own last component is a link, without looking at it
+        // again: it is one exactly when the path resolved somewhere else than that name
+        // beneath its resolved folder (a `..` after a folder that does not exist does not
+        // change the folder's resolution, so this does not depend on that folder either).
+        let is_symlink = match given.components().next_back() {
             Some(Component::Normal(name)) => given
                 .parent()
-                .map(|p| outpost_policy::canonical_or_clean(p).join(name)),
-            _ => None,
+                .is_some_and(|p| outpost_policy::canonical_or_clean(p).join(name) != held.path()),
+            _ => false,
         };
-        let folder = if path.is_dir() {
+        let path = held.path().to_path_buf();
+        let folder = if held.found().is_ok_and(|m| m.is_dir()) {
             Some(path.clone())
         } else {
-            path.parent().map(Path::to_path_buf)
+            Some(held.parent().to_path_buf())
         };
-        let job_path = path.clone();
         Ok(Prepared {
             access: Access {
                 summary: format!("Look up size and dates of {}", path.display()),
@@ -478,14 +438,11 @@ impl Tool for FileInfo {
             },
             job: Box::new(move |cx| {
                 cx.check()?;
-                let meta = stat(&job_path)?;
-                let is_symlink = own
-                    .as_deref()
-                    .and_then(|p| std::fs::symlink_metadata(p).ok())
-                    .is_some_and(|m| m.file_type().is_symlink());
+                // Through the held folder, and the object found when the call was judged.
+                let meta = held.metadata()?;
                 #[cfg(unix)]
                 let (permissions, hard_links) = {
-                    use std::os::unix::fs::MetadataExt;
+                    use cap_std::fs::MetadataExt;
                     (
                         Some(format!("{:o}", meta.mode() & 0o7777)),
                         Some(meta.nlink()),
@@ -493,15 +450,18 @@ impl Tool for FileInfo {
                 };
                 #[cfg(not(unix))]
                 let (permissions, hard_links) = (None, None);
+                let time = |t: std::io::Result<cap_std::time::SystemTime>| {
+                    time_string(t.map(cap_std::time::SystemTime::into_std))
+                };
                 to_map(&InfoOutput {
                     path: given.to_string_lossy().into_owned(),
-                    resolved_path: job_path.to_string_lossy().into_owned(),
+                    resolved_path: held.path().to_string_lossy().into_owned(),
                     is_symlink,
                     kind: kind_name(&meta.file_type()).into(),
                     size: meta.len(),
-                    modified: time_string(meta.modified()),
-                    created: time_string(meta.created()),
-                    accessed: time_string(meta.accessed()),
+                    modified: time(meta.modified()),
+                    created: time(meta.created()),
+                    accessed: time(meta.accessed()),
                     readonly: meta.permissions().readonly(),
                     permissions,
                     hard_links,
@@ -514,10 +474,10 @@ impl Tool for FileInfo {
 // ---------------------------------------------------------------------------------------
 // write_file
 
-/// What is at `path` must allow a write in `mode`: no symlink, nothing but a regular file,
-/// and nothing at all for `create`.
-fn check_writable(path: &Path, mode: WriteMode) -> Result<()> {
-    match std::fs::symlink_metadata(path) {
+/// What is at `name` in the held folder must allow a write in `mode`: no symlink, nothing
+/// but a regular file, nothing at all for `create`, and no file with other names.
+fn check_writable(root: &SafeRoot, name: &Path, path: &Path, mode: WriteMode) -> Result<()> {
+    match root.entry_metadata(name) {
         Ok(m) if m.file_type().is_symlink() => Err(ToolError::refused(format!(
             "{} is a symbolic link; write to the file it points to instead",
             path.display()
@@ -530,8 +490,19 @@ fn check_writable(path: &Path, mode: WriteMode) -> Result<()> {
             "{} already exists; use mode overwrite or append",
             path.display()
         ))),
+        Ok(m) if has_other_names(&m) => Err(hard_link_refusal(path)),
         _ => Ok(()),
     }
+}
+
+/// A file with other names (hard links) may be a protected file under another name, which
+/// the consent question and the folder rules cannot show: it is never written.
+fn hard_link_refusal(path: &Path) -> ToolError {
+    ToolError::refused(format!(
+        "{} has other names (hard links), so writing it would also change a file elsewhere, \
+         maybe a protected one; write_file never writes such a file",
+        path.display()
+    ))
 }
 
 /// How write_file treats an existing file.
@@ -599,8 +570,8 @@ impl Tool for WriteFile {
                 p.content.len()
             )));
         }
-        let (parent, name) = resolve_for_create(&env.home, "filePath", &p.file_path)?;
-        let path = parent.join(&name);
+        let held = Resolved::resolve_for_create(&env.home, "filePath", &p.file_path)?;
+        let path = held.path().to_path_buf();
         let verb = match p.mode {
             WriteMode::Create => "Create",
             WriteMode::Overwrite => "Overwrite",
@@ -611,25 +582,33 @@ impl Tool for WriteFile {
             access: Access {
                 summary: format!("{verb} {} ({} bytes)", path.display(), p.content.len()),
                 paths: vec![path],
-                folder: Some(parent.clone()),
+                folder: Some(held.parent().to_path_buf()),
                 force_ask: None,
             },
             job: Box::new(move |cx| {
                 cx.check()?;
+                // The held folder: it may not have existed when it was checked, and one
+                // swapped in since must not take the write elsewhere.
+                let (root, name) = held.folder_for_write()?;
                 // Checked only now that the call is allowed: before, the answer must not
                 // depend on what exists at the path.
-                check_writable(&job_path, p.mode)?;
-                // Verified: the folder may not have existed when it was checked, and a
-                // symlink put there since must not take the write elsewhere.
-                let root = SafeRoot::open_verified(&parent)?;
+                check_writable(root, name, &job_path, p.mode)?;
                 let mut opts = OpenOptions::new();
                 opts.write(true);
+                // No O_TRUNC: the opened file is checked before anything in it changes.
                 match p.mode {
                     WriteMode::Create => opts.create_new(true),
-                    WriteMode::Overwrite => opts.create(true).truncate(true),
+                    WriteMode::Overwrite => opts.create(true),
                     WriteMode::Append => opts.create(true).append(true),
                 };
-                let (mut file, _) = root.open_for_write(&name, &mut opts)?;
+                let (mut file, meta) = root.open_for_write(name, &mut opts)?;
+                // Again on the opened file itself: a link made after the check counts too.
+                if has_other_names(&meta) {
+                    return Err(hard_link_refusal(&job_path));
+                }
+                if p.mode == WriteMode::Overwrite {
+                    file.set_len(0).map_err(|e| io_error(&job_path, &e))?;
+                }
                 let bytes = p.content.as_bytes();
                 let mut written = 0usize;
                 for chunk in bytes.chunks(CHUNK) {

@@ -38,7 +38,7 @@ pub(crate) fn time_string(t: std::io::Result<std::time::SystemTime>) -> Option<S
 }
 
 /// A file type's name in results.
-pub(crate) fn kind_name(ft: &std::fs::FileType) -> &'static str {
+pub(crate) fn kind_name(ft: &cap_std::fs::FileType) -> &'static str {
     if ft.is_symlink() {
         "symlink"
     } else if ft.is_dir() {

@@ -1,5 +1,11 @@
 //! open_path and open_url: hand a file or web address to the desktop's default handler.
 //! Both ask every time. The launcher is injectable so tests never start anything.
+//!
+//! open_path resolves the path once into a [`Resolved`] (the policy judges the real place
+//! its held folder has) and, immediately before launching, checks through the held folder
+//! that the folder is still at that place and the target is still the object that was
+//! judged; a swap refuses the launch. The handler gets a path, not the handle, so a swap in
+//! the short time between that check and the handler opening the path is not seen.
 
 use std::ffi::OsStr;
 use std::fmt;
@@ -10,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ToolError};
-use crate::paths::{resolve, stat};
+use crate::paths::Resolved;
 use crate::tool::{Access, Prepared, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Opens a path or URL with the desktop's default handler.
@@ -74,24 +80,28 @@ impl Tool for OpenPath {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: OpenPathParams = parse_params(params)?;
-        let path = resolve(&env.home, "path", &p.path)?;
-        // Reported by the job, once the policy (and the user) allowed the call.
-        let found = stat(&path).and_then(|meta| match crate::paths::odd_kind(&meta.file_type()) {
-            Some(kind) => Err(ToolError::refused(format!("{} is {kind}", path.display()))),
-            None => Ok(()),
-        });
+        let held = Resolved::resolve(&env.home, "path", &p.path)?;
         let launcher = env.launcher.clone();
-        let target = path.clone();
+        let path = held.path().to_path_buf();
         Ok(Prepared {
             access: Access {
                 summary: format!("Open {} with its default application", path.display()),
-                folder: path.parent().map(std::path::Path::to_path_buf),
+                folder: Some(held.parent().to_path_buf()),
                 paths: vec![path],
                 force_ask: None,
             },
+            // What is there is reported by the job, once the policy (and the user) allowed it.
             job: Box::new(move |cx| {
                 cx.check()?;
-                found?;
+                let target = held.path();
+                // Last check, right before the launch, through the held folder.
+                let meta = held.metadata()?;
+                if let Some(kind) = crate::paths::odd_kind(&meta.file_type()) {
+                    return Err(ToolError::refused(format!(
+                        "{} is {kind}",
+                        target.display()
+                    )));
+                }
                 launcher.open(target.as_os_str()).map_err(|e| {
                     ToolError::exec(format!("Cannot open {}: {e}", target.display()))
                 })?;

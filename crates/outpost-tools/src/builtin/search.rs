@@ -1,8 +1,13 @@
 //! search_files: find files under a folder by glob and/or content. The walk is the
 //! `ignore` crate's (it honours .gitignore, .ignore and hidden files), globs are `globset`,
-//! and content matching is `grep-searcher` with `grep-regex` on fixed strings. Every file
-//! is opened through [`SafeRoot`] beneath the searched folder, and protected files are
-//! skipped and counted, never read.
+//! and content matching is `grep-searcher` with `grep-regex` on fixed strings. The root is
+//! resolved once into a [`Resolved`](crate::paths::Resolved) and opened through its held
+//! folder. The walker enumerates by path (that is how it reads .gitignore files), so
+//! nothing it yields is trusted: every file is found again beneath the held root, one
+//! folder handle at a time without following symlinks, and only what is found there is
+//! reported (its size read through that handle) or read. A folder swapped for a symlink
+//! during the walk can therefore not bring in names, sizes or content from elsewhere.
+//! Protected files are skipped and counted, never read.
 
 use std::path::{Path, PathBuf};
 
@@ -16,7 +21,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ToolError};
-use crate::paths::{SafeRoot, io_error, resolve, stat};
+use crate::paths::{Resolved, SafeRoot};
 use crate::tool::{Access, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
 /// Matching lines reported per file.
@@ -99,18 +104,8 @@ impl Tool for SearchFiles {
 
     fn prepare(&self, params: Map, env: &ToolEnv) -> Result<Prepared> {
         let p: SearchParams = parse_params(params)?;
-        let root = resolve(&env.home, "root", &p.root)?;
-        // Reported by the job, once the policy allowed the call.
-        let found = stat(&root).and_then(|meta| {
-            if meta.is_dir() {
-                Ok(())
-            } else {
-                Err(ToolError::exec(format!(
-                    "{} is not a directory",
-                    root.display()
-                )))
-            }
-        });
+        let held = Resolved::resolve(&env.home, "root", &p.root)?;
+        let root = held.path().to_path_buf();
         let globs = match &p.glob {
             Some(g) => Some(build_glob(g)?),
             None => None,
@@ -129,7 +124,6 @@ impl Tool for SearchFiles {
             (None, Some(c)) => format!("Search {} for files containing \"{c}\"", root.display()),
             (None, None) => format!("List the files under {}", root.display()),
         };
-        let job_root = root.clone();
         Ok(Prepared {
             access: Access {
                 summary,
@@ -137,10 +131,17 @@ impl Tool for SearchFiles {
                 folder: Some(root),
                 force_ask: None,
             },
+            // Reported by the job, once the policy allowed the call.
             job: Box::new(move |cx| {
                 cx.check()?;
-                found?;
-                search(cx, &job_root, globs.as_ref(), p.contains.as_deref(), max)
+                if !held.target()?.is_dir() {
+                    return Err(ToolError::exec(format!(
+                        "{} is not a directory",
+                        held.path().display()
+                    )));
+                }
+                let safe = held.open_dir()?;
+                search(cx, &safe, globs.as_ref(), p.contains.as_deref(), max)
             }),
         })
     }
@@ -177,12 +178,13 @@ fn matcher(text: &str) -> Result<grep_regex::RegexMatcher> {
 
 fn search(
     cx: &RunContext,
-    root: &Path,
+    safe: &SafeRoot,
     globs: Option<&GlobSet>,
     contains: Option<&str>,
     max: usize,
 ) -> Result<Map> {
-    let safe = SafeRoot::open_verified(root)?;
+    let root = safe.path();
+    let mut folders = Folders::default();
     let matcher = contains.map(matcher).transpose()?;
     let mut searcher = SearcherBuilder::new()
         .line_number(true)
@@ -202,32 +204,38 @@ fn search(
     for entry in walker {
         cx.check()?;
         let Ok(entry) = entry else { continue };
-        let full = entry.path();
-        if cx.withheld(full) {
-            out.withheld += 1;
-            continue;
-        }
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = full.strip_prefix(root) else {
+        let Ok(rel) = entry.path().strip_prefix(root) else {
             continue;
         };
         let rel: PathBuf = rel.to_path_buf();
+        let Some(name) = rel.file_name().map(Path::new) else {
+            continue;
+        };
+        // Found again beneath the held root: what the walker saw by path is not trusted (a
+        // folder swapped for a symlink meanwhile is refused or holds nothing of this name),
+        // so neither a result nor the withheld count can come from elsewhere.
+        let Ok(folder) = folders.get(safe, rel.parent().unwrap_or(Path::new(""))) else {
+            continue;
+        };
+        let Ok(found) = folder.entry_metadata(name) else {
+            continue;
+        };
+        let full = folder.path().join(name);
+        if cx.withheld(&full) {
+            out.withheld += 1;
+            continue;
+        }
+        if !found.is_file() {
+            continue;
+        }
         if globs.is_some_and(|g| !g.is_match(&rel)) {
             continue;
         }
         let mut matches = Vec::new();
         let size;
         if let Some(m) = &matcher {
-            // Open beneath root: a symlink swapped in after the walk cannot lead elsewhere.
-            let (file, meta) = match safe_open(&safe, &rel) {
-                Ok(f) => f,
-                Err(ToolError::Refused { .. }) => {
-                    out.withheld += 1;
-                    continue;
-                }
-                Err(_) => continue,
+            let Ok((file, meta)) = folder.open_file(name) else {
+                continue;
             };
             if crate::paths::has_other_names(&meta) {
                 // A hard link may be a protected file under another name: never read it here.
@@ -258,7 +266,7 @@ fn search(
                 continue;
             }
         } else {
-            size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+            size = found.len();
         }
         if out.results.len() >= max {
             out.truncated = true;
@@ -273,22 +281,36 @@ fn search(
     to_map(&out)
 }
 
-fn safe_open(root: &SafeRoot, rel: &Path) -> Result<(std::fs::File, std::fs::Metadata)> {
-    // Walk down to the file's folder one handle at a time, never following a symlink.
-    let mut dir: Option<SafeRoot> = None;
-    let parent = rel.parent().unwrap_or(Path::new(""));
-    for comp in parent.components() {
-        let std::path::Component::Normal(name) = comp else {
-            return Err(ToolError::refused(format!(
-                "{} is not below the root",
-                rel.display()
-            )));
-        };
-        let next = dir.as_ref().unwrap_or(root).open_subdir(Path::new(name))?;
-        dir = Some(next);
+/// Folder handles beneath the searched root, opened one level at a time without following
+/// symlinks; the last one is kept, since the walk yields a folder's files together.
+#[derive(Default)]
+struct Folders {
+    last: Option<(PathBuf, SafeRoot)>,
+}
+
+impl Folders {
+    fn get<'a>(&'a mut self, root: &'a SafeRoot, rel: &Path) -> Result<&'a SafeRoot> {
+        if rel.as_os_str().is_empty() {
+            return Ok(root);
+        }
+        if !matches!(&self.last, Some((p, _)) if p == rel) {
+            self.last = None;
+            let mut dir: Option<SafeRoot> = None;
+            for comp in rel.components() {
+                let std::path::Component::Normal(name) = comp else {
+                    return Err(ToolError::refused(format!(
+                        "{} is not below the root",
+                        rel.display()
+                    )));
+                };
+                let next = dir.as_ref().unwrap_or(root).open_subdir(Path::new(name))?;
+                dir = Some(next);
+            }
+            self.last = dir.map(|d| (rel.to_path_buf(), d));
+        }
+        match &self.last {
+            Some((_, d)) => Ok(d),
+            None => Ok(root),
+        }
     }
-    let name = rel
-        .file_name()
-        .ok_or_else(|| io_error(rel, &std::io::Error::from(std::io::ErrorKind::NotFound)))?;
-    dir.as_ref().unwrap_or(root).open_file(Path::new(name))
 }
