@@ -857,7 +857,10 @@ impl Desktop {
                         "There is no conversation {id} in the history."
                     )));
                 }
-                (ExportScope::Conversation(cid), format!("outpost-{id}"))
+                (
+                    ExportScope::Conversation(cid),
+                    format!("outpost-{}", export_file_stem(id)),
+                )
             }
             None => (ExportScope::All, "outpost-history".to_owned()),
         };
@@ -965,6 +968,39 @@ impl Desktop {
         }
         let disabled = self.config().disabled_tools;
         Ok(tool_info(t, new_rule, &disabled))
+    }
+}
+
+/// Longest conversation-id part of an export file name, in bytes.
+const EXPORT_STEM_MAX: usize = 64;
+
+/// The conversation id (chosen by the assistant, so anything) as one readable file-name
+/// part that cannot leave the export folder: ASCII letters, digits, `_` and single dots
+/// kept, every other run of characters (`/`, `\`, `:`, spaces, controls, non-ASCII) one
+/// `-`, no dot or dash at either end, at most [`EXPORT_STEM_MAX`] bytes, and
+/// `conversation` when nothing is left.
+fn export_file_stem(id: &str) -> String {
+    let mut out = String::with_capacity(id.len().min(EXPORT_STEM_MAX));
+    for c in id.chars() {
+        let next = if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+            c
+        } else {
+            '-'
+        };
+        // Runs collapse: "a//b" is "a-b", and ".." never survives to look like a parent.
+        if (next == '-' || next == '.') && out.ends_with(next) {
+            continue;
+        }
+        out.push(next);
+        if out.len() >= EXPORT_STEM_MAX {
+            break;
+        }
+    }
+    let stem = out.trim_matches(|c| c == '-' || c == '.');
+    if stem.is_empty() {
+        "conversation".to_owned()
+    } else {
+        stem.to_owned()
     }
 }
 

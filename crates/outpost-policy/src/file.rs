@@ -27,11 +27,12 @@ pub const DEFAULT_POLICY_TOML: &str = r#"# Outpost tool permissions
 #   1. "deny" always wins: a tool set to "deny", or a folder with access = "deny".
 #   2. Tools that change files (write_file) are off until you enable them below, and then
 #      ask every time. open_path and open_url ask every time.
-#   3. The built-in secrets list is never touched: ~/.ssh, ~/.gnupg, ~/.aws,
-#      ~/.config/gcloud, ~/.kube, ~/.docker/config.json, keyrings, browser profiles,
-#      password stores, .env files, *.pem, *.key, id_* files, shell histories, and
-#      Outpost's own settings and data. To allow one exact path, add it under
-#      [[exceptions]].
+#   3. The built-in secrets list is never touched: ~/.ssh, ~/.gnupg, cloud and developer
+#      credentials (~/.aws, ~/.config/gcloud, ~/.kube, ~/.docker/config.json, ~/.netrc,
+#      ~/.config/gh/hosts.yml, ~/.vault-token, ...), keyrings, password stores, browser
+#      and mail profiles, .env files, private keys and key stores (*.pem, *.key, id_*,
+#      *.ppk, *.jks, *.kdbx, ...), shell histories, and Outpost's own settings and data,
+#      in upper or lower case alike. To allow one exact path, add it under [[exceptions]].
 #   4. A tool set to "allow" runs without asking; "ask" asks every time.
 #   5. Other tools run without asking inside the folders listed with access = "allow",
 #      and ask you everywhere else.

@@ -7,7 +7,12 @@
 //! - `registry`: [`Registry`] of tools with compiled JSON Schema validators; its
 //!   [`descriptors`](Registry::descriptors) are the client hello's catalogue.
 //! - `builtin`: read_local_file, list_directory, search_files, file_info, write_file,
-//!   calculator, system_info, open_path, open_url; [`Launcher`] for the last two.
+//!   calculator, system_info, open_path, open_url; [`Launcher`] for the last two. The
+//!   calculator evaluates one expression with no variables, assignments or `;` statements,
+//!   listed functions only, and a static bound (256 KiB) on every value it can build,
+//!   checked before evaluation: its work is bounded by construction, because the blocking
+//!   thread it runs on cannot be stopped by the timeout (its module doc says why this, and
+//!   not a child process).
 //! - `paths`: `~` expansion and [`Resolved`](paths::Resolved): a path resolved once before
 //!   the policy check, with the handle of its folder that the job then works through
 //!   ([`SafeRoot`] opens beneath it and refuses FIFOs, sockets and devices).
