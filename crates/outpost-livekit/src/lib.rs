@@ -55,5 +55,5 @@ pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWri
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent,
+    RoomEvent, StreamSenders,
 };
