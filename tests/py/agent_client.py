@@ -1,8 +1,9 @@
 """An Outpost app stand-in built on the official LiveKit SDK and msgpack, talking to
 outpost-agent (scripted brain) through outpost-room. It checks the whole server side of
 the protocol: early messages, hello/welcome, streamed deltas, client/either/server tool
-requests, a denial, consent-aware timeouts with ToolUseCancel, an interrupt, malformed
-input, and messages above 15 000 bytes as byte streams in both directions.
+requests, a denial, consent-aware timeouts with ToolUseCancel, messages typed ahead
+(answered in order), an interrupt by a new hello, malformed input, and messages above
+15 000 bytes as byte streams in both directions.
 
 Env: LK_URL, LK_ROOM, AGENT (identity), E2E_FILE (a file this client "reads" for the
 agent), GRACE_S (the agent's --result-grace-ms, in seconds). Prints one JSON report."""
@@ -207,20 +208,36 @@ async def main():
     await c.send({"type": 7, "id": timing["id"], "success": True, "result": {"late": True}})
     out["timeout"] = {"text": m["text"], **timing}
 
-    # 6. Interrupt: a new message while a client tool is pending cancels it.
-    first = {}
-
-    async def ignore(req):
-        first["id"] = req["id"]
-    start = len(c.inbox)
+    # 6. Type-ahead: a new message while a client tool is pending waits its turn; both
+    #    are answered, in order, and nothing is cancelled.
     await c.send({"type": 4, "id": "u6", "text": f"read {FILE}"})
-    req = await c.next(of(6), "request to interrupt")
+    req = await c.next(of(6), "request of the first message")
+    queued_at = len(c.inbox)
     await c.send({"type": 4, "id": "u7", "text": "calculate 1 + 1"})
+    await asyncio.sleep(0.5)
+    early = [x for x in c.inbox[queued_at:] if x.get("type") in (5, 6, 10)]
+    check(not early, f"the queued message must wait for the first answer: {early}")
+    await c.send({"type": 7, "id": req["id"], "success": True,
+                  "result": {"content": "typed ahead", "size": 11}})
+    first = await c.next(lambda x: x.get("type") == 5, "first answer")
+    check(first.get("inReplyTo") == "u6" and "typed ahead" in first["text"], f"first: {first}")
+    second = await c.next(lambda x: x.get("type") == 5, "second answer")
+    check(second.get("inReplyTo") == "u7" and "= 2" in second["text"], f"second: {second}")
+    check(not [x for x in c.inbox[queued_at:] if x.get("type") == 10], "no ToolUseCancel")
+    out["queue"] = [first["inReplyTo"], second["inReplyTo"]]
+
+    # 6b. A hello again (a rejoin) interrupts the turn in progress: its pending call is
+    #     cancelled with the reason and the message closed; the conversation goes on.
+    await c.send({"type": 4, "id": "u7b", "text": f"read {FILE}"})
+    req = await c.next(of(6), "request to interrupt")
+    await c.send({"type": 2, "protocolVersion": 1, "clientName": "e2e", "clientVersion": "0.0.1",
+                  "conversationId": w["conversationId"],
+                  "tools": [tool("read_local_file", {"filePath": {"type": "string"}})]})
     cancel = await c.next(of(10, id=req["id"]), "cancel on interrupt")
-    closed = await c.next(lambda x: x.get("type") == 5 and x.get("inReplyTo") == "u6", "interrupted message")
+    closed = await c.next(lambda x: x.get("type") == 5 and x.get("inReplyTo") == "u7b", "interrupted message")
     check("(interrupted)" in closed["text"], closed["text"])
-    second = await c.next(lambda x: x.get("type") == 5 and x.get("inReplyTo") == "u7", "second answer")
-    check("= 2" in second["text"], second["text"])
+    w2 = await c.next(of(3), "welcome again")
+    check(w2["conversationId"] == w["conversationId"], f"same conversation: {w2}")
     out["interrupt"] = {"reason": cancel.get("reason"), "closed": closed["text"][-20:]}
 
     # 7. A UserMessage above 15 000 bytes, sent as a byte stream.

@@ -2,7 +2,8 @@
 //! official LiveKit Python SDK (`tests/py/agent_client.py`, msgpack) in one network
 //! namespace. The Python client drives a whole conversation: hello/welcome, a client
 //! tool answered with a file's content, `either` declined and run by the agent, a server
-//! tool, a denial, a consent-paused timeout ending in ToolUseCancel, an interrupt, and
+//! tool, a denial, a consent-paused timeout ending in ToolUseCancel, a message typed
+//! ahead (answered after the first, nothing cancelled), an interrupt by a new hello, and
 //! messages above 15 000 bytes as byte streams both ways.
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -69,7 +70,8 @@ fn scripted_agent_serves_the_whole_protocol_to_an_sdk_client() {
         "{r}"
     );
     assert_eq!(r["timeout"]["reason"], "no result within 1 ms", "{r}");
-    assert_eq!(r["interrupt"]["reason"], "the user interrupted", "{r}");
+    assert_eq!(r["queue"], serde_json::json!(["u6", "u7"]), "{r}");
+    assert_eq!(r["interrupt"]["reason"], "the app said hello again", "{r}");
     drop(agent);
     drop(server);
 }

@@ -3,9 +3,17 @@
 //!
 //! A session answers ClientHello with ServerWelcome (or a fatal `unsupported_version`),
 //! rejects messages that come too early or from the wrong side, and runs one turn per
-//! UserMessage. A new UserMessage, a new hello, or the app leaving interrupts the turn
-//! in progress: its pending tool calls are cancelled (ToolUseCancel) and its message is
-//! closed with what was said so far.
+//! UserMessage, one after the other: a UserMessage that arrives while a turn runs waits in
+//! the session's queue (the user typed ahead) and is answered, in order, once the turns
+//! before it are done. This is the session's job, not the brains', so every brain gets it.
+//!
+//! Only a new hello, a fatal error from the app, or the app leaving interrupts the turn in
+//! progress: its pending tool calls are cancelled (ToolUseCancel, with the reason) and its
+//! message is closed with what was said so far plus `(interrupted)`. A hello for the same
+//! conversation (a full rejoin) keeps the queue and answers it after the welcome. A hello
+//! for another conversation drops the queue: the app switched away from those questions
+//! itself (an answer sent before the welcome would be refused as early, one sent after it
+//! would land in the wrong conversation).
 //!
 //! A turn is the tool loop: stream the brain's text as AssistantDelta, then for each tool
 //! call send a ToolUseRequest and
@@ -20,8 +28,8 @@
 //! feeds the model a `timeout` failure. Results then go back to the brain, until it
 //! answers without tool calls; the AssistantMessage carries the whole text.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -201,15 +209,20 @@ async fn deliver(
     };
     let tx = sessions.entry(from.to_owned()).or_insert_with(|| {
         let (tx, rx) = mpsc::unbounded_channel();
-        let session = Session::new(shared.clone(), from.to_owned());
-        tokio::spawn(session.run(rx));
+        let (done_tx, done_rx) = mpsc::unbounded_channel();
+        let session = Session::new(shared.clone(), from.to_owned(), done_tx);
+        tokio::spawn(session.run(rx, done_rx));
         tx
     });
     let _ = tx.send(Inbound::Message(msg));
 }
 
 struct RunningTurn {
+    /// Which turn this is: its task reports this number when it ends.
+    n: u64,
     cancel: CancellationToken,
+    /// Why the turn was interrupted; set before `cancel` fires (ToolUseCancel's reason).
+    why: Arc<OnceLock<String>>,
     events: mpsc::UnboundedSender<ToolEvent>,
     join: tokio::task::JoinHandle<()>,
 }
@@ -221,27 +234,51 @@ struct Session {
     conversation: Option<(String, History)>,
     client_tools: Vec<ToolDescriptor>,
     turn: Option<RunningTurn>,
+    /// UserMessages waiting for the turn in progress to end, oldest first.
+    queue: VecDeque<UserMessage>,
+    /// Turns started so far (numbers them).
+    started: u64,
+    /// Where turn tasks report that they ended.
+    done: mpsc::UnboundedSender<u64>,
 }
 
 impl Session {
-    fn new(shared: Arc<Shared>, identity: String) -> Self {
+    fn new(shared: Arc<Shared>, identity: String, done: mpsc::UnboundedSender<u64>) -> Self {
         Self {
             shared,
             identity,
             conversation: None,
             client_tools: Vec::new(),
             turn: None,
+            queue: VecDeque::new(),
+            started: 0,
+            done,
         }
     }
 
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Inbound>) {
-        while let Some(inbound) = rx.recv().await {
-            match inbound {
-                Inbound::Message(m) => self.handle(m).await,
-                Inbound::Left => {
-                    tracing::info!(identity = %self.identity, "app left");
-                    self.interrupt("the app left the room").await;
-                    return;
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<Inbound>,
+        mut done: mpsc::UnboundedReceiver<u64>,
+    ) {
+        loop {
+            tokio::select! {
+                inbound = rx.recv() => match inbound {
+                    Some(Inbound::Message(m)) => self.handle(m).await,
+                    Some(Inbound::Left) | None => {
+                        tracing::info!(identity = %self.identity, "app left");
+                        self.drop_queue("the app left the room");
+                        self.interrupt("the app left the room").await;
+                        return;
+                    }
+                },
+                Some(n) = done.recv() => {
+                    // A turn that was interrupted already made way; only the current one
+                    // ending lets the next queued message go.
+                    if self.turn.as_ref().is_some_and(|t| t.n == n) {
+                        self.turn = None;
+                        self.next_turn();
+                    }
                 }
             }
         }
@@ -256,8 +293,17 @@ impl Session {
             if !t.join.is_finished() {
                 tracing::info!(identity = %self.identity, why, "interrupting the turn");
             }
+            let _ = t.why.set(why.to_owned());
             t.cancel.cancel();
             let _ = t.join.await;
+        }
+    }
+
+    /// Forgets the messages still waiting for their turn (the app left or gave up).
+    fn drop_queue(&mut self, why: &str) {
+        if !self.queue.is_empty() {
+            tracing::info!(identity = %self.identity, why, dropped = self.queue.len(), "queued user messages dropped");
+            self.queue.clear();
         }
     }
 
@@ -268,11 +314,16 @@ impl Session {
             Message::Error(e) => {
                 tracing::warn!(identity = %self.identity, code = %e.code.as_str(), message = %e.message, fatal = e.fatal, "the app reported an error");
                 if e.fatal {
+                    self.drop_queue("the app reported a fatal error");
                     self.interrupt("the app reported a fatal error").await;
                     self.conversation = None;
                 }
             }
-            Message::UserMessage(m) if welcomed => self.user_message(m).await,
+            Message::UserMessage(m) if welcomed => {
+                // The user typed ahead: answer in order, one turn after the other.
+                self.queue.push_back(m);
+                self.next_turn();
+            }
             Message::ToolUseResult(r) if welcomed => {
                 self.to_turn(&r.id.clone(), ToolEvent::Result(r))
             }
@@ -304,12 +355,20 @@ impl Session {
     async fn hello(&mut self, hello: ClientHello) {
         let ours = MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION;
         let Some(version) = negotiate(hello.versions(), ours.clone()) else {
+            self.drop_queue("no common protocol version");
             self.interrupt("no common protocol version").await;
             self.conversation = None;
             self.send(ErrorMessage::unsupported_version(hello.versions(), ours))
                 .await;
             return;
         };
+        let same = matches!(
+            (&self.conversation, hello.conversation_id.as_deref()),
+            (Some((now, _)), Some(asked)) if now == asked
+        );
+        if !same {
+            self.drop_queue("the app switched to another conversation");
+        }
         self.interrupt("the app said hello again").await;
         let (conversation_id, history) = self.shared.conversation(hello.conversation_id.as_deref());
         tracing::info!(identity = %self.identity, client = %hello.client_name, version = %hello.client_version, tools = hello.tools.len(), conversation = %conversation_id, "welcome");
@@ -323,29 +382,48 @@ impl Session {
         })
         .await;
         self.send(status(AssistantState::Idle, None, None)).await;
+        // A rejoin keeps what the user typed ahead; answer it now.
+        self.next_turn();
     }
 
-    async fn user_message(&mut self, m: UserMessage) {
-        self.interrupt("the user sent a new message").await;
+    /// Starts the turn for the oldest queued message, unless a turn is running.
+    fn next_turn(&mut self) {
+        if self.turn.is_some() {
+            return;
+        }
         let Some((_, history)) = &self.conversation else {
+            return;
+        };
+        let Some(m) = self.queue.pop_front() else {
             return;
         };
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
+        let why = Arc::new(OnceLock::new());
         let turn = Turn {
             shared: self.shared.clone(),
             identity: self.identity.clone(),
             client_tools: self.client_tools.clone(),
             cancel: cancel.clone(),
+            why: why.clone(),
             events: events_rx,
             message_id: new_id(),
             seq: 0,
             text: String::new(),
             spoke: false,
         };
-        let join = tokio::spawn(turn.run(history.clone(), m));
+        self.started += 1;
+        let n = self.started;
+        let done = self.done.clone();
+        let history = history.clone();
+        let join = tokio::spawn(async move {
+            turn.run(history, m).await;
+            let _ = done.send(n);
+        });
         self.turn = Some(RunningTurn {
+            n,
             cancel,
+            why,
             events: events_tx,
             join,
         });
@@ -385,6 +463,8 @@ struct Turn {
     identity: String,
     client_tools: Vec<ToolDescriptor>,
     cancel: CancellationToken,
+    /// Why the session interrupted this turn (set before `cancel` fires).
+    why: Arc<OnceLock<String>>,
     events: mpsc::UnboundedReceiver<ToolEvent>,
     message_id: String,
     seq: u32,
@@ -665,9 +745,10 @@ impl Turn {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => {
+                    let why = self.why.get().map_or("the turn was interrupted", String::as_str).to_owned();
                     for (id, w) in waiting.drain() {
-                        self.send(ToolUseCancel { id, reason: Some("the user interrupted".into()) }).await;
-                        let _ = batch.add_result(ToolResult::error(&w.call.id, &w.call.name, "cancelled: the user interrupted"));
+                        self.send(ToolUseCancel { id, reason: Some(why.clone()) }).await;
+                        let _ = batch.add_result(ToolResult::error(&w.call.id, &w.call.name, format!("cancelled: {why}")));
                     }
                     return (batch.into_results(), Phase::Interrupted);
                 }

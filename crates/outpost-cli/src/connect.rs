@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use clap::Args;
 use outpost_core::{
     AssistantMode, ConnectOptions, Core, CoreError, Credentials, ErrorDirection, LinkState,
@@ -15,7 +14,15 @@ use outpost_livekit::{TokenEndpoint, TokenRequest};
 
 use crate::Failure;
 
+/// What `outpost connect`'s exit statuses mean (its `--help` and the README say the same).
+const EXIT_STATUSES: &str = "Exit status:\n  \
+    0  left the room as asked: end of input, and the answers came or --linger ran out\n  \
+    1  could not join (server unreachable, token refused), or the session ended otherwise \
+    (link lost for good, the assistant ended it)\n  \
+    2  invalid input: arguments, a malformed URL, a missing or invalid policy file";
+
 #[derive(Debug, Args)]
+#[command(after_help = EXIT_STATUSES)]
 pub(crate) struct ConnectArgs {
     /// LiveKit server URL (ws://, wss://, http(s)://). Required with --token; with
     /// --token-endpoint the endpoint supplies it.
@@ -52,7 +59,8 @@ pub(crate) struct ConnectArgs {
     /// Where the history lives (default: $OUTPOST_DATA_DIR, else the platform's data dir).
     #[arg(long)]
     data_dir: Option<PathBuf>,
-    /// Print one UI event per line as JSON instead of readable text.
+    /// Print one UI event per line as JSON instead of readable text (stdout then holds only
+    /// events; notes such as the linger running out go to stderr).
     #[arg(long)]
     json: bool,
     /// After stdin ends, wait up to this many seconds for the assistant to answer the
@@ -103,11 +111,13 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         opts.conversation_id = args.conversation.clone();
         opts.room_name = args.room.clone();
         opts.client_name = "Outpost CLI".into();
-        let (session, mut events) = core
-            .connect(opts)
-            .await
-            .context("connecting")
-            .map_err(Failure::Other)?;
+        let (session, mut events) = core.connect(opts).await.map_err(|e| match e {
+            // The URL given on the command line cannot work: the user must fix it.
+            CoreError::Connect(outpost_livekit::Error::BadUrl { .. }) => {
+                Failure::Invalid(format!("connecting: {e}"))
+            }
+            other => Failure::Other(anyhow::Error::new(other).context("connecting")),
+        })?;
         let session = Arc::new(session);
         // Stdin is read on a plain thread: tokio's stdin needs a feature the workspace
         // does not enable, and a blocking read there is what tokio would do anyway.
@@ -188,12 +198,17 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                     continue;
                 }
                 _ = tokio::time::sleep_until(leave_by.unwrap_or(far)), if leave_by.is_some() && !leaving => {
-                    let _ = writeln!(
-                        out,
+                    let note = format!(
                         "* leaving: {} message(s) still unanswered after {} s",
                         unanswered.len(),
                         args.linger
                     );
+                    // With --json, stdout holds only events (one JSON object a line).
+                    if args.json {
+                        let _ = writeln!(std::io::stderr(), "{note}");
+                    } else {
+                        let _ = writeln!(out, "{note}");
+                    }
                     leaving = true;
                     leave(&session);
                     continue;

@@ -1,4 +1,8 @@
 //! The crate's error type.
+//!
+//! Each message is a whole sentence with its cause, shown as is (UI events, the desktop's
+//! command errors, logs); a variant that puts its cause in the message does not also return
+//! it from `source()`, so printing the error chain (`{:#}`, the CLI) never repeats a cause.
 
 use std::path::PathBuf;
 
@@ -8,10 +12,10 @@ use std::path::PathBuf;
 pub enum CoreError {
     /// Joining the room failed.
     #[error("could not join the room: {0}")]
-    Connect(#[from] outpost_livekit::Error),
+    Connect(outpost_livekit::Error),
     /// The store could not be opened or queried.
     #[error("conversation store: {0}")]
-    Store(#[from] outpost_store::Error),
+    Store(outpost_store::Error),
     /// The policy file is unreadable or invalid.
     #[error("policy file {path}: {message}")]
     Policy {
@@ -37,6 +41,18 @@ pub enum CoreError {
         /// Why.
         reason: String,
     },
+}
+
+impl From<outpost_livekit::Error> for CoreError {
+    fn from(e: outpost_livekit::Error) -> Self {
+        Self::Connect(e)
+    }
+}
+
+impl From<outpost_store::Error> for CoreError {
+    fn from(e: outpost_store::Error) -> Self {
+        Self::Store(e)
+    }
 }
 
 /// Result alias.

@@ -1,4 +1,8 @@
 //! The crate's error type.
+//!
+//! Each message is a whole sentence with its cause, shown as is; a variant that puts its
+//! cause in the message does not also return it from `source()`, so printing the error
+//! chain (`{:#}`) never repeats a cause.
 
 use std::time::Duration;
 
@@ -75,12 +79,12 @@ pub enum Error {
     #[error("the room connection is closed: {0}")]
     Closed(String),
     /// Local I/O failed (reading a file to send).
-    #[error("{what}: {source}")]
+    #[error("{what}: {error}")]
     Io {
         /// What we were doing.
         what: String,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (part of the message, so not a `source()`).
+        error: std::io::Error,
     },
 }
 

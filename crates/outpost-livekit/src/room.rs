@@ -338,9 +338,9 @@ impl Room {
     /// Sends a file as a byte stream named after the file; returns the stream id.
     pub async fn send_file(&self, path: &Path, mut options: StreamOptions) -> Result<String> {
         use tokio::io::AsyncReadExt as _;
-        let io = |what: &str, source| Error::Io {
+        let io = |what: &str, error| Error::Io {
             what: format!("{what} {}", path.display()),
-            source,
+            error,
         };
         let mut file = tokio::fs::File::open(path)
             .await

@@ -3,22 +3,23 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong in the store. Each variant says what failed and with which
-/// input, so the message can be shown to a user or written to a log as is.
+/// input, so the message can be shown to a user or written to a log as is. The cause is part
+/// of that message and therefore not also returned from `source()`: printing the error chain
+/// (`{:#}`) shows each cause once.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// SQLite refused an operation.
-    #[error("store: {context}: {source}")]
+    #[error("store: {context}: {error}")]
     Sqlite {
         /// What the store was doing.
         context: String,
-        /// The SQLite error.
-        #[source]
-        source: rusqlite::Error,
+        /// The SQLite error (part of the message, so not a `source()`).
+        error: rusqlite::Error,
     },
     /// The schema could not be brought up to date.
     #[error("store: migrating the database schema failed: {0}")]
-    Migration(#[from] rusqlite_migration::Error),
+    Migration(rusqlite_migration::Error),
     /// The database file was written by a newer Outpost.
     #[error(
         "store: the database is at schema version {found}, newer than this build knows ({known}); \
@@ -31,15 +32,14 @@ pub enum Error {
         known: usize,
     },
     /// A filesystem operation on the data directory failed.
-    #[error("store: {action} {path}: {source}", path = path.display())]
+    #[error("store: {action} {path}: {error}", path = path.display())]
     Io {
         /// What was attempted ("create data directory", ...).
         action: &'static str,
         /// The path involved.
         path: PathBuf,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
+        /// The OS error (part of the message, so not a `source()`).
+        error: std::io::Error,
     },
     /// No data directory could be determined (no home directory and no override).
     #[error(
@@ -100,17 +100,22 @@ pub enum Error {
     #[error("store: committing the write batch failed: {0}")]
     CommitFailed(String),
     /// JSON (de)serialisation failed.
-    #[error("store: JSON {context}: {source}")]
+    #[error("store: JSON {context}: {error}")]
     Json {
         /// What was being (de)serialised.
         context: &'static str,
-        /// The serde_json error.
-        #[source]
-        source: serde_json::Error,
+        /// The serde_json error (part of the message, so not a `source()`).
+        error: serde_json::Error,
     },
     /// The writer or reader thread has stopped (the store was closed, or a thread panicked).
     #[error("store: the {0} thread has stopped; the operation was not performed")]
     Stopped(&'static str),
+}
+
+impl From<rusqlite_migration::Error> for Error {
+    fn from(e: rusqlite_migration::Error) -> Self {
+        Self::Migration(e)
+    }
 }
 
 /// Result alias for the store.
@@ -123,9 +128,9 @@ pub(crate) trait SqlContext<T> {
 
 impl<T> SqlContext<T> for rusqlite::Result<T> {
     fn ctx(self, context: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Sqlite {
+        self.map_err(|error| Error::Sqlite {
             context: context(),
-            source,
+            error,
         })
     }
 }

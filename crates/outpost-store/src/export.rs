@@ -76,9 +76,9 @@ pub fn document(conn: &Connection, scope: &ExportScope, now: Millis) -> Result<E
 /// Renders a document in `format`.
 pub fn render(doc: &ExportDocument, format: ExportFormat) -> Result<String> {
     match format {
-        ExportFormat::Json => serde_json::to_string_pretty(doc).map_err(|source| Error::Json {
+        ExportFormat::Json => serde_json::to_string_pretty(doc).map_err(|error| Error::Json {
             context: "encode export",
-            source,
+            error,
         }),
         ExportFormat::Markdown => Ok(markdown(doc)),
     }

@@ -43,15 +43,15 @@ pub fn database_path(dir: &Path) -> PathBuf {
 
 /// Creates `dir` (and parents) if needed and checks it is a directory.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
         action: "create data directory",
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
-    let meta = std::fs::metadata(dir).map_err(|source| Error::Io {
+    let meta = std::fs::metadata(dir).map_err(|error| Error::Io {
         action: "inspect data directory",
         path: dir.to_path_buf(),
-        source,
+        error,
     })?;
     if !meta.is_dir() {
         return Err(Error::BadDataDir {

@@ -143,7 +143,7 @@ fn fts_error(query: &str, e: rusqlite::Error, context: &str) -> Error {
         }
         _ => Error::Sqlite {
             context: context.to_owned(),
-            source: e,
+            error: e,
         },
     }
 }

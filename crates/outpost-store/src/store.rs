@@ -229,10 +229,10 @@ impl Store {
                             job(&rconn);
                         }
                     })
-                    .map_err(|source| Error::Io {
+                    .map_err(|error| Error::Io {
                         action: "spawn reader thread for",
                         path: p.clone(),
-                        source,
+                        error,
                     })?;
                 threads.push(handle);
                 Some(tx)
@@ -248,10 +248,10 @@ impl Store {
         let handle = std::thread::Builder::new()
             .name("outpost-store-writer".to_owned())
             .spawn(move || writer::run(conn, wrx, cfg, start_seq))
-            .map_err(|source| Error::Io {
+            .map_err(|error| Error::Io {
                 action: "spawn writer thread for",
                 path: path.clone().unwrap_or_default(),
-                source,
+                error,
             })?;
         threads.push(handle);
 

@@ -284,9 +284,9 @@ pub(crate) fn cap_text(mut text: String, cap: usize) -> (String, Option<i64>) {
 }
 
 fn cap_json(value: &Value, cap: usize, what: &'static str) -> Result<(String, Option<i64>)> {
-    let text = serde_json::to_string(value).map_err(|source| Error::Json {
+    let text = serde_json::to_string(value).map_err(|error| Error::Json {
         context: what,
-        source,
+        error,
     })?;
     Ok(cap_text(text, cap))
 }
@@ -301,7 +301,7 @@ fn missing_conversation(e: rusqlite::Error, id: &ConversationId, context: String
             };
         }
     }
-    Error::Sqlite { context, source: e }
+    Error::Sqlite { context, error: e }
 }
 
 fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
@@ -434,7 +434,7 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                 Some(id) => missing_conversation(e, id, format!("log protocol error {}", p.code)),
                 None => Error::Sqlite {
                     context: format!("log protocol error {}", p.code),
-                    source: e,
+                    error: e,
                 },
             })?;
         }

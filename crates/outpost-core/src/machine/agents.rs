@@ -810,9 +810,7 @@ mod tests {
             ),
             "audited"
         );
-        for fx in [&fx] {
-            assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
-        }
+        assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
     }
 
     #[test]

@@ -567,11 +567,13 @@ impl Machine {
             Input::AssistantJoined { identity } => {
                 let known = self.assistant.as_deref() == Some(identity.as_str());
                 self.assistant = Some(identity.clone());
-                fx.ui(UiEvent::AssistantPresence {
-                    present: true,
-                    identity,
-                });
+                // The room announces the assistant it found at join time once more after
+                // `Joined` named it: that is no news, and saying "is here" twice confuses.
                 if !known {
+                    fx.ui(UiEvent::AssistantPresence {
+                        present: true,
+                        identity,
+                    });
                     // A (re)joined assistant has a fresh session: greet it again. It is
                     // not the one the user granted anything to.
                     self.end_grants();
@@ -1715,6 +1717,32 @@ mod tests {
         // The same assistant announced again does not cause a second hello.
         let fx = m.handle(Input::AssistantJoined { identity: A.into() }, 2);
         assert!(sent(&fx).is_empty());
+    }
+
+    #[test]
+    fn an_assistant_found_at_join_and_announced_again_is_reported_once() {
+        // The room reports the assistant in the join snapshot and again as an event.
+        let mut m = machine();
+        let mut fx = m.handle(
+            Input::Joined {
+                assistant: Some(A.into()),
+            },
+            0,
+        );
+        fx.extend(m.handle(Input::AssistantJoined { identity: A.into() }, 1));
+        let here: Vec<UiEvent> = uis(&fx)
+            .into_iter()
+            .filter(|e| matches!(e, UiEvent::AssistantPresence { present: true, .. }))
+            .collect();
+        assert_eq!(here.len(), 1, "{here:?}");
+        // After it left, its return is news again.
+        let mut fx = m.handle(Input::AssistantLeft { identity: A.into() }, 2);
+        fx.extend(m.handle(Input::AssistantJoined { identity: A.into() }, 3));
+        let presence: Vec<UiEvent> = uis(&fx)
+            .into_iter()
+            .filter(|e| matches!(e, UiEvent::AssistantPresence { .. }))
+            .collect();
+        assert_eq!(presence.len(), 2, "{presence:?}");
     }
 
     #[test]
