@@ -69,8 +69,7 @@ fn lines(path: &Path) -> Vec<Value> {
 fn call_id(dir: &Path, tool: &str) -> Value {
     lines(&dir.join("in.jsonl"))
         .into_iter()
-        .filter(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
-        .last()
+        .rfind(|m| m["method"] == "tools/call" && m["params"]["name"] == tool)
         .map(|m| m["id"].clone())
         .expect("the server received the call")
 }
