@@ -81,9 +81,56 @@ pub(crate) struct SpawnSpec<'a> {
     pub log: Option<LogFile>,
 }
 
+/// The variables of Outpost's own environment a server inherits (the rest, such as the
+/// LiveKit token or a model API key, is not its business); the config's `env` adds more.
+#[cfg(unix)]
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "USER",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
+
+/// See the Unix list.
+#[cfg(not(unix))]
+pub const INHERITED_ENV: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+    "COMSPEC",
+];
+
 /// Spawns the server. Its stdin/stdout carry MCP; stderr goes to the log.
 pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout, ChildStdin)> {
     let mut cmd = Command::new(spec.command);
+    cmd.env_clear();
+    for k in INHERITED_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
     cmd.args(spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::piped())

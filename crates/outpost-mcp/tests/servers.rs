@@ -358,3 +358,36 @@ async fn everything_over_streamable_http_on_loopback() {
     assert_eq!(seen, 2, "progress over HTTP");
     host.shutdown();
 }
+
+#[tokio::test]
+async fn a_stdio_server_sees_only_safe_variables_and_its_own() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut config = everything();
+    if let outpost_mcp::Transport::Stdio { env, .. } = &mut config.transport {
+        env.insert(
+            "OUTPOST_TEST_VALUE".into(),
+            outpost_mcp::ConfigValue::Plain("42".into()),
+        );
+    }
+    let conn = Connection::open(
+        "ev",
+        &config,
+        &MemorySecrets::default(),
+        &connect_options(logs.path()),
+    )
+    .await
+    .unwrap();
+    let out = conn
+        .call("get-env", None, CallOptions::with_timeout(CALL))
+        .await
+        .unwrap();
+    let text = out.result["text"].as_str().unwrap();
+    assert!(
+        text.contains("OUTPOST_TEST_VALUE") && text.contains("\"42\""),
+        "{text}"
+    );
+    assert!(text.contains("\"PATH\""), "{text}");
+    // cargo sets this for the test process; the server must not inherit it.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    assert!(!text.contains("CARGO_MANIFEST_DIR"), "{text}");
+}
