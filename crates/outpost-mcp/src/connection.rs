@@ -678,3 +678,35 @@ impl Drop for InFlight {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::MemorySecrets;
+
+    #[tokio::test]
+    async fn an_https_server_that_is_not_there_is_a_start_error_not_a_panic() {
+        // reqwest panics when it builds a TLS client without a crypto provider; the host
+        // installs ring first.
+        let config = ServerConfig::http("https://127.0.0.1:1/mcp");
+        let opts = ConnectOptions {
+            start_timeout: Duration::from_secs(10),
+            ..ConnectOptions::default()
+        };
+        let err = Connection::open("tls", &config, &MemorySecrets::default(), &opts).await;
+        assert!(matches!(err, Err(McpError::Start { .. })), "{err:?}");
+    }
+
+    #[test]
+    fn header_values_are_never_quoted_in_errors() {
+        let bad = [("Authorization".to_owned(), "Bearer s3cret\n".to_owned())];
+        let err = http_headers("s", &bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("Authorization") && !err.contains("s3cret"),
+            "{err}"
+        );
+    }
+}
