@@ -225,3 +225,33 @@ fn tools_lists_each_server_and_reports_the_one_that_fails() {
     let out = d.run(&["tools", "nosuch"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Without a reachable Secret Service (a D-Bus address that leads nowhere), `add` refuses to
+/// write a secret-looking value and says why; nothing reaches the file.
+#[cfg(target_os = "linux")]
+#[test]
+fn no_keyring_means_a_clear_refusal() {
+    let d = Dirs::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_outpost"))
+        .args(["mcp", "add", "x", "--env", "API_KEY=k-123", "--", "node"])
+        .env("OUTPOST_CONFIG_DIR", d.config.path())
+        .env_remove("OUTPOST_SECRETS")
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/outpost-test-bus",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("API_KEY looks like a secret and cannot be stored"),
+        "{err}"
+    );
+    assert!(
+        err.contains("keyring is not available") && err.contains("--plain"),
+        "{err}"
+    );
+    assert!(!err.contains("k-123"));
+    assert!(d.file().is_empty(), "nothing was written");
+}

@@ -124,6 +124,8 @@ struct Slot {
 
 struct Inner {
     opts: HostOptions,
+    /// Parent of every server's stop token; cancelled when the last [`McpHost`] is dropped.
+    all: CancellationToken,
     roots: watch::Sender<Vec<Root>>,
     state: watch::Sender<HostSnapshot>,
     servers: Mutex<HashMap<String, Slot>>,
@@ -140,10 +142,12 @@ impl Inner {
     }
 }
 
-/// The MCP host. Cheap to clone; all clones share the servers.
+/// The MCP host. Cheap to clone; all clones share the servers. Dropping the last clone
+/// stops every server (the supervisors alone do not keep them running).
 #[derive(Clone)]
 pub struct McpHost {
     inner: Arc<Inner>,
+    _stop_all: Arc<tokio_util::sync::DropGuard>,
 }
 
 impl std::fmt::Debug for McpHost {
@@ -160,8 +164,11 @@ impl std::fmt::Debug for McpHost {
 impl McpHost {
     /// A host with no servers, offering `roots`.
     pub fn new(opts: HostOptions, roots: Vec<Root>) -> Self {
+        let all = CancellationToken::new();
         Self {
+            _stop_all: Arc::new(all.clone().drop_guard()),
             inner: Arc::new(Inner {
+                all,
                 opts,
                 roots: watch::Sender::new(roots),
                 state: watch::Sender::new(Arc::new(BTreeMap::new())),
@@ -198,7 +205,7 @@ impl McpHost {
         if !config.enabled {
             return Ok(());
         }
-        let stop = CancellationToken::new();
+        let stop = self.inner.all.child_token();
         let (conn_tx, conn_rx) = watch::channel(None);
         self.inner
             .servers

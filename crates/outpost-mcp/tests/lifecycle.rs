@@ -387,3 +387,23 @@ async fn a_failing_server_is_retried_with_backoff_and_calls_fail_at_once() {
     host.stop("broken").unwrap();
     assert_eq!(host.snapshot()["broken"].status, ServerStatus::Stopped);
 }
+
+#[tokio::test]
+async fn dropping_the_host_stops_its_servers() {
+    let logs = tempfile::tempdir().unwrap();
+    let host = host(logs.path(), vec![], None);
+    host.start("everything", everything()).unwrap();
+    host.wait_running("everything", START).await.unwrap();
+    let pid = host.snapshot()["everything"].pid.unwrap();
+    let alive = |pid: u32| Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive(pid));
+    drop(host);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(pid) {
+        assert!(
+            Instant::now() < deadline,
+            "server {pid} still running after the host was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
