@@ -77,6 +77,14 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
 fi
 export OUTPOST_PYTHON="$venv/bin/python"
 
+# --- MCP reference servers for outpost-mcp's tests ------------------------------------------
+# server-everything, server-filesystem and server-memory, pinned by tests/mcp/package-lock.json
+# (mcp-server-time comes from PyPI with the venv above).
+if [ ! -d "$repo/tests/mcp/node_modules" ] || [ "$repo/tests/mcp/package-lock.json" -nt "$repo/tests/mcp/node_modules/.package-lock.json" ]; then
+  log "installing the MCP reference servers (npm ci in tests/mcp)"
+  (cd "$repo/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
 # --- end-to-end tests of the desktop app (scripts/test.sh calls this) ---------------------
 # A virtual display, a D-Bus session with a notification daemon, WebKit's WebDriver,
 # ImageMagick's `import` for screenshots, and tauri-driver in front of WebKitWebDriver.

@@ -7,6 +7,7 @@
 //! - `outpost history list|show|search|export`: the store in the same data directory.
 //! - `outpost protocol decode`: one MessagePack message on stdin → pretty JSON on stdout.
 //! - `outpost protocol encode`: one JSON message on stdin → MessagePack on stdout.
+//! - `outpost mcp add|list|remove|tools`: the user's MCP servers (`mcp.toml`, docs/MCP.md).
 //!
 //! Invalid input (a message, an argument, a policy file, an unknown conversation) exits
 //! with status 2 and the error on stderr; other failures exit with 1.
@@ -16,6 +17,7 @@
 
 mod connect;
 mod history;
+mod mcp;
 mod protocol;
 
 use std::process::ExitCode;
@@ -42,6 +44,8 @@ enum Command {
     /// Debug an assistant integration: convert protocol messages between MessagePack and JSON.
     #[command(subcommand)]
     Protocol(protocol::ProtocolCommand),
+    /// The MCP servers whose tools Outpost offers: add, list, remove, tools.
+    Mcp(mcp::McpArgs),
 }
 
 /// Exit status for input that is not valid (messages, arguments, files).
@@ -54,6 +58,7 @@ pub fn main() -> ExitCode {
         Command::Protocol(cmd) => protocol::run(cmd),
         Command::Connect(args) => connect::run(args),
         Command::History(args) => history::run(args),
+        Command::Mcp(args) => mcp::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

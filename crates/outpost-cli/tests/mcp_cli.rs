@@ -1,0 +1,257 @@
+//! `outpost mcp add|list|remove|tools` as a user runs them: real process, a throw-away
+//! config and data directory, secrets in memory (never the machine's keyring).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+struct Dirs {
+    config: tempfile::TempDir,
+    data: tempfile::TempDir,
+}
+
+impl Dirs {
+    fn new() -> Self {
+        Self {
+            config: tempfile::tempdir().unwrap(),
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_outpost"))
+            .arg("mcp")
+            .args(args)
+            .env("OUTPOST_CONFIG_DIR", self.config.path())
+            .env("OUTPOST_DATA_DIR", self.data.path())
+            .env("OUTPOST_SECRETS", "memory")
+            .output()
+            .unwrap()
+    }
+
+    fn file(&self) -> String {
+        std::fs::read_to_string(self.config.path().join("mcp.toml")).unwrap_or_default()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn everything() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh",
+        p.display()
+    );
+    p
+}
+
+#[test]
+fn add_list_remove_round_trip() {
+    let d = Dirs::new();
+    let js = everything().display().to_string();
+    let out = d.run(&[
+        "add",
+        "ev",
+        "--env",
+        "LOG_LEVEL=debug",
+        "--cwd",
+        "/tmp",
+        "--",
+        "node",
+        &js,
+        "stdio",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("added MCP server 'ev'"));
+    let file = d.file();
+    assert!(
+        file.contains("command = \"node\"") && file.contains("LOG_LEVEL = \"debug\""),
+        "{file}"
+    );
+
+    let out = d.run(&[
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--header",
+        "X-Trace=1",
+        "--disabled",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = d.run(&["list"]);
+    assert!(out.status.success());
+    let listing = text(&out.stdout);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 2, "{listing}");
+    assert_eq!(lines[0], format!("ev\tenabled\tstdio\tnode {js} stdio"));
+    assert_eq!(lines[1], "web\tdisabled\thttp\thttp://127.0.0.1:9/mcp");
+
+    // The same name twice, a bad name, a bad URL, nothing to run: invalid input (2).
+    for args in [
+        vec!["add", "ev", "--", "node"],
+        vec!["add", "a__b", "--", "node"],
+        vec!["add", "x", "--url", "ftp://h/"],
+        vec!["add", "x"],
+        vec!["add", "x", "--env", "NOEQUALS", "--", "node"],
+    ] {
+        let out = d.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+
+    let out = d.run(&["remove", "ev"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!d.file().contains("[servers.ev]"));
+    let out = d.run(&["remove", "ev"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no MCP server named 'ev'"));
+}
+
+#[test]
+fn secret_looking_values_are_never_written_without_plain() {
+    let d = Dirs::new();
+    let out = d.run(&[
+        "add",
+        "gh",
+        "--env",
+        "GITHUB_TOKEN=ghp_supersecret",
+        "--",
+        "node",
+        "x.js",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("GITHUB_TOKEN looks like a secret") && err.contains("--plain"),
+        "{err}"
+    );
+    assert!(!err.contains("ghp_supersecret"));
+    assert!(!d.file().contains("ghp_supersecret"), "nothing was written");
+    assert!(!d.file().contains("[servers.gh]"));
+
+    let out = d.run(&[
+        "add",
+        "web",
+        "--url",
+        "http://127.0.0.1:9/mcp",
+        "--header",
+        "Authorization=Bearer abc",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!d.file().contains("Bearer abc"));
+
+    let out = d.run(&[
+        "add",
+        "gh",
+        "--plain",
+        "--env",
+        "GITHUB_TOKEN=ghp_supersecret",
+        "--",
+        "node",
+        "x.js",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("plain text"));
+    assert!(d.file().contains("GITHUB_TOKEN = \"ghp_supersecret\""));
+    // `list` never prints values.
+    assert!(!text(&d.run(&["list"]).stdout).contains("ghp_supersecret"));
+}
+
+#[test]
+fn tools_lists_each_server_and_reports_the_one_that_fails() {
+    let d = Dirs::new();
+    let js = everything().display().to_string();
+    assert!(
+        d.run(&["add", "ev", "--", "node", &js, "stdio"])
+            .status
+            .success()
+    );
+    assert!(
+        d.run(&[
+            "add",
+            "broken",
+            "--",
+            "sh",
+            "-c",
+            "echo 'no config found' >&2; exit 4"
+        ])
+        .status
+        .success()
+    );
+    assert!(
+        d.run(&["add", "off", "--disabled", "--", "sh", "-c", "exit 5"])
+            .status
+            .success()
+    );
+
+    let out = d.run(&["tools"]);
+    assert_eq!(out.status.code(), Some(1), "a server failed");
+    let stdout = text(&out.stdout);
+    let stderr = text(&out.stderr);
+    assert!(stdout.starts_with("[ev]\n"), "{stdout}");
+    let echo = stdout.lines().find(|l| l.starts_with("mcp__ev__echo\t"));
+    assert_eq!(echo.map(|l| l.split('\t').count()), Some(2), "{stdout}");
+    assert!(stdout.contains("mcp__ev__get-sum\t"), "{stdout}");
+    assert!(
+        !stdout.contains("[broken]") && !stdout.contains("[off]"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("MCP server 'broken' could not start")
+            && stderr.contains("exited with status 4")
+            && stderr.contains("no config found"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("'off'"),
+        "disabled servers are not started: {stderr}"
+    );
+    assert!(d.data.path().join("mcp-logs/ev.log").exists());
+
+    let out = d.run(&["tools", "ev"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("[ev]\nmcp__ev__"));
+
+    let out = d.run(&["tools", "nosuch"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// Without a reachable Secret Service (a D-Bus address that leads nowhere), `add` refuses to
+/// write a secret-looking value and says why; nothing reaches the file.
+#[cfg(target_os = "linux")]
+#[test]
+fn no_keyring_means_a_clear_refusal() {
+    let d = Dirs::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_outpost"))
+        .args(["mcp", "add", "x", "--env", "API_KEY=k-123", "--", "node"])
+        .env("OUTPOST_CONFIG_DIR", d.config.path())
+        .env_remove("OUTPOST_SECRETS")
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/outpost-test-bus",
+        )
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("API_KEY looks like a secret and cannot be stored"),
+        "{err}"
+    );
+    assert!(
+        err.contains("keyring is not available") && err.contains("--plain"),
+        "{err}"
+    );
+    assert!(!err.contains("k-123"));
+    assert!(d.file().is_empty(), "nothing was written");
+}

@@ -1,0 +1,479 @@
+//! `mcp.toml`: the MCP servers the user added, by name.
+//!
+//! ```toml
+//! [servers.github]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-github"]
+//! env = { GITHUB_TOKEN = { secret = "mcp/github/GITHUB_TOKEN" } }
+//!
+//! [servers.remote]
+//! url = "https://example.invalid/mcp"
+//! headers = { Authorization = { secret = "mcp/remote/Authorization" } }
+//! enabled = false
+//! ```
+//!
+//! A server has either `command` (stdio: spawned directly, never through a shell) or `url`
+//! (Streamable HTTP). Values in `env` and `headers` are plain strings or `{ secret = "ENTRY" }`,
+//! an entry in the OS keyring resolved when the server starts.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{McpError, Result};
+use crate::secrets::SecretStore;
+
+/// The file name inside the config directory.
+pub const CONFIG_FILE: &str = "mcp.toml";
+
+/// Longest server name, so that `mcp__<server>__<tool>` leaves room for the tool.
+pub const MAX_SERVER_NAME: usize = 32;
+
+/// Every configured server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Servers by name (sorted, so the file and every listing have one order).
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+}
+
+/// One server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RawServer", into = "RawServer")]
+pub struct ServerConfig {
+    /// Whether the host starts it.
+    pub enabled: bool,
+    /// How to reach it.
+    pub transport: Transport,
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transport {
+    /// A local process speaking MCP on its stdin/stdout.
+    Stdio {
+        /// The program (a path, or a name looked up on `PATH`).
+        command: String,
+        /// Its arguments, passed as they are (no shell).
+        args: Vec<String>,
+        /// Extra environment variables.
+        env: BTreeMap<String, ConfigValue>,
+        /// Working directory; the host's when absent.
+        cwd: Option<PathBuf>,
+    },
+    /// A Streamable HTTP endpoint.
+    Http {
+        /// The endpoint URL (`http` or `https`).
+        url: String,
+        /// Extra request headers.
+        headers: BTreeMap<String, ConfigValue>,
+    },
+}
+
+/// A value that is either written in the file or kept in the keyring.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ConfigValue {
+    /// Written in the file as it is.
+    Plain(String),
+    /// The name of a keyring entry holding the value.
+    Secret {
+        /// Keyring entry name (`mcp/<server>/<key>` when `outpost mcp add` wrote it).
+        secret: String,
+    },
+}
+
+/// The file's form of a server (flat, optional fields); checked into [`ServerConfig`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServer {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    env: BTreeMap<String, ConfigValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cwd: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    headers: BTreeMap<String, ConfigValue>,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TryFrom<RawServer> for ServerConfig {
+    type Error = String;
+
+    fn try_from(raw: RawServer) -> Result<Self, String> {
+        let transport = match (raw.command, raw.url) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "a server has either `command` (stdio) or `url` (HTTP), not both".into(),
+                );
+            }
+            (None, None) => {
+                return Err("a server needs `command` (stdio) or `url` (Streamable HTTP)".into());
+            }
+            (Some(command), None) => {
+                if !raw.headers.is_empty() {
+                    return Err("`headers` are for HTTP servers (`url`), not `command`".into());
+                }
+                if command.trim().is_empty() {
+                    return Err("`command` is empty".into());
+                }
+                Transport::Stdio {
+                    command,
+                    args: raw.args,
+                    env: raw.env,
+                    cwd: raw.cwd,
+                }
+            }
+            (None, Some(url)) => {
+                if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
+                    return Err("`args`, `env` and `cwd` are for stdio servers (`command`)".into());
+                }
+                check_url(&url).map_err(|e| e.to_string())?;
+                Transport::Http {
+                    url,
+                    headers: raw.headers,
+                }
+            }
+        };
+        Ok(Self {
+            enabled: raw.enabled,
+            transport,
+        })
+    }
+}
+
+impl From<ServerConfig> for RawServer {
+    fn from(s: ServerConfig) -> Self {
+        let mut raw = RawServer {
+            enabled: s.enabled,
+            ..RawServer::default()
+        };
+        match s.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                raw.command = Some(command);
+                raw.args = args;
+                raw.env = env;
+                raw.cwd = cwd;
+            }
+            Transport::Http { url, headers } => {
+                raw.url = Some(url);
+                raw.headers = headers;
+            }
+        }
+        raw
+    }
+}
+
+/// Checks an HTTP server's URL: absolute, `http` or `https`.
+pub fn check_url(url: &str) -> Result<()> {
+    let parsed =
+        url::Url::parse(url).map_err(|e| McpError::invalid("url", format!("'{url}': {e}")))?;
+    match parsed.scheme() {
+        "http" | "https" => Ok(()),
+        other => Err(McpError::invalid(
+            "url",
+            format!(
+                "'{url}': the scheme is '{other}'; an MCP server URL starts with http:// or https://"
+            ),
+        )),
+    }
+}
+
+/// Checks a server name: 1 to 32 ASCII letters, digits, `-` or `_`, without `__` (which
+/// separates server and tool in Outpost's tool names).
+pub fn check_server_name(name: &str) -> Result<()> {
+    let bad = |why: &str| Err(McpError::invalid("server name", format!("'{name}' {why}")));
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > MAX_SERVER_NAME {
+        return bad(&format!("is longer than {MAX_SERVER_NAME} characters"));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return bad("may only contain ASCII letters, digits, '-' and '_'");
+    }
+    if name.contains("__") {
+        return bad("may not contain '__' (it separates server and tool in tool names)");
+    }
+    Ok(())
+}
+
+impl McpConfig {
+    /// Reads `path`; a missing file is an empty config.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => {
+                return Err(McpError::Config {
+                    path: path.to_owned(),
+                    message: e.to_string(),
+                });
+            }
+        };
+        Self::parse(&text).map_err(|message| McpError::Config {
+            path: path.to_owned(),
+            message,
+        })
+    }
+
+    /// Parses the file's text and checks every server name.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: Self = toml::from_str(text).map_err(|e| e.to_string())?;
+        for name in config.servers.keys() {
+            check_server_name(name).map_err(|e| e.to_string())?;
+        }
+        Ok(config)
+    }
+
+    /// Writes the config to `path` (a temporary file renamed over it, so a reader never
+    /// sees half a file). Comments in an existing file are not kept.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let err = |message: String| McpError::Config {
+            path: path.to_owned(),
+            message,
+        };
+        let body = toml::to_string_pretty(self).map_err(|e| err(e.to_string()))?;
+        let text = format!(
+            "# Outpost's MCP servers (docs/MCP.md). Edited by `outpost mcp add/remove` and the\n\
+             # settings pane; secrets are keyring entries ({{ secret = \"...\" }}), never values.\n\n{body}"
+        );
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| err(format!("creating {}: {e}", dir.display())))?;
+        }
+        let tmp = path.with_extension("toml.tmp");
+        std::fs::write(&tmp, text).map_err(|e| err(format!("writing {}: {e}", tmp.display())))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))
+    }
+}
+
+/// A server's transport with every keyring reference replaced by its value. Never logged
+/// (its `Debug` hides the values).
+#[derive(Clone)]
+pub(crate) enum Resolved {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, String)>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Stdio { command, args, .. } => write!(f, "Stdio({command} {args:?})"),
+            Self::Http { url, .. } => write!(f, "Http({url})"),
+        }
+    }
+}
+
+fn resolve_values(
+    server: &str,
+    values: &BTreeMap<String, ConfigValue>,
+    secrets: &dyn SecretStore,
+) -> Result<Vec<(String, String)>> {
+    values
+        .iter()
+        .map(|(k, v)| {
+            let value = match v {
+                ConfigValue::Plain(s) => s.clone(),
+                ConfigValue::Secret { secret } => {
+                    secrets
+                        .get(secret)?
+                        .ok_or_else(|| McpError::MissingSecret {
+                            server: server.to_owned(),
+                            key: k.clone(),
+                            entry: secret.clone(),
+                        })?
+                }
+            };
+            Ok((k.clone(), value))
+        })
+        .collect()
+}
+
+impl ServerConfig {
+    /// A stdio server.
+    pub fn stdio(command: impl Into<String>, args: Vec<String>) -> Self {
+        Self {
+            enabled: true,
+            transport: Transport::Stdio {
+                command: command.into(),
+                args,
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+        }
+    }
+
+    /// A Streamable HTTP server.
+    pub fn http(url: impl Into<String>) -> Self {
+        Self {
+            enabled: true,
+            transport: Transport::Http {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            },
+        }
+    }
+
+    /// One line saying what runs: the command and its arguments, or the URL.
+    pub fn describe(&self) -> String {
+        match &self.transport {
+            Transport::Stdio { command, args, .. } => {
+                let mut s = command.clone();
+                for a in args {
+                    s.push(' ');
+                    s.push_str(a);
+                }
+                s
+            }
+            Transport::Http { url, .. } => url.clone(),
+        }
+    }
+
+    pub(crate) fn resolve(&self, server: &str, secrets: &dyn SecretStore) -> Result<Resolved> {
+        Ok(match &self.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => Resolved::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                env: resolve_values(server, env, secrets)?,
+                cwd: cwd.clone(),
+            },
+            Transport::Http { url, headers } => Resolved::Http {
+                url: url.clone(),
+                headers: resolve_values(server, headers, secrets)?,
+            },
+        })
+    }
+}
+
+/// The config directory: `$OUTPOST_CONFIG_DIR`, else the platform's (the same folder as
+/// the app's `settings.toml` and `policy.toml`).
+pub fn config_dir_from_env() -> Result<PathBuf> {
+    if let Some(d) = std::env::var_os("OUTPOST_CONFIG_DIR").filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(d));
+    }
+    directories::ProjectDirs::from("dev", "outpost", "outpost")
+        .map(|p| p.config_dir().to_path_buf())
+        .ok_or_else(|| {
+            McpError::invalid(
+                "config directory",
+                "cannot find one: $HOME is not set. Set OUTPOST_CONFIG_DIR to choose one.",
+            )
+        })
+}
+
+/// `mcp.toml` in `config_dir`.
+pub fn config_path(config_dir: &Path) -> PathBuf {
+    config_dir.join(CONFIG_FILE)
+}
+
+/// The per-server stderr logs' folder in the data directory (`mcp-logs`).
+pub fn log_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("mcp-logs")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::secrets::MemorySecrets;
+
+    #[test]
+    fn round_trips_both_kinds_and_secret_references() {
+        let text = r#"
+[servers.gh]
+command = "npx"
+args = ["-y", "srv"]
+env = { TOKEN = { secret = "mcp/gh/TOKEN" }, MODE = "fast" }
+cwd = "/tmp"
+
+[servers.web]
+url = "http://127.0.0.1:9/mcp"
+headers = { X-Api-Key = { secret = "mcp/web/X-Api-Key" } }
+enabled = false
+"#;
+        let c = McpConfig::parse(text).unwrap();
+        assert!(c.servers["gh"].enabled);
+        assert!(!c.servers["web"].enabled);
+        let Transport::Stdio { env, .. } = &c.servers["gh"].transport else {
+            panic!("stdio expected")
+        };
+        assert_eq!(env["MODE"], ConfigValue::Plain("fast".into()));
+        let again = McpConfig::parse(&toml::to_string(&c).unwrap()).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn rejects_both_neither_and_bad_names() {
+        assert!(
+            McpConfig::parse("[servers.a]\ncommand='x'\nurl='http://h/'")
+                .unwrap_err()
+                .contains("not both")
+        );
+        assert!(
+            McpConfig::parse("[servers.a]\nenabled=true")
+                .unwrap_err()
+                .contains("needs")
+        );
+        assert!(
+            McpConfig::parse("[servers.a]\nurl='file:///x'")
+                .unwrap_err()
+                .contains("http")
+        );
+        assert!(
+            McpConfig::parse("[servers.a__b]\ncommand='x'")
+                .unwrap_err()
+                .contains("__")
+        );
+        assert!(McpConfig::parse("[servers.\"a b\"]\ncommand='x'").is_err());
+        assert!(McpConfig::parse("[servers.a]\ncommand='x'\nheaders={A='b'}").is_err());
+    }
+
+    #[test]
+    fn resolves_secrets_and_names_a_missing_one() {
+        let c = McpConfig::parse("[servers.a]\ncommand='x'\nenv={T={secret='mcp/a/T'}}").unwrap();
+        let store = MemorySecrets::default();
+        let err = c.servers["a"].resolve("a", &store).unwrap_err();
+        assert!(err.to_string().contains("mcp/a/T"), "{err}");
+        store.set("mcp/a/T", "s3cret").unwrap();
+        let r = c.servers["a"].resolve("a", &store).unwrap();
+        assert!(!format!("{r:?}").contains("s3cret"));
+        let Resolved::Stdio { env, .. } = r else {
+            panic!()
+        };
+        assert_eq!(env, vec![("T".to_owned(), "s3cret".to_owned())]);
+    }
+}

@@ -1,0 +1,712 @@
+//! One running session with one MCP server: spawn (stdio) or connect (Streamable HTTP),
+//! the `initialize` handshake, tool listing with pagination, and tool calls with progress,
+//! a timeout and cancellation. No restarts here: [`crate::McpHost`] supervises.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientConfig, ClientRequest, ListToolsRequest,
+    PaginatedRequestParams, ProgressToken, RequestId, ServerResult,
+};
+use rmcp::service::{Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ServiceExt, model::CancelledNotificationParam};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Resolved, ServerConfig};
+use crate::error::{McpError, Result};
+use crate::handler::{Handler, Shared};
+use crate::naming;
+use crate::process::{self, LogFile, ServerProcess, SpawnSpec};
+use crate::requests::{DefaultRequests, Root, ServerRequests};
+use crate::result::map_call_result;
+use crate::secrets::SecretStore;
+
+/// The MCP versions this host speaks (newest first). The handshake offers the first; the
+/// server may answer with an older one from this list.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// Most `tools/list` pages read from one server (a guard against a server whose cursor
+/// never ends).
+const MAX_PAGES: usize = 100;
+
+/// How a connection is made.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    /// Folder for the stderr logs (`NAME.log`); none: stderr is only kept in memory.
+    pub log_dir: Option<PathBuf>,
+    /// Largest log file before it is rotated to `NAME.log.1`.
+    pub log_limit: u64,
+    /// How long spawning/connecting plus `initialize` and the first `tools/list` may take.
+    pub start_timeout: Duration,
+    /// The roots offered to the server (`roots/list`); a change is announced with
+    /// `notifications/roots/list_changed`.
+    pub roots: watch::Receiver<Vec<Root>>,
+    /// Who answers elicitation and sampling.
+    pub requests: Arc<dyn ServerRequests>,
+    /// Declare the elicitation capability (form mode). On by default: the handler decides.
+    pub elicitation: bool,
+    /// Declare the sampling capability. Off by default, so servers do not ask; the handler
+    /// still answers (refuses, by default) any server that asks anyway.
+    pub sampling: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            log_dir: None,
+            log_limit: 1024 * 1024,
+            start_timeout: Duration::from_secs(30),
+            roots: watch::channel(Vec::new()).1,
+            requests: Arc::new(DefaultRequests),
+            elicitation: true,
+            sampling: false,
+        }
+    }
+}
+
+impl ConnectOptions {
+    /// Offers this fixed list of roots.
+    pub fn with_roots(mut self, roots: Vec<Root>) -> Self {
+        self.roots = watch::channel(roots).1;
+        self
+    }
+}
+
+/// What a server claims about a tool (MCP annotations). Claims, never permissions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolHints {
+    /// `readOnlyHint`.
+    pub read_only: Option<bool>,
+    /// `destructiveHint`.
+    pub destructive: Option<bool>,
+    /// `idempotentHint`.
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`.
+    pub open_world: Option<bool>,
+}
+
+/// A tool one server offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpTool {
+    /// The server's name in `mcp.toml`.
+    pub server: String,
+    /// The tool's name on that server (what `tools/call` takes).
+    pub name: String,
+    /// Its name in Outpost's catalogue ([`naming::tool_name`]).
+    pub outpost_name: String,
+    /// Display title, if the server gives one.
+    pub title: Option<String>,
+    /// Description (empty when the server gives none).
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema).
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, if declared.
+    pub output_schema: Option<Value>,
+    /// The server's claims about the tool.
+    pub hints: ToolHints,
+}
+
+impl McpTool {
+    fn from_wire(server: &str, t: &Value) -> Option<Self> {
+        let name = t.get("name")?.as_str()?.to_owned();
+        let text = |k: &str| t.get(k).and_then(Value::as_str).map(str::to_owned);
+        let hint = |k: &str| {
+            t.get("annotations")
+                .and_then(|a| a.get(k))
+                .and_then(Value::as_bool)
+        };
+        Some(Self {
+            server: server.to_owned(),
+            outpost_name: naming::tool_name(server, &name),
+            title: text("title").or_else(|| {
+                t.get("annotations")
+                    .and_then(|a| a.get("title"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            }),
+            description: text("description").unwrap_or_default(),
+            input_schema: t
+                .get("inputSchema")
+                .cloned()
+                .unwrap_or_else(|| json!({"type": "object"})),
+            output_schema: t.get("outputSchema").cloned(),
+            hints: ToolHints {
+                read_only: hint("readOnlyHint"),
+                destructive: hint("destructiveHint"),
+                idempotent: hint("idempotentHint"),
+                open_world: hint("openWorldHint"),
+            },
+            name,
+        })
+    }
+}
+
+/// One progress notification of a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Progress so far (increases).
+    pub progress: f64,
+    /// Total, if known.
+    pub total: Option<f64>,
+    /// A message, if any.
+    pub message: Option<String>,
+}
+
+/// How one call runs.
+#[derive(Debug, Clone)]
+pub struct CallOptions {
+    /// Time allowed; then the server is sent `notifications/cancelled` and the call fails
+    /// with [`McpError::Timeout`].
+    pub timeout: Duration,
+    /// Fires to cancel the call (`notifications/cancelled`, then [`McpError::Cancelled`]).
+    /// Dropping the call's future cancels it too.
+    pub cancel: CancellationToken,
+    /// Where progress notifications go.
+    pub progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+impl CallOptions {
+    /// A call with this timeout, no progress sink, cancelled only by dropping it.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            cancel: CancellationToken::new(),
+            progress: None,
+        }
+    }
+}
+
+/// A finished call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallOutcome {
+    /// The server's `isError`: the tool ran and reports a failure.
+    pub is_error: bool,
+    /// The result in Outpost's shape ([`crate::result`]).
+    pub result: Map<String, Value>,
+}
+
+/// A live session with one server. Dropping it stops the server (stdio) or ends the
+/// session (HTTP).
+#[derive(Debug)]
+pub struct Connection {
+    server: String,
+    peer: Peer<RoleClient>,
+    shared: Arc<Shared>,
+    closed: watch::Receiver<Option<String>>,
+    stop: CancellationToken,
+    pid: Option<u32>,
+    protocol_version: String,
+    server_info: Value,
+    process: Mutex<Option<ServerProcessSlot>>,
+}
+
+/// Holds the child so dropping the connection stops it.
+struct ServerProcessSlot(ServerProcess);
+
+impl std::fmt::Debug for ServerProcessSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServerProcess(pid {:?})", self.0.pid)
+    }
+}
+
+fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
+    let mut caps = Map::new();
+    caps.insert("roots".into(), json!({"listChanged": true}));
+    if opts.elicitation {
+        caps.insert("elicitation".into(), json!({"form": {}}));
+    }
+    if opts.sampling {
+        caps.insert("sampling".into(), json!({}));
+    }
+    serde_json::from_value(json!({
+        "protocolVersion": PROTOCOL_VERSIONS[0],
+        "capabilities": caps,
+        "clientInfo": {"name": "Outpost", "version": env!("CARGO_PKG_VERSION")},
+    }))
+    .map_err(|e| McpError::invalid("client info", e.to_string()))
+}
+
+/// Makes sure a rustls crypto provider (ring, like the rest of Outpost) is installed before
+/// reqwest builds a client: reqwest is built without one of its own.
+fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        // Another thread may win the race; either way a provider is installed.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+fn http_headers(
+    server: &str,
+    headers: &[(String, String)],
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let name = http::HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                McpError::invalid(
+                    "header",
+                    format!("server '{server}': '{k}' is not a header name"),
+                )
+            })?;
+            // The value may be a secret: never quote it.
+            let value = http::HeaderValue::from_str(v).map_err(|_| {
+                McpError::invalid(
+                    "header",
+                    format!("server '{server}': the value of '{k}' is not a valid header value"),
+                )
+            })?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
+async fn wait_closed(
+    closed: &mut watch::Receiver<Option<String>>,
+    within: Duration,
+) -> Option<String> {
+    let _ = tokio::time::timeout(within, closed.wait_for(Option::is_some)).await;
+    closed.borrow().clone()
+}
+
+impl Connection {
+    /// Starts `config` (named `server`) and completes the handshake.
+    pub async fn open(
+        server: &str,
+        config: &ServerConfig,
+        secrets: &dyn SecretStore,
+        opts: &ConnectOptions,
+    ) -> Result<Self> {
+        let resolved = config.resolve(server, secrets)?;
+        let shared = Shared::new();
+        let handler = Handler {
+            server: server.to_owned(),
+            info: client_info(opts)?,
+            roots: opts.roots.clone(),
+            requests: opts.requests.clone(),
+            shared: shared.clone(),
+        };
+        let stop = CancellationToken::new();
+        let start_err = |message: String| McpError::Start {
+            server: server.to_owned(),
+            message,
+        };
+        let timeout_ms = opts.start_timeout.as_millis();
+
+        let (service, process, exit) = match resolved {
+            Resolved::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let log = match &opts.log_dir {
+                    Some(dir) => Some(LogFile::open(dir, server, opts.log_limit)?),
+                    None => None,
+                };
+                let (process, stdout, stdin) = process::spawn(SpawnSpec {
+                    server,
+                    command: &command,
+                    args: &args,
+                    env: &env,
+                    cwd: cwd.as_deref(),
+                    log,
+                })?;
+                let evidence = process.evidence.clone();
+                let said = move || -> String {
+                    evidence
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .describe()
+                };
+                let mut exit = process.exit.clone();
+                let mut exit_seen = process.exit.clone();
+                let serve = handler.serve_with_ct((stdout, stdin), stop.clone());
+                let service = tokio::select! {
+                    r = tokio::time::timeout(opts.start_timeout, serve) => match r {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            let how = wait_closed(&mut exit, Duration::from_millis(500)).await;
+                            let how = how.map(|h| format!(" ({h})")).unwrap_or_default();
+                            return Err(start_err(format!("the MCP handshake failed: {e}{how}{}", said())));
+                        }
+                        Err(_) => {
+                            return Err(start_err(format!(
+                                "no answer to `initialize` within {timeout_ms} ms{}",
+                                said()
+                            )));
+                        }
+                    },
+                    how = async { exit_seen.wait_for(Option::is_some).await.map(|v| v.clone()) } => {
+                        let how = how.ok().flatten().unwrap_or_default();
+                        // Let the stderr reader catch up with the last lines.
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        return Err(start_err(format!("{how} before completing `initialize`{}", said())));
+                    }
+                };
+                (service, Some(process), Some(exit))
+            }
+            Resolved::Http { url, headers } => {
+                ensure_crypto_provider();
+                let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
+                    .custom_headers(http_headers(server, &headers)?);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let serve = handler.serve_with_ct(transport, stop.clone());
+                let service = match tokio::time::timeout(opts.start_timeout, serve).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => {
+                        return Err(start_err(format!(
+                            "the MCP handshake with {url} failed: {e}"
+                        )));
+                    }
+                    Err(_) => {
+                        return Err(start_err(format!(
+                            "{url} did not answer `initialize` within {timeout_ms} ms"
+                        )));
+                    }
+                };
+                (service, None, None)
+            }
+        };
+
+        let peer = service.peer().clone();
+        let info = peer.peer_info();
+        let version = info
+            .as_ref()
+            .map(|i| i.protocol_version.to_string())
+            .unwrap_or_default();
+        if !PROTOCOL_VERSIONS.contains(&version.as_str()) {
+            stop.cancel();
+            return Err(start_err(format!(
+                "it speaks MCP version '{version}'; Outpost speaks {}",
+                PROTOCOL_VERSIONS.join(", ")
+            )));
+        }
+        let server_info = info
+            .as_ref()
+            .and_then(|i| i.server_info.as_ref())
+            .and_then(|s| serde_json::to_value(s).ok())
+            .unwrap_or(Value::Null);
+
+        // One task notices the end of the session and says why.
+        let (closed_tx, closed_rx) = watch::channel(None);
+        let evidence = process.as_ref().map(|p| p.evidence.clone());
+        tokio::spawn(async move {
+            let quit = service.waiting().await;
+            let mut reason = match quit {
+                Ok(QuitReason::Cancelled) => "stopped by Outpost".to_owned(),
+                Ok(QuitReason::Closed) => "the connection closed".to_owned(),
+                Ok(_) => "the session ended".to_owned(),
+                Err(e) => format!("the session task failed: {e}"),
+            };
+            if let Some(mut exit) = exit {
+                if let Some(how) = wait_closed(&mut exit, Duration::from_secs(2)).await {
+                    reason = how;
+                }
+                if let Some(ev) = evidence {
+                    reason.push_str(&ev.lock().unwrap_or_else(|p| p.into_inner()).describe());
+                }
+            }
+            let _ = closed_tx.send(Some(reason));
+        });
+
+        // Roots changes reach the server as notifications/roots/list_changed.
+        let mut roots = opts.roots.clone();
+        let notify_peer = peer.clone();
+        let until = stop.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = until.cancelled() => break,
+                    changed = roots.changed() => {
+                        if changed.is_err() || notify_peer.notify_roots_list_changed().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+
+        Ok(Self {
+            server: server.to_owned(),
+            pid: process.as_ref().and_then(|p| p.pid),
+            process: Mutex::new(process.map(ServerProcessSlot)),
+            peer,
+            shared,
+            closed: closed_rx,
+            stop,
+            protocol_version: version,
+            server_info,
+        })
+    }
+
+    /// The server's name.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The process id of a stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The negotiated MCP version.
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// The server's `serverInfo` (name, version, ...) as sent.
+    pub fn server_info(&self) -> &Value {
+        &self.server_info
+    }
+
+    /// Becomes `Some(reason)` when the session has ended.
+    pub fn closed(&self) -> watch::Receiver<Option<String>> {
+        self.closed.clone()
+    }
+
+    /// Counts `notifications/tools/list_changed` received.
+    pub fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.shared.tools_changed.subscribe()
+    }
+
+    /// Ends the session and stops a stdio server's process group.
+    pub fn close(&self) {
+        self.stop.cancel();
+        if let Some(mut p) = self
+            .process
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            p.0.stop();
+        }
+    }
+
+    fn gone(&self, method: &str, e: ServiceError) -> McpError {
+        match e {
+            ServiceError::McpError(data) => McpError::Protocol {
+                server: self.server.clone(),
+                method: method.to_owned(),
+                message: data.message.into_owned(),
+            },
+            ServiceError::UnexpectedResponse => McpError::Protocol {
+                server: self.server.clone(),
+                method: method.to_owned(),
+                message: "the answer is not the expected MCP result".into(),
+            },
+            other => McpError::NotRunning {
+                server: self.server.clone(),
+                message: self
+                    .closed
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| other.to_string()),
+            },
+        }
+    }
+
+    /// Every tool, following `nextCursor` through all pages.
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<McpTool>> {
+        let work = async {
+            let mut tools = Vec::new();
+            let mut cursor: Option<String> = None;
+            for _ in 0..MAX_PAGES {
+                let params = cursor.take().map(|c| {
+                    let mut p = PaginatedRequestParams::default();
+                    p.cursor = Some(c);
+                    p
+                });
+                let request = ListToolsRequest {
+                    method: Default::default(),
+                    params,
+                    extensions: Default::default(),
+                };
+                let answer = self
+                    .peer
+                    .send_request(ClientRequest::ListToolsRequest(request))
+                    .await
+                    .map_err(|e| self.gone("tools/list", e))?;
+                let ServerResult::ListToolsResult(page) = answer else {
+                    return Err(self.gone("tools/list", ServiceError::UnexpectedResponse));
+                };
+                let wire = serde_json::to_value(&page).unwrap_or(Value::Null);
+                for t in wire
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(tool) = McpTool::from_wire(&self.server, t) {
+                        tools.push(tool);
+                    }
+                }
+                match page.next_cursor {
+                    Some(c) if !c.is_empty() => cursor = Some(c),
+                    _ => return Ok(tools),
+                }
+            }
+            Err(McpError::Protocol {
+                server: self.server.clone(),
+                method: "tools/list".into(),
+                message: format!("more than {MAX_PAGES} pages"),
+            })
+        };
+        tokio::time::timeout(timeout, work)
+            .await
+            .map_err(|_| McpError::Timeout {
+                server: self.server.clone(),
+                tool: "tools/list".into(),
+                timeout,
+            })?
+    }
+
+    /// Calls `tool` with `arguments`. Progress goes to `opts.progress`; on timeout, on
+    /// `opts.cancel`, or when the returned future is dropped, the server is sent
+    /// `notifications/cancelled` for this request.
+    pub async fn call(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        opts: CallOptions,
+    ) -> Result<CallOutcome> {
+        let method = format!("tools/call {tool}");
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let mut handle = self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .map_err(|e| self.gone(&method, e))?;
+        let mut guard = InFlight {
+            peer: self.peer.clone(),
+            shared: self.shared.clone(),
+            id: Some(handle.id.clone()),
+            token: handle.progress_token.clone(),
+        };
+        if let Some(sink) = opts.progress.clone() {
+            self.shared.route(handle.progress_token.clone(), sink);
+        }
+        let mut closed = self.closed.clone();
+        tokio::select! {
+            answer = &mut handle.rx => {
+                guard.finished();
+                match answer {
+                    Ok(Ok(ServerResult::CallToolResult(r))) => {
+                        let wire = serde_json::to_value(&r).unwrap_or(Value::Null);
+                        let result = map_call_result(&wire);
+                        Ok(CallOutcome { is_error: r.is_error.unwrap_or(false), result })
+                    }
+                    Ok(Ok(_)) => Err(self.gone(&method, ServiceError::UnexpectedResponse)),
+                    Ok(Err(ServiceError::McpError(data))) => Err(McpError::Protocol {
+                        server: self.server.clone(),
+                        method,
+                        message: data.message.into_owned(),
+                    }),
+                    Ok(Err(_)) | Err(_) => {
+                        let message = wait_closed(&mut closed, Duration::from_secs(3))
+                            .await
+                            .unwrap_or_else(|| "the connection closed".into());
+                        Err(McpError::ServerGone { server: self.server.clone(), tool: tool.to_owned(), message })
+                    }
+                }
+            }
+            _ = tokio::time::sleep(opts.timeout) => {
+                guard.cancel("timeout").await;
+                Err(McpError::Timeout { server: self.server.clone(), tool: tool.to_owned(), timeout: opts.timeout })
+            }
+            _ = opts.cancel.cancelled() => {
+                guard.cancel("cancelled by the user").await;
+                Err(McpError::Cancelled { server: self.server.clone(), tool: tool.to_owned() })
+            }
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// A request in flight: cancels it on the server unless it finished.
+struct InFlight {
+    peer: Peer<RoleClient>,
+    shared: Arc<Shared>,
+    id: Option<RequestId>,
+    token: ProgressToken,
+}
+
+fn cancelled(id: RequestId, reason: &str) -> CancelledNotificationParam {
+    CancelledNotificationParam::new(Some(id), Some(reason.to_owned()))
+}
+
+impl InFlight {
+    fn finished(&mut self) {
+        self.id = None;
+        self.shared.unroute(&self.token);
+    }
+
+    async fn cancel(&mut self, reason: &str) {
+        self.shared.unroute(&self.token);
+        if let Some(id) = self.id.take() {
+            // The session may already be gone; then there is nobody to tell.
+            let _ = self.peer.notify_cancelled(cancelled(id, reason)).await;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.shared.unroute(&self.token);
+        if let Some(id) = self.id.take()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            let peer = self.peer.clone();
+            rt.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(cancelled(id, "the caller abandoned the call"))
+                    .await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::secrets::MemorySecrets;
+
+    #[tokio::test]
+    async fn an_https_server_that_is_not_there_is_a_start_error_not_a_panic() {
+        // reqwest panics when it builds a TLS client without a crypto provider; the host
+        // installs ring first.
+        let config = ServerConfig::http("https://127.0.0.1:1/mcp");
+        let opts = ConnectOptions {
+            start_timeout: Duration::from_secs(10),
+            ..ConnectOptions::default()
+        };
+        let err = Connection::open("tls", &config, &MemorySecrets::default(), &opts).await;
+        assert!(matches!(err, Err(McpError::Start { .. })), "{err:?}");
+    }
+
+    #[test]
+    fn header_values_are_never_quoted_in_errors() {
+        let bad = [("Authorization".to_owned(), "Bearer s3cret\n".to_owned())];
+        let err = http_headers("s", &bad)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("Authorization") && !err.contains("s3cret"),
+            "{err}"
+        );
+    }
+}

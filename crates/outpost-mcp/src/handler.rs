@@ -1,0 +1,193 @@
+//! The rmcp client handler: answers `roots/list`, passes elicitation and sampling to the
+//! caller's [`ServerRequests`], routes progress notifications to the call that asked for
+//! them, and counts `notifications/tools/list_changed`.
+
+// Roots and sampling are marked deprecated in rmcp (SEP-2577) but are part of every
+// protocol version the servers we host speak.
+#![allow(deprecated)]
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use rmcp::ClientHandler;
+use rmcp::model::{
+    ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+    ElicitResult, ErrorCode, ErrorData, ListRootsResult, ProgressNotificationParam, ProgressToken,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use crate::connection::Progress;
+use crate::requests::{ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
+
+/// Progress notifications that arrive before their call registered (bounded).
+const MAX_EARLY_PROGRESS: usize = 64;
+
+#[derive(Debug, Default)]
+struct Routes {
+    live: HashMap<ProgressToken, mpsc::UnboundedSender<Progress>>,
+    early: VecDeque<(ProgressToken, Progress)>,
+}
+
+/// State shared between the handler (inside rmcp's service task) and the connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    routes: Mutex<Routes>,
+    /// Counts `notifications/tools/list_changed`.
+    pub tools_changed: watch::Sender<u64>,
+}
+
+impl Shared {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            routes: Mutex::new(Routes::default()),
+            tools_changed: watch::Sender::new(0),
+        })
+    }
+
+    /// Sends `token`'s progress to `sink` from now on (and any that came early).
+    pub fn route(&self, token: ProgressToken, sink: mpsc::UnboundedSender<Progress>) {
+        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let early = std::mem::take(&mut r.early);
+        for (t, p) in early {
+            if t == token {
+                let _ = sink.send(p);
+            } else {
+                r.early.push_back((t, p));
+            }
+        }
+        r.live.insert(token, sink);
+    }
+
+    pub fn unroute(&self, token: &ProgressToken) {
+        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        r.live.remove(token);
+        r.early.retain(|(t, _)| t != token);
+    }
+
+    fn progress(&self, params: ProgressNotificationParam) {
+        let p = Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message,
+        };
+        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(sink) = r.live.get(&params.progress_token) {
+            let _ = sink.send(p);
+        } else {
+            if r.early.len() >= MAX_EARLY_PROGRESS {
+                r.early.pop_front();
+            }
+            r.early.push_back((params.progress_token, p));
+        }
+    }
+}
+
+pub(crate) struct Handler {
+    pub server: String,
+    pub info: ClientConfig,
+    pub roots: watch::Receiver<Vec<Root>>,
+    pub requests: Arc<dyn ServerRequests>,
+    pub shared: Arc<Shared>,
+}
+
+fn wire_roots(roots: &[Root]) -> ListRootsResult {
+    let list: Vec<Value> = roots
+        .iter()
+        .map(|r| match &r.name {
+            Some(n) => json!({"uri": r.uri, "name": n}),
+            None => json!({"uri": r.uri}),
+        })
+        .collect();
+    serde_json::from_value(json!({ "roots": list }))
+        .unwrap_or_else(|_| ListRootsResult::new(Vec::new()))
+}
+
+fn internal(message: String) -> ErrorData {
+    ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        let roots = self.roots.borrow().clone();
+        Ok(wire_roots(&roots))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let ours = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => ElicitationRequest::Form {
+                message,
+                requested_schema: serde_json::to_value(requested_schema).unwrap_or(Value::Null),
+            },
+            ElicitRequestParams::UrlElicitationParams {
+                message,
+                url,
+                elicitation_id,
+                ..
+            } => ElicitationRequest::Url {
+                message,
+                url,
+                elicitation_id,
+            },
+            #[allow(unreachable_patterns)]
+            _ => {
+                return Err(ErrorData::invalid_request(
+                    "this elicitation mode is not supported by Outpost",
+                    None,
+                ));
+            }
+        };
+        let answer = self.requests.elicit(&self.server, ours).await;
+        let wire = match answer {
+            ElicitationAnswer::Accept(Some(content)) => {
+                json!({"action": "accept", "content": content})
+            }
+            ElicitationAnswer::Accept(None) => json!({"action": "accept"}),
+            ElicitationAnswer::Decline => json!({"action": "decline"}),
+            ElicitationAnswer::Cancel => json!({"action": "cancel"}),
+        };
+        serde_json::from_value(wire).map_err(|e| internal(format!("elicitation answer: {e}")))
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let params = serde_json::to_value(params).unwrap_or(Value::Null);
+        match self.requests.sample(&self.server, params).await {
+            Ok(result) => serde_json::from_value(result).map_err(|e| {
+                internal(format!("sampling answer is not a CreateMessageResult: {e}"))
+            }),
+            Err(message) => Err(ErrorData::new(ErrorCode::INVALID_REQUEST, message, None)),
+        }
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.shared.progress(params);
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.shared.tools_changed.send_modify(|n| *n += 1);
+    }
+}

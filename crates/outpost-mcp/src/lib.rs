@@ -1,0 +1,38 @@
+//! Hosts the user's MCP servers so their tools can become Outpost tools.
+//!
+//! Built on the official Rust SDK (`rmcp`), client side only. Layout:
+//! - [`config`]: the `mcp.toml` file in the config directory (servers by name, stdio or
+//!   Streamable HTTP, values that may live in the keyring).
+//! - [`secrets`]: the OS keyring (and an in-memory store for tests).
+//! - [`naming`]: how an MCP tool is named in Outpost's catalogue (`mcp__<server>__<tool>`).
+//! - [`result`]: the one JSON shape an MCP tool result is mapped to.
+//! - [`requests`]: what the host does with server-initiated requests (elicitation,
+//!   sampling): it asks the caller's [`ServerRequests`]; the default declines and refuses.
+//! - [`connection`]: one running session with one server (spawn or connect, initialize,
+//!   list tools, call tools with progress, timeout and cancellation).
+//! - [`host`]: [`McpHost`], every configured server under supervision (restart with
+//!   backoff, roots, tool lists kept current) and one watchable snapshot of their state.
+//!
+//! Internals: `handler` is the rmcp client handler; `process` spawns stdio servers (no
+//! shell), captures their stderr to a bounded per-server log and watches their stdout for
+//! output that is not MCP. docs/MCP.md is the user-facing manual.
+
+pub mod config;
+pub mod connection;
+mod error;
+mod handler;
+pub mod host;
+pub mod naming;
+mod process;
+pub mod requests;
+pub mod result;
+pub mod secrets;
+
+pub use config::{ConfigValue, McpConfig, ServerConfig, Transport};
+pub use connection::{
+    CallOptions, CallOutcome, ConnectOptions, Connection, McpTool, Progress, ToolHints,
+};
+pub use error::{McpError, Result};
+pub use host::{HostOptions, HostSnapshot, McpHost, ServerState, ServerStatus};
+pub use requests::{DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
+pub use secrets::{Keyring, MemorySecrets, SecretStore};

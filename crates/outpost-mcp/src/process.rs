@@ -1,0 +1,391 @@
+//! Stdio servers as child processes: spawned directly (no shell), in their own process
+//! group on Unix so everything they start is stopped with them; stderr appended to a
+//! bounded per-server log; stdout watched for lines that are not JSON-RPC, so a server
+//! that prints garbage is reported as such.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::watch;
+
+use crate::error::{McpError, Result};
+
+/// Lines of stderr kept in memory for error messages.
+const STDERR_TAIL: usize = 20;
+/// Longest stdout line quoted in an error message.
+const QUOTE: usize = 200;
+
+/// What the process left behind that explains a failure.
+#[derive(Debug, Default)]
+pub(crate) struct Evidence {
+    /// The last lines of stderr.
+    pub stderr_tail: VecDeque<String>,
+    /// The first stdout line that is not a JSON-RPC message.
+    pub garbage: Option<String>,
+}
+
+impl Evidence {
+    /// A sentence or two for an error message (empty when there is nothing to say).
+    pub fn describe(&self) -> String {
+        let mut s = String::new();
+        if let Some(g) = &self.garbage {
+            s.push_str(&format!(
+                "; it wrote this on stdout, which is not MCP (JSON-RPC): '{g}'"
+            ));
+        }
+        if !self.stderr_tail.is_empty() {
+            let tail: Vec<&str> = self.stderr_tail.iter().map(String::as_str).collect();
+            s.push_str(&format!("; its stderr ends with: {}", tail.join(" | ")));
+        }
+        s
+    }
+}
+
+/// A running stdio server (its pipes are handed out separately by [`spawn`]).
+pub(crate) struct ServerProcess {
+    pub pid: Option<u32>,
+    /// `None` while running, then how it exited.
+    pub exit: watch::Receiver<Option<String>>,
+    pub evidence: Arc<Mutex<Evidence>>,
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl ServerProcess {
+    /// Asks the process (and its group) to stop.
+    pub fn stop(&mut self) {
+        if let Some(k) = self.kill.take() {
+            let _ = k.send(());
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub(crate) struct SpawnSpec<'a> {
+    pub server: &'a str,
+    pub command: &'a str,
+    pub args: &'a [String],
+    pub env: &'a [(String, String)],
+    pub cwd: Option<&'a Path>,
+    pub log: Option<LogFile>,
+}
+
+/// The variables of Outpost's own environment a server inherits (the rest, such as the
+/// LiveKit token or a model API key, is not its business); the config's `env` adds more.
+#[cfg(unix)]
+pub const INHERITED_ENV: &[&str] = &[
+    "HOME",
+    "LOGNAME",
+    "USER",
+    "PATH",
+    "SHELL",
+    "TERM",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_CACHE_HOME",
+];
+
+/// See the Unix list.
+#[cfg(not(unix))]
+pub const INHERITED_ENV: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+    "USERNAME",
+    "USERPROFILE",
+    "COMSPEC",
+];
+
+/// Spawns the server. Its stdin/stdout carry MCP; stderr goes to the log.
+pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout, ChildStdin)> {
+    let mut cmd = Command::new(spec.command);
+    cmd.env_clear();
+    for k in INHERITED_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    cmd.args(spec.args)
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    if let Some(dir) = spec.cwd {
+        cmd.current_dir(dir);
+    }
+    #[cfg(unix)]
+    cmd.process_group(0);
+    let mut child = cmd.spawn().map_err(|e| McpError::Start {
+        server: spec.server.to_owned(),
+        message: format!("cannot run '{}': {e}", spec.command),
+    })?;
+    let pid = child.id();
+    let missing = |what: &str| McpError::Start {
+        server: spec.server.to_owned(),
+        message: format!("no {what} pipe to the process"),
+    };
+    let stdin = child.stdin.take().ok_or_else(|| missing("stdin"))?;
+    let stdout = child.stdout.take().ok_or_else(|| missing("stdout"))?;
+    let stderr = child.stderr.take().ok_or_else(|| missing("stderr"))?;
+    let evidence = Arc::new(Mutex::new(Evidence::default()));
+
+    let ev = evidence.clone();
+    let mut log = spec.log;
+    if let Some(l) = log.as_mut() {
+        l.write_line(&format!(
+            "--- started (pid {}): {} {}",
+            pid.unwrap_or(0),
+            spec.command,
+            spec.args.join(" ")
+        ));
+    }
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(l) = log.as_mut() {
+                l.write_line(&line);
+            }
+            let mut e = ev.lock().unwrap_or_else(|p| p.into_inner());
+            if e.stderr_tail.len() >= STDERR_TAIL {
+                e.stderr_tail.pop_front();
+            }
+            e.stderr_tail.push_back(truncate(&line, QUOTE));
+        }
+    });
+
+    let (exit_tx, exit_rx) = watch::channel(None);
+    let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(watch_exit(child, pid, kill_rx, exit_tx));
+
+    let stdout = SniffedStdout::new(stdout, evidence.clone());
+    let process = ServerProcess {
+        pid,
+        exit: exit_rx,
+        evidence,
+        kill: Some(kill_tx),
+    };
+    Ok((process, stdout, stdin))
+}
+
+async fn watch_exit(
+    mut child: Child,
+    pid: Option<u32>,
+    kill: tokio::sync::oneshot::Receiver<()>,
+    exit: watch::Sender<Option<String>>,
+) {
+    let status = tokio::select! {
+        s = child.wait() => s,
+        _ = kill => {
+            kill_group(pid);
+            let _ = child.start_kill();
+            child.wait().await
+        }
+    };
+    // Whatever the server started in its group goes with it.
+    kill_group(pid);
+    let text = match status {
+        Ok(s) => describe_status(s),
+        Err(e) => format!("waiting for the process failed: {e}"),
+    };
+    let _ = exit.send(Some(text));
+}
+
+#[cfg(unix)]
+fn describe_status(s: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (s.code(), s.signal()) {
+        (Some(c), _) => format!("the process exited with status {c}"),
+        (None, Some(sig)) => format!("the process was killed by signal {sig}"),
+        _ => format!("the process ended ({s})"),
+    }
+}
+
+#[cfg(not(unix))]
+fn describe_status(s: std::process::ExitStatus) -> String {
+    match s.code() {
+        Some(c) => format!("the process exited with status {c}"),
+        None => format!("the process ended ({s})"),
+    }
+}
+
+#[cfg(unix)]
+fn kill_group(pid: Option<u32>) {
+    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
+        return;
+    };
+    if let Some(pgid) = rustix::process::Pid::from_raw(pid) {
+        // The group may already be gone; nothing to do then.
+        let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_pid: Option<u32>) {}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+/// The server's stdout, passed through unchanged, remembering the first line that does
+/// not start like a JSON-RPC message (`{`).
+pub(crate) struct SniffedStdout {
+    inner: tokio::process::ChildStdout,
+    evidence: Arc<Mutex<Evidence>>,
+    line: Vec<u8>,
+    done: bool,
+}
+
+impl SniffedStdout {
+    fn new(inner: tokio::process::ChildStdout, evidence: Arc<Mutex<Evidence>>) -> Self {
+        Self {
+            inner,
+            evidence,
+            line: Vec::new(),
+            done: false,
+        }
+    }
+
+    fn look(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b == b'\n' {
+                self.finish_line();
+            } else if self.line.len() < QUOTE {
+                self.line.push(b);
+            }
+        }
+    }
+
+    fn finish_line(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        let trimmed = text.trim_start_matches('\u{feff}').trim();
+        if !trimmed.is_empty() && !trimmed.starts_with('{') {
+            let mut e = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
+            if e.garbage.is_none() {
+                e.garbage = Some(truncate(trimmed, QUOTE));
+            }
+            // One example is enough; stop looking.
+            self.done = true;
+        }
+        self.line.clear();
+    }
+}
+
+impl AsyncRead for SniffedStdout {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if !this.done && matches!(poll, Poll::Ready(Ok(()))) {
+            let new = buf.filled()[before..].to_vec();
+            this.look(&new);
+        }
+        poll
+    }
+}
+
+/// A per-server stderr log, at most `limit` bytes: when full it becomes `NAME.log.1`
+/// (replacing the previous one) and a new file starts.
+pub(crate) struct LogFile {
+    path: PathBuf,
+    limit: u64,
+    file: Option<std::fs::File>,
+    size: u64,
+}
+
+impl LogFile {
+    pub fn open(dir: &Path, server: &str, limit: u64) -> Result<Self> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| McpError::io(format!("creating {}", dir.display()), e))?;
+        let path = dir.join(format!("{server}.log"));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| McpError::io(format!("opening {}", path.display()), e))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(Self {
+            path,
+            limit,
+            file: Some(file),
+            size,
+        })
+    }
+
+    fn write_line(&mut self, line: &str) {
+        let len = line.len() as u64 + 1;
+        if self.size + len > self.limit && self.size > 0 {
+            self.file = None;
+            let _ = std::fs::rename(&self.path, self.path.with_extension("log.1"));
+            self.file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&self.path)
+                .ok();
+            self.size = 0;
+        }
+        if let Some(f) = self.file.as_mut()
+            && writeln!(f, "{line}").is_ok()
+        {
+            self.size += len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn log_file_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFile::open(dir.path(), "s", 100).unwrap();
+        for i in 0..50 {
+            log.write_line(&format!("line {i:04}"));
+        }
+        let main = std::fs::metadata(dir.path().join("s.log")).unwrap().len();
+        let old = std::fs::metadata(dir.path().join("s.log.1")).unwrap().len();
+        assert!(main <= 100 && old <= 100, "{main} {old}");
+        let text = std::fs::read_to_string(dir.path().join("s.log")).unwrap();
+        assert!(text.contains("line 0049"));
+    }
+}

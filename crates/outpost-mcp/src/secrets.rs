@@ -1,0 +1,152 @@
+//! Secret values of MCP servers (tokens in `env`, `Authorization` headers) in the OS
+//! keyring, never in `mcp.toml` or a log.
+//!
+//! Same service name as the app's other secrets (outpost-desktop), entries named
+//! `mcp/<server>/<key>`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{McpError, Result};
+
+/// The keyring's service name for Outpost's entries (shared with the desktop app).
+pub const KEYRING_SERVICE: &str = "dev.outpost.app";
+
+/// Where secret values live.
+pub trait SecretStore: Send + Sync + std::fmt::Debug {
+    /// The value, if set.
+    fn get(&self, entry: &str) -> Result<Option<String>>;
+    /// Stores it.
+    fn set(&self, entry: &str, value: &str) -> Result<()>;
+    /// Deletes it (no error when absent).
+    fn delete(&self, entry: &str) -> Result<()>;
+    /// Whether values survive this process (false for the in-memory store), so a command
+    /// that writes a config referring to them can refuse instead of losing them.
+    fn persistent(&self) -> bool;
+}
+
+/// The OS keyring (Secret Service on Linux, Keychain on macOS, Credential Manager on Windows).
+#[derive(Debug, Default)]
+pub struct Keyring;
+
+fn unavailable(e: &keyring::Error) -> McpError {
+    McpError::Keyring(format!(
+        "the system keyring is not available ({e}); on Linux, install and unlock a Secret \
+         Service keyring (GNOME Keyring or KWallet)"
+    ))
+}
+
+impl Keyring {
+    fn entry(name: &str) -> Result<keyring::Entry> {
+        keyring::Entry::new(KEYRING_SERVICE, name).map_err(|e| unavailable(&e))
+    }
+}
+
+impl SecretStore for Keyring {
+    fn get(&self, entry: &str) -> Result<Option<String>> {
+        match Self::entry(entry)?.get_password() {
+            Ok(v) => Ok(Some(v)),
+            Err(keyring::Error::NoEntry) => Ok(None),
+            Err(e) => Err(unavailable(&e)),
+        }
+    }
+
+    fn set(&self, entry: &str, value: &str) -> Result<()> {
+        Self::entry(entry)?
+            .set_password(value)
+            .map_err(|e| unavailable(&e))
+    }
+
+    fn delete(&self, entry: &str) -> Result<()> {
+        match Self::entry(entry)?.delete_credential() {
+            Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
+            Err(e) => Err(unavailable(&e)),
+        }
+    }
+
+    fn persistent(&self) -> bool {
+        true
+    }
+}
+
+/// Values held in memory for one run (tests, and `OUTPOST_SECRETS=memory`).
+#[derive(Debug, Default)]
+pub struct MemorySecrets {
+    values: Mutex<HashMap<String, String>>,
+}
+
+impl SecretStore for MemorySecrets {
+    fn get(&self, entry: &str) -> Result<Option<String>> {
+        let g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(g.get(entry).cloned())
+    }
+
+    fn set(&self, entry: &str, value: &str) -> Result<()> {
+        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        g.insert(entry.to_owned(), value.to_owned());
+        Ok(())
+    }
+
+    fn delete(&self, entry: &str) -> Result<()> {
+        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(entry);
+        Ok(())
+    }
+
+    fn persistent(&self) -> bool {
+        false
+    }
+}
+
+/// The store the environment asks for: `OUTPOST_SECRETS=memory` keeps values for this run
+/// only; anything else is the OS keyring.
+pub fn from_env() -> Arc<dyn SecretStore> {
+    match std::env::var("OUTPOST_SECRETS").as_deref() {
+        Ok("memory") => Arc::new(MemorySecrets::default()),
+        _ => Arc::new(Keyring),
+    }
+}
+
+/// Whether a variable or header name looks like it holds a secret (`GITHUB_TOKEN`,
+/// `API_KEY`, `Authorization`, `DB_PASSWORD`, ...).
+pub fn looks_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    [
+        "TOKEN",
+        "KEY",
+        "SECRET",
+        "PASSWORD",
+        "PASSWD",
+        "AUTH",
+        "CREDENTIAL",
+        "COOKIE",
+    ]
+    .iter()
+    .any(|w| upper.contains(w))
+}
+
+/// The keyring entry name `outpost mcp add` uses for a server's value.
+pub fn entry_name(server: &str, key: &str) -> String {
+    format!("mcp/{server}/{key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names() {
+        for n in [
+            "GITHUB_TOKEN",
+            "api_key",
+            "Authorization",
+            "DB_PASSWORD",
+            "X-Secret",
+        ] {
+            assert!(looks_secret(n), "{n}");
+        }
+        for n in ["PATH", "HOME", "LOG_LEVEL", "X-Request-Id"] {
+            assert!(!looks_secret(n), "{n}");
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Server-initiated requests: elicitation (declined by default, or answered by the
+//! caller's handler), sampling (refused), and roots (the caller's list, and its changes).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use outpost_mcp::requests::SAMPLING_REFUSED;
+use outpost_mcp::{
+    CallOptions, Connection, ElicitationAnswer, ElicitationRequest, MemorySecrets, Root,
+    ServerRequests,
+};
+use serde_json::json;
+
+#[tokio::test]
+async fn elicitation_is_declined_by_default() {
+    let logs = tempfile::tempdir().unwrap();
+    let host = host(logs.path(), vec![], None);
+    host.start("everything", everything()).unwrap();
+    host.wait_running("everything", START).await.unwrap();
+    let mut rx = host.subscribe();
+    tokio::time::timeout(
+        START,
+        rx.wait_for(|s| {
+            s["everything"]
+                .tools
+                .iter()
+                .any(|t| t.name == "trigger-elicitation-request")
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let out = host
+        .call(
+            "everything",
+            "trigger-elicitation-request",
+            None,
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap();
+    let text = out.result["text"].as_str().unwrap();
+    assert!(text.contains("User declined"), "{text}");
+    host.shutdown();
+}
+
+#[derive(Debug, Default)]
+struct Recorder {
+    seen: Mutex<Vec<(String, ElicitationRequest)>>,
+}
+
+#[async_trait::async_trait]
+impl ServerRequests for Recorder {
+    async fn elicit(&self, server: &str, request: ElicitationRequest) -> ElicitationAnswer {
+        self.seen.lock().unwrap().push((server.to_owned(), request));
+        ElicitationAnswer::Accept(json!({"name": "Ada"}).as_object().cloned())
+    }
+}
+
+#[tokio::test]
+async fn elicitation_goes_to_the_callers_handler() {
+    let logs = tempfile::tempdir().unwrap();
+    let recorder = Arc::new(Recorder::default());
+    let mut opts = connect_options(logs.path());
+    opts.requests = recorder.clone();
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+        .await
+        .unwrap();
+    // The tool is registered after `initialized`; wait for it.
+    let mut changed = conn.tools_changed();
+    let deadline = tokio::time::Instant::now() + START;
+    while !conn
+        .list_tools(START)
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.name == "trigger-elicitation-request")
+    {
+        tokio::time::timeout_at(deadline, changed.changed())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let out = conn
+        .call(
+            "trigger-elicitation-request",
+            None,
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap();
+    let text = out.result["text"].as_str().unwrap();
+    assert!(
+        text.contains("User provided the requested information") && text.contains("Ada"),
+        "{text}"
+    );
+    let seen = recorder.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0, "ev");
+    let ElicitationRequest::Form {
+        message,
+        requested_schema,
+    } = &seen[0].1
+    else {
+        panic!("a form elicitation expected: {:?}", seen[0].1)
+    };
+    assert!(!message.is_empty());
+    assert_eq!(requested_schema["type"], json!("object"));
+}
+
+#[tokio::test]
+async fn sampling_is_refused_with_a_clear_error() {
+    let logs = tempfile::tempdir().unwrap();
+    let mut opts = connect_options(logs.path());
+    // Declared so the server offers its sampling tool; the default handler still refuses.
+    opts.sampling = true;
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+        .await
+        .unwrap();
+    let mut changed = conn.tools_changed();
+    let deadline = tokio::time::Instant::now() + START;
+    while !conn
+        .list_tools(START)
+        .await
+        .unwrap()
+        .iter()
+        .any(|t| t.name == "trigger-sampling-request")
+    {
+        tokio::time::timeout_at(deadline, changed.changed())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let out = conn
+        .call(
+            "trigger-sampling-request",
+            Some(json!({"prompt": "hi"}).as_object().cloned().unwrap()),
+            CallOptions::with_timeout(CALL),
+        )
+        .await;
+    // The server turns our JSON-RPC error into a tool error (or passes it on).
+    let text = match out {
+        Ok(o) => {
+            assert!(o.is_error, "{:?}", o.result);
+            o.result["text"].as_str().unwrap().to_owned()
+        }
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        text.contains("Outpost does not answer sampling requests"),
+        "{text}"
+    );
+    assert!(SAMPLING_REFUSED.starts_with("Outpost does not answer sampling requests"));
+}
+
+#[tokio::test]
+async fn roots_offered_are_the_callers_list_and_follow_changes() {
+    let logs = tempfile::tempdir().unwrap();
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let a_path = a.path().canonicalize().unwrap();
+    let b_path = b.path().canonicalize().unwrap();
+    let root_a = Root::from_path(&a_path).unwrap();
+    let root_b = Root::from_path(&b_path).unwrap();
+    let host = host(logs.path(), vec![root_a.clone()], None);
+    host.start("everything", everything()).unwrap();
+    // server-filesystem replaces its command-line folders with the client's roots.
+    let elsewhere = tempfile::tempdir().unwrap();
+    host.start("fs", filesystem(elsewhere.path())).unwrap();
+    host.wait_running("everything", START).await.unwrap();
+    host.wait_running("fs", START).await.unwrap();
+    let mut rx = host.subscribe();
+    tokio::time::timeout(
+        START,
+        rx.wait_for(|s| {
+            s["everything"]
+                .tools
+                .iter()
+                .any(|t| t.name == "get-roots-list")
+        }),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+
+    let roots_text = |host: outpost_mcp::McpHost| async move {
+        host.call(
+            "everything",
+            "get-roots-list",
+            None,
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap()
+        .result["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let allowed = |host: outpost_mcp::McpHost| async move {
+        host.call(
+            "fs",
+            "list_allowed_directories",
+            None,
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap()
+        .result["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let text = roots_text(host.clone()).await;
+    assert!(
+        text.contains(&root_a.uri) && !text.contains(&root_b.uri),
+        "{text}"
+    );
+    // The filesystem server asks for roots after `initialized`; give it a moment.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let dirs = allowed(host.clone()).await;
+        if dirs.contains(&a_path.display().to_string()) {
+            assert!(
+                !dirs.contains(&elsewhere.path().display().to_string()),
+                "{dirs}"
+            );
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the roots never reached server-filesystem: {dirs}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A change is announced (roots/list_changed) and both servers ask again.
+    host.set_roots(vec![root_b.clone()]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = roots_text(host.clone()).await;
+        let dirs = allowed(host.clone()).await;
+        if text.contains(&root_b.uri) && dirs.contains(&b_path.display().to_string()) {
+            assert!(!text.contains(&root_a.uri), "{text}");
+            assert!(!dirs.contains(&a_path.display().to_string()), "{dirs}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new roots never arrived: {text} / {dirs}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    host.shutdown();
+}
