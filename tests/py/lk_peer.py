@@ -8,7 +8,8 @@ packet back to its sender on topic "echo:<topic>", and answers every incoming by
 text stream with {"op": "stream_sha", ...} (size and SHA-256 of what it read).
 
 Prints "ready" on stdout once connected, then JSON lines of what it did.
-Environment: LK_URL, LK_IDENTITY, LK_ROOM, LK_API_KEY, LK_API_SECRET.
+Environment: LK_URL, LK_IDENTITY, LK_ROOM, LK_API_KEY, LK_API_SECRET, and LK_STARTUP
+(a JSON command to run once connected).
 """
 
 import asyncio
@@ -37,6 +38,8 @@ class Peer:
         self.tasks = set()
         self.presence = []  # ["joined"|"left", identity, sid] as the SDK reported them
         self.reconnects = []  # "reconnecting" / "reconnected", in order
+        self.held = []  # stream writers left open on purpose (hold_streams)
+        self.paused = {}  # stream id -> (writer, payload) (stream_paused)
 
     def spawn(self, coro):
         t = asyncio.ensure_future(coro)
@@ -166,6 +169,42 @@ class Peer:
             await writer.write(os.urandom(40_000))
             await writer.aclose(reason="peer cancelled")
             await self.reply(sender, op="sent_cancel", id=writer.info.stream_id)
+        elif op == "hold_streams":
+            # A hostile participant: opens n byte streams (one byte each) and never
+            # finishes them. "to" defaults to the commanding participant; "wait_for"
+            # first waits until that identity is in the room (startup commands).
+            to = cmd.get("to") or [sender]
+            if cmd.get("wait_for"):
+                while cmd["wait_for"] not in self.room.remote_participants:
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(cmd.get("settle", 0))
+            ids = []
+            for _ in range(cmd["n"]):
+                w = await lp.stream_bytes("held.bin", topic=cmd.get("topic", "bytes"),
+                                          destination_identities=to)
+                await w.write(b"x")
+                self.held.append(w)
+                ids.append(w.info.stream_id)
+            log(event="held", n=len(ids))
+            # Also on stderr (its log file), which a test can read after "ready".
+            print(json.dumps({"event": "held", "n": len(ids)}), file=sys.stderr, flush=True)
+            if sender:
+                await self.reply(sender, op="held", ids=ids)
+        elif op == "stream_paused":
+            # A broadcast byte stream (no destinations) that stops after `first` bytes
+            # until "stream_resume" names it.
+            size = cmd["size"]
+            payload = os.urandom(size)
+            w = await lp.stream_bytes("paused.bin", total_size=size, topic=cmd.get("topic", "bytes"))
+            await w.write(payload[:cmd["first"]])
+            self.paused[w.info.stream_id] = (w, payload)
+            await self.reply(sender, op="paused", id=w.info.stream_id)
+        elif op == "stream_resume":
+            w, payload = self.paused.pop(cmd["id"])
+            await w.write(payload[cmd["first"]:])
+            await w.aclose()
+            await self.reply(sender, op="sent_stream", id=cmd["id"], size=len(payload),
+                             sha256=hashlib.sha256(payload).hexdigest())
         elif op == "leave_rejoin":
             await self.room.disconnect()
             log(event="left")
@@ -180,6 +219,9 @@ async def main():
     peer = Peer()
     await peer.connect()
     print("ready", flush=True)
+    if os.environ.get("LK_STARTUP"):
+        # A command to run at once, as if sent by nobody (replies are not sent).
+        peer.spawn(peer.command("", json.loads(os.environ["LK_STARTUP"])))
     await peer.done.wait()
     await asyncio.sleep(0.3)
     await peer.room.disconnect()

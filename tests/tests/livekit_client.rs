@@ -1264,3 +1264,231 @@ fn wss_with_a_private_ca() {
     .unwrap();
     drop(server);
 }
+
+/// Waits for the next incoming stream on `topic` from `sender`.
+async fn next_stream_from(
+    c: &mut Client,
+    topic: &str,
+    sender: &str,
+) -> outpost_livekit::StreamReader {
+    let (topic, sender) = (topic.to_owned(), sender.to_owned());
+    let ev = c
+        .wait_for(
+            &format!("a stream on {topic} from {sender}"),
+            Duration::from_secs(30),
+            |e| {
+                matches!(e, RoomEvent::StreamOpened(r)
+                    if r.info.topic == topic && r.info.sender_identity == sender)
+            },
+        )
+        .await;
+    let RoomEvent::StreamOpened(r) = ev else {
+        unreachable!()
+    };
+    r
+}
+
+/// The first item of a stream, with a deadline (an open stream may send nothing).
+async fn first_item(
+    r: &mut outpost_livekit::StreamReader,
+    within: Duration,
+) -> Result<Vec<u8>, String> {
+    match tokio::time::timeout(within, r.next_chunk()).await {
+        Ok(Some(Ok(b))) => Ok(b.to_vec()),
+        Ok(Some(Err(e))) => Err(e.to_string()),
+        Ok(None) => Err("ended".into()),
+        Err(_) => Err("nothing arrived".into()),
+    }
+}
+
+/// Issue 17, finding 4: a third participant who sees the id of the assistant's
+/// broadcast stream sends a stream of its own under that id (header, chunk, trailer)
+/// and a cancelled one, from a second outpost-livekit client. The receiver still gets
+/// the assistant's bytes unchanged, and the hostile streams as the hostile sender's.
+#[test]
+fn another_participant_cannot_inject_into_the_assistants_stream() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let mut mallory = Client::connect(&url, "mallory").await;
+
+        // A broadcast stream that pauses right after its header (no length announced,
+        // so a hijacked stream could end cleanly with the wrong bytes).
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_paused", "size": 40_000, "first": 0, "topic": "bytes"}),
+        )
+        .await;
+        let id = c
+            .reply("assistant", "paused", Duration::from_secs(20))
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let theirs = next_stream_from(&mut c, "bytes", "assistant").await;
+        assert_eq!(theirs.info.id, id);
+        // Mallory sees the same stream, so she knows its id.
+        let seen = next_stream_from(&mut mallory, "bytes", "assistant").await;
+        assert_eq!(seen.info.id, id);
+
+        let forged = |name: &str| StreamOptions {
+            topic: "bytes".into(),
+            destination_identities: vec!["app".into()],
+            stream_id: Some(id.clone()),
+            name: Some(name.into()),
+            ..Default::default()
+        };
+        mallory
+            .room
+            .send_bytes(&b"EVIL".repeat(100), forged("evil.bin"))
+            .await
+            .unwrap();
+        let mut w = mallory.room.stream_bytes(forged("cut.bin")).unwrap();
+        w.write(b"more").await.unwrap();
+        w.cancel("hijacked").await.unwrap();
+        // Both forged headers reached the client (so did the chunks and trailers
+        // sent before the second one) before the assistant carries on.
+        let hers1 = next_stream_from(&mut c, "bytes", "mallory").await;
+        let hers2 = next_stream_from(&mut c, "bytes", "mallory").await;
+
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_resume", "id": id, "first": 0}),
+        )
+        .await;
+        let got = theirs.read_all().await;
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(20))
+            .await;
+        let got = got.unwrap_or_else(|e| panic!("the assistant's stream failed: {e}"));
+        assert_eq!(got.len(), 40_000);
+        assert_eq!(
+            sent["sha256"],
+            sha_hex(&got).as_str(),
+            "the assistant's bytes arrived unchanged"
+        );
+        // Mallory's streams are hers: one complete, one cancelled.
+        assert_eq!(hers1.info.id, id);
+        assert_eq!(hers1.read_all().await.unwrap(), b"EVIL".repeat(100));
+        let err = hers2.read_all().await.unwrap_err();
+        assert!(err.to_string().contains("hijacked"), "{err}");
+        drop(seen);
+        mallory.room.leave().await.unwrap();
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// Issue 17, finding 4: a participant opens 70 byte streams to the client and never
+/// finishes them; the assistant's 30 KB stream still arrives (the flood only uses up
+/// its own sender's slots).
+#[test]
+fn seventy_unfinished_streams_from_a_participant_do_not_block_the_assistant() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let _mallory =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "mallory").expect("mallory peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        c.cmd(
+            "mallory",
+            json!({"op": "hold_streams", "n": 70, "topic": "bytes"}),
+        )
+        .await;
+        let held = c.reply("mallory", "held", Duration::from_secs(30)).await;
+        assert_eq!(held["ids"].as_array().unwrap().len(), 70);
+        // Keep every reader: an application that is slow to read must not help.
+        let mut readers = Vec::new();
+        for _ in 0..70 {
+            readers.push(next_stream_from(&mut c, "bytes", "mallory").await);
+        }
+
+        c.cmd(
+            "assistant",
+            json!({"op": "stream_bytes", "size": 30_000, "topic": "bytes"}),
+        )
+        .await;
+        let reader = next_stream_from(&mut c, "bytes", "assistant").await;
+        let got = reader.read_all().await;
+        let sent = c
+            .reply("assistant", "sent_stream", Duration::from_secs(30))
+            .await;
+        let got = got.unwrap_or_else(|e| panic!("the assistant's 30 KB stream failed: {e}"));
+        assert_eq!(sent["sha256"], sha_hex(&got).as_str());
+
+        // Mallory got her per-sender quota (16 by default), the rest were refused.
+        let mut open = 0;
+        let mut refused = 0;
+        for r in &mut readers {
+            match first_item(r, Duration::from_secs(5)).await {
+                Ok(b) => {
+                    assert_eq!(b, b"x");
+                    open += 1;
+                }
+                Err(e) => {
+                    assert!(e.contains("already has 16 incoming streams open"), "{e}");
+                    refused += 1;
+                }
+            }
+        }
+        assert_eq!((open, refused), (16, 54));
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// Issue 17, finding 4: a stream that stops receiving chunks is dropped after
+/// `RoomOptions::stream_idle_timeout`: its reader gets an error and its slot is free
+/// for the sender's next stream.
+#[test]
+fn an_idle_stream_is_dropped_after_the_timeout_and_frees_its_slot() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _mallory =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "mallory").expect("mallory peer");
+    let url = env.server.url.clone();
+    in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut opts = RoomOptions::default();
+        opts.stream_idle_timeout = Duration::from_secs(1);
+        opts.max_streams_per_sender = 4;
+        let mut c = Client::connect_with(&url, "app", opts).await;
+        for round in 0..2 {
+            c.cmd(
+                "mallory",
+                json!({"op": "hold_streams", "n": 4, "topic": "bytes"}),
+            )
+            .await;
+            c.reply("mallory", "held", Duration::from_secs(30)).await;
+            let mut readers = Vec::new();
+            for _ in 0..4 {
+                readers.push(next_stream_from(&mut c, "bytes", "mallory").await);
+            }
+            let t0 = Instant::now();
+            for r in &mut readers {
+                // Accepted (in round 1 only because round 0's streams were dropped)...
+                assert_eq!(
+                    first_item(r, Duration::from_secs(5)).await,
+                    Ok(b"x".to_vec()),
+                    "round {round}"
+                );
+                // ...then dropped for idleness.
+                let err = first_item(r, Duration::from_secs(10)).await.unwrap_err();
+                assert!(err.contains("idle timeout"), "round {round}: {err}");
+            }
+            let waited = t0.elapsed();
+            assert!(
+                waited < Duration::from_secs(4),
+                "round {round}: dropped after {waited:?}"
+            );
+        }
+        c.room.leave().await.unwrap();
+        Ok(())
+    })
+    .unwrap();
+}

@@ -526,3 +526,64 @@ fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rer
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0]["data"]["state"], "completed");
 }
+
+/// Issue 17, finding 4, through `outpost connect`: another participant opens 70 byte
+/// streams to the client on the Outpost topic and never finishes them; the assistant's
+/// 30 KB ToolUseRequest (a byte stream) is still answered, and the flood is dropped
+/// without a word to the user.
+#[test]
+fn a_participant_holding_streams_open_does_not_block_the_assistants_large_request() {
+    let fx = Fixture::new();
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let pad = "x".repeat(30_000);
+    let steps = json!([
+        {"op": "wait_user", "text": USER_TEXT},
+        {"name": "30 KB request", "op": "request", "id": "t-30k", "toolName": "launch_rockets",
+         "execution": "client", "parameters": {"pad": pad},
+         "expect": {"success": false, "errorCode": "unknown_tool"}},
+        {"op": "say", "text": "Stream checks done."}
+    ]);
+    // On Outpost's own topic ("outpost"), once the client is in the room.
+    let startup = json!({"op": "hold_streams", "n": 70, "to": ["app"], "wait_for": "app",
+                         "settle": 1.0, "topic": "outpost"});
+    let mallory = lkclient::PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "mallory",
+        &[("LK_STARTUP", &startup.to_string())],
+    )
+    .expect("mallory peer");
+    let agent = start_agent(&env, &fx, &steps);
+    let mut connect = Connect::start(&env, &fx);
+    connect.wait_for("the welcome", Duration::from_secs(30), |e| {
+        e["type"] == "session_started"
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !mallory.proc.stderr().contains("\"held\"") {
+        assert!(
+            Instant::now() < deadline,
+            "mallory never held her streams; stderr:\n{}",
+            mallory.proc.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let her last packets reach the client before the assistant sends its request.
+    std::thread::sleep(Duration::from_secs(1));
+    connect.say(USER_TEXT);
+    let outcomes = agent_steps(agent, &env, &connect);
+    for o in &outcomes {
+        eprintln!("{o}");
+    }
+    let request = outcomes
+        .iter()
+        .find(|o| o["id"] == "t-30k")
+        .expect("the 30 KB request step ran");
+    assert_eq!(request["ok"], true, "{request}");
+    connect.wait_for("the final message", Duration::from_secs(10), |e| {
+        e["type"] == "assistant_message" && e["data"]["text"] == "Stream checks done."
+    });
+    let events = connect.finish();
+    assert!(of_type(&events, "error").is_empty(), "{events:?}");
+    assert_eq!(of_type(&events, "tool_call_requested").len(), 1);
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use outpost_livekit::{
     DataOptions, Room, RoomEvent, RoomEvents, RoomOptions, StreamOptions, StreamReader,
-    TokenEndpoint, TokenRequest,
+    StreamSenders, TokenEndpoint, TokenRequest,
 };
 use outpost_policy::ConsentInbox;
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
@@ -136,6 +136,9 @@ impl Core {
         if let Some(a) = &opts.assistant_identity {
             room_opts.assistant_identity = Some(a.clone());
         }
+        // Only the assistant's messages matter; another participant's streams are
+        // dropped at their header so they can hold no slot the assistant needs.
+        room_opts.stream_senders = StreamSenders::Assistant;
         let (room, room_events) = match &opts.credentials {
             Credentials::Token { url, token } => Room::connect(url, token, room_opts).await?,
             Credentials::Endpoint { endpoint, request } => {

@@ -22,8 +22,10 @@ use crate::proto::{
     SignalTarget, TrickleRequest, data_packet, leave_request, signal_request, signal_response,
 };
 use crate::signal::{self, Signal};
-use crate::streams::Receivers;
-use crate::types::{ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent};
+use crate::streams::{Limits, Receivers};
+use crate::types::{
+    ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent, StreamSenders,
+};
 use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
 
 /// Commands from the room handle.
@@ -143,7 +145,12 @@ impl Engine {
         cmd_rx: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
         let (wire_tx, wire_rx) = mpsc::unbounded_channel();
-        let receivers = Receivers::new(opts.stream_receive_cap);
+        let receivers = Receivers::new(Limits {
+            cap: opts.stream_receive_cap,
+            per_sender: opts.max_streams_per_sender,
+            total: opts.max_open_streams,
+            idle: opts.stream_idle_timeout,
+        });
         Self {
             url,
             token,
@@ -277,6 +284,9 @@ impl Engine {
                 ev = next_signal(&mut self.link) => self.on_signal(ev).await,
                 Some(ev) = self.wire_rx.recv() => self.on_wire(ev).await,
                 _ = sleep_until(timer) => self.on_timer().await,
+                _ = sleep_until(self.receivers.next_expiry()) => {
+                    self.receivers.expire(Instant::now());
+                }
             }
         }
         tracing::debug!("room engine stopped");
@@ -803,11 +813,31 @@ impl Engine {
                 self.emit(RoomEvent::Data(msg));
             }
             data_packet::Value::StreamHeader(h) => {
-                let reader = self.receivers.on_header(&packet.participant_identity, h);
+                let sender = &packet.participant_identity;
+                let assistant = self
+                    .shared
+                    .roster()
+                    .assistant
+                    .as_ref()
+                    .is_some_and(|a| &a.identity == sender);
+                if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
+                    // Dropped at the header: no slot, no event; its chunks and trailer
+                    // find no stream and are ignored.
+                    tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
+                    return;
+                }
+                let reader = self
+                    .receivers
+                    .on_header(sender, assistant, h, Instant::now());
                 self.emit(RoomEvent::StreamOpened(reader));
             }
-            data_packet::Value::StreamChunk(c) => self.receivers.on_chunk(c),
-            data_packet::Value::StreamTrailer(t) => self.receivers.on_trailer(t),
+            data_packet::Value::StreamChunk(c) => {
+                self.receivers
+                    .on_chunk(&packet.participant_identity, c, Instant::now());
+            }
+            data_packet::Value::StreamTrailer(t) => {
+                self.receivers.on_trailer(&packet.participant_identity, t);
+            }
             data_packet::Value::RpcRequest(r) => {
                 crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
             }
@@ -861,6 +891,14 @@ impl Engine {
                 }
             } else if let Some(i) = pos {
                 events.extend(profile_events(&roster.remote[i], &p));
+                // Keep the assistant's copy current before anyone hears of the change.
+                if roster
+                    .assistant
+                    .as_ref()
+                    .is_some_and(|a| a.identity == p.identity)
+                {
+                    roster.assistant = Some(p.clone());
+                }
                 roster.remote[i] = p;
             } else {
                 roster.remote.push(p.clone());
@@ -897,6 +935,11 @@ impl Engine {
                 match roster.remote.iter().find(|o| o.identity == p.identity) {
                     Some(old) => events.extend(profile_events(old, p)),
                     None => events.push(RoomEvent::ParticipantJoined(p.clone())),
+                }
+            }
+            if let Some(a) = roster.assistant.as_mut() {
+                if let Some(p) = fresh.iter().find(|p| p.identity == a.identity) {
+                    *a = p.clone();
                 }
             }
             roster.remote = fresh;
@@ -1106,6 +1149,96 @@ mod tests {
         e.on_data(true, &bytes);
         let events = drain(&mut rx);
         assert_eq!(events.len(), 1, "{events:?}");
+    }
+
+    /// A stream packet from `from` as the server relays it.
+    fn stream_bytes(from: &str, value: data_packet::Value) -> Vec<u8> {
+        let mut p = proto::stream_packet(value, Vec::new());
+        p.participant_identity = from.into();
+        proto::encode_data_packet(&p)
+    }
+
+    fn header_from(from: &str, id: &str) -> Vec<u8> {
+        let h = proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.into(),
+                topic: "t".into(),
+                mime_type: "application/octet-stream".into(),
+                total_length: None,
+                attributes: HashMap::new(),
+                byte_name: Some("f".into()),
+            },
+            0,
+        );
+        stream_bytes(from, h)
+    }
+
+    fn opened(rx: &mut mpsc::UnboundedReceiver<RoomEvent>) -> Vec<crate::StreamReader> {
+        let mut out = Vec::new();
+        while let Ok(ev) = rx.try_recv() {
+            if let RoomEvent::StreamOpened(r) = ev {
+                out.push(r);
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn streams_are_tied_to_their_sender_and_filtered_to_the_assistant() {
+        // Default: everyone's streams, but a chunk or trailer with the id of another
+        // sender's stream does not touch it.
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        e.on_data(true, &header_from("bot", "s"));
+        e.on_data(
+            true,
+            &stream_bytes(
+                "mallory",
+                proto::stream_chunk("s".into(), 0, b"evil".to_vec()),
+            ),
+        );
+        e.on_data(
+            true,
+            &stream_bytes("mallory", proto::stream_trailer("s".into(), String::new())),
+        );
+        e.on_data(
+            true,
+            &stream_bytes("bot", proto::stream_chunk("s".into(), 0, b"good".to_vec())),
+        );
+        e.on_data(
+            true,
+            &stream_bytes("bot", proto::stream_trailer("s".into(), String::new())),
+        );
+        let mut readers = opened(&mut rx);
+        assert_eq!(readers.len(), 1);
+        assert_eq!(readers.remove(0).read_all().await.unwrap(), b"good");
+
+        // Assistant only: another participant's stream is dropped at its header.
+        let (mut e, mut rx) = engine(RoomOptions::default().streams_from_assistant_only());
+        e.update_roster(&[
+            info("bot", "PA_b", true, false),
+            info("carol", "PA_c", false, false),
+        ]);
+        for i in 0..100 {
+            e.on_data(true, &header_from("carol", &format!("c{i}")));
+            e.on_data(
+                true,
+                &stream_bytes(
+                    "carol",
+                    proto::stream_chunk(format!("c{i}"), 0, vec![0; 1000]),
+                ),
+            );
+        }
+        assert!(opened(&mut rx).is_empty());
+        assert_eq!(e.receivers.open_count(), 0, "no slot, no buffering");
+        e.on_data(true, &header_from("bot", "b"));
+        e.on_data(
+            true,
+            &stream_bytes("bot", proto::stream_trailer("b".into(), String::new())),
+        );
+        let readers = opened(&mut rx);
+        assert_eq!(readers.len(), 1);
+        assert_eq!(readers[0].info.sender_identity, "bot");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use crate::proto;
 use crate::rpc::{PerformRpc, RpcError, RpcInvocation};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
-use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent};
+use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent, StreamSenders};
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
 #[derive(Debug, Clone)]
@@ -32,6 +32,19 @@ pub struct RoomOptions {
     pub reconnect_attempts: u32,
     /// Incoming data streams larger than this are cut off with an error.
     pub stream_receive_cap: u64,
+    /// Whose incoming data streams are accepted: everyone's (default) or only the
+    /// assistant's.
+    pub stream_senders: StreamSenders,
+    /// Incoming streams one participant may have open at once; more are refused
+    /// (their reader yields an error).
+    pub max_streams_per_sender: usize,
+    /// Incoming streams open at once across all participants. The assistant's streams
+    /// are accepted beyond it (up to `max_streams_per_sender`), so other participants
+    /// cannot crowd the assistant out.
+    pub max_open_streams: usize,
+    /// An incoming stream that receives no chunk for this long is dropped: its slot is
+    /// freed and its reader gets an error. `Duration::ZERO` turns this off.
+    pub stream_idle_timeout: Duration,
     /// Largest payload [`Room::send_data`] accepts (LiveKit recommends ≤ 15 KiB;
     /// larger payloads belong in data streams).
     pub max_packet_payload: usize,
@@ -54,6 +67,10 @@ impl Default for RoomOptions {
             peer_connection_timeout: Duration::from_secs(15),
             reconnect_attempts: 10,
             stream_receive_cap: 5_000_000_000,
+            stream_senders: StreamSenders::Anyone,
+            max_streams_per_sender: 16,
+            max_open_streams: 64,
+            stream_idle_timeout: Duration::from_secs(60),
             max_packet_payload: 15 * 1024,
             send_buffer_limit: 4 * 1024 * 1024,
             leave_flush_timeout: Duration::from_secs(2),
@@ -67,6 +84,14 @@ impl RoomOptions {
     #[must_use]
     pub fn assistant(mut self, identity: impl Into<String>) -> Self {
         self.assistant_identity = Some(identity.into());
+        self
+    }
+
+    /// Accepts incoming data streams from the assistant only (see
+    /// [`StreamSenders::Assistant`]).
+    #[must_use]
+    pub fn streams_from_assistant_only(mut self) -> Self {
+        self.stream_senders = StreamSenders::Assistant;
         self
     }
 

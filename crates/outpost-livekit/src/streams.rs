@@ -2,7 +2,10 @@
 //! on the reliable channel, so payloads of any size cross.
 //!
 //! - Receiving: [`Receivers`] (owned by the engine) turns incoming packets into
-//!   [`StreamReader`]s, enforcing order, the announced length, and a size cap.
+//!   [`StreamReader`]s, enforcing order, the announced length, and a size cap. Each
+//!   stream belongs to its sender (a chunk or trailer from anyone else never touches
+//!   it); open streams are limited per sender and room-wide, and a stream that stops
+//!   receiving chunks is dropped after an idle timeout.
 //! - Sending: [`StreamWriter`] cuts what it is given into chunks, queues them on the
 //!   reliable send queue with a small window (so progress means "handed to the
 //!   transport"), and ends with a trailer; `cancel` ends with a trailer carrying a
@@ -10,9 +13,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, watch};
+use tokio::time::Instant;
 
 use crate::error::{Error, Result};
 use crate::outbox::Outbox;
@@ -22,8 +27,6 @@ use crate::proto::{self, data_stream};
 pub const CHUNK_SIZE: usize = 15_000;
 /// Chunks queued but not yet handed to the transport, per writer.
 const WINDOW: usize = 16;
-/// Incoming streams open at once, across all senders.
-const MAX_OPEN_STREAMS: usize = 64;
 
 /// Byte or text stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,25 +110,43 @@ impl StreamReader {
 }
 
 struct Incoming {
-    sender: String,
     tx: mpsc::UnboundedSender<Result<Bytes>>,
     received: u64,
     next_index: u64,
     total: Option<u64>,
     progress: watch::Sender<u64>,
+    /// When the header or the last chunk arrived (for the idle timeout).
+    last: Instant,
 }
 
-/// Incoming streams being assembled.
+/// Limits on incoming streams (from [`crate::RoomOptions`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Streams larger than this many bytes are cut off with an error.
+    pub cap: u64,
+    /// Streams one sender may have open at once.
+    pub per_sender: usize,
+    /// Streams open at once across all senders; the assistant's are still accepted
+    /// beyond it (up to `per_sender`), so other participants cannot crowd it out.
+    pub total: usize,
+    /// A stream without a chunk for this long is dropped; zero turns this off.
+    pub idle: Duration,
+}
+
+/// Incoming streams being assembled, keyed by sender identity, then stream id: a
+/// chunk or trailer only ever touches a stream its own sender opened (the server
+/// stamps the sender on every packet; stream ids are visible to everyone a stream
+/// is broadcast to).
 pub(crate) struct Receivers {
-    cap: u64,
-    open: HashMap<String, Incoming>,
+    limits: Limits,
+    open: HashMap<String, HashMap<String, Incoming>>,
 }
 
 impl std::fmt::Debug for Receivers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Receivers")
-            .field("cap", &self.cap)
-            .field("open", &self.open.len())
+            .field("limits", &self.limits)
+            .field("open", &self.open_count())
             .finish()
     }
 }
@@ -138,17 +159,63 @@ fn stream_error(id: &str, reason: impl Into<String>) -> Error {
 }
 
 impl Receivers {
-    /// Streams larger than `cap` bytes are cut off with an error.
-    pub(crate) fn new(cap: u64) -> Self {
+    pub(crate) fn new(limits: Limits) -> Self {
         Self {
-            cap,
+            limits,
             open: HashMap::new(),
         }
     }
 
-    /// A header: returns the reader to hand to the application. Streams we cannot
-    /// accept still get a reader, which yields the reason as an error.
-    pub(crate) fn on_header(&mut self, sender: &str, h: data_stream::Header) -> StreamReader {
+    /// Streams open now, across all senders.
+    pub(crate) fn open_count(&self) -> usize {
+        self.open.values().map(HashMap::len).sum()
+    }
+
+    fn open_from(&self, sender: &str) -> usize {
+        self.open.get(sender).map_or(0, HashMap::len)
+    }
+
+    /// Forgets streams whose reader was dropped: nobody reads the rest, so they hold
+    /// no slot and their later chunks are ignored.
+    fn purge_abandoned(&mut self) {
+        for streams in self.open.values_mut() {
+            streams.retain(|id, s| {
+                let keep = !s.tx.is_closed();
+                if !keep {
+                    tracing::debug!(stream = %id, "reader dropped; the rest of the stream is ignored");
+                }
+                keep
+            });
+        }
+        self.open.retain(|_, streams| !streams.is_empty());
+    }
+
+    fn take(&mut self, sender: &str, id: &str) -> Option<Incoming> {
+        let streams = self.open.get_mut(sender)?;
+        let s = streams.remove(id);
+        if streams.is_empty() {
+            self.open.remove(sender);
+        }
+        s
+    }
+
+    fn put(&mut self, sender: &str, id: String, s: Incoming) {
+        self.open
+            .entry(sender.to_owned())
+            .or_default()
+            .insert(id, s);
+    }
+
+    /// A header from `sender` (`assistant`: whether the sender is the assistant now):
+    /// returns the reader to hand to the application. Streams we cannot accept still
+    /// get a reader, which yields the reason as an error.
+    pub(crate) fn on_header(
+        &mut self,
+        sender: &str,
+        assistant: bool,
+        h: data_stream::Header,
+        now: Instant,
+    ) -> StreamReader {
         let (kind, name) = match &h.content_header {
             Some(data_stream::header::ContentHeader::ByteHeader(b)) => {
                 (StreamKind::Bytes, Some(b.name.clone()))
@@ -173,25 +240,33 @@ impl Receivers {
             rx,
             progress: progress_rx,
         };
+        self.purge_abandoned();
         let encrypted = is_encrypted(&h);
         let id = h.stream_id;
+        let Limits {
+            cap,
+            per_sender,
+            total,
+            ..
+        } = self.limits;
         let refuse = if id.is_empty() {
             Some("stream header without an id".to_owned())
-        } else if self.open.contains_key(&id) {
-            Some("a stream with this id is already open".to_owned())
-        } else if self.open.len() >= MAX_OPEN_STREAMS {
+        } else if self.open.get(sender).is_some_and(|s| s.contains_key(&id)) {
+            Some("this sender already has a stream with this id open".to_owned())
+        } else if self.open_from(sender) >= per_sender {
             Some(format!(
-                "more than {MAX_OPEN_STREAMS} incoming streams open at once"
+                "sender {sender:?} already has {per_sender} incoming streams open"
             ))
+        } else if !assistant && self.open_count() >= total {
+            Some(format!("more than {total} incoming streams open at once"))
         } else if encrypted {
             Some("encrypted data streams are not supported".to_owned())
         } else if h.compression != 0 {
             Some("compressed data streams are not supported (we do not advertise it)".to_owned())
-        } else if h.total_length.is_some_and(|t| t > self.cap) {
+        } else if h.total_length.is_some_and(|t| t > cap) {
             Some(format!(
-                "announced length {} exceeds the receive cap of {} bytes",
+                "announced length {} exceeds the receive cap of {cap} bytes",
                 h.total_length.unwrap_or(0),
-                self.cap
             ))
         } else {
             None
@@ -202,12 +277,12 @@ impl Receivers {
             return reader;
         }
         let mut incoming = Incoming {
-            sender: sender.to_owned(),
             tx,
             received: 0,
             next_index: 0,
             total: h.total_length,
             progress,
+            last: now,
         };
         if let Some(inline) = h.inline_content {
             // A single-packet stream: the content rides in the header, no trailer follows.
@@ -217,7 +292,7 @@ impl Receivers {
             }
             return reader;
         }
-        self.open.insert(id, incoming);
+        self.put(sender, id, incoming);
         reader
     }
 
@@ -225,10 +300,13 @@ impl Receivers {
     fn accept(&self, id: &str, s: &mut Incoming, content: Bytes) -> bool {
         let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
         let received = s.received.saturating_add(len);
-        if received > self.cap {
+        if received > self.limits.cap {
             let _ = s.tx.send(Err(stream_error(
                 id,
-                format!("stream exceeds the receive cap of {} bytes", self.cap),
+                format!(
+                    "stream exceeds the receive cap of {} bytes",
+                    self.limits.cap
+                ),
             )));
             return false;
         }
@@ -244,17 +322,21 @@ impl Receivers {
         }
         s.received = received;
         s.progress.send_replace(received);
-        // A dropped reader only means nobody wants the rest; keep accounting.
         let _ = s.tx.send(Ok(content));
         true
     }
 
-    /// A chunk.
-    pub(crate) fn on_chunk(&mut self, c: data_stream::Chunk) {
-        let Some(mut s) = self.open.remove(&c.stream_id) else {
-            tracing::debug!(stream = %c.stream_id, "chunk for an unknown stream; dropped");
+    /// A chunk from `sender`; chunks for a stream this sender did not open are dropped.
+    pub(crate) fn on_chunk(&mut self, sender: &str, c: data_stream::Chunk, now: Instant) {
+        let Some(mut s) = self.take(sender, &c.stream_id) else {
+            tracing::debug!(stream = %c.stream_id, from = sender, "chunk for an unknown stream; dropped");
             return;
         };
+        if s.tx.is_closed() {
+            // The reader was dropped: free the slot instead of buffering the rest.
+            tracing::debug!(stream = %c.stream_id, "reader dropped; the rest of the stream is ignored");
+            return;
+        }
         if c.chunk_index != s.next_index {
             let _ = s.tx.send(Err(stream_error(
                 &c.stream_id,
@@ -266,14 +348,16 @@ impl Receivers {
             return;
         }
         s.next_index += 1;
+        s.last = now;
         if self.accept(&c.stream_id, &mut s, Bytes::from(c.content)) {
-            self.open.insert(c.stream_id, s);
+            self.put(sender, c.stream_id, s);
         }
     }
 
-    /// A trailer: ends the stream (with an error when it carries a reason).
-    pub(crate) fn on_trailer(&mut self, t: data_stream::Trailer) {
-        let Some(s) = self.open.remove(&t.stream_id) else {
+    /// A trailer from `sender`: ends that sender's stream (with an error when it
+    /// carries a reason).
+    pub(crate) fn on_trailer(&mut self, sender: &str, t: data_stream::Trailer) {
+        let Some(s) = self.take(sender, &t.stream_id) else {
             return;
         };
         if !t.reason.is_empty() {
@@ -286,16 +370,47 @@ impl Receivers {
         let _ = finish(&t.stream_id, &s);
     }
 
+    /// When the next stream falls idle, if any is open and the timeout is on.
+    pub(crate) fn next_expiry(&self) -> Option<Instant> {
+        if self.limits.idle.is_zero() {
+            return None;
+        }
+        self.open
+            .values()
+            .flat_map(HashMap::values)
+            .map(|s| s.last)
+            .min()
+            .map(|last| last + self.limits.idle)
+    }
+
+    /// Fails and forgets every stream without a chunk for the idle timeout (and
+    /// forgets streams whose reader was dropped).
+    pub(crate) fn expire(&mut self, now: Instant) {
+        self.purge_abandoned();
+        if self.limits.idle.is_zero() {
+            return;
+        }
+        let idle = self.limits.idle;
+        for (sender, streams) in &mut self.open {
+            streams.retain(|id, s| {
+                if now.saturating_duration_since(s.last) < idle {
+                    return true;
+                }
+                tracing::warn!(stream = %id, from = %sender, "dropping a data stream idle for {idle:?}");
+                let _ = s.tx.send(Err(stream_error(
+                    id,
+                    format!("no data for {idle:?}; dropped (idle timeout)"),
+                )));
+                false
+            });
+        }
+        self.open.retain(|_, streams| !streams.is_empty());
+    }
+
     /// Fails every stream `identity` was sending (it left).
     pub(crate) fn abort_from(&mut self, identity: &str, why: &str) {
-        let ids: Vec<String> = self
-            .open
-            .iter()
-            .filter(|(_, s)| s.sender == identity)
-            .map(|(id, _)| id.clone())
-            .collect();
-        for id in ids {
-            if let Some(s) = self.open.remove(&id) {
+        if let Some(streams) = self.open.remove(identity) {
+            for (id, s) in streams {
                 let _ = s.tx.send(Err(stream_error(&id, why)));
             }
         }
@@ -303,8 +418,10 @@ impl Receivers {
 
     /// Fails every open stream.
     pub(crate) fn abort_all(&mut self, why: &str) {
-        for (id, s) in self.open.drain() {
-            let _ = s.tx.send(Err(stream_error(&id, why)));
+        for (_, streams) in self.open.drain() {
+            for (id, s) in streams {
+                let _ = s.tx.send(Err(stream_error(&id, why)));
+            }
         }
     }
 }
@@ -580,87 +697,193 @@ mod tests {
         }
     }
 
+    fn limits(cap: u64) -> Limits {
+        Limits {
+            cap,
+            per_sender: 16,
+            total: 64,
+            idle: Duration::from_secs(60),
+        }
+    }
+
+    /// A receiver plus a clock, so the calls read like the packets that arrive.
+    struct Rx {
+        r: Receivers,
+        now: Instant,
+    }
+
+    impl Rx {
+        fn new(limits: Limits) -> Self {
+            Self {
+                r: Receivers::new(limits),
+                now: Instant::now(),
+            }
+        }
+        fn header(&mut self, from: &str, id: &str, total: Option<u64>) -> StreamReader {
+            self.r.on_header(from, false, header(id, total), self.now)
+        }
+        fn chunk(&mut self, from: &str, id: &str, i: u64, n: usize) {
+            self.r.on_chunk(from, chunk(id, i, n), self.now);
+        }
+        fn trailer(&mut self, from: &str, id: &str, reason: &str) {
+            self.r.on_trailer(from, trailer(id, reason));
+        }
+    }
+
+    async fn error_of(reader: StreamReader) -> String {
+        reader.read_all().await.unwrap_err().to_string()
+    }
+
     #[tokio::test]
     async fn assembles_a_stream() {
-        let mut r = Receivers::new(1000);
-        let reader = r.on_header("bob", header("s", Some(20)));
-        r.on_chunk(chunk("s", 0, 10));
-        r.on_chunk(chunk("s", 1, 10));
-        r.on_trailer(trailer("s", ""));
+        let mut r = Rx::new(limits(1000));
+        let reader = r.header("bob", "s", Some(20));
+        r.chunk("bob", "s", 0, 10);
+        r.chunk("bob", "s", 1, 10);
+        r.trailer("bob", "s", "");
         assert_eq!(reader.info.sender_identity, "bob");
         assert_eq!(reader.read_all().await.unwrap().len(), 20);
     }
 
     #[tokio::test]
     async fn cap_order_length_and_cancel_are_errors() {
-        let mut r = Receivers::new(15);
-        let reader = r.on_header("bob", header("a", None));
-        r.on_chunk(chunk("a", 0, 10));
-        r.on_chunk(chunk("a", 1, 10));
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("cap")
-        );
+        let mut r = Rx::new(limits(15));
+        let reader = r.header("bob", "a", None);
+        r.chunk("bob", "a", 0, 10);
+        r.chunk("bob", "a", 1, 10);
+        assert!(error_of(reader).await.contains("cap"));
 
-        let reader = r.on_header("bob", header("b", Some(100)));
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("cap")
-        );
+        let reader = r.header("bob", "b", Some(100));
+        assert!(error_of(reader).await.contains("cap"));
 
-        let mut r = Receivers::new(1000);
-        let reader = r.on_header("bob", header("c", None));
-        r.on_chunk(chunk("c", 1, 10));
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("due")
-        );
+        let mut r = Rx::new(limits(1000));
+        let reader = r.header("bob", "c", None);
+        r.chunk("bob", "c", 1, 10);
+        assert!(error_of(reader).await.contains("due"));
 
-        let reader = r.on_header("bob", header("d", Some(30)));
-        r.on_chunk(chunk("d", 0, 10));
-        r.on_trailer(trailer("d", ""));
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("10 of 30")
-        );
+        let reader = r.header("bob", "d", Some(30));
+        r.chunk("bob", "d", 0, 10);
+        r.trailer("bob", "d", "");
+        assert!(error_of(reader).await.contains("10 of 30"));
 
-        let reader = r.on_header("bob", header("e", None));
-        r.on_trailer(trailer("e", "user stop"));
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("user stop")
-        );
+        let reader = r.header("bob", "e", None);
+        r.trailer("bob", "e", "user stop");
+        assert!(error_of(reader).await.contains("user stop"));
 
-        let reader = r.on_header("bob", header("f", None));
-        r.abort_from("bob", "bob left");
-        assert!(
-            reader
-                .read_all()
-                .await
-                .unwrap_err()
-                .to_string()
-                .contains("bob left")
-        );
+        let reader = r.header("bob", "f", None);
+        r.r.abort_from("bob", "bob left");
+        assert!(error_of(reader).await.contains("bob left"));
+    }
+
+    #[tokio::test]
+    async fn another_senders_packets_never_touch_a_stream() {
+        let mut r = Rx::new(limits(1000));
+        let bob = r.header("bob", "s", None);
+        r.chunk("bob", "s", 0, 5);
+        // Mallory saw the id of bob's broadcast stream: her chunk with the due index,
+        // her cancel and her trailer are not bob's.
+        r.chunk("mallory", "s", 1, 7);
+        r.trailer("mallory", "s", "hijacked");
+        r.trailer("mallory", "s", "");
+        // Her own stream under the same id is hers alone.
+        let hers = r.header("mallory", "s", None);
+        r.chunk("mallory", "s", 0, 3);
+        r.trailer("mallory", "s", "");
+        r.chunk("bob", "s", 1, 4);
+        r.trailer("bob", "s", "");
+        assert_eq!(bob.read_all().await.unwrap(), vec![1; 9]);
+        assert_eq!(hers.info.sender_identity, "mallory");
+        assert_eq!(hers.read_all().await.unwrap(), vec![1; 3]);
+        // Her leaving fails her streams only.
+        let hers = r.header("mallory", "t", None);
+        let bobs = r.header("bob", "t", None);
+        r.r.abort_from("mallory", "gone");
+        r.trailer("bob", "t", "");
+        assert!(error_of(hers).await.contains("gone"));
+        assert!(bobs.read_all().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn per_sender_and_room_limits_leave_room_for_the_assistant() {
+        let mut r = Rx::new(Limits {
+            per_sender: 2,
+            total: 3,
+            ..limits(1000)
+        });
+        let _m1 = r.header("mallory", "1", None);
+        let _m2 = r.header("mallory", "2", None);
+        let m3 = r.header("mallory", "3", None);
+        assert!(error_of(m3).await.contains("already has 2"));
+        let _c1 = r.header("carol", "1", None);
+        let d1 = r.header("dave", "1", None);
+        assert!(error_of(d1).await.contains("more than 3"));
+        // The room is full, but not for the assistant (within its own quota).
+        let a1 = r.r.on_header("assistant", true, header("1", None), r.now);
+        let a2 = r.r.on_header("assistant", true, header("2", None), r.now);
+        let a3 = r.r.on_header("assistant", true, header("3", None), r.now);
+        assert!(error_of(a3).await.contains("already has 2"));
+        r.chunk("assistant", "1", 0, 10);
+        r.trailer("assistant", "1", "");
+        assert_eq!(a1.read_all().await.unwrap().len(), 10);
+        r.trailer("assistant", "2", "");
+        assert!(a2.read_all().await.unwrap().is_empty());
+        assert_eq!(r.r.open_count(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_reader_frees_its_slot_and_its_chunks_are_ignored() {
+        let mut r = Rx::new(Limits {
+            per_sender: 1,
+            ..limits(1000)
+        });
+        drop(r.header("bob", "a", None));
+        r.chunk("bob", "a", 0, 10);
+        assert_eq!(r.r.open_count(), 0);
+        // Dropped before any chunk came: the next header still finds the slot free.
+        drop(r.header("bob", "b", None));
+        let c = r.header("bob", "c", None);
+        r.chunk("bob", "b", 0, 10);
+        r.chunk("bob", "c", 0, 10);
+        r.trailer("bob", "c", "");
+        assert_eq!(c.read_all().await.unwrap().len(), 10);
+    }
+
+    #[tokio::test]
+    async fn idle_streams_are_dropped_with_an_error() {
+        let idle = Duration::from_secs(2);
+        let mut r = Rx::new(Limits {
+            idle,
+            per_sender: 1,
+            ..limits(1000)
+        });
+        let t0 = r.now;
+        assert_eq!(r.r.next_expiry(), None);
+        let mut reader = r.header("bob", "a", None);
+        assert_eq!(r.r.next_expiry(), Some(t0 + idle));
+        r.now = t0 + Duration::from_secs(1);
+        r.chunk("bob", "a", 0, 10);
+        assert_eq!(r.r.next_expiry(), Some(r.now + idle));
+        r.r.expire(t0 + Duration::from_millis(2500));
+        assert_eq!(r.r.open_count(), 1, "a chunk restarted the clock");
+        r.r.expire(t0 + Duration::from_secs(3));
+        assert_eq!(r.r.open_count(), 0);
+        assert_eq!(r.r.next_expiry(), None);
+        assert_eq!(reader.next_chunk().await.unwrap().unwrap().len(), 10);
+        let err = reader.next_chunk().await.unwrap().unwrap_err().to_string();
+        assert!(err.contains("idle timeout"), "{err}");
+        // The slot is free again.
+        let b = r.header("bob", "b", None);
+        r.trailer("bob", "b", "");
+        assert!(b.read_all().await.unwrap().is_empty());
+        // Zero turns the timeout off.
+        let mut r = Rx::new(Limits {
+            idle: Duration::ZERO,
+            ..limits(1000)
+        });
+        let _reader = r.header("bob", "a", None);
+        assert_eq!(r.r.next_expiry(), None);
+        r.r.expire(t0 + Duration::from_secs(3600));
+        assert_eq!(r.r.open_count(), 1);
     }
 
     #[test]

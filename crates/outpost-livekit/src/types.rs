@@ -178,3 +178,18 @@ pub enum RoomEvent {
         reason: DisconnectReason,
     },
 }
+
+/// Whose incoming data streams the client accepts (see
+/// [`crate::RoomOptions::stream_senders`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamSenders {
+    /// Every participant's, as the official SDKs do (each still within the
+    /// per-sender and room-wide limits).
+    #[default]
+    Anyone,
+    /// Only the assistant's (see [`crate::RoomOptions::assistant_identity`]): a stream
+    /// from anyone else is dropped at its header, with no event, no slot and no
+    /// buffering; its chunks and trailer are ignored.
+    Assistant,
+}
