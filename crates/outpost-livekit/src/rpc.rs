@@ -651,6 +651,149 @@ mod tests {
         assert_eq!(none.data, None);
     }
 
+    use crate::engine::Shared;
+    use crate::outbox::Outbox;
+    use crate::types::{ConnectionState, Participant, ParticipantKind};
+
+    fn shared() -> Arc<Shared> {
+        let shared = Arc::new(Shared {
+            outbox: Arc::new(Outbox::default()),
+            state: tokio::sync::watch::channel(ConnectionState::Connected).0,
+            roster: Mutex::default(),
+            lossy: Mutex::default(),
+            rpc: Rpc::default(),
+        });
+        shared.roster().local = Some(Participant {
+            sid: "PA_me".into(),
+            identity: "me".into(),
+            name: String::new(),
+            kind: ParticipantKind::Standard,
+            metadata: String::new(),
+            attributes: HashMap::new(),
+        });
+        shared
+    }
+
+    /// What was queued: (destination, packet value).
+    fn sent(shared: &Shared) -> Vec<(String, data_packet::Value)> {
+        shared
+            .outbox
+            .take_pending()
+            .iter()
+            .map(|b| {
+                let p = proto::decode_data_packet(b).unwrap();
+                assert_eq!(p.participant_identity, "me");
+                (p.destination_identities.join(","), p.value.unwrap())
+            })
+            .collect()
+    }
+
+    fn request(id: &str, method: &str, payload: &str) -> RpcRequest {
+        RpcRequest {
+            id: id.into(),
+            method: method.into(),
+            payload: payload.into(),
+            response_timeout_ms: 5_000,
+            version: 1,
+            ..Default::default()
+        }
+    }
+
+    fn error_code(v: &data_packet::Value) -> Option<u32> {
+        match v {
+            data_packet::Value::RpcResponse(RpcResponse {
+                value: Some(rpc_response::Value::Error(e)),
+                ..
+            }) => Some(e.code),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_are_acked_at_once_then_answered_or_refused() {
+        let s = shared();
+        s.rpc.register(
+            "echo".into(),
+            handler(|inv: RpcInvocation| async move {
+                Ok(format!("{}:{}", inv.caller_identity, inv.payload))
+            }),
+        );
+        // Refusals: ack, then the error, without any handler.
+        on_request(&s, "bob", request("1", "nope", ""));
+        let mut v2 = request("2", "echo", "");
+        v2.version = 2;
+        on_request(&s, "bob", v2);
+        on_request(
+            &s,
+            "bob",
+            request("3", "echo", &"x".repeat(MAX_PAYLOAD_BYTES + 1)),
+        );
+        let out = sent(&s);
+        assert_eq!(out.len(), 6);
+        assert!(out.iter().all(|(to, _)| to == "bob"));
+        assert!(matches!(&out[0].1, data_packet::Value::RpcAck(a) if a.request_id == "1"));
+        assert_eq!(error_code(&out[1].1), Some(1400));
+        assert_eq!(error_code(&out[3].1), Some(1404));
+        assert_eq!(error_code(&out[5].1), Some(1402));
+        // A served request: the ack is queued before the handler has run.
+        on_request(&s, "bob", request("4", "echo", "hi"));
+        let out = sent(&s);
+        assert_eq!(out.len(), 1);
+        assert!(matches!(&out[0].1, data_packet::Value::RpcAck(a) if a.request_id == "4"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let out = sent(&s);
+        assert!(
+            matches!(&out[..], [(to, data_packet::Value::RpcResponse(RpcResponse {
+                request_id, value: Some(rpc_response::Value::Payload(p)) }))]
+                if to == "bob" && request_id == "4" && p == "bob:hi"),
+            "{out:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_the_participant_called_can_answer() {
+        let s = shared();
+        let s2 = s.clone();
+        let call =
+            tokio::spawn(async move { perform(&s2, PerformRpc::new("bob", "m", "p")).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let out = sent(&s);
+        let Some((to, data_packet::Value::RpcRequest(req))) = out.first() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(to, "bob");
+        // 15 s response timeout minus the 7 s ack allowance.
+        assert_eq!((req.version, req.response_timeout_ms), (1, 8_000));
+        let answer = |value: &str| RpcResponse {
+            request_id: req.id.clone(),
+            value: Some(rpc_response::Value::Payload(value.into())),
+        };
+        s.rpc.on_ack(
+            "mallory",
+            RpcAck {
+                request_id: req.id.clone(),
+            },
+        );
+        s.rpc.on_response("mallory", answer("forged"));
+        assert!(!call.is_finished());
+        s.rpc.on_response("bob", answer("real"));
+        assert_eq!(call.await.unwrap(), Ok("real".to_owned()));
+        // A late duplicate is ignored.
+        s.rpc.on_response("bob", answer("again"));
+
+        // The destination leaves mid-call.
+        let s3 = s.clone();
+        let call =
+            tokio::spawn(async move { perform(&s3, PerformRpc::new("carol", "m", "p")).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        s.rpc.participant_left("carol");
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(
+            err.built_in_code(),
+            Some(RpcErrorCode::RecipientDisconnected)
+        );
+    }
+
     #[test]
     fn server_version_gate() {
         assert!(server_supports_rpc("1.8.0"));
