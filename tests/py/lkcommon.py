@@ -19,7 +19,7 @@ SECRET = os.environ.get("LK_API_SECRET", "secret")
 ROOM = os.environ.get("LK_ROOM", "interop")
 
 
-def token(identity, room=ROOM, secret=SECRET, ttl_s=600):
+def token(identity, room=ROOM, secret=SECRET, ttl_s=600, update_own_metadata=None):
     import datetime
 
     return (
@@ -27,14 +27,16 @@ def token(identity, room=ROOM, secret=SECRET, ttl_s=600):
         .with_identity(identity)
         .with_name(identity.capitalize())
         .with_ttl(datetime.timedelta(seconds=ttl_s))
-        .with_grants(api.VideoGrants(room_join=True, room=room))
+        .with_grants(api.VideoGrants(room_join=True, room=room,
+                                     can_update_own_metadata=update_own_metadata))
         .to_jwt()
     )
 
 
-async def connect(identity, room=ROOM):
+async def connect(identity, room=ROOM, update_own_metadata=None):
     r = rtc.Room()
-    await r.connect(URL, token(identity, room), rtc.RoomOptions(auto_subscribe=False))
+    await r.connect(URL, token(identity, room, update_own_metadata=update_own_metadata),
+                    rtc.RoomOptions(auto_subscribe=False))
     return r
 
 

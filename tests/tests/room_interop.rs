@@ -62,6 +62,15 @@ fn text_stream_5mib_byte_stream_and_rpc() {
     assert_eq!(out[0]["stream_bytes"], 5 * 1024 * 1024);
 }
 
+/// `UpdateParticipantMetadata` as livekit-server handles it, seen by the official SDK:
+/// attribute set, merge and delete, metadata and name, later joiners, the setter's own
+/// update and request response, and the `canUpdateOwnMetadata` grant.
+#[test]
+fn participant_attributes_metadata_and_name_updates() {
+    let out = scenario("attributes.py", 90);
+    assert_eq!(out[0]["ok"], true, "{out:?}");
+}
+
 #[test]
 fn third_participant_sees_join_leave_and_vanished_peer_is_removed() {
     let out = scenario("presence.py", 60);

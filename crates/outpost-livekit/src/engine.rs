@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RoomOptions;
+use crate::attributes::{ProfileUpdate, profile_events};
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
@@ -32,6 +33,8 @@ use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
 pub(crate) enum Command {
     /// Leave cleanly; answer when done.
     Leave(oneshot::Sender<()>),
+    /// Change our own name, metadata or attributes; answer with the server's verdict.
+    UpdateProfile(ProfileUpdate, oneshot::Sender<Result<()>>),
 }
 
 /// Who is in the room.
@@ -50,6 +53,7 @@ pub(crate) struct Shared {
     pub state: watch::Sender<ConnectionState>,
     pub roster: Mutex<Roster>,
     pub lossy: Mutex<Option<Channel>>,
+    pub rpc: crate::rpc::Rpc,
 }
 
 impl Shared {
@@ -126,6 +130,9 @@ pub(crate) struct Engine {
     /// Last reliable sequence seen per sender sid, to drop replays after a resume.
     recv_seq: HashMap<String, u32>,
     ready: Option<oneshot::Sender<Result<()>>>,
+    /// Our signal requests waiting for the server's `RequestResponse`, by request id.
+    requests: HashMap<u32, oneshot::Sender<Result<()>>>,
+    next_request_id: u32,
 }
 
 impl Engine {
@@ -162,6 +169,8 @@ impl Engine {
             receivers,
             recv_seq: HashMap::new(),
             ready: None,
+            requests: HashMap::new(),
+            next_request_id: 0,
         }
     }
 
@@ -222,6 +231,9 @@ impl Engine {
         );
         let local = join.participant.as_ref().map(proto::participant);
         self.shared.roster().local = local;
+        self.shared
+            .rpc
+            .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
         let others = join.other_participants.clone();
         self.link = Some(Link {
             signal,
@@ -263,6 +275,9 @@ impl Engine {
                     Some(Command::Leave(done)) => {
                         self.leave().await;
                         let _ = done.send(());
+                    }
+                    Some(Command::UpdateProfile(update, done)) => {
+                        self.update_profile(update, done).await;
                     }
                     None => self.leave().await,
                 },
@@ -313,9 +328,38 @@ impl Engine {
             M::Update(u) => self.update_roster(&u.participants),
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
+            M::RequestResponse(r) => {
+                if let Some(done) = self.requests.remove(&r.request_id) {
+                    let verdict = if r.reason == proto::request_response::Reason::Ok as i32 {
+                        Ok(())
+                    } else {
+                        Err(Error::Refused {
+                            reason: proto::request_reason_name(r.reason),
+                            message: r.message,
+                        })
+                    };
+                    let _ = done.send(verdict);
+                }
+            }
             M::Join(_) | M::Reconnect(_) => {}
             _ => {}
         }
+    }
+
+    /// Sends an `UpdateParticipantMetadata`; `done` gets the server's `RequestResponse`.
+    async fn update_profile(&mut self, update: ProfileUpdate, done: oneshot::Sender<Result<()>>) {
+        let Some(link) = self.link.as_ref() else {
+            let _ = done.send(Err(Error::Closed("not connected to the room".into())));
+            return;
+        };
+        self.next_request_id = self.next_request_id.wrapping_add(1).max(1);
+        let id = self.next_request_id;
+        // Requests nobody waits for any more (timed out) are dropped here.
+        self.requests.retain(|_, tx| !tx.is_closed());
+        self.requests.insert(id, done);
+        link.signal
+            .send(signal_request::Message::UpdateMetadata(update.request(id)))
+            .await;
     }
 
     async fn on_subscriber_offer(&mut self, sd: SessionDescription) {
@@ -729,6 +773,8 @@ impl Engine {
         self.shared.outbox.close(&reason.to_string());
         self.shared.set_lossy(None);
         self.receivers.abort_all("the room connection closed");
+        self.shared.rpc.close();
+        self.requests.clear();
         self.phase = Phase::Closed;
         self.shared
             .state
@@ -792,6 +838,15 @@ impl Engine {
             data_packet::Value::StreamTrailer(t) => {
                 self.receivers.on_trailer(&packet.participant_identity, t);
             }
+            data_packet::Value::RpcRequest(r) => {
+                crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+            }
+            data_packet::Value::RpcAck(a) => {
+                self.shared.rpc.on_ack(&packet.participant_identity, a)
+            }
+            data_packet::Value::RpcResponse(r) => {
+                self.shared.rpc.on_response(&packet.participant_identity, r);
+            }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
         }
     }
@@ -809,6 +864,15 @@ impl Engine {
         let mut events = Vec::new();
         for info in infos {
             if self.is_local(info) {
+                // Our own name, metadata and attributes as the server now has them.
+                if !proto::is_disconnected(info) {
+                    let mut roster = self.shared.roster();
+                    if let Some(local) = roster.local.as_mut() {
+                        let new = proto::participant(info);
+                        events.extend(profile_events(local, &new));
+                        *local = new;
+                    }
+                }
                 continue;
             }
             let p = proto::participant(info);
@@ -821,10 +885,20 @@ impl Engine {
                         drop(roster);
                         self.receivers
                             .abort_from(&gone.identity, "the sender left mid-stream");
+                        self.shared.rpc.participant_left(&gone.identity);
                         events.push(RoomEvent::ParticipantLeft(gone));
                     }
                 }
             } else if let Some(i) = pos {
+                events.extend(profile_events(&roster.remote[i], &p));
+                // Keep the assistant's copy current before anyone hears of the change.
+                if roster
+                    .assistant
+                    .as_ref()
+                    .is_some_and(|a| a.identity == p.identity)
+                {
+                    roster.assistant = Some(p.clone());
+                }
                 roster.remote[i] = p;
             } else {
                 roster.remote.push(p.clone());
@@ -858,8 +932,14 @@ impl Engine {
                 }
             }
             for p in &fresh {
-                if !roster.remote.iter().any(|o| o.identity == p.identity) {
-                    events.push(RoomEvent::ParticipantJoined(p.clone()));
+                match roster.remote.iter().find(|o| o.identity == p.identity) {
+                    Some(old) => events.extend(profile_events(old, p)),
+                    None => events.push(RoomEvent::ParticipantJoined(p.clone())),
+                }
+            }
+            if let Some(a) = roster.assistant.as_mut() {
+                if let Some(p) = fresh.iter().find(|p| p.identity == a.identity) {
+                    *a = p.clone();
                 }
             }
             roster.remote = fresh;
@@ -868,6 +948,7 @@ impl Engine {
             if let RoomEvent::ParticipantLeft(p) = &ev {
                 self.receivers
                     .abort_from(&p.identity, "the sender left mid-stream");
+                self.shared.rpc.participant_left(&p.identity);
             }
             self.emit(ev);
         }
@@ -970,6 +1051,7 @@ mod tests {
             state: watch::channel(ConnectionState::Connected).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
+            rpc: crate::rpc::Rpc::default(),
         });
         shared.roster().local = Some(Participant {
             sid: "PA_me".into(),

@@ -75,6 +75,15 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// The server refused a request (e.g. `NOT_ALLOWED` to change our own attributes
+    /// without the token grant `canUpdateOwnMetadata`, `LIMIT_EXCEEDED`).
+    #[error("the server refused the request: {reason} ({message})")]
+    Refused {
+        /// The server's reason name.
+        reason: String,
+        /// Its explanation.
+        message: String,
+    },
     /// The room is closed (left, or disconnected for good).
     #[error("the room connection is closed: {0}")]
     Closed(String),

@@ -25,6 +25,9 @@
 //!   incoming packets, and reconnects (resume, then full rejoins with backoff).
 //! - `outbox`: the ordered reliable send queue that survives reconnects.
 //! - [`streams`]: LiveKit data streams (header / 15 000-byte chunks / trailer).
+//! - [`text`]: text stream readers that yield text as it arrives.
+//! - [`rpc`]: LiveKit RPC (version 1): method handlers and `perform_rpc`.
+//! - `attributes`: participant name/metadata/attribute changes as events.
 //! - [`token`]: token endpoints (LiveKit's token-server convention).
 //! - [`types`]: participants, messages, events.
 //! - `signal`: adapter over `livekit-signaling`.
@@ -33,15 +36,18 @@
 //! - `wire`: the only import site of `webrtc` (and `rtc`).
 //!
 //! Not implemented: media tracks, single peer connection mode (`/rtc/v1`; the
-//! signal client falls back to `/rtc` like the official SDKs), RPC, end-to-end
-//! encryption, compressed streams.
+//! signal client falls back to `/rtc` like the official SDKs), RPC version 2 (over
+//! data streams), end-to-end encryption, compressed streams.
 
 pub mod error;
 pub mod room;
+pub mod rpc;
 pub mod streams;
+pub mod text;
 pub mod token;
 pub mod types;
 
+mod attributes;
 mod engine;
 mod outbox;
 mod proto;
@@ -51,7 +57,9 @@ mod wire;
 
 pub use error::{Error, Result};
 pub use room::{Room, RoomEvents, RoomOptions};
+pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation};
 pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
+pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,

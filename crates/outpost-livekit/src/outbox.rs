@@ -91,6 +91,12 @@ impl Outbox {
         self.lock().pending.len()
     }
 
+    /// Takes every queued packet (tests inspect what would be sent).
+    #[cfg(test)]
+    pub(crate) fn take_pending(&self) -> Vec<Bytes> {
+        self.lock().pending.drain(..).map(|o| o.bytes).collect()
+    }
+
     /// Keeps only the newest in-flight packets that cover `outstanding` bytes.
     pub(crate) fn trim(&self, outstanding: usize) {
         let mut g = self.lock();

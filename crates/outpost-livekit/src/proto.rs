@@ -9,8 +9,10 @@ use std::collections::HashMap;
 
 pub(crate) use livekit_protocol::{
     DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
-    ReconnectResponse, SessionDescription, SignalTarget, TrickleRequest, UserPacket, data_packet,
-    data_stream, leave_request, participant_info, signal_request, signal_response,
+    ReconnectResponse, RpcAck, RpcError as RpcErrorPacket, RpcRequest, RpcResponse,
+    SessionDescription, SignalTarget, TrickleRequest, UpdateParticipantMetadata, UserPacket,
+    data_packet, data_stream, leave_request, participant_info, request_response, rpc_response,
+    signal_request, signal_response,
 };
 
 use prost::Message as _;
@@ -84,6 +86,25 @@ pub(crate) fn stream_packet(value: data_packet::Value, destinations: Vec<String>
         value: Some(value),
         ..Default::default()
     }
+}
+
+/// Wraps an RPC request, ack or response for the reliable channel, addressed to one
+/// participant.
+#[allow(deprecated)] // `kind` is what older servers read
+pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPacket {
+    DataPacket {
+        kind: data_packet::Kind::Reliable as i32,
+        destination_identities: vec![destination.to_owned()],
+        value: Some(value),
+        ..Default::default()
+    }
+}
+
+/// The name of a `RequestResponse` reason, for errors.
+pub(crate) fn request_reason_name(code: i32) -> String {
+    request_response::Reason::try_from(code)
+        .map(|r| r.as_str_name().to_owned())
+        .unwrap_or_else(|_| format!("reason {code}"))
 }
 
 /// A received user packet as our public type. The sender identity comes from the

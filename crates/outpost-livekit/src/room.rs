@@ -1,15 +1,18 @@
 //! The public room handle.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
 
+use crate::attributes::ProfileUpdate;
 use crate::engine::{Command, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::outbox::Outbox;
 use crate::proto;
+use crate::rpc::{PerformRpc, RpcError, RpcInvocation};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
 use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent, StreamSenders};
@@ -137,6 +140,7 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
+            rpc: crate::rpc::Rpc::default(),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
@@ -362,6 +366,91 @@ impl Room {
         }
         w.close().await?;
         Ok(id)
+    }
+
+    /// Registers the handler for RPC `method` (replacing any earlier one). Each call
+    /// is acknowledged at once and answered with what the handler returns: a payload
+    /// (at most [`crate::rpc::MAX_PAYLOAD_BYTES`], or the caller gets
+    /// `RESPONSE_PAYLOAD_TOO_LARGE`) or an [`RpcError`]. The handler runs in its own
+    /// task and is dropped at [`RpcInvocation::deadline`] (the caller's response
+    /// timeout; the caller then gets `RESPONSE_TIMEOUT`), when the caller leaves, or
+    /// when the room closes. Calls for methods without a handler get
+    /// `UNSUPPORTED_METHOD`.
+    pub fn register_rpc_method<F, Fut>(&self, method: impl Into<String>, handler: F)
+    where
+        F: Fn(RpcInvocation) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = std::result::Result<String, RpcError>> + Send + 'static,
+    {
+        self.inner
+            .shared
+            .rpc
+            .register(method.into(), crate::rpc::handler(handler));
+    }
+
+    /// Removes the handler for `method`; later calls get `UNSUPPORTED_METHOD`.
+    pub fn unregister_rpc_method(&self, method: &str) {
+        self.inner.shared.rpc.unregister(method);
+    }
+
+    /// Calls an RPC method on another participant and returns its response payload,
+    /// or an [`RpcError`]: the remote handler's, or a built-in one
+    /// (`REQUEST_PAYLOAD_TOO_LARGE`, `CONNECTION_TIMEOUT` without an ack,
+    /// `RESPONSE_TIMEOUT`, `RECIPIENT_DISCONNECTED`, `SEND_FAILED`,
+    /// `UNSUPPORTED_SERVER` below server version 1.8.0).
+    pub async fn perform_rpc(&self, call: PerformRpc) -> std::result::Result<String, RpcError> {
+        crate::rpc::perform(&self.inner.shared, call).await
+    }
+
+    /// Merges `attributes` into our participant attributes (an empty value deletes its
+    /// key). Returns once the server accepted it ([`Error::Refused`] when it did not,
+    /// e.g. without the token grant `canUpdateOwnMetadata`); the others then get a
+    /// participant update, and so do we
+    /// ([`RoomEvent::ParticipantAttributesChanged`] for ourselves).
+    pub async fn set_attributes(&self, attributes: HashMap<String, String>) -> Result<()> {
+        self.update_profile(ProfileUpdate {
+            attributes,
+            ..ProfileUpdate::default()
+        })
+        .await
+    }
+
+    /// Sets our metadata. An empty string is ignored by the servers (it cannot clear
+    /// metadata); see [`Room::set_attributes`] for when this returns.
+    pub async fn set_metadata(&self, metadata: impl Into<String>) -> Result<()> {
+        self.update_profile(ProfileUpdate {
+            metadata: Some(metadata.into()),
+            ..ProfileUpdate::default()
+        })
+        .await
+    }
+
+    /// Sets our display name (an empty one is ignored by the servers).
+    pub async fn set_name(&self, name: impl Into<String>) -> Result<()> {
+        self.update_profile(ProfileUpdate {
+            name: Some(name.into()),
+            ..ProfileUpdate::default()
+        })
+        .await
+    }
+
+    async fn update_profile(&self, update: ProfileUpdate) -> Result<()> {
+        // The official SDKs give up after 5 s as well.
+        const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .cmd
+            .send(Command::UpdateProfile(update, tx))
+            .map_err(|_| Error::Closed("the room engine stopped".into()))?;
+        match tokio::time::timeout(REQUEST_TIMEOUT, rx).await {
+            Ok(Ok(verdict)) => verdict,
+            Ok(Err(_)) => Err(Error::Closed(
+                "the room closed before the server answered".into(),
+            )),
+            Err(_) => Err(Error::Timeout {
+                what: "the server to answer a participant update",
+                after: REQUEST_TIMEOUT,
+            }),
+        }
     }
 
     /// Leaves the room: waits (bounded) for queued packets to reach the server,

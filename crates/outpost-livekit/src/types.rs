@@ -135,6 +135,28 @@ pub enum RoomEvent {
     AssistantJoined(Participant),
     /// The assistant left.
     AssistantLeft(Participant),
+    /// A participant's attributes changed (another participant's, or ours once the
+    /// server confirmed it). [`Participant::attributes`] holds all of them now.
+    ParticipantAttributesChanged {
+        /// The participant, as it is now.
+        participant: Participant,
+        /// The keys that changed with their new values; a removed key has `""`.
+        changed: HashMap<String, String>,
+    },
+    /// A participant's metadata changed.
+    ParticipantMetadataChanged {
+        /// The participant, as it is now.
+        participant: Participant,
+        /// The metadata before.
+        old_metadata: String,
+    },
+    /// A participant's display name changed.
+    ParticipantNameChanged {
+        /// The participant, as it is now.
+        participant: Participant,
+        /// The name before.
+        old_name: String,
+    },
     /// A user data packet arrived.
     Data(DataMessage),
     /// Another participant opened a data stream to us; read it from the reader.

@@ -57,7 +57,8 @@ impl Keys {
         }
     }
 
-    /// Mints a token that lets `identity` join `room` for `ttl`.
+    /// Mints a token that lets `identity` join `room` for `ttl` and update its own
+    /// name, metadata and attributes.
     pub fn mint(
         &self,
         room: &str,
@@ -83,6 +84,9 @@ impl Keys {
             .with_grants(VideoGrants {
                 room_join: true,
                 room: room.to_owned(),
+                // Agents publish their state as an attribute (`lk.agent.state`), so the
+                // tokens this server hands out for local use allow it.
+                can_update_own_metadata: Some(true),
                 ..Default::default()
             });
         if let Some(name) = name {
@@ -119,6 +123,7 @@ impl Keys {
             can_subscribe: claims.video.can_subscribe(),
             can_publish_data: claims.video.can_publish_data.unwrap_or(true),
             hidden: claims.video.hidden,
+            can_update_own_metadata: claims.video.can_update_own_metadata(),
             kind: claims.kind.clone(),
         })
     }
@@ -145,6 +150,9 @@ pub struct Grant {
     pub can_publish_data: bool,
     /// Invisible to others.
     pub hidden: bool,
+    /// May change its own name, metadata and attributes (`canUpdateOwnMetadata`;
+    /// off unless the token grants it, as in livekit-server).
+    pub can_update_own_metadata: bool,
     /// The token's participant kind (`standard`, `agent`, `sip`, …; empty means standard),
     /// reported to the other participants so SDKs can tell an agent apart.
     pub kind: String,

@@ -6,10 +6,11 @@
 
 pub use livekit_protocol::{
     ClientConfiguration, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo,
-    ParticipantPermission, ParticipantUpdate, Ping, Pong, ReconnectResponse, Room as RoomInfo,
-    RoomUpdate, ServerInfo, SessionDescription, SignalRequest, SignalResponse, SignalTarget,
-    TrickleRequest, UserPacket, data_packet, leave_request, participant_info, server_info,
-    signal_request, signal_response,
+    ParticipantPermission, ParticipantUpdate, Ping, Pong, ReconnectResponse, RequestResponse,
+    Room as RoomInfo, RoomUpdate, ServerInfo, SessionDescription, SignalRequest, SignalResponse,
+    SignalTarget, TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet,
+    leave_request, participant_info, request_response, server_info, signal_request,
+    signal_response,
 };
 
 use prost::Message as _;

@@ -17,9 +17,17 @@ use tokio::sync::mpsc;
 use crate::auth::Grant;
 use crate::proto::{
     self, DisconnectReason, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Reliability,
-    RoomInfo, participant_info, signal_response,
+    RoomInfo, UpdateParticipantMetadata, participant_info, request_response, signal_response,
 };
 use crate::tasks::Tasks;
+
+/// Longest participant name a client may set (livekit-server's default limit).
+pub const MAX_NAME_LEN: usize = 256;
+/// Largest metadata a client may set, in bytes (livekit-server's default limit).
+pub const MAX_METADATA_SIZE: usize = 512 * 1024;
+/// Largest attribute update a client may send, keys plus values, in bytes
+/// (livekit-server's default limit).
+pub const MAX_ATTRIBUTES_SIZE: usize = 64 * 1024;
 
 /// Packets queued towards one receiver's data channel before the sender waits.
 pub const RELIABLE_QUEUE: usize = 256;
@@ -60,16 +68,29 @@ impl Outbox {
     }
 }
 
+/// What a participant may change about itself after joining; starts as the token's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// Display name.
+    pub name: String,
+    /// Metadata string.
+    pub metadata: String,
+    /// Attributes.
+    pub attributes: HashMap<String, String>,
+}
+
 /// A participant as the room sees it.
 #[derive(Debug)]
 pub struct Participant {
     /// `PA_…` id.
     pub sid: String,
-    /// What the token allows, including identity and name.
+    /// What the token allows, including identity and the initial name, metadata and
+    /// attributes (the current ones are in [`Participant::profile`]).
     pub grant: Grant,
     /// Client protocol the SDK announced (RPC v2 needs ≥ 1).
     pub client_protocol: i32,
     joined_at_ms: i64,
+    profile: Mutex<Profile>,
     state: Mutex<i32>,
     version: AtomicU32,
     /// Highest `DataPacket.sequence` received from this participant on `_reliable`.
@@ -86,11 +107,17 @@ impl Participant {
         client_protocol: i32,
         control: mpsc::UnboundedSender<Control>,
     ) -> Self {
+        let profile = Profile {
+            name: grant.name.clone(),
+            metadata: grant.metadata.clone(),
+            attributes: grant.attributes.clone(),
+        };
         Self {
             sid: format!("PA_{}", short_id()),
             grant,
             client_protocol,
             joined_at_ms: now_ms(),
+            profile: Mutex::new(profile),
             state: Mutex::new(participant_info::State::Joined as i32),
             version: AtomicU32::new(0),
             last_reliable_seq: AtomicU32::new(0),
@@ -110,15 +137,69 @@ impl Participant {
         *lock(&self.state) = state as i32;
     }
 
+    /// The current name, metadata and attributes.
+    pub fn profile(&self) -> Profile {
+        lock(&self.profile).clone()
+    }
+
+    /// Applies an `UpdateParticipantMetadata` the participant sent about itself, as
+    /// livekit-server does: refused without the `canUpdateOwnMetadata` grant or over
+    /// the size limits; otherwise a non-empty name or metadata replaces the current
+    /// one (an empty one leaves it as it is), and attributes merge into the current
+    /// ones, an empty value deleting its key. Returns whether anything changed.
+    pub fn update_profile(
+        &self,
+        update: &UpdateParticipantMetadata,
+    ) -> Result<bool, (request_response::Reason, &'static str)> {
+        use request_response::Reason;
+        if !self.grant.can_update_own_metadata {
+            return Err((
+                Reason::NotAllowed,
+                "does not have permission to update own metadata",
+            ));
+        }
+        if update.name.len() > MAX_NAME_LEN {
+            return Err((Reason::LimitExceeded, "exceeds name length limit"));
+        }
+        if update.metadata.len() > MAX_METADATA_SIZE {
+            return Err((Reason::LimitExceeded, "exceeds metadata size limit"));
+        }
+        let attributes_size: usize = update
+            .attributes
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        if attributes_size > MAX_ATTRIBUTES_SIZE {
+            return Err((Reason::LimitExceeded, "exceeds attributes size limit"));
+        }
+        let mut profile = lock(&self.profile);
+        let before = profile.clone();
+        if !update.name.is_empty() {
+            profile.name.clone_from(&update.name);
+        }
+        if !update.metadata.is_empty() {
+            profile.metadata.clone_from(&update.metadata);
+        }
+        for (k, v) in &update.attributes {
+            if v.is_empty() {
+                profile.attributes.remove(k);
+            } else {
+                profile.attributes.insert(k.clone(), v.clone());
+            }
+        }
+        Ok(*profile != before)
+    }
+
     /// The protobuf view other participants get.
     pub fn info(&self) -> ParticipantInfo {
         let joined_at_ms = self.joined_at_ms;
+        let profile = self.profile();
         ParticipantInfo {
             sid: self.sid.clone(),
             identity: self.grant.identity.clone(),
-            name: self.grant.name.clone(),
-            metadata: self.grant.metadata.clone(),
-            attributes: self.grant.attributes.clone(),
+            name: profile.name,
+            metadata: profile.metadata,
+            attributes: profile.attributes,
             state: *lock(&self.state),
             joined_at: joined_at_ms / 1000,
             joined_at_ms,
@@ -128,6 +209,7 @@ impl Participant {
                 can_publish: self.grant.can_publish,
                 can_publish_data: self.grant.can_publish_data,
                 hidden: self.grant.hidden,
+                can_update_metadata: self.grant.can_update_own_metadata,
                 ..Default::default()
             }),
             client_protocol: self.client_protocol,
@@ -505,8 +587,94 @@ mod tests {
             can_subscribe: true,
             can_publish_data: true,
             hidden: false,
+            can_update_own_metadata: true,
             kind: String::new(),
         }
+    }
+
+    fn attrs(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn profile_updates_merge_delete_and_check_the_grant_and_limits() {
+        use request_response::Reason;
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let p = Participant::new(
+            Grant {
+                name: "Bot".into(),
+                metadata: "m0".into(),
+                attributes: attrs(&[("keep", "1")]),
+                ..grant("r", "bot")
+            },
+            1,
+            tx,
+        );
+        let set = |attributes: HashMap<String, String>, metadata: &str, name: &str| {
+            UpdateParticipantMetadata {
+                attributes,
+                metadata: metadata.into(),
+                name: name.into(),
+                request_id: 1,
+            }
+        };
+        assert_eq!(
+            p.update_profile(&set(attrs(&[("lk.agent.state", "thinking")]), "", "")),
+            Ok(true)
+        );
+        let info = p.info();
+        assert_eq!(
+            info.attributes,
+            attrs(&[("keep", "1"), ("lk.agent.state", "thinking")])
+        );
+        assert_eq!((info.name.as_str(), info.metadata.as_str()), ("Bot", "m0"));
+        // The same values again change nothing; an empty value deletes its key.
+        assert_eq!(
+            p.update_profile(&set(attrs(&[("lk.agent.state", "thinking")]), "", "")),
+            Ok(false)
+        );
+        assert_eq!(
+            p.update_profile(&set(attrs(&[("lk.agent.state", "")]), "m1", "Bot 2")),
+            Ok(true)
+        );
+        let info = p.info();
+        assert_eq!(info.attributes, attrs(&[("keep", "1")]));
+        assert_eq!(
+            (info.name.as_str(), info.metadata.as_str()),
+            ("Bot 2", "m1")
+        );
+        // Limits, as livekit-server's defaults.
+        let big = "x".repeat(MAX_ATTRIBUTES_SIZE);
+        assert_eq!(
+            p.update_profile(&set(attrs(&[("k", &big)]), "", "")),
+            Err((Reason::LimitExceeded, "exceeds attributes size limit"))
+        );
+        assert_eq!(
+            p.update_profile(&set(HashMap::new(), "", &"n".repeat(MAX_NAME_LEN + 1))),
+            Err((Reason::LimitExceeded, "exceeds name length limit"))
+        );
+        assert_eq!(p.info().attributes, attrs(&[("keep", "1")]));
+        // Without the grant nothing changes.
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let q = Participant::new(
+            Grant {
+                can_update_own_metadata: false,
+                ..grant("r", "user")
+            },
+            1,
+            tx,
+        );
+        assert_eq!(
+            q.update_profile(&set(attrs(&[("a", "b")]), "", "")),
+            Err((
+                Reason::NotAllowed,
+                "does not have permission to update own metadata"
+            ))
+        );
+        assert!(q.info().attributes.is_empty());
     }
 
     #[test]

@@ -21,8 +21,9 @@ use tokio::time::Instant;
 use crate::auth::Grant;
 use crate::proto::{
     self, DisconnectReason, JoinResponse, LeaveRequest, ParticipantUpdate, Pong, ReconnectResponse,
-    Reliability, RoomUpdate, ServerInfo, SessionDescription, SignalTarget, TrickleRequest,
-    leave_request, participant_info, server_info, signal_request, signal_response,
+    Reliability, RequestResponse, RoomUpdate, ServerInfo, SessionDescription, SignalTarget,
+    TrickleRequest, UpdateParticipantMetadata, leave_request, participant_info, request_response,
+    server_info, signal_request, signal_response,
 };
 use crate::room::{Control, Participant, Room};
 use crate::server::Shared;
@@ -587,6 +588,7 @@ impl Session {
                     tracing::warn!(identity = %self.participant.identity(), "too many candidates before the offer; dropped");
                 }
             }
+            M::UpdateMetadata(update) => self.update_metadata(update).await?,
             M::Leave(_) => return Ok(Some(End::Quiet("client left"))),
             M::Ping(ts) => {
                 let _ = ts;
@@ -608,6 +610,43 @@ impl Session {
             }
         }
         Ok(None)
+    }
+
+    /// The client changes its own name, metadata or attributes. As livekit-server
+    /// does: the change goes to everyone in a `ParticipantUpdate` (the sender
+    /// included, first, so its SDK has the new values when its request completes),
+    /// then the sender gets a `RequestResponse` carrying its request id, which is what
+    /// the SDKs' `set_attributes` / `set_metadata` / `set_name` wait for.
+    async fn update_metadata(&mut self, update: UpdateParticipantMetadata) -> Result<(), ()> {
+        let (reason, message) = match self.participant.update_profile(&update) {
+            Ok(changed) => {
+                if changed {
+                    let me = self.participant.info();
+                    self.say(&proto::response(signal_response::Message::Update(
+                        ParticipantUpdate {
+                            participants: vec![me],
+                        },
+                    )))
+                    .await?;
+                    self.room.announce(&self.participant);
+                }
+                (request_response::Reason::Ok, "")
+            }
+            Err((reason, message)) => {
+                tracing::info!(identity = %self.participant.identity(), ?reason, message, "metadata update refused");
+                (reason, message)
+            }
+        };
+        let response = RequestResponse {
+            request_id: update.request_id,
+            reason: reason as i32,
+            message: message.to_owned(),
+            request: Some(proto::request_response::Request::UpdateMetadata(update)),
+        };
+        self.say(&proto::response(signal_response::Message::RequestResponse(
+            response,
+        )))
+        .await
     }
 
     /// Starts the reader (relay into the room) of a channel and, when it is on the

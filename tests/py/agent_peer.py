@@ -1,0 +1,123 @@
+"""An official-SDK participant that behaves like a LiveKit agent towards the Rust
+client under test (tests/tests/livekit_rpc.rs): it calls the client's RPC methods,
+sends `lk.chat` and `lk.transcription` text streams, sets `lk.agent.state`, answers
+the client's RPC calls, and reports what it saw of the client.
+
+Steps are driven by JSON data packets from the client on topic "ctl" ({"op": ...});
+results go back on topic "result". Prints "ready" once connected.
+Environment: LK_URL, LK_ROOM, LK_API_KEY, LK_API_SECRET, LK_APP (the client's identity).
+"""
+
+import asyncio
+import json
+import os
+import sys
+import time
+
+from livekit import rtc
+
+from lkcommon import ROOM, URL, token
+
+APP = os.environ.get("LK_APP", "app")
+
+
+async def main():
+    room = rtc.Room()
+    ctl = asyncio.Queue()
+    chats = []
+    app_attr_events = []
+
+    def on_data(p):
+        if p.topic == "ctl":
+            ctl.put_nowait(json.loads(bytes(p.data)))
+
+    async def read_chat(reader, sender):
+        text = await reader.read_all()
+        info = reader.info
+        chats.append({"sender": sender, "topic": info.topic, "text": text,
+                      "attributes": dict(info.attributes or {})})
+
+    room.on("data_received", on_data)
+    room.on("participant_attributes_changed",
+            lambda changed, p: app_attr_events.append(dict(changed)) if p.identity == APP else None)
+    room.register_text_stream_handler("lk.chat", lambda r, s: asyncio.ensure_future(read_chat(r, s)))
+    await room.connect(URL, token("agent", ROOM, update_own_metadata=True),
+                       rtc.RoomOptions(auto_subscribe=False))
+    lp = room.local_participant
+
+    async def echo(data):
+        return f"agent-echo:{data.caller_identity}:{data.payload}"
+
+    async def fail(data):
+        raise rtc.RpcError(2002, "agent says no", '{"why": "test"}')
+
+    lp.register_rpc_method("agent.echo", echo)
+    lp.register_rpc_method("agent.fail", fail)
+    print("ready", flush=True)
+
+    async def expect(op):
+        while True:
+            m = await asyncio.wait_for(ctl.get(), 60)
+            if m.get("op") == op:
+                return m
+
+    async def send(**kv):
+        await lp.publish_data(json.dumps(kv).encode(), topic="result", destination_identities=[APP])
+
+    async def call(method, payload, **kw):
+        t0 = time.monotonic()
+        try:
+            r = await lp.perform_rpc(destination_identity=APP, method=method, payload=payload, **kw)
+            return {"ok": r, "secs": round(time.monotonic() - t0, 3)}
+        except rtc.RpcError as e:
+            return {"code": e.code, "message": e.message, "data": e.data,
+                    "secs": round(time.monotonic() - t0, 3)}
+
+    await expect("go")
+    results = {
+        "echo": await call("echo", "hello ✓"),
+        "unknown": await call("no.such.method", "{}"),
+        "fail": await call("fail", "{}"),
+        "big": await call("big", ""),
+        "max": await call("max", ""),
+        "panic": await call("panic", ""),
+        # The SDK tells the handler 9 s - 7 s (its ack allowance) = 2 s.
+        "slow": await call("slow", "", response_timeout=9),
+    }
+    if "ok" in results["max"]:
+        results["max"]["ok"] = len(results["max"]["ok"])
+    await send(op="rpc", results=results)
+
+    await lp.send_text("hi from the agent ✓", topic="lk.chat", attributes={"lk.test": "1"},
+                       destination_identities=[APP])
+    # An interim transcript written in pieces: the client must see the first piece
+    # before the rest is written.
+    w = await lp.stream_text(topic="lk.transcription", destination_identities=[APP],
+                             attributes={"lk.segment_id": "SG_1", "lk.transcription_final": "false",
+                                         "lk.transcribed_track_id": "TR_x"})
+    await w.write("Hel")
+    await expect("got-chunk")
+    await w.write("lo wor")
+    await w.write("ld 😀")
+    await w.aclose()
+    await lp.send_text("Hello world 😀", topic="lk.transcription", destination_identities=[APP],
+                       attributes={"lk.segment_id": "SG_1", "lk.transcription_final": "true"})
+    await lp.set_attributes({"lk.agent.state": "thinking"})
+    await send(op="your-turn")
+
+    await expect("check")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not chats:
+        await asyncio.sleep(0.05)
+    app = room.remote_participants.get(APP)
+    await send(op="seen", chats=chats, app_attr_events=app_attr_events,
+               app_attributes=dict(app.attributes) if app else None,
+               app_metadata=app.metadata if app else None)
+    await expect("exit")
+    await room.disconnect()
+
+
+try:
+    asyncio.run(main())
+except KeyboardInterrupt:
+    sys.exit(0)
