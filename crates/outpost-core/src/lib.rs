@@ -12,6 +12,8 @@
 //!   [`Session`] (one room connection: send messages, cancel, switch conversation, leave)
 //!   and its event receiver.
 //! - [`codec`]: packet or byte stream by size; incoming messages kept in sender order.
+//! - `agents_io`: the IO of LiveKit Agents mode (docs/AGENTS.md): Outpost's RPC methods,
+//!   transcription streams, the agent's state attribute, user text on `lk.chat`.
 //! - [`executor`]: the only module that drives `outpost-tools` and `outpost-policy` (the
 //!   machine and the events use only the policy's value types: [`Decision`], [`Decider`]).
 //! - [`events`]: the UI events (`{"type": ..., "data": ...}`).
@@ -30,6 +32,7 @@
 //! # Ok(()) }
 //! ```
 
+mod agents_io;
 pub mod codec;
 mod error;
 pub mod events;

@@ -14,6 +14,7 @@ use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
 use outpost_store::{Store, now_ms};
 use tokio::sync::{mpsc, watch};
 
+use crate::agents_io::{self, AgentsInput, Reply};
 use crate::codec::{Frame, Inbound, InboundOrder, Ticket, frame};
 use crate::error::{CoreError, Result};
 use crate::events::UiEvent;
@@ -158,6 +159,16 @@ impl Core {
         let consent = opts.consent_ui.then(|| self.perms.attach_consent());
         let (send_tx, send_rx) = mpsc::unbounded_channel();
         let sender = tokio::spawn(sender_task(room.clone(), send_rx, ui_tx.clone()));
+        // LiveKit Agents mode: Outpost's RPC methods exist from the start, so an agent
+        // that calls before Outpost knows what it speaks is answered (docs/AGENTS.md).
+        let (agents_tx, agents_rx) = mpsc::unbounded_channel();
+        agents_io::register_methods(
+            &room,
+            executor.catalogue().into_iter().map(|t| t.name),
+            &agents_tx,
+        );
+        let (text_tx, text_rx) = mpsc::unbounded_channel();
+        tokio::spawn(agents_io::text_sender(room.clone(), text_rx, ui_tx.clone()));
         let assistant = room.assistant().map(|p| p.identity);
         let room_assistant_sid = room.assistant().map(|p| p.sid);
         let io = Io {
@@ -172,9 +183,19 @@ impl Core {
             conv: conv_tx,
             assistant_sid: room_assistant_sid,
             sid_at_loss: None,
+            agents_tx,
+            text: text_tx,
+            replies: std::collections::HashMap::new(),
         };
-        let task =
-            tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
+        let task = tokio::spawn(io.run(
+            assistant,
+            room_events,
+            dispatch_rx,
+            cmd_rx,
+            consent,
+            sender,
+            agents_rx,
+        ));
         Ok((
             Session {
                 cmd: cmd_tx,
@@ -254,6 +275,11 @@ struct Io {
     /// The assistant's session id now, and when the link was lost.
     assistant_sid: Option<String>,
     sid_at_loss: Option<Option<String>>,
+    /// LiveKit Agents mode: room traffic for the machine, user text to send, and the
+    /// RPC calls waiting for the machine's answer.
+    agents_tx: mpsc::UnboundedSender<AgentsInput>,
+    text: mpsc::UnboundedSender<(String, String, String)>,
+    replies: std::collections::HashMap<String, Reply>,
 }
 
 async fn next_consent(inbox: &mut Option<ConsentInbox>) -> Option<outpost_policy::ConsentEvent> {
@@ -272,10 +298,19 @@ impl Io {
         mut cmds: mpsc::UnboundedReceiver<Command>,
         mut consent: Option<ConsentInbox>,
         sender: tokio::task::JoinHandle<()>,
+        mut agents_rx: mpsc::UnboundedReceiver<AgentsInput>,
     ) {
         let (stream_tx, mut stream_rx) = mpsc::unbounded_channel::<(Ticket, Inbound)>();
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         let mut leave = self.apply(Input::Joined { assistant }).await;
+        if let Some(state) = self
+            .room
+            .assistant()
+            .as_ref()
+            .and_then(agents_io::agent_state)
+        {
+            leave = leave || self.apply(state).await;
+        }
         let mut cmds_open = true;
         while !leave {
             let input = tokio::select! {
@@ -285,6 +320,13 @@ impl Io {
                         None => { leave = self.drain_inbound().await; continue; }
                     },
                     None => Input::Disconnected { reason: "the room closed".into() },
+                },
+                Some(a) = agents_rx.recv() => match a {
+                    AgentsInput::Input(i) => i,
+                    AgentsInput::Rpc(call, reply) => {
+                        self.replies.insert(call.request_id.clone(), reply);
+                        Input::Rpc(call)
+                    }
                 },
                 Some((ticket, item)) = stream_rx.recv() => {
                     self.order.complete(ticket, item);
@@ -333,6 +375,18 @@ impl Io {
                 }
                 None
             }
+            RoomEvent::StreamOpened(reader)
+                if agents_io::is_transcription(&reader, self.machine.assistant()) =>
+            {
+                agents_io::spawn_transcript_reader(reader, self.agents_tx.clone());
+                None
+            }
+            RoomEvent::ParticipantAttributesChanged {
+                participant,
+                changed,
+            } if changed.contains_key(agents_io::AGENT_STATE) => {
+                agents_io::agent_state(&participant)
+            }
             RoomEvent::StreamOpened(reader) => {
                 let ours = reader.info.topic == TOPIC
                     && self.machine.assistant() == Some(reader.info.sender_identity.as_str());
@@ -347,7 +401,11 @@ impl Io {
                 None
             }
             RoomEvent::AssistantJoined(p) => {
-                self.assistant_sid = Some(p.sid);
+                self.assistant_sid = Some(p.sid.clone());
+                if let Some(state) = agents_io::agent_state(&p) {
+                    // Its state is known at once: after the join, tell the machine.
+                    let _ = self.agents_tx.send(AgentsInput::Input(state));
+                }
                 Some(Input::AssistantJoined {
                     identity: p.identity,
                 })
@@ -416,11 +474,14 @@ impl Io {
                 Effect::CancelTool(c) => {
                     self.executor.cancel(&c);
                 }
-                Effect::SendText { .. } | Effect::RpcReply { .. } => {
-                    // WIP(lead): wired to outpost-livekit's text streams and RPC next.
-                    let _ = self.ui.send(UiEvent::Error {
-                        message: "LiveKit Agents mode is not wired yet".into(),
-                    });
+                Effect::SendText { to, topic, text } => {
+                    let _ = self.text.send((to, topic, text));
+                }
+                Effect::RpcReply { request_id, reply } => {
+                    if let Some(tx) = self.replies.remove(&request_id) {
+                        // The caller may have stopped waiting: then nobody listens.
+                        let _ = tx.send(reply);
+                    }
                 }
                 Effect::Record(r) => self.record(r).await,
                 Effect::Ui(ev) => {

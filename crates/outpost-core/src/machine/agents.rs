@@ -103,8 +103,6 @@ pub(super) struct AgentsState {
     /// Results cut to fit, for `outpost.read_result`: (request id, JSON text).
     pub(super) held: VecDeque<(String, String)>,
     pub(super) held_bytes: usize,
-    /// Transcript segments seen, for interim → final (segment id → final recorded).
-    pub(super) finals: VecDeque<(String, bool)>,
 }
 
 /// The `lk.agent.state` values and how the status shows them.
@@ -134,7 +132,8 @@ impl Machine {
 
     /// Switches to LiveKit Agents mode (once) and opens the conversation.
     pub(super) fn enter_agents_mode(&mut self, fx: &mut Fx, now: Millis, why: &str) {
-        if self.in_agents_mode() || self.phase == Phase::Ended {
+        // Known already, or an Outpost-protocol assistant (its welcome decided).
+        if self.mode.is_some() || self.phase == Phase::Ended {
             return;
         }
         let Some(assistant) = self.assistant.clone() else {
@@ -212,18 +211,6 @@ impl Machine {
         self.enter_agents_mode(fx, now, "it sent a transcription");
         if !self.in_agents_mode() {
             return;
-        }
-        let st = &mut self.agents;
-        let known = st.finals.iter_mut().find(|(id, _)| id == segment_id);
-        match known {
-            Some((_, done)) if *done && !is_final => return,
-            Some((_, done)) => *done = *done || is_final,
-            None => {
-                if st.finals.len() >= super::MAX_OPEN_DELTAS {
-                    st.finals.pop_front();
-                }
-                st.finals.push_back((segment_id.to_owned(), is_final));
-            }
         }
         if is_final {
             fx.record(Record::Message(store::NewMessage {
@@ -714,7 +701,6 @@ mod tests {
         };
         let fx1 = m.handle(seg("Hel", false), 20);
         let fx2 = m.handle(seg("Hello there", true), 21);
-        let fx3 = m.handle(seg("Hel", false), 22);
         let texts: Vec<String> = uis(&[fx1.clone(), fx2.clone()].concat())
             .into_iter()
             .filter_map(|e| match e {

@@ -708,12 +708,10 @@ impl Machine {
     /// The assistant's session is gone (it left or rejoined): hello again, and find out
     /// again what it speaks.
     fn lose_session(&mut self, _now: Millis) {
-        if self.in_agents_mode() {
-            self.mode = None;
-            if self.phase == Phase::Welcomed {
-                self.phase = Phase::NeedHello;
-            }
+        if self.in_agents_mode() && self.phase == Phase::Welcomed {
+            self.phase = Phase::NeedHello;
         }
+        self.mode = None;
         self.hello_since = None;
         self.rehello();
     }

@@ -1,0 +1,150 @@
+//! The IO of LiveKit Agents mode (the machine's side is `machine::agents`): Outpost's RPC
+//! methods registered on the room, transcription streams read as they arrive, the
+//! assistant's `lk.agent.state` attribute, and user text sent on `lk.chat`.
+//!
+//! Everything here turns room traffic into machine [`Input`]s on one channel, so the
+//! session's loop stays the only place that drives the machine. An RPC handler waits for
+//! the machine's answer on a oneshot; when LiveKit drops the handler (the caller's
+//! deadline passed, or it left) the answer has nowhere to go and is dropped with it.
+
+use std::collections::HashMap;
+
+use outpost_livekit::{Participant, Room, RpcError, RpcInvocation, StreamOptions, StreamReader};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::events::UiEvent;
+use crate::machine::{Input, LIST_TOOLS, READ_RESULT, RpcCall, RpcFailure};
+
+/// The topic LiveKit Agents publish transcriptions on.
+pub const TRANSCRIPTION_TOPIC: &str = "lk.transcription";
+/// The participant attribute holding an agent's state.
+pub const AGENT_STATE: &str = "lk.agent.state";
+
+/// An RPC reply the machine will give.
+pub type Reply = oneshot::Sender<Result<String, RpcFailure>>;
+
+/// What reaches the session loop from the room in Agents mode.
+#[derive(Debug)]
+pub enum AgentsInput {
+    /// Feed to the machine.
+    Input(Input),
+    /// An RPC call: feed it, and keep the reply channel for its answer.
+    Rpc(RpcCall, Reply),
+}
+
+/// Registers `outpost.list_tools`, `outpost.read_result` and one method per tool.
+pub fn register_methods(
+    room: &Room,
+    tools: impl IntoIterator<Item = String>,
+    tx: &mpsc::UnboundedSender<AgentsInput>,
+) {
+    let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into()];
+    methods.extend(tools);
+    for method in methods {
+        let tx = tx.clone();
+        room.register_rpc_method(method, move |inv: RpcInvocation| {
+            let tx = tx.clone();
+            async move {
+                let (reply, answer) = oneshot::channel();
+                let call = RpcCall {
+                    request_id: inv.request_id,
+                    caller: inv.caller_identity,
+                    method: inv.method,
+                    payload: inv.payload,
+                    response_timeout_ms: u64::try_from(inv.response_timeout.as_millis())
+                        .unwrap_or(u64::MAX),
+                };
+                if tx.send(AgentsInput::Rpc(call, reply)).is_err() {
+                    return Err(RpcError::new(
+                        crate::machine::RPC_APPLICATION_ERROR,
+                        "Outpost's session has ended",
+                        None,
+                    ));
+                }
+                match answer.await {
+                    Ok(Ok(payload)) => Ok(payload),
+                    Ok(Err(f)) => Err(RpcError::new(f.code, f.message, f.data)),
+                    Err(_) => Err(RpcError::new(
+                        crate::machine::RPC_APPLICATION_ERROR,
+                        "Outpost's session ended before the call was answered",
+                        None,
+                    )),
+                }
+            }
+        });
+    }
+}
+
+/// The machine input for a participant's `lk.agent.state`, when it has one.
+pub fn agent_state(p: &Participant) -> Option<Input> {
+    p.attributes
+        .get(AGENT_STATE)
+        .map(|state| Input::AgentState {
+            identity: p.identity.clone(),
+            state: state.clone(),
+        })
+}
+
+/// Whether a stream is a transcription from `assistant`.
+pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>) -> bool {
+    reader.info.topic == TRANSCRIPTION_TOPIC
+        && assistant == Some(reader.info.sender_identity.as_str())
+}
+
+/// Reads a transcription stream as it arrives: every piece sends the segment's text so
+/// far; the end sends it as final.
+pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<AgentsInput>) {
+    tokio::spawn(async move {
+        let info = reader.info.clone();
+        let attrs: &HashMap<String, String> = &info.attributes;
+        let segment_id = attrs
+            .get("lk.segment_id")
+            .cloned()
+            .unwrap_or_else(|| info.id.clone());
+        let mut text = String::new();
+        let mut reader = reader.into_text();
+        let send = |text: &str, is_final: bool| {
+            tx.send(AgentsInput::Input(Input::Transcript {
+                sender: info.sender_identity.clone(),
+                segment_id: segment_id.clone(),
+                text: text.to_owned(),
+                is_final,
+            }))
+        };
+        while let Some(piece) = reader.next_text().await {
+            match piece {
+                Ok(p) => {
+                    text.push_str(&p);
+                    if send(&text, false).is_err() {
+                        return;
+                    }
+                }
+                // Cut off: what arrived is all there will be.
+                Err(_) => break,
+            }
+        }
+        // The stream's end is the segment's text as it stands (an agent that refines a
+        // segment sends it again with the same id: the later text replaces it).
+        let _ = send(&text, true);
+    });
+}
+
+/// Sends user text in order, one text stream each; a failure is told to the user.
+pub async fn text_sender(
+    room: Room,
+    mut rx: mpsc::UnboundedReceiver<(String, String, String)>,
+    ui: mpsc::UnboundedSender<UiEvent>,
+) {
+    while let Some((to, topic, text)) = rx.recv().await {
+        let options = StreamOptions {
+            topic,
+            destination_identities: vec![to],
+            ..StreamOptions::default()
+        };
+        if let Err(e) = room.send_text(&text, options).await {
+            let _ = ui.send(UiEvent::Error {
+                message: format!("your message could not be sent to the assistant: {e}"),
+            });
+        }
+    }
+}
