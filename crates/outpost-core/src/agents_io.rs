@@ -103,6 +103,7 @@ pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<A
             .unwrap_or_else(|| info.id.clone());
         let mut text = String::new();
         let mut reader = reader.into_text();
+        // False once the session is gone.
         let send = |text: &str, is_final: bool| {
             tx.send(AgentsInput::Input(Input::Transcript {
                 sender: info.sender_identity.clone(),
@@ -110,12 +111,13 @@ pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<A
                 text: text.to_owned(),
                 is_final,
             }))
+            .is_ok()
         };
         while let Some(piece) = reader.next_text().await {
             match piece {
                 Ok(p) => {
                     text.push_str(&p);
-                    if send(&text, false).is_err() {
+                    if !send(&text, false) {
                         return;
                     }
                 }
@@ -125,7 +127,7 @@ pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<A
         }
         // The stream's end is the segment's text as it stands (an agent that refines a
         // segment sends it again with the same id: the later text replaces it).
-        let _ = send(&text, true);
+        send(&text, true);
     });
 }
 

@@ -184,18 +184,12 @@ impl Core {
             assistant_sid: room_assistant_sid,
             sid_at_loss: None,
             agents_tx,
+            agents_rx: Some(agents_rx),
             text: text_tx,
             replies: std::collections::HashMap::new(),
         };
-        let task = tokio::spawn(io.run(
-            assistant,
-            room_events,
-            dispatch_rx,
-            cmd_rx,
-            consent,
-            sender,
-            agents_rx,
-        ));
+        let task =
+            tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
         Ok((
             Session {
                 cmd: cmd_tx,
@@ -278,6 +272,7 @@ struct Io {
     /// LiveKit Agents mode: room traffic for the machine, user text to send, and the
     /// RPC calls waiting for the machine's answer.
     agents_tx: mpsc::UnboundedSender<AgentsInput>,
+    agents_rx: Option<mpsc::UnboundedReceiver<AgentsInput>>,
     text: mpsc::UnboundedSender<(String, String, String)>,
     replies: std::collections::HashMap<String, Reply>,
 }
@@ -298,8 +293,10 @@ impl Io {
         mut cmds: mpsc::UnboundedReceiver<Command>,
         mut consent: Option<ConsentInbox>,
         sender: tokio::task::JoinHandle<()>,
-        mut agents_rx: mpsc::UnboundedReceiver<AgentsInput>,
     ) {
+        let Some(mut agents_rx) = self.agents_rx.take() else {
+            return;
+        };
         let (stream_tx, mut stream_rx) = mpsc::unbounded_channel::<(Ticket, Inbound)>();
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         let mut leave = self.apply(Input::Joined { assistant }).await;
