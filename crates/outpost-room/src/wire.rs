@@ -269,3 +269,17 @@ pub async fn direct_pair_seconds(config: &WireConfig, total: usize, chunk: usize
     }
     Ok(secs)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_benchmark_baseline_delivers_every_byte() {
+        let secs = direct_pair_seconds(&WireConfig::default(), 256 * 1024, 15_000)
+            .await
+            .unwrap();
+        assert!(secs > 0.0 && secs < 20.0, "{secs}");
+    }
+}
