@@ -4,7 +4,8 @@
 //!
 //! Built on LiveKit's official `livekit-protocol` (types), `livekit-signaling` (the
 //! WebSocket signal client: URL, v1→v0 fallback, validate, keep-alive, resume) and
-//! the pure-Rust `webrtc` crate (peer connections, SCTP data channels).
+//! `outpost-webrtc` (peer connections and SCTP data channels on the pure-Rust `webrtc`
+//! crate, shared with `outpost-room`).
 //!
 //! ```no_run
 //! # async fn demo() -> outpost_livekit::Result<()> {
@@ -33,7 +34,8 @@
 //! - `signal`: adapter over `livekit-signaling`.
 //! - `tls`: extra trusted root CAs for `wss://` (a `livekit-net` WebSocket transport).
 //! - `proto`: the only import site of `livekit_protocol` (and `prost`).
-//! - `wire`: the only import site of `webrtc` (and `rtc`).
+//! - `wire`: the client's role on `outpost-webrtc` (we offer the publisher and answer
+//!   the subscriber) and what connection events mean for the engine.
 //!
 //! Not implemented: media tracks, single peer connection mode (`/rtc/v1`; the
 //! signal client falls back to `/rtc` like the official SDKs), RPC version 2 (over

@@ -2,9 +2,9 @@
 //! and tests. Production deployments use LiveKit Cloud or `livekit-server`.
 //!
 //! It speaks LiveKit's signaling protocol (WebSocket `/rtc`, protobuf) to the official
-//! SDKs, answers each client's publisher peer connection with the pure-Rust `webrtc`
-//! crate, and relays every `DataPacket` a participant sends on `_reliable` / `_lossy`
-//! to the other participants of its room. There is no media and no single peer
+//! SDKs, answers each client's publisher peer connection through `outpost-webrtc` (on
+//! the pure-Rust `webrtc` crate), and relays every `DataPacket` a participant sends on
+//! `_reliable` / `_lossy` to the other participants of its room. There is no media and no single peer
 //! connection mode (`/rtc/v1` answers 404, and the SDKs fall back to `/rtc`).
 //!
 //! Layout:
@@ -15,7 +15,8 @@
 //! - [`room`]: rooms, participants, participant updates, and the relay.
 //! - [`auth`]: key pairs, minting and verifying access tokens.
 //! - [`proto`]: the only import site of `livekit_protocol` (types and codec).
-//! - `wire`: the only import site of `webrtc` (peer connection and data channels).
+//! - `wire`: the server's role on `outpost-webrtc`'s peer connections and data
+//!   channels (we answer the publisher, offer the subscriber).
 //! - [`cli`]: the `serve` / `token` command line (the binary is a thin `main`).
 //! - [`tasks`]: counts the server's tasks so tests can prove none leak.
 //! - [`tls`]: the `wss://` listener (rustls) and its certificate.

@@ -1,0 +1,341 @@
+//! One peer connection: how it is built (bind addresses, ICE servers, SCTP and socket
+//! settings), offer/answer with the `webrtc` 0.21 workarounds, remote candidates, and
+//! the events it reports (local candidates, connection state, remote data channels).
+//!
+//! Which side offers, which channels are opened by whom and what a state change means
+//! for the session are the caller's business (the client's and the room server's
+//! `wire.rs`); this module only reports facts.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use webrtc::data_channel::DataChannel as RawDataChannel;
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
+    RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, RTCSessionDescription,
+    SettingEngineBuilder,
+};
+
+use crate::channel::{ChannelKind, DataChannel};
+use crate::error::{Error, Result};
+use crate::runtime::BigBufferRuntime;
+use crate::sdp::{self, CandidateSection};
+
+/// A STUN or TURN server from LiveKit's join response.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IceServer {
+    /// `stun:` / `turn:` / `turns:` URLs.
+    pub urls: Vec<String>,
+    /// TURN username (empty for STUN).
+    pub username: String,
+    /// TURN credential (empty for STUN).
+    pub credential: String,
+}
+
+/// How to build a peer connection.
+#[derive(Debug, Clone)]
+pub struct PeerConfig {
+    /// Addresses ICE host candidates bind to (each on a port of its own). A loopback
+    /// address among them also turns on loopback candidates, which `webrtc` leaves out
+    /// by default.
+    pub bind: Vec<IpAddr>,
+    /// STUN/TURN servers.
+    pub ice_servers: Vec<IceServer>,
+    /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
+    /// above it.
+    pub send_buffer_limit: usize,
+    /// SCTP `max-message-size` to announce; `None` keeps `webrtc`'s default.
+    pub sctp_max_message_size: Option<u32>,
+    /// SCTP receive window (a_rwnd), bytes; `None` keeps `webrtc`'s default.
+    pub sctp_receive_buffer: Option<u32>,
+    /// Kernel send and receive buffer of each UDP socket, bytes (0 = system default).
+    pub udp_socket_buffer: usize,
+}
+
+impl Default for PeerConfig {
+    fn default() -> Self {
+        Self {
+            bind: vec![IpAddr::from([127, 0, 0, 1])],
+            ice_servers: Vec::new(),
+            send_buffer_limit: 128 * 1024,
+            sctp_max_message_size: None,
+            sctp_receive_buffer: None,
+            udp_socket_buffer: 0,
+        }
+    }
+}
+
+/// Something that happened on a peer connection.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PeerEvent {
+    /// A local ICE candidate to trickle, as LiveKit's candidate JSON
+    /// `{candidate, sdpMid, sdpMLineIndex}` (the section is the local description's
+    /// bundle section).
+    LocalCandidate(String),
+    /// The connection reached `connected` (again, after a `Disconnected`).
+    Connected,
+    /// A connected connection lost contact with the other side. ICE may still recover
+    /// (back to `Connected`); if it does not, `Failed` follows (after about 25 s with
+    /// `webrtc` 0.21's defaults).
+    Disconnected,
+    /// The connection failed for good.
+    Failed,
+    /// The other side opened one of LiveKit's data channels (others are ignored). It
+    /// is already open.
+    RemoteChannel(DataChannel),
+}
+
+/// Where a peer connection's events go. Called on `webrtc`'s tasks; it must not block.
+type Sink = Box<dyn Fn(PeerEvent) + Send + Sync>;
+
+struct Handler {
+    sink: Sink,
+    section: Arc<Mutex<CandidateSection>>,
+    was_connected: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_candidate(&self, event: RTCPeerConnectionIceEvent) {
+        let init = match event.candidate.to_json() {
+            Ok(init) => init,
+            Err(e) => {
+                tracing::debug!("local candidate not signalled: {e}");
+                return;
+            }
+        };
+        // webrtc 0.21 sets sdpMid to "" and sdpMLineIndex to 0 on every local
+        // candidate; the section comes from our own description instead.
+        let section = self
+            .section
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
+        (self.sink)(PeerEvent::LocalCandidate(sdp::candidate_json(
+            &init.candidate,
+            &section,
+        )));
+    }
+
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        tracing::debug!(?state, "peer connection state");
+        let event = match state {
+            RTCPeerConnectionState::Connected => {
+                self.was_connected.store(true, Ordering::Relaxed);
+                PeerEvent::Connected
+            }
+            RTCPeerConnectionState::Disconnected if self.was_connected.load(Ordering::Relaxed) => {
+                PeerEvent::Disconnected
+            }
+            RTCPeerConnectionState::Failed => PeerEvent::Failed,
+            // `Closed` comes only from our own `close()` in webrtc 0.21 (rtc's
+            // `update_connection_state(is_closed)`; a remote DTLS close leaves the
+            // state at `connected`), so the owner already knows. New, connecting:
+            // nothing to act on.
+            _ => return,
+        };
+        (self.sink)(event);
+    }
+
+    async fn on_data_channel(&self, dc: Arc<dyn RawDataChannel>) {
+        let label = dc.label().await.unwrap_or_default();
+        match ChannelKind::from_label(&label) {
+            Some(kind) => (self.sink)(PeerEvent::RemoteChannel(DataChannel::new(dc, kind))),
+            None => tracing::debug!(label, "ignoring a data channel LiveKit does not use"),
+        }
+    }
+}
+
+/// One peer connection. Dropping it does not close it; call [`Peer::close`].
+pub struct Peer {
+    pc: Arc<dyn PeerConnection>,
+    /// The section local candidates are signalled for, updated with each local
+    /// description before it is applied (candidates are gathered from then on).
+    section: Arc<Mutex<CandidateSection>>,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer")
+            .field("section", &self.section)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Peer {
+    /// Creates a peer connection; its events go to `on_event`, which is called on
+    /// `webrtc`'s tasks and must not block (send them on a channel).
+    pub async fn new(
+        config: &PeerConfig,
+        on_event: impl Fn(PeerEvent) + Send + Sync + 'static,
+    ) -> Result<Self> {
+        let loopback = config.bind.iter().any(IpAddr::is_loopback);
+        let mut settings = SettingEngineBuilder::new()
+            // mDNS opens a multicast socket, which fails (ENODEV) inside a bare network
+            // namespace, and LiveKit hands out plain IP candidates anyway.
+            .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
+            .with_include_loopback_candidate(loopback);
+        if let Some(size) = config.sctp_max_message_size {
+            settings = settings.with_sctp_max_message_size(
+                rtc::peer_connection::configuration::setting_engine::SctpMaxMessageSize::Bounded(
+                    size,
+                ),
+            );
+        }
+        if let Some(size) = config.sctp_receive_buffer {
+            settings = settings.with_sctp_max_receive_buffer_size(size);
+        }
+        let ice_servers = config
+            .ice_servers
+            .iter()
+            .map(|s| RTCIceServer {
+                urls: s.urls.clone(),
+                username: s.username.clone(),
+                credential: s.credential.clone(),
+            })
+            .collect();
+        let section = Arc::new(Mutex::new(CandidateSection::default()));
+        let handler = Arc::new(Handler {
+            sink: Box::new(on_event),
+            section: section.clone(),
+            was_connected: AtomicBool::new(false),
+        });
+        let mut builder = PeerConnectionBuilder::new()
+            .with_configuration(
+                RTCConfigurationBuilder::new()
+                    .with_ice_servers(ice_servers)
+                    .build(),
+            )
+            .with_setting_engine(settings.build())
+            .with_handler(handler);
+        if config.udp_socket_buffer > 0 {
+            builder = builder.with_runtime(Arc::new(BigBufferRuntime {
+                inner: webrtc::runtime::TokioRuntime,
+                buffer: config.udp_socket_buffer,
+            }));
+        }
+        let udp: Vec<SocketAddr> = config
+            .bind
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, 0))
+            .collect();
+        let pc = builder
+            .with_udp_addrs(udp)
+            .with_data_channel_send_buffer_limit(config.send_buffer_limit)
+            .build()
+            .await
+            .map_err(|e| Error::Webrtc(format!("create peer connection: {e}")))?;
+        Ok(Self {
+            pc: Arc::new(pc),
+            section,
+        })
+    }
+
+    /// Creates one of LiveKit's data channels; it opens after negotiation
+    /// ([`crate::ChannelEvent::Open`]).
+    pub async fn create_data_channel(&self, kind: ChannelKind) -> Result<DataChannel> {
+        let dc = self
+            .pc
+            .create_data_channel(kind.label(), Some(kind.init()))
+            .await
+            .map_err(|e| Error::Webrtc(format!("create data channel {}: {e}", kind.label())))?;
+        Ok(DataChannel::new(dc, kind))
+    }
+
+    /// Creates and applies an offer (with new ICE credentials when `ice_restart`);
+    /// returns its SDP.
+    pub async fn offer(&self, ice_restart: bool) -> Result<String> {
+        let options = rtc::peer_connection::configuration::RTCOfferOptions { ice_restart };
+        let offer = self
+            .pc
+            .create_offer(Some(options))
+            .await
+            .map_err(|e| Error::Webrtc(format!("create offer: {e}")))?;
+        self.remember_section(&offer.sdp);
+        let sdp = offer.sdp.clone();
+        self.pc
+            .set_local_description(offer)
+            .await
+            .map_err(|e| Error::Webrtc(format!("set local offer: {e}")))?;
+        Ok(self
+            .pc
+            .local_description()
+            .await
+            .map(|d| d.sdp)
+            .unwrap_or(sdp))
+    }
+
+    /// Applies the other side's answer to our offer.
+    pub async fn apply_answer(&self, sdp: String) -> Result<()> {
+        let answer = RTCSessionDescription::answer(sdp::drop_rejected_ice_credentials(&sdp))
+            .map_err(|e| Error::BadRemote(format!("answer SDP: {e}")))?;
+        self.pc
+            .set_remote_description(answer)
+            .await
+            .map_err(|e| Error::BadRemote(format!("apply answer: {e}")))
+    }
+
+    /// Applies the other side's offer and returns our answer SDP. A later offer (an ICE
+    /// restart) renegotiates the same connection.
+    pub async fn answer(&self, offer_sdp: String) -> Result<String> {
+        // Our answer mirrors the offer's sections, so the offer names the section for
+        // candidates gathered before the answer exists; the answer refines it below.
+        self.remember_section(&offer_sdp);
+        let offer = RTCSessionDescription::offer(sdp::drop_rejected_ice_credentials(&offer_sdp))
+            .map_err(|e| Error::BadRemote(format!("offer SDP: {e}")))?;
+        self.pc
+            .set_remote_description(offer)
+            .await
+            .map_err(|e| Error::BadRemote(format!("apply offer: {e}")))?;
+        let answer = self
+            .pc
+            .create_answer(None)
+            .await
+            .map_err(|e| Error::Webrtc(format!("create answer: {e}")))?;
+        self.remember_section(&answer.sdp);
+        let sdp = answer.sdp.clone();
+        self.pc
+            .set_local_description(answer)
+            .await
+            .map_err(|e| Error::Webrtc(format!("set local answer: {e}")))?;
+        let sdp = self
+            .pc
+            .local_description()
+            .await
+            .map(|d| d.sdp)
+            .unwrap_or(sdp);
+        Ok(sdp::move_candidates_out_of_rejected_sections(&sdp))
+    }
+
+    /// Whether a remote description is set (remote candidates can be added).
+    pub async fn has_remote_description(&self) -> bool {
+        self.pc.remote_description().await.is_some()
+    }
+
+    /// Adds a remote candidate given as LiveKit's candidate JSON. The end-of-candidates
+    /// marker and TCP candidates (we gather UDP only) are accepted and skipped.
+    pub async fn add_candidate(&self, json: &str) -> Result<()> {
+        let Some(init) = sdp::parse_remote_candidate(json)? else {
+            return Ok(());
+        };
+        self.pc
+            .add_ice_candidate(init)
+            .await
+            .map_err(|e| Error::BadRemote(format!("add candidate: {e}")))
+    }
+
+    /// Closes the connection and its channels.
+    pub async fn close(&self) {
+        if let Err(e) = self.pc.close().await {
+            tracing::debug!("closing peer connection: {e}");
+        }
+    }
+
+    fn remember_section(&self, local_sdp: &str) {
+        if let Some(found) = sdp::candidate_section(local_sdp) {
+            *self.section.lock().unwrap_or_else(|p| p.into_inner()) = found;
+        }
+    }
+}
