@@ -80,12 +80,24 @@ impl App {
         .await
     }
 
+    /// The assistant's final words of a turn. Text that followed a tool call is its own
+    /// segment (a second message right after the first): both arrive together at the end
+    /// of the turn and are joined here.
     async fn reply(&mut self) -> String {
-        self.wait("assistant message", |e| match e {
-            AppEvent::AssistantMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .await
+        let mut text = self
+            .wait("assistant message", |e| match e {
+                AppEvent::AssistantMessage(m) => Some(m.text.clone()),
+                _ => None,
+            })
+            .await;
+        while let Ok(Some(ev)) =
+            tokio::time::timeout(Duration::from_millis(300), self.events.recv()).await
+        {
+            if let AppEvent::AssistantMessage(m) = ev {
+                text.push_str(&m.text);
+            }
+        }
+        text
     }
 }
 

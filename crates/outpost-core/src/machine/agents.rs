@@ -500,6 +500,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use outpost_protocol::{Message, ToolDescriptor};
 
+    use super::super::tests::uis;
     use super::super::{Command, ExecEvent, Input, MachineConfig};
     use super::*;
 
@@ -533,15 +534,6 @@ mod tests {
             0,
         );
         (m, fx)
-    }
-
-    fn uis(fx: &[Effect]) -> Vec<UiEvent> {
-        fx.iter()
-            .filter_map(|e| match e {
-                Effect::Ui(u) => Some(u.clone()),
-                _ => None,
-            })
-            .collect()
     }
 
     fn rpc(id: &str, caller: &str, method: &str, payload: &str) -> Input {

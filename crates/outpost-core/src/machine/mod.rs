@@ -1631,7 +1631,8 @@ mod tests {
             .collect()
     }
 
-    fn uis(fx: &[Effect]) -> Vec<UiEvent> {
+    /// The UI events among the effects (also used by the other modules' tests).
+    pub(super) fn uis(fx: &[Effect]) -> Vec<UiEvent> {
         fx.iter()
             .filter_map(|e| match e {
                 Effect::Ui(u) => Some(u.clone()),
