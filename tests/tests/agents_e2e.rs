@@ -179,15 +179,21 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 seen: Vec::new(),
             };
 
-            // 1. The mode: found out (the agent sets lk.agent.state or lists the tools).
-            ui.wait("LiveKit Agents mode", |e| match e {
-                UiEvent::AssistantMode {
-                    mode: AssistantMode::LivekitAgents,
-                    ..
-                } => Some(()),
-                _ => None,
-            })
-            .await?;
+            // 1. The mode: found out from what the agent does (it lists the tools first,
+            //    or sets lk.agent.state), not from the silence fallback.
+            let why = ui
+                .wait("LiveKit Agents mode", |e| match e {
+                    UiEvent::AssistantMode {
+                        mode: AssistantMode::LivekitAgents,
+                        detail,
+                    } => Some(detail.clone()),
+                    _ => None,
+                })
+                .await?;
+            assert!(
+                why.contains("RPC") || why.contains("lk.agent.state"),
+                "detected by {why:?}"
+            );
             let conversation = ui
                 .wait("session start", |e| match e {
                     UiEvent::SessionStarted {
