@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use outpost_core::store::{ConversationId, Role, TimelineItem};
+use outpost_core::store::{ConversationId, Outcome, Role, TimelineItem, ToolCallState};
 use outpost_core::{
     AssistantMode, ConnectOptions, Core, Credentials, Decision, PolicySource, SessionEvents,
     ToolsConfig, UiEvent,
@@ -164,8 +164,9 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
         agent
     });
 
-    let result =
-        outpost_tests::lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
+    let result = outpost_tests::lkclient::in_netns(
+        &env.pair.client_ns.clone(),
+        move || async move {
             let core = Core::open(Some(data_dir), tools)?;
             let mut opts = ConnectOptions::new(Credentials::Token {
                 url,
@@ -270,11 +271,10 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 })
                 .await?;
             assert_eq!(prompt.tool, "read_local_file");
-            assert_eq!(
-                prompt.parameters.get("filePath").and_then(Value::as_str),
-                Some(pelican.as_str()),
-                "{prompt:?}"
-            );
+            // The full arguments, exactly as the agent's LLM gave them.
+            let mut args = serde_json::Map::new();
+            args.insert("filePath".into(), Value::String(pelican.clone()));
+            assert_eq!(prompt.parameters, args, "{prompt:?}");
             core.answer_consent(&prompt.consent_id, Decision::AllowOnce)?;
             ui.reply("the pelican flies at dawn").await?;
 
@@ -342,9 +342,41 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 ),
                 "{timeline:#?}"
             );
+            // The RPC calls went through the audit like any tool call: the calculator ran
+            // by policy, the two consent answers were recorded (allowed, then denied).
+            let call_state = |tool: &str, state: ToolCallState| {
+                timeline.items.iter().any(|i| {
+                    matches!(i, TimelineItem::ToolCall(c) if c.tool_name == tool && c.state == state)
+                })
+            };
+            assert!(
+                call_state("calculator", ToolCallState::Completed),
+                "{timeline:#?}"
+            );
+            assert!(
+                call_state("read_local_file", ToolCallState::Completed),
+                "{timeline:#?}"
+            );
+            assert!(
+                call_state("read_local_file", ToolCallState::Error),
+                "{timeline:#?}"
+            );
+            let consents: Vec<Outcome> = timeline
+                .items
+                .iter()
+                .filter_map(|i| match i {
+                    TimelineItem::Consent(c) if c.tool_name == "read_local_file" => Some(c.outcome),
+                    _ => None,
+                })
+                .collect();
+            assert!(
+                consents.contains(&Outcome::Allowed) && consents.contains(&Outcome::Denied),
+                "{consents:?}"
+            );
             session.leave().await?;
             Ok(())
-        });
+        },
+    );
     let agent = waiter.join().unwrap();
     if let Err(e) = result {
         panic!(
