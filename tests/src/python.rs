@@ -1,5 +1,6 @@
-//! The Python venv holding the official LiveKit SDK (`pip install livekit livekit-api
-//! msgpack`), located by `OUTPOST_PYTHON` or `<workspace>/.venv/bin/python`.
+//! The Python venvs: the official LiveKit SDK (`pip install livekit livekit-api
+//! msgpack`), located by `OUTPOST_PYTHON` or `<workspace>/.venv/bin/python`; and the real
+//! LiveKit Agents framework (`.venv-agents`, see [`agents_python`]).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -35,6 +36,33 @@ pub fn python() -> anyhow::Result<PathBuf> {
     if !ok {
         bail!(
             "{} cannot import livekit.rtc / livekit.api; {advice}",
+            py.display()
+        );
+    }
+    Ok(py)
+}
+
+/// The venv's python with the real LiveKit Agents framework (`livekit-agents`, from
+/// `tests/py/agents-requirements.txt`), located by `OUTPOST_AGENTS_PYTHON` or
+/// `<workspace>/.venv-agents/bin/python`; checked to import `livekit.agents`.
+pub fn agents_python() -> anyhow::Result<PathBuf> {
+    let py = std::env::var_os("OUTPOST_AGENTS_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-agents/bin/python"));
+    let advice = "set up the venv: scripts/setup.sh, or python3 -m venv .venv-agents && \
+                  .venv-agents/bin/pip install -r tests/py/agents-requirements.txt \
+                  (or point OUTPOST_AGENTS_PYTHON at a python that has livekit-agents)";
+    if !py.exists() {
+        bail!("no Python at {}; {advice}", py.display());
+    }
+    let ok = Command::new(&py)
+        .args(["-c", "import livekit.agents, livekit.rtc"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        bail!(
+            "{} cannot import livekit.agents / livekit.rtc; {advice}",
             py.display()
         );
     }
