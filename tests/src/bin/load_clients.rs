@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use outpost_core::{ConnectOptions, Core, Credentials, Session, ToolsConfig};
-use tokio::io::AsyncReadExt as _;
 
 /// How many joins run at once: enough to be quick, few enough for a 2-core machine.
 const JOINS_AT_ONCE: usize = 5;
@@ -56,10 +55,13 @@ fn run() -> anyhow::Result<()> {
             .await;
         let sessions = joins.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
         println!("ready {}", sessions.len());
-        let mut stdin = tokio::io::stdin();
-        let mut sink = [0u8; 64];
-        let until_eof = async { while matches!(stdin.read(&mut sink).await, Ok(n) if n > 0) {} };
-        let _ = tokio::time::timeout(Duration::from_secs(max_secs), until_eof).await;
+        // stdin on a plain thread: its end (EOF) is the signal to leave.
+        let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+        std::thread::spawn(move || {
+            let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+            let _ = eof_tx.send(());
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(max_secs), eof_rx).await;
         futures::future::join_all(sessions.iter().map(|(s, _)| s.leave())).await;
         for (_, core) in &sessions {
             let _ = core.store().flush().await;
