@@ -103,8 +103,11 @@ fi
 # --- end-to-end tests of the desktop app (scripts/test.sh calls this) ---------------------
 # A virtual display, a D-Bus session with a notification daemon, WebKit's WebDriver,
 # ImageMagick's `import` for screenshots, and tauri-driver in front of WebKitWebDriver.
+# GNOME Keyring (and the D-Bus daemon and dbus-send) for the keyring test
+# (tests/tests/keyring_secret_service.rs), which runs a Secret Service in a private bus.
 setup_app_test_tools() {
-  apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst
+  apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst \
+    gnome-keyring dbus-daemon dbus-bin
   if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
     log "installing tauri-driver (cargo install, about 2 minutes)"
     cargo install tauri-driver --version '^2' --locked

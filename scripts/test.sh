@@ -21,4 +21,7 @@ log "cargo test"
 # WebRTC tests create network namespaces: they need root (CI is root). The app's
 # end-to-end tests (src-tauri/tests/app_e2e.rs) start their own Xvfb, D-Bus session and
 # tauri-driver inside such a namespace.
+# The load test (tests/tests/load.rs) runs 20 s of calls here; its full length (300 s) is a
+# separate command in docs/BENCHMARKS.md.
+export OUTPOST_LOAD_SECS="${OUTPOST_LOAD_SECS:-20}"
 cargo test --workspace --locked --no-fail-fast

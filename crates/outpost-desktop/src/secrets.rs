@@ -34,6 +34,30 @@ fn unavailable(e: &keyring::Error) -> DesktopError {
     ))
 }
 
+/// Runs one keyring call on a thread of its own.
+///
+/// The keyring crate's Secret Service backend drives D-Bus through zbus's blocking API,
+/// which blocks on a runtime of its own and panics ("Cannot start a runtime from within a
+/// runtime") on a thread that is driving async tasks: every async caller, such as the
+/// app's async commands and connecting. A short-lived thread outside any runtime avoids
+/// that; keyring calls are rare (a user action, a connect), so the thread costs nothing
+/// that matters.
+fn off_runtime<T: Send>(call: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("outpost-keyring".into())
+            .spawn_scoped(s, call)
+            .map_err(|e| {
+                DesktopError::KeyringUnavailable(format!("cannot start the keyring thread: {e}"))
+            })?;
+        worker.join().unwrap_or_else(|_| {
+            Err(DesktopError::KeyringUnavailable(
+                "the keyring call failed unexpectedly".into(),
+            ))
+        })
+    })
+}
+
 impl Keyring {
     fn entry(name: &str) -> Result<keyring::Entry> {
         keyring::Entry::new(KEYRING_SERVICE, name).map_err(|e| unavailable(&e))
@@ -42,24 +66,26 @@ impl Keyring {
 
 impl SecretStore for Keyring {
     fn get(&self, name: &str) -> Result<Option<String>> {
-        match Self::entry(name)?.get_password() {
+        off_runtime(|| match Self::entry(name)?.get_password() {
             Ok(v) => Ok(Some(v)),
             Err(keyring::Error::NoEntry) => Ok(None),
             Err(e) => Err(unavailable(&e)),
-        }
+        })
     }
 
     fn set(&self, name: &str, value: &str) -> Result<()> {
-        Self::entry(name)?
-            .set_password(value)
-            .map_err(|e| unavailable(&e))
+        off_runtime(|| {
+            Self::entry(name)?
+                .set_password(value)
+                .map_err(|e| unavailable(&e))
+        })
     }
 
     fn delete(&self, name: &str) -> Result<()> {
-        match Self::entry(name)?.delete_credential() {
+        off_runtime(|| match Self::entry(name)?.delete_credential() {
             Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
             Err(e) => Err(unavailable(&e)),
-        }
+        })
     }
 }
 

@@ -36,6 +36,27 @@ fn unavailable(e: &keyring::Error) -> McpError {
     ))
 }
 
+/// Runs one keyring call on a thread of its own.
+///
+/// The keyring crate's Secret Service backend drives D-Bus through zbus's blocking API,
+/// which blocks on a runtime of its own and panics ("Cannot start a runtime from within a
+/// runtime") on a thread that is driving async tasks, such as a server started from async
+/// code. A short-lived thread outside any runtime avoids that; keyring calls are rare (a
+/// server start, `outpost mcp add`), so the thread costs nothing that matters.
+fn off_runtime<T: Send>(call: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|s| {
+        let worker = std::thread::Builder::new()
+            .name("outpost-keyring".into())
+            .spawn_scoped(s, call)
+            .map_err(|e| McpError::Keyring(format!("cannot start the keyring thread: {e}")))?;
+        worker.join().unwrap_or_else(|_| {
+            Err(McpError::Keyring(
+                "the keyring call failed unexpectedly".into(),
+            ))
+        })
+    })
+}
+
 impl Keyring {
     fn entry(name: &str) -> Result<keyring::Entry> {
         keyring::Entry::new(KEYRING_SERVICE, name).map_err(|e| unavailable(&e))
@@ -44,24 +65,26 @@ impl Keyring {
 
 impl SecretStore for Keyring {
     fn get(&self, entry: &str) -> Result<Option<String>> {
-        match Self::entry(entry)?.get_password() {
+        off_runtime(|| match Self::entry(entry)?.get_password() {
             Ok(v) => Ok(Some(v)),
             Err(keyring::Error::NoEntry) => Ok(None),
             Err(e) => Err(unavailable(&e)),
-        }
+        })
     }
 
     fn set(&self, entry: &str, value: &str) -> Result<()> {
-        Self::entry(entry)?
-            .set_password(value)
-            .map_err(|e| unavailable(&e))
+        off_runtime(|| {
+            Self::entry(entry)?
+                .set_password(value)
+                .map_err(|e| unavailable(&e))
+        })
     }
 
     fn delete(&self, entry: &str) -> Result<()> {
-        match Self::entry(entry)?.delete_credential() {
+        off_runtime(|| match Self::entry(entry)?.delete_credential() {
             Ok(()) | Err(keyring::Error::NoEntry) => Ok(()),
             Err(e) => Err(unavailable(&e)),
-        }
+        })
     }
 
     fn persistent(&self) -> bool {

@@ -1,0 +1,608 @@
+//! The keyring path for real: a Secret Service daemon (GNOME Keyring) in a private D-Bus
+//! session, unlocked with a test password, and the desktop backend's `Keyring` store (and
+//! outpost-mcp's) talking to it.
+//!
+//! The `keyring` crate finds the bus through `DBUS_SESSION_BUS_ADDRESS` in the process
+//! environment, which a test may not change under running threads. So this test has no
+//! libtest harness (`harness = false`): `main` starts the bus and the daemon, then runs
+//! each step as a child process of this same binary (`OUTPOST_KEYRING_STEP=name`) with the
+//! bus address in its environment. Separate processes are also the point of the test: a
+//! token stored by one is read back by another.
+//!
+//! Steps: the LiveKit token is stored, read, replaced and deleted through the Desktop API
+//! (`set_secret` / `settings().has_token` / `clear_secret`); a second process reads it
+//! straight from the Secret Service; a session connects to an in-process outpost-room on
+//! loopback with the token taken from the keyring (the reference assistant asks for one
+//! calculator call); the token is then cleared. Finally every byte of the profile
+//! (settings.toml, policy.toml, the SQLite files with their -wal/-shm, the step logs at
+//! debug level) is searched for the tokens. The same store/read/replace/delete runs over
+//! outpost-mcp's keyring store.
+//!
+//! Needs `dbus-daemon`, `dbus-send` and `gnome-keyring-daemon` (scripts/setup.sh installs
+//! them); without them the test fails and says so.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail, ensure};
+use outpost_desktop::config::Paths;
+use outpost_desktop::contract::AppEvent;
+use outpost_desktop::secrets::{Keyring, SecretStore as _};
+use outpost_desktop::{Desktop, Notifier};
+
+const STEP_ENV: &str = "OUTPOST_KEYRING_STEP";
+const PROFILE_ENV: &str = "OUTPOST_KEYRING_PROFILE";
+const TOKEN_A_ENV: &str = "OUTPOST_KEYRING_TOKEN_A";
+const TOKEN_B_ENV: &str = "OUTPOST_KEYRING_TOKEN_B";
+const SECRET: &str = "livekit_token";
+const ROOM: &str = "keyring-e2e";
+const PASSWORD: &str = "outpost-test-password";
+
+fn main() -> ExitCode {
+    let r = match std::env::var(STEP_ENV) {
+        Ok(step) => child(&step),
+        Err(_) => parent(),
+    };
+    match r {
+        Ok(()) => {
+            if std::env::var(STEP_ENV).is_err() {
+                println!("test keyring_secret_service ... ok");
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("keyring_secret_service FAILED: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// --- the parent: bus, daemon, steps, grep ------------------------------------------------
+
+/// A private D-Bus session with GNOME Keyring's secrets component in it, unlocked. Both
+/// daemons are killed on drop (gnome-keyring also quits when its bus goes away).
+struct SecretService {
+    bus: Child,
+    keyring: Child,
+    address: String,
+    home: PathBuf,
+}
+
+fn need(program: &str) -> anyhow::Result<()> {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
+        .unwrap_or(false);
+    ensure!(
+        found,
+        "`{program}` is not installed: this test needs a Secret Service daemon in a private \
+         D-Bus session (Debian packages gnome-keyring, dbus-daemon and dbus-bin; \
+         scripts/setup.sh installs them)"
+    );
+    Ok(())
+}
+
+impl SecretService {
+    fn start(home: &Path) -> anyhow::Result<Self> {
+        for p in ["dbus-daemon", "dbus-send", "gnome-keyring-daemon"] {
+            need(p)?;
+        }
+        let runtime = home.join("run");
+        std::fs::create_dir_all(&runtime)?;
+        std::fs::set_permissions(
+            &runtime,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
+        let env = |c: &mut Command| {
+            c.env("HOME", home)
+                .env("XDG_DATA_HOME", home.join("data"))
+                .env("XDG_CONFIG_HOME", home.join("config"))
+                .env("XDG_RUNTIME_DIR", &runtime)
+                .env_remove("DBUS_SESSION_BUS_ADDRESS")
+                .env_remove("GNOME_KEYRING_CONTROL");
+        };
+        let mut cmd = Command::new("dbus-daemon");
+        cmd.args(["--session", "--nofork", "--print-address=1"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        env(&mut cmd);
+        let mut bus = cmd.spawn().context("starting dbus-daemon --session")?;
+        let mut line = String::new();
+        BufReader::new(bus.stdout.take().context("dbus-daemon stdout")?)
+            .read_line(&mut line)
+            .context("reading the bus address")?;
+        let address = line.trim().to_owned();
+        if !address.starts_with("unix:") {
+            let _ = bus.kill();
+            bail!("dbus-daemon printed no address (got {address:?})");
+        }
+        // `--unlock` reads the login keyring's password from stdin and creates the
+        // "login" collection (the default alias) with it when there is none yet.
+        let mut cmd = Command::new("gnome-keyring-daemon");
+        env(&mut cmd);
+        cmd.args(["--foreground", "--unlock", "--components=secrets"])
+            .env("DBUS_SESSION_BUS_ADDRESS", &address)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(home.join("gnome-keyring.log"))?);
+        let mut keyring = match cmd.spawn() {
+            Ok(k) => k,
+            Err(e) => {
+                let _ = bus.kill();
+                let _ = bus.wait();
+                bail!("starting gnome-keyring-daemon: {e}");
+            }
+        };
+        {
+            let mut stdin = keyring.stdin.take().context("gnome-keyring stdin")?;
+            stdin.write_all(PASSWORD.as_bytes())?;
+        }
+        let me = Self {
+            bus,
+            keyring,
+            address,
+            home: home.to_owned(),
+        };
+        // Wait for the daemon to own the Secret Service name before anyone calls it: a
+        // call before that would make the bus activate a second, locked daemon.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = Command::new("dbus-send")
+                .args([
+                    "--session",
+                    "--print-reply",
+                    "--dest=org.freedesktop.DBus",
+                    "/org/freedesktop/DBus",
+                    "org.freedesktop.DBus.NameHasOwner",
+                    "string:org.freedesktop.secrets",
+                ])
+                .env("DBUS_SESSION_BUS_ADDRESS", &me.address)
+                .output()?;
+            if String::from_utf8_lossy(&out.stdout).contains("boolean true") {
+                break;
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "gnome-keyring-daemon did not take org.freedesktop.secrets within 20 s; its \
+                 log:\n{}",
+                std::fs::read_to_string(home.join("gnome-keyring.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let out = Command::new("dbus-send")
+            .args([
+                "--session",
+                "--print-reply",
+                "--dest=org.freedesktop.secrets",
+                "/org/freedesktop/secrets",
+                "org.freedesktop.Secret.Service.ReadAlias",
+                "string:default",
+            ])
+            .env("DBUS_SESSION_BUS_ADDRESS", &me.address)
+            .output()?;
+        let alias = String::from_utf8_lossy(&out.stdout);
+        ensure!(
+            alias.contains("/org/freedesktop/secrets/collection/"),
+            "the Secret Service has no default collection after --unlock: {alias}"
+        );
+        Ok(me)
+    }
+}
+
+impl Drop for SecretService {
+    fn drop(&mut self) {
+        let _ = self.keyring.kill();
+        let _ = self.keyring.wait();
+        let _ = self.bus.kill();
+        let _ = self.bus.wait();
+    }
+}
+
+/// Runs one step in a child process; returns what it printed. Its stderr (the tracing log)
+/// goes into the profile's `logs/`, so the final search covers it.
+fn step(
+    ss: &SecretService,
+    profile: &Path,
+    name: &str,
+    env: &[(&str, &str)],
+) -> anyhow::Result<String> {
+    let logs = profile.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let log = logs.join(format!("{name}.log"));
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.env(STEP_ENV, name)
+        .env(PROFILE_ENV, profile)
+        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
+        .env("HOME", profile.join("home"))
+        .env("XDG_RUNTIME_DIR", ss.home.join("run"))
+        .env(
+            "RUST_LOG",
+            "outpost_desktop=debug,outpost_core=debug,outpost_livekit=debug,\
+             outpost_agent=debug,outpost_store=debug,outpost_mcp=debug,info",
+        )
+        .env_remove("OUTPOST_LIVEKIT_TOKEN")
+        .env_remove("OUTPOST_SECRETS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log)?);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("spawning step {name}"))?;
+    let out =
+        wait_output(child, Duration::from_secs(120)).with_context(|| format!("step {name}"))?;
+    if !out.0 {
+        bail!(
+            "step `{name}` failed; stdout:\n{}\nits log ({}):\n{}",
+            out.1,
+            log.display(),
+            tail(&std::fs::read_to_string(&log).unwrap_or_default(), 60)
+        );
+    }
+    Ok(out.1)
+}
+
+fn wait_output(mut child: Child, limit: Duration) -> anyhow::Result<(bool, String)> {
+    let stdout = child.stdout.take().context("stdout")?;
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stdout), &mut s);
+        s
+    });
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("timed out after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Ok((status.success(), reader.join().unwrap_or_default()))
+}
+
+fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Every regular file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &[u8], out: &mut Vec<PathBuf>) -> anyhow::Result<usize> {
+    let mut seen = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        let p = e.path();
+        let ty = e.file_type()?;
+        if ty.is_dir() {
+            seen += files_containing(&p, needle, out)?;
+        } else if ty.is_file() {
+            seen += 1;
+            let bytes = std::fs::read(&p)?;
+            if bytes.windows(needle.len()).any(|w| w == needle) {
+                out.push(p);
+            }
+        }
+    }
+    Ok(seen)
+}
+
+fn random_token(tag: &str) -> String {
+    format!("outpost-keyring-test-{tag}-{}", outpost_protocol::new_id())
+}
+
+fn parent() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let profile = dir.path().join("profile");
+    std::fs::create_dir_all(profile.join("home"))?;
+    let ss = SecretService::start(&dir.path().join("keyring"))?;
+
+    let token_a = random_token("a");
+    let token_b = random_token("b");
+    let tokens = [
+        (TOKEN_A_ENV, token_a.as_str()),
+        (TOKEN_B_ENV, token_b.as_str()),
+    ];
+    step(&ss, &profile, "store", &tokens)?;
+    step(&ss, &profile, "reader", &tokens)?;
+    let out = step(&ss, &profile, "session", &tokens)?;
+    for l in out.lines().filter(|l| l.starts_with("searched")) {
+        println!("keyring: session step {l}");
+    }
+    let session_token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("SESSION_TOKEN="))
+        .context("the session step printed no token")?
+        .to_owned();
+    step(&ss, &profile, "cleared", &tokens)?;
+    step(&ss, &profile, "mcp", &tokens)?;
+
+    // The session really ran and logged (so the search below covers a real log).
+    let session_log = std::fs::read_to_string(profile.join("logs/session.log"))?;
+    ensure!(
+        !session_log.is_empty(),
+        "the session step wrote no log at debug level"
+    );
+    let mut needles = vec![token_a.clone(), token_b.clone(), session_token.clone()];
+    // A JWT's signature alone is secret enough to look for (a partial write).
+    if let Some(sig) = session_token.rsplit('.').next() {
+        needles.push(sig.to_owned());
+    }
+    let mut leaks = Vec::new();
+    let mut searched = 0;
+    for n in &needles {
+        let mut found = Vec::new();
+        searched = files_containing(&profile, n.as_bytes(), &mut found)?;
+        for f in found {
+            leaks.push(format!("{} holds {n}", f.display()));
+        }
+    }
+    let names: Vec<String> = walk(&profile)?;
+    for must in ["settings.toml", "policy.toml", ".sqlite3", "session.log"] {
+        ensure!(
+            names.iter().any(|n| n.ends_with(must) || n.contains(must)),
+            "the profile has no {must} file to search: {names:#?}"
+        );
+    }
+    ensure!(
+        leaks.is_empty(),
+        "a token reached a file of the profile: {leaks:#?}"
+    );
+    // And the keyring's own file holds it encrypted (nothing in the clear there either).
+    let mut found = Vec::new();
+    files_containing(&dir.path().join("keyring"), token_b.as_bytes(), &mut found)?;
+    ensure!(
+        found.is_empty(),
+        "plain token in the keyring's files: {found:?}"
+    );
+    println!(
+        "keyring: {searched} files searched in the profile ({}), no token found",
+        names.join(", ")
+    );
+    drop(ss);
+    Ok(())
+}
+
+fn walk(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_dir() {
+            out.extend(walk(&e.path())?);
+        } else {
+            out.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    Ok(out)
+}
+
+// --- the children: one step each ----------------------------------------------------------
+
+#[derive(Debug)]
+struct NoNotes;
+
+impl Notifier for NoNotes {
+    fn notify(&self, _title: &str, _body: &str) {}
+}
+
+fn env(k: &str) -> anyhow::Result<String> {
+    std::env::var(k).with_context(|| format!("{k} is not set"))
+}
+
+fn paths() -> anyhow::Result<Paths> {
+    let profile = PathBuf::from(env(PROFILE_ENV)?);
+    Ok(Paths {
+        config_dir: profile.join("config"),
+        data_dir: profile.join("data"),
+    })
+}
+
+fn open_desktop() -> anyhow::Result<Desktop> {
+    Ok(Desktop::open(
+        paths()?,
+        Arc::new(Keyring),
+        Arc::new(NoNotes),
+    )?)
+}
+
+fn child(step: &str) -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let token_a = env(TOKEN_A_ENV)?;
+    let token_b = env(TOKEN_B_ENV)?;
+    // Everything runs inside the runtime, as in the app (Tauri's async commands): the
+    // keyring must work from async code too.
+    rt.block_on(async move {
+        match step {
+            "store" => store(&token_a, &token_b).await,
+            "reader" => reader(&token_b).await,
+            "session" => session().await,
+            "cleared" => cleared().await,
+            "mcp" => mcp(&token_a, &token_b).await,
+            other => bail!("unknown step {other}"),
+        }
+    })
+}
+
+/// Stored, read, replaced, deleted through the Desktop API; token B is left in place.
+async fn store(a: &str, b: &str) -> anyhow::Result<()> {
+    let d = open_desktop()?;
+    ensure!(
+        !d.settings().connection.has_token,
+        "a fresh keyring already has a token"
+    );
+    d.set_secret(SECRET, a)?;
+    ensure!(d.settings().connection.has_token, "has_token after storing");
+    ensure!(Keyring.get(SECRET)?.as_deref() == Some(a), "read back A");
+    // Surrounding blanks from a paste are not part of the token.
+    d.set_secret(SECRET, &format!("  {b}\n"))?;
+    ensure!(Keyring.get(SECRET)?.as_deref() == Some(b), "replaced by B");
+    d.clear_secret(SECRET)?;
+    ensure!(Keyring.get(SECRET)?.is_none(), "deleted");
+    ensure!(
+        !d.settings().connection.has_token,
+        "has_token after clearing"
+    );
+    // Clearing again is no error.
+    d.clear_secret(SECRET)?;
+    let err = d.set_secret("other", "x").unwrap_err();
+    ensure!(
+        err.code() == "invalid_argument",
+        "unknown secret name: {err}"
+    );
+    d.set_secret(SECRET, b)?;
+    Ok(())
+}
+
+/// Another process: the token is in the Secret Service, and the Desktop sees it.
+async fn reader(b: &str) -> anyhow::Result<()> {
+    ensure!(
+        Keyring.get(SECRET)?.as_deref() == Some(b),
+        "a second process did not read token B from the keyring"
+    );
+    let d = open_desktop()?;
+    ensure!(
+        d.settings().connection.has_token,
+        "has_token in a new Desktop"
+    );
+    Ok(())
+}
+
+/// A session with the token from the keyring: outpost-room on loopback, the reference
+/// assistant, one calculator call.
+async fn session() -> anyhow::Result<()> {
+    use clap::Parser as _;
+    let server =
+        outpost_room::Server::bind(([127, 0, 0, 1], 0).into(), outpost_room::Config::default())
+            .await?;
+    let url = server.url();
+    let token = server.token(ROOM, "outpost-app")?;
+    println!("SESSION_TOKEN={token}");
+    let cli = outpost_agent::config::Cli::try_parse_from([
+        "outpost-agent",
+        "--url",
+        &url,
+        "--room",
+        ROOM,
+    ])?;
+    let agent = tokio::spawn(async move {
+        if let Err(e) = outpost_agent::run::run(cli, |_| {}).await {
+            eprintln!("the assistant stopped: {e}");
+        }
+    });
+
+    let d = open_desktop()?;
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    d.subscribe(Box::new(move |ev| {
+        let _ = tx.send(ev);
+    }));
+    d.set_secret(SECRET, &token)?;
+    let mut s = d.settings();
+    s.connection.auth_mode = "token".into();
+    s.connection.livekit_url = url;
+    s.connection.room = ROOM.into();
+    let saved = d.set_settings(s).await?;
+    ensure!(
+        saved.connection.has_token,
+        "has_token after saving settings"
+    );
+    d.connect().await?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut next = async || -> anyhow::Result<AppEvent> {
+        tokio::time::timeout_at(deadline, events.recv())
+            .await
+            .context("no event within 60 s")?
+            .context("event channel closed")
+    };
+    loop {
+        if let AppEvent::Session(_) = next().await? {
+            break;
+        }
+    }
+    d.send("compute 6 * 7".into()).await?;
+    let mut result_ok = false;
+    loop {
+        match next().await? {
+            AppEvent::ToolResult(r) => {
+                ensure!(r.success, "the calculator call failed: {r:?}");
+                result_ok = true;
+            }
+            // The scripted assistant says what it does, then gives the answer.
+            AppEvent::AssistantMessage(m) if m.text.contains("42") => break,
+            AppEvent::ConsentRequest(c) => bail!("unexpected consent request {c:?}"),
+            _ => {}
+        }
+    }
+    ensure!(result_ok, "no tool result before the answer");
+    d.disconnect().await;
+    d.store_flush().await;
+    // While the store is open its write-ahead log exists; it is gone (checkpointed) by
+    // the time the parent searches, so search it here.
+    let data = paths()?.data_dir;
+    let names = walk(&data)?;
+    ensure!(
+        names.iter().any(|n| n.ends_with("-wal")),
+        "no SQLite write-ahead log while the store is open: {names:?}"
+    );
+    let mut found = Vec::new();
+    files_containing(&data, token.as_bytes(), &mut found)?;
+    ensure!(found.is_empty(), "the token is in {found:?}");
+    println!("searched with the store open: {}", names.join(", "));
+    agent.abort();
+    server.shutdown().await;
+    Ok(())
+}
+
+/// The token is cleared through the Desktop; a fresh store in this process finds none.
+async fn cleared() -> anyhow::Result<()> {
+    let d = open_desktop()?;
+    ensure!(
+        d.settings().connection.has_token,
+        "the session's token is kept"
+    );
+    d.clear_secret(SECRET)?;
+    ensure!(
+        !d.settings().connection.has_token,
+        "has_token after clearing"
+    );
+    ensure!(Keyring.get(SECRET)?.is_none(), "the keyring still has it");
+    Ok(())
+}
+
+/// outpost-mcp's keyring store: the same round trip on an `mcp/<server>/<key>` entry.
+async fn mcp(a: &str, b: &str) -> anyhow::Result<()> {
+    use outpost_mcp::SecretStore as _;
+    let k = outpost_mcp::Keyring;
+    let entry = "mcp/keyring-test/API_TOKEN";
+    ensure!(k.persistent(), "the keyring store says it does not persist");
+    ensure!(k.get(entry)?.is_none(), "fresh entry already set");
+    k.set(entry, a)?;
+    ensure!(k.get(entry)?.as_deref() == Some(a), "mcp: read back A");
+    k.set(entry, b)?;
+    ensure!(k.get(entry)?.as_deref() == Some(b), "mcp: replaced by B");
+    // The desktop's entry is a different one: clearing it left this one alone.
+    ensure!(Keyring.get(SECRET)?.is_none(), "desktop entry reappeared");
+    k.delete(entry)?;
+    ensure!(k.get(entry)?.is_none(), "mcp: deleted");
+    k.delete(entry)?;
+    Ok(())
+}
