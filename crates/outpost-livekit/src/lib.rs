@@ -29,7 +29,8 @@
 //! - [`types`]: participants, messages, events.
 //! - `signal`: adapter over `livekit-signaling`.
 //! - `tls`: extra trusted root CAs for `wss://` (a `livekit-net` WebSocket transport).
-//! - `proto`: the only import site of `livekit_protocol` (and `prost`).
+//! - `proto`: the only import site of `livekit_protocol` (and `prost`), besides the
+//!   hidden `fuzzing` module (entry points for the cargo-fuzz targets in `/fuzz`).
 //! - `wire`: the only import site of `webrtc` (and `rtc`).
 //!
 //! Not implemented: media tracks, single peer connection mode (`/rtc/v1`; the
@@ -37,6 +38,8 @@
 //! encryption, compressed streams.
 
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod room;
 pub mod streams;
 pub mod token;

@@ -456,7 +456,7 @@ impl Peer {
 }
 
 /// Whether an ICE candidate line uses TCP (`candidate:<foundation> <component> tcp …`).
-fn is_tcp_candidate(candidate: &str) -> bool {
+pub(crate) fn is_tcp_candidate(candidate: &str) -> bool {
     candidate
         .split_whitespace()
         .nth(2)
@@ -470,7 +470,7 @@ fn is_tcp_candidate(candidate: &str) -> bool {
 /// `webrtc` 0.21 compares the credentials of every section that is not `inactive`
 /// and refuses the offer as conflicting, although rejected sections take no part in
 /// ICE. Without their credentials it reads the bundle's.
-fn drop_rejected_ice_credentials(sdp: &str) -> String {
+pub(crate) fn drop_rejected_ice_credentials(sdp: &str) -> String {
     let mut out = String::with_capacity(sdp.len());
     let mut rejected = false;
     for line in sdp.split_inclusive('\n') {
@@ -492,7 +492,7 @@ fn drop_rejected_ice_credentials(sdp: &str) -> String {
 /// the answer's first media section, which is a rejected audio section when the offer
 /// came from libwebrtc. libwebrtc then ignores them, and the restarted session has no
 /// candidates from us.
-fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
+pub(crate) fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
     let mut sections: Vec<(bool, Vec<&str>)> = vec![(false, Vec::new())];
     let mut moved = Vec::new();
     for line in sdp.split_inclusive('\n') {
@@ -530,7 +530,7 @@ fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
 }
 
 /// The `a=mid` of the first `m=application` section of an SDP, if any.
-fn application_mid(sdp: &str) -> Option<String> {
+pub(crate) fn application_mid(sdp: &str) -> Option<String> {
     let mut in_app = false;
     for line in sdp.lines() {
         let line = line.trim_end();
