@@ -24,8 +24,8 @@ use std::sync::{Arc, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
 use outpost_policy::{
-    AccessRequest, Allowance, CompiledPolicy, ConversationGrants, FolderAccess, FolderRule,
-    Policy, PolicyContext, Rule, SecretsList, Verdict,
+    AccessRequest, Allowance, CompiledPolicy, ConversationGrants, FolderAccess, FolderRule, Policy,
+    PolicyContext, Rule, SecretsList, Verdict,
 };
 use outpost_protocol::{Map, Value};
 use outpost_tools::{Launcher, Registry, ToolEnv, builtin_registry, paths};
@@ -142,7 +142,9 @@ fn fixture() -> &'static Fixture {
             ..Policy::default()
         };
         let mut tool_allow = base.clone();
-        tool_allow.tools.insert("read_local_file".into(), Rule::Allow);
+        tool_allow
+            .tools
+            .insert("read_local_file".into(), Rule::Allow);
         let secret_inodes = [".ssh/id_rsa", ".ssh/config", ".aws/credentials"]
             .iter()
             .map(|f| {
@@ -178,7 +180,10 @@ fn forbidden(fx: &Fixture, p: &Path) -> Option<String> {
             return Some(format!("inside ~/{d}"));
         }
     }
-    let name = p.file_name().map(OsStr::to_string_lossy).unwrap_or_default();
+    let name = p
+        .file_name()
+        .map(OsStr::to_string_lossy)
+        .unwrap_or_default();
     if name.starts_with(".env") || name.ends_with(".key") {
         return Some("a secret file name".into());
     }
@@ -197,9 +202,7 @@ fn covered(fx: &Fixture, allowance: &Allowance, tool: &str, p: &Path, granted: b
             (path == &work && p.starts_with(&work))
                 || (tool == "list_directory" && path == &outside && p.starts_with(&outside))
         }
-        Allowance::Conversation => {
-            granted && tool == "read_local_file" && p.starts_with(&outside)
-        }
+        Allowance::Conversation => granted && tool == "read_local_file" && p.starts_with(&outside),
         // Only the second policy variant allows a tool outright, and only this one.
         Allowance::ToolRule => tool == "read_local_file",
         // A harmless tool touches no path at all.
@@ -262,7 +265,10 @@ fuzz_target!(|data: &[u8]| {
     );
     for p in &access.paths {
         if let Some(why) = forbidden(fx, p) {
-            panic!("{tool} {raw:?}: allowed ({allowance:?}) {} which is {why}", p.display());
+            panic!(
+                "{tool} {raw:?}: allowed ({allowance:?}) {} which is {why}",
+                p.display()
+            );
         }
         assert!(
             covered(fx, &allowance, tool, p, granted),

@@ -18,10 +18,17 @@ fuzz_target!(|data: &[u8]| {
     let Ok(policy) = parse_policy(file, text) else {
         return;
     };
-    assert_eq!(policy.check(), Ok(()), "parse_policy accepted a policy check refuses");
+    assert_eq!(
+        policy.check(),
+        Ok(()),
+        "parse_policy accepted a policy check refuses"
+    );
     let written = toml::to_string(&policy).expect("an accepted policy serializes");
     let again = parse_policy(file, &written).expect("a written policy reads back");
-    assert_eq!(again, policy, "the policy changed through a write and a re-read");
+    assert_eq!(
+        again, policy,
+        "the policy changed through a write and a re-read"
+    );
     // A home that does not exist: compiling only canonicalizes what is there.
     let ctx = PolicyContext::new("/nonexistent-fuzz-home", vec![]);
     let compiled = CompiledPolicy::new(policy, &ctx);

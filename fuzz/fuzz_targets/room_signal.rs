@@ -48,11 +48,17 @@ fuzz_target!(|data: &[u8]| {
         let _ = proto::packet_kind(&packet);
         let relayed = proto::encode_data_packet(&packet);
         let received = proto::decode_data_packet(&relayed).expect("a relayed packet decodes");
-        assert_eq!(received.participant_identity, SENDER, "a forged sender survived the relay");
+        assert_eq!(
+            received.participant_identity, SENDER,
+            "a forged sender survived the relay"
+        );
         assert_eq!(received.participant_sid, SENDER_SID);
         #[allow(deprecated)] // the legacy fields are what older SDKs read
         if let Some(data_packet::Value::User(user)) = &received.value {
-            assert_eq!(user.participant_identity, SENDER, "a forged legacy sender survived");
+            assert_eq!(
+                user.participant_identity, SENDER,
+                "a forged legacy sender survived"
+            );
             assert_eq!(user.participant_sid, SENDER_SID);
         }
         assert_eq!(proto::encode_data_packet(&received), relayed);

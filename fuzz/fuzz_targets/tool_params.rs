@@ -65,10 +65,32 @@ fn fixture() -> &'static Fixture {
 
 /// Strings the parameters often hold, so the fuzzer does not have to find them.
 const WORDS: &[&str] = &[
-    "", "~", "~/", "~/work", "~/work/a.txt", "~/work/../.ssh/id_rsa", "/", "/etc/passwd",
-    "/proc/self/mem", "~user/x", "relative/path", "a\0b", "*.txt", "**", "[", "create",
-    "overwrite", "append", "1+2", "(((1)))", "2^64", "https://example.invalid/", "file:///etc",
-    "javascript:alert(1)", "utf8", "base64",
+    "",
+    "~",
+    "~/",
+    "~/work",
+    "~/work/a.txt",
+    "~/work/../.ssh/id_rsa",
+    "/",
+    "/etc/passwd",
+    "/proc/self/mem",
+    "~user/x",
+    "relative/path",
+    "a\0b",
+    "*.txt",
+    "**",
+    "[",
+    "create",
+    "overwrite",
+    "append",
+    "1+2",
+    "(((1)))",
+    "2^64",
+    "https://example.invalid/",
+    "file:///etc",
+    "javascript:alert(1)",
+    "utf8",
+    "base64",
 ];
 
 fn string(u: &mut Unstructured<'_>) -> arbitrary::Result<String> {
@@ -89,7 +111,11 @@ fn number(u: &mut Unstructured<'_>) -> arbitrary::Result<Value> {
 }
 
 fn value(u: &mut Unstructured<'_>, keys: &[String], depth: u32) -> arbitrary::Result<Value> {
-    let pick = if depth >= 4 { u.int_in_range(0..=3)? } else { u.int_in_range(0..=5)? };
+    let pick = if depth >= 4 {
+        u.int_in_range(0..=3)?
+    } else {
+        u.int_in_range(0..=5)?
+    };
     Ok(match pick {
         0 => Value::Null,
         1 => Value::Bool(u.arbitrary()?),
