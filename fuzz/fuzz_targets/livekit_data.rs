@@ -14,7 +14,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let [mode, mut rest @ ..] = data else {
+    let Some((mode, mut rest)) = data.split_first() else {
         return;
     };
     if mode % 2 == 0 {

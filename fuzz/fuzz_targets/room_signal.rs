@@ -6,7 +6,7 @@
 //! - byte 0 odd: the rest is a data-channel message, decoded as a `DataPacket` and stamped
 //!   with the sender for relay: after stamping, the packet (and a user packet's legacy
 //!   fields) must name the real sender, whatever identity the bytes claimed, and must
-//!   survive an encode and a decode.
+//!   survive an encode and a decode unchanged.
 //!
 //! Nothing may panic; decode errors are answers.
 #![no_main]
@@ -27,7 +27,12 @@ fuzz_target!(|data: &[u8]| {
         };
         let encoded = proto::encode_signal_request(&req);
         let again = proto::decode_signal_request(&encoded).expect("a re-encoded request decodes");
-        assert_eq!(proto::encode_signal_request(&again), encoded);
+        // Compared as messages, not bytes: map fields are encoded in hash order. A NaN
+        // float is the one value unequal to itself.
+        assert!(
+            again == req || format!("{again:?}").contains("NaN"),
+            "a request changed through an encode and a decode"
+        );
         let Some(msg) = req.message else {
             return;
         };
@@ -61,6 +66,9 @@ fuzz_target!(|data: &[u8]| {
             );
             assert_eq!(user.participant_sid, SENDER_SID);
         }
-        assert_eq!(proto::encode_data_packet(&received), relayed);
+        assert!(
+            received == packet || format!("{received:?}").contains("NaN"),
+            "a packet changed through the relay's encode and decode"
+        );
     }
 });
