@@ -120,6 +120,8 @@ const IMPORT_RULES: &[(&str, &[&str])] = &[
         "livekit_protocol",
         &[
             "crates/outpost-livekit/src/proto.rs",
+            // Decodes SignalResponse for the fuzzer only (doc-hidden).
+            "crates/outpost-livekit/src/fuzzing.rs",
             "crates/outpost-room/src/proto.rs",
         ],
     ),

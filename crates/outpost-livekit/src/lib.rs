@@ -33,7 +33,8 @@
 //! - [`types`]: participants, messages, events.
 //! - `signal`: adapter over `livekit-signaling`.
 //! - `tls`: extra trusted root CAs for `wss://` (a `livekit-net` WebSocket transport).
-//! - `proto`: the only import site of `livekit_protocol` (and `prost`).
+//! - `proto`: the only import site of `livekit_protocol` (and `prost`), besides the
+//!   hidden `fuzzing` module (entry points for the cargo-fuzz targets in `/fuzz`).
 //! - `wire`: the client's role on `outpost-webrtc` (we offer the publisher and answer
 //!   the subscriber) and what connection events mean for the engine.
 //!
@@ -42,6 +43,8 @@
 //! data streams), end-to-end encryption, compressed streams.
 
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod room;
 pub mod rpc;
 pub mod streams;

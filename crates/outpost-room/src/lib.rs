@@ -27,6 +27,8 @@
 pub mod auth;
 pub mod cli;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod proto;
 pub mod room;
 pub mod server;

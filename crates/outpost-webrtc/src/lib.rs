@@ -25,6 +25,8 @@
 
 pub mod channel;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod peer;
 mod runtime;
 mod sdp;

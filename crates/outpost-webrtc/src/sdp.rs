@@ -182,6 +182,11 @@ pub(crate) fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
         // Index 0 is the session part before the first m= line.
         if i > 0 && !rejected && !placed {
             for line in &moved {
+                // Found by fuzzing: a line without its line ending (the last line of a
+                // description) must not have the next one glued onto it.
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.push_str("\r\n");
+                }
                 out.push_str(line);
             }
             placed = true;
