@@ -77,28 +77,30 @@ if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; 
 fi
 export OUTPOST_PYTHON="$venv/bin/python"
 
-# --- a second venv with the real LiveKit Agents framework ----------------------------------
-# livekit-agents pins an older livekit SDK than .venv's, hence its own venv (for
-# tests/py/lk_agent.py and examples/livekit-agents/). No caches kept: it is large enough.
-venv_agents="$repo/.venv-agents"
-req_agents="$repo/tests/py/agents-requirements.txt"
-stamp_agents="$venv_agents/.requirements.sha256"
-want_agents="$(sha256sum "$req_agents" | cut -d' ' -f1)"
-if [ ! -x "$venv_agents/bin/python" ] || [ "$(cat "$stamp_agents" 2>/dev/null)" != "$want_agents" ]; then
-  log "creating the Python venv with LiveKit Agents ($venv_agents)"
-  python3 -m venv "$venv_agents"
-  "$venv_agents/bin/pip" install -q --disable-pip-version-check --no-cache-dir -r "$req_agents"
-  echo "$want_agents" > "$stamp_agents"
-fi
-export OUTPOST_AGENTS_PYTHON="$venv_agents/bin/python"
+# --- peers only the tests need (scripts/test.sh calls this; the demo does not) -------------
+# A second venv with the real LiveKit Agents framework: livekit-agents pins an older livekit
+# SDK than .venv's (for tests/py/lk_agent.py and examples/livekit-agents/; no pip cache
+# kept, it is large enough). The MCP reference servers for outpost-mcp's tests
+# (server-everything, server-filesystem, server-memory, pinned by tests/mcp/package-lock.json;
+# mcp-server-time comes from PyPI with .venv).
+setup_test_peers() {
+  venv_agents="$repo/.venv-agents"
+  req_agents="$repo/tests/py/agents-requirements.txt"
+  stamp_agents="$venv_agents/.requirements.sha256"
+  want_agents="$(sha256sum "$req_agents" | cut -d' ' -f1)"
+  if [ ! -x "$venv_agents/bin/python" ] || [ "$(cat "$stamp_agents" 2>/dev/null)" != "$want_agents" ]; then
+    log "creating the Python venv with LiveKit Agents ($venv_agents)"
+    python3 -m venv "$venv_agents"
+    "$venv_agents/bin/pip" install -q --disable-pip-version-check --no-cache-dir -r "$req_agents"
+    echo "$want_agents" > "$stamp_agents"
+  fi
+  export OUTPOST_AGENTS_PYTHON="$venv_agents/bin/python"
 
-# --- MCP reference servers for outpost-mcp's tests ------------------------------------------
-# server-everything, server-filesystem and server-memory, pinned by tests/mcp/package-lock.json
-# (mcp-server-time comes from PyPI with the venv above).
-if [ ! -d "$repo/tests/mcp/node_modules" ] || [ "$repo/tests/mcp/package-lock.json" -nt "$repo/tests/mcp/node_modules/.package-lock.json" ]; then
-  log "installing the MCP reference servers (npm ci in tests/mcp)"
-  (cd "$repo/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error)
-fi
+  if [ ! -d "$repo/tests/mcp/node_modules" ] || [ "$repo/tests/mcp/package-lock.json" -nt "$repo/tests/mcp/node_modules/.package-lock.json" ]; then
+    log "installing the MCP reference servers (npm ci in tests/mcp)"
+    (cd "$repo/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
 
 # --- end-to-end tests of the desktop app (scripts/test.sh calls this) ---------------------
 # A virtual display, a D-Bus session with a notification daemon, WebKit's WebDriver,

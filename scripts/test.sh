@@ -5,6 +5,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
 source scripts/setup.sh
+setup_test_peers
 setup_app_test_tools
 
 log "cargo fmt --check"
