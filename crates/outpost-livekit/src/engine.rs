@@ -56,6 +56,29 @@ pub(crate) struct Shared {
     pub rpc: crate::rpc::Rpc,
 }
 
+#[cfg(test)]
+impl Shared {
+    /// A connected room whose local participant is `me` (sid `PA_me`), for unit tests.
+    pub(crate) fn for_tests() -> Arc<Self> {
+        let shared = Arc::new(Self {
+            outbox: Arc::new(Outbox::default()),
+            state: watch::channel(ConnectionState::Connected).0,
+            roster: Mutex::default(),
+            lossy: Mutex::default(),
+            rpc: crate::rpc::Rpc::default(),
+        });
+        shared.roster().local = Some(Participant {
+            sid: "PA_me".into(),
+            identity: "me".into(),
+            name: String::new(),
+            kind: ParticipantKind::Standard,
+            metadata: String::new(),
+            attributes: HashMap::new(),
+        });
+        shared
+    }
+}
+
 impl Shared {
     pub(crate) fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
         self.roster.lock().unwrap_or_else(|p| p.into_inner())
@@ -1046,21 +1069,7 @@ mod tests {
     fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
         let (events, rx) = mpsc::unbounded_channel();
         let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            outbox: Arc::new(Outbox::default()),
-            state: watch::channel(ConnectionState::Connected).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::default(),
-        });
-        shared.roster().local = Some(Participant {
-            sid: "PA_me".into(),
-            identity: "me".into(),
-            name: String::new(),
-            kind: ParticipantKind::Standard,
-            metadata: String::new(),
-            attributes: HashMap::new(),
-        });
+        let shared = Shared::for_tests();
         let e = Engine::new("ws://x".into(), "t".into(), opts, shared, events, cmd_rx);
         (e, rx)
     }

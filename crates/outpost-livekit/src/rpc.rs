@@ -652,26 +652,9 @@ mod tests {
     }
 
     use crate::engine::Shared;
-    use crate::outbox::Outbox;
-    use crate::types::{ConnectionState, Participant, ParticipantKind};
 
     fn shared() -> Arc<Shared> {
-        let shared = Arc::new(Shared {
-            outbox: Arc::new(Outbox::default()),
-            state: tokio::sync::watch::channel(ConnectionState::Connected).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            rpc: Rpc::default(),
-        });
-        shared.roster().local = Some(Participant {
-            sid: "PA_me".into(),
-            identity: "me".into(),
-            name: String::new(),
-            kind: ParticipantKind::Standard,
-            metadata: String::new(),
-            attributes: HashMap::new(),
-        });
-        shared
+        Shared::for_tests()
     }
 
     /// What was queued: (destination, packet value).
