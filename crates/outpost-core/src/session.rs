@@ -21,7 +21,7 @@ use crate::events::UiEvent;
 use crate::executor::{
     DispatchEvent, Executor, Permissions, ToolsConfig, consent_event, exec_event,
 };
-use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record};
+use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record, RpcFailure};
 
 /// How to get into the room.
 #[derive(Debug, Clone)]
@@ -321,6 +321,19 @@ impl Io {
                 Some(a) = agents_rx.recv() => match a {
                     AgentsInput::Input(i) => i,
                     AgentsInput::Rpc(call, reply) => {
+                        if self.replies.contains_key(&call.request_id) {
+                            // A request id still being answered: the first caller keeps
+                            // its reply channel; the repeat is told, never run twice.
+                            let _ = reply.send(Err(RpcFailure {
+                                code: crate::machine::RPC_APPLICATION_ERROR,
+                                message: format!(
+                                    "request {} is already being answered",
+                                    call.request_id
+                                ),
+                                data: None,
+                            }));
+                            continue;
+                        }
                         self.replies.insert(call.request_id.clone(), reply);
                         Input::Rpc(call)
                     }

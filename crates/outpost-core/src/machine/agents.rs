@@ -379,12 +379,24 @@ impl Machine {
             timeout_ms: None,
         };
         if let Some(known) = self.calls.get(&req.id) {
-            if known.state == CallState::Finished {
-                // LiveKit never repeats a request id; treat it as the duplicate it is.
+            if known.state == CallState::Finished && known.via_rpc {
+                // LiveKit never repeats a request id; treat it as the duplicate it is: the
+                // executor resends the answer it has, and it goes back as an RPC reply.
                 fx.0.push(Effect::RunTool {
                     conversation_id: self.conv().0,
                     grant_scope: self.grant_scope(),
                     request: req,
+                });
+            } else {
+                // The id of a call still running, or of one the Outpost protocol asked for:
+                // never run twice, and never left without an answer.
+                fx.0.push(Effect::RpcReply {
+                    request_id: req.id,
+                    reply: Err(RpcFailure::tool_error(
+                        "invalid_parameters",
+                        "this request id is already in use",
+                        None,
+                    )),
                 });
             }
             return;
@@ -868,6 +880,18 @@ mod tests {
             next = v["nextOffset"].as_u64();
         }
         assert_eq!(got, whole);
+    }
+
+    #[test]
+    fn a_repeated_request_id_is_answered_without_running_twice() {
+        let mut m = agents();
+        m.handle(rpc("r1", AGENT, "calculator", r#"{"expression":"1"}"#), 20);
+        let fx = m.handle(rpc("r1", AGENT, "calculator", r#"{"expression":"1"}"#), 21);
+        assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
+        assert_eq!(
+            data_code(&reply_of(&fx, "r1").unwrap_err()),
+            "invalid_parameters"
+        );
     }
 
     #[test]
