@@ -166,7 +166,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
             spec.args.join(" ")
         ));
     }
-    tokio::spawn(async move {
+    let stderr_reader = tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             if let Some(l) = log.as_mut() {
@@ -182,7 +182,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
 
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
-    tokio::spawn(watch_exit(child, pid, kill_rx, exit_tx));
+    tokio::spawn(watch_exit(child, pid, kill_rx, exit_tx, stderr_reader));
 
     let stdout = SniffedStdout::new(stdout, evidence.clone());
     let process = ServerProcess {
@@ -199,6 +199,7 @@ async fn watch_exit(
     pid: Option<u32>,
     kill: tokio::sync::oneshot::Receiver<()>,
     exit: watch::Sender<Option<String>>,
+    stderr_reader: tokio::task::JoinHandle<()>,
 ) {
     let status = tokio::select! {
         s = child.wait() => s,
@@ -210,6 +211,10 @@ async fn watch_exit(
     };
     // Whatever the server started in its group goes with it.
     kill_group(pid);
+    // The exit is told only once what the process wrote on stderr is in the evidence (a
+    // server that prints why and exits at once must be quoted); bounded in case something
+    // outside the group still holds the pipe.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stderr_reader).await;
     let text = match status {
         Ok(s) => describe_status(s),
         Err(e) => format!("waiting for the process failed: {e}"),
