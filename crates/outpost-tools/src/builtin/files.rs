@@ -33,6 +33,8 @@ pub const MAX_WRITE_BYTES: usize = 16 * 1024 * 1024;
 
 const HARD_LINK_REASON: &str = "this file has other names (hard links) that a folder rule \
                                 cannot see, so it is never read without asking";
+const HARD_LINK_INFO_REASON: &str = "this file has other names (hard links) that a folder \
+                                     rule cannot see, so it is never described without asking";
 
 // ---------------------------------------------------------------------------------------
 // read_local_file
@@ -434,7 +436,9 @@ impl Tool for FileInfo {
                 summary: format!("Look up size and dates of {}", path.display()),
                 paths: vec![path],
                 folder,
-                force_ask: None,
+                force_ask: held
+                    .has_other_names()
+                    .then(|| HARD_LINK_INFO_REASON.to_owned()),
             },
             job: Box::new(move |cx| {
                 cx.check()?;
