@@ -17,7 +17,6 @@ code (`permission_denied`, `invalid_parameters`, ...) so it can tell the user.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from typing import Any
@@ -35,8 +34,6 @@ READ_RESULT = "outpost.read_result"
 CALL_TIMEOUT_S = 70.0
 # Listing the catalogue needs no consent.
 LIST_TIMEOUT_S = 15.0
-# How long a participant that just joined may take to register Outpost's methods.
-REGISTER_GRACE_S = 10.0
 # Hard cap on the pages read, so a misbehaving peer cannot keep the agent listing forever.
 MAX_PAGES = 100
 
@@ -70,23 +67,13 @@ async def list_tools(room: rtc.Room, outpost_identity: str) -> list[dict[str, An
 
 
 async def _list_page(room: rtc.Room, outpost_identity: str, cursor: int) -> str:
-    # Outpost registers its methods just after it has joined, so an agent that calls the
-    # moment Outpost appears in the room can be a few milliseconds early and get LiveKit's
-    # "unsupported method": try again for a little while before giving up.
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + REGISTER_GRACE_S
-    while True:
-        try:
-            return await room.local_participant.perform_rpc(
-                destination_identity=outpost_identity,
-                method=LIST_TOOLS,
-                payload=json.dumps({"cursor": cursor}),
-                response_timeout=LIST_TIMEOUT_S,
-            )
-        except rtc.RpcError as e:
-            if e.code != rtc.RpcError.ErrorCode.UNSUPPORTED_METHOD or loop.time() > deadline:
-                raise
-            await asyncio.sleep(0.2)
+    # Outpost answers its methods from the moment it joins, so no retry is needed here.
+    return await room.local_participant.perform_rpc(
+        destination_identity=outpost_identity,
+        method=LIST_TOOLS,
+        payload=json.dumps({"cursor": cursor}),
+        response_timeout=LIST_TIMEOUT_S,
+    )
 
 
 def describe_error(tool: str, err: rtc.RpcError) -> str:

@@ -38,6 +38,20 @@ async def main():
                       "attributes": dict(info.attributes or {})})
 
     room.on("data_received", on_data)
+    # The moment the client appears, call a method it registered before joining, with no
+    # retry: it must be answered, never "unsupported method".
+    early = asyncio.get_event_loop().create_future()
+
+    async def call_early():
+        try:
+            r = await room.local_participant.perform_rpc(
+                destination_identity=APP, method="early", payload="first")
+            early.set_result({"ok": r})
+        except rtc.RpcError as e:
+            early.set_result({"code": e.code, "message": e.message})
+
+    room.on("participant_connected",
+            lambda p: asyncio.ensure_future(call_early()) if p.identity == APP else None)
     room.on("participant_attributes_changed",
             lambda changed, p: app_attr_events.append(dict(changed)) if p.identity == APP else None)
     room.register_text_stream_handler("lk.chat", lambda r, s: asyncio.ensure_future(read_chat(r, s)))
@@ -75,6 +89,7 @@ async def main():
 
     await expect("go")
     results = {
+        "early": await asyncio.wait_for(early, 30),
         "echo": await call("echo", "hello ✓"),
         "unknown": await call("no.such.method", "{}"),
         "fail": await call("fail", "{}"),

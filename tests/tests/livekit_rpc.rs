@@ -46,11 +46,15 @@ struct Client {
 
 impl Client {
     async fn connect(url: &str, identity: &str, update_own_metadata: bool) -> Client {
-        let (room, events) = Room::connect(
-            url,
-            &token(identity, update_own_metadata),
-            RoomOptions::default().assistant("agent"),
-        )
+        let (room, events) = Room::connect(url, &token(identity, update_own_metadata), {
+            // Answered from the moment we join: the agent calls it as soon as it
+            // sees us, without retrying.
+            let mut o = RoomOptions::default().assistant("agent");
+            o.rpc_methods.register("early", |inv| async move {
+                Ok(format!("early:{}", inv.payload))
+            });
+            o
+        })
         .await
         .unwrap_or_else(|e| panic!("connect {url}: {e}"));
         Client {
@@ -204,6 +208,10 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
         let rpc = c.result("rpc").await;
         let r = &rpc["results"];
         eprintln!("SDK perform_rpc results: {r}");
+        assert_eq!(
+            r["early"]["ok"], "early:first",
+            "a call the instant we joined"
+        );
         assert_eq!(r["echo"]["ok"], "app-echo:agent:hello ✓");
         assert_eq!(r["unknown"]["code"], 1400);
         assert_eq!(

@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 
-use outpost_livekit::{Participant, Room, RpcError, RpcInvocation, StreamOptions, StreamReader};
+use outpost_livekit::{
+    Participant, Room, RpcError, RpcInvocation, RpcMethods, StreamOptions, StreamReader,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::events::UiEvent;
@@ -32,9 +34,10 @@ pub enum AgentsInput {
     Rpc(RpcCall, Reply),
 }
 
-/// Registers `outpost.list_tools`, `outpost.read_result` and one method per tool.
+/// Registers `outpost.list_tools`, `outpost.read_result` and one method per tool, on
+/// the set the room answers from the moment it joins.
 pub fn register_methods(
-    room: &Room,
+    methods_out: &RpcMethods,
     tools: impl IntoIterator<Item = String>,
     tx: &mpsc::UnboundedSender<AgentsInput>,
 ) {
@@ -42,7 +45,7 @@ pub fn register_methods(
     methods.extend(tools);
     for method in methods {
         let tx = tx.clone();
-        room.register_rpc_method(method, move |inv: RpcInvocation| {
+        methods_out.register(method, move |inv: RpcInvocation| {
             let tx = tx.clone();
             async move {
                 let (reply, answer) = oneshot::channel();

@@ -140,13 +140,24 @@ impl Core {
         // Only the assistant's messages matter; another participant's streams are
         // dropped at their header so they can hold no slot the assistant needs.
         room_opts.stream_senders = StreamSenders::Assistant;
+        let (executor, dispatch_rx) = Executor::new(&self.perms, &opts.disabled_tools)?;
+        // LiveKit Agents mode: Outpost's RPC methods are answered from the moment the
+        // room is joined, so an agent that calls at once, before Outpost knows what it
+        // speaks, is answered (docs/AGENTS.md); its calls wait in `agents_rx` until
+        // the session's loop runs.
+        let (agents_tx, agents_rx) = mpsc::unbounded_channel();
+        room_opts.rpc_methods = outpost_livekit::RpcMethods::new();
+        agents_io::register_methods(
+            &room_opts.rpc_methods,
+            executor.catalogue().into_iter().map(|t| t.name),
+            &agents_tx,
+        );
         let (room, room_events) = match &opts.credentials {
             Credentials::Token { url, token } => Room::connect(url, token, room_opts).await?,
             Credentials::Endpoint { endpoint, request } => {
                 Room::connect_with_endpoint(endpoint, request, room_opts).await?
             }
         };
-        let (executor, dispatch_rx) = Executor::new(&self.perms, &opts.disabled_tools)?;
         let mut mc = MachineConfig::new(executor.catalogue());
         mc.client_name = opts.client_name.clone();
         mc.client_version = opts.client_version.clone();
@@ -159,14 +170,6 @@ impl Core {
         let consent = opts.consent_ui.then(|| self.perms.attach_consent());
         let (send_tx, send_rx) = mpsc::unbounded_channel();
         let sender = tokio::spawn(sender_task(room.clone(), send_rx, ui_tx.clone()));
-        // LiveKit Agents mode: Outpost's RPC methods exist from the start, so an agent
-        // that calls before Outpost knows what it speaks is answered (docs/AGENTS.md).
-        let (agents_tx, agents_rx) = mpsc::unbounded_channel();
-        agents_io::register_methods(
-            &room,
-            executor.catalogue().into_iter().map(|t| t.name),
-            &agents_tx,
-        );
         let (text_tx, text_rx) = mpsc::unbounded_channel();
         tokio::spawn(agents_io::text_sender(room.clone(), text_rx, ui_tx.clone()));
         let assistant = room.assistant().map(|p| p.identity);

@@ -62,7 +62,7 @@ mod wire;
 
 pub use error::{Error, Result};
 pub use room::{Room, RoomEvents, RoomOptions};
-pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation};
+pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation, RpcMethods};
 pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
 pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};

@@ -12,7 +12,7 @@ use crate::engine::{Command, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::outbox::Outbox;
 use crate::proto;
-use crate::rpc::{PerformRpc, RpcError, RpcInvocation};
+use crate::rpc::{PerformRpc, RpcError, RpcInvocation, RpcMethods};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
 use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent, StreamSenders};
@@ -57,6 +57,9 @@ pub struct RoomOptions {
     /// CA. Each string may hold several certificates. Trust is scoped to the URL's
     /// host and port. Empty by default.
     pub extra_root_ca_pem: Vec<String>,
+    /// RPC methods answered from the moment the room is joined (more can be added
+    /// later with [`Room::register_rpc_method`]). Empty by default.
+    pub rpc_methods: RpcMethods,
 }
 
 impl Default for RoomOptions {
@@ -75,6 +78,7 @@ impl Default for RoomOptions {
             send_buffer_limit: 4 * 1024 * 1024,
             leave_flush_timeout: Duration::from_secs(2),
             extra_root_ca_pem: Vec::new(),
+            rpc_methods: RpcMethods::default(),
         }
     }
 }
@@ -140,7 +144,7 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::default(),
+            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;

@@ -256,6 +256,53 @@ impl PerformRpc {
 pub type RpcFuture = Pin<Box<dyn Future<Output = Result<String, RpcError>> + Send>>;
 type Handler = Arc<dyn Fn(RpcInvocation) -> RpcFuture + Send + Sync>;
 
+/// RPC method handlers given to [`crate::Room::connect`] through
+/// [`crate::RoomOptions::rpc_methods`], so they answer from the first packet the room
+/// delivers: a participant that calls the moment we join (a LiveKit agent calling a
+/// frontend tool as soon as it sees us) gets an answer, never `UNSUPPORTED_METHOD`
+/// for a method that was about to be registered. Cheap to clone: clones share one set.
+#[derive(Clone, Default)]
+pub struct RpcMethods {
+    handlers: Arc<Mutex<HashMap<String, Handler>>>,
+}
+
+impl RpcMethods {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) the handler for `method`; see
+    /// [`crate::Room::register_rpc_method`] for how calls are answered.
+    pub fn register<F, Fut>(&self, method: impl Into<String>, f: F)
+    where
+        F: Fn(RpcInvocation) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<String, RpcError>> + Send + 'static,
+    {
+        lock(&self.handlers).insert(method.into(), handler(f));
+    }
+
+    /// The registered method names, sorted.
+    pub fn methods(&self) -> Vec<String> {
+        let mut m: Vec<String> = lock(&self.handlers).keys().cloned().collect();
+        m.sort();
+        m
+    }
+
+    /// Whether no method is registered.
+    pub fn is_empty(&self) -> bool {
+        lock(&self.handlers).is_empty()
+    }
+}
+
+impl std::fmt::Debug for RpcMethods {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RpcMethods")
+            .field("methods", &self.methods())
+            .finish()
+    }
+}
+
 /// An outgoing call waiting for its ack and response.
 struct Pending {
     destination: String,
@@ -310,6 +357,13 @@ fn server_supports_rpc(version: &str) -> bool {
 }
 
 impl Rpc {
+    /// The room's RPC state, answering `methods` from the start.
+    pub(crate) fn with_methods(methods: &RpcMethods) -> Self {
+        let rpc = Self::default();
+        *lock(&rpc.handlers) = lock(&methods.handlers).clone();
+        rpc
+    }
+
     pub(crate) fn register(&self, method: String, handler: Handler) {
         lock(&self.handlers).insert(method, handler);
     }

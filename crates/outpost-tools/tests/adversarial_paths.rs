@@ -200,9 +200,16 @@ async fn other_path_tools_do_not_escape_either() {
     }
     // A hard link to a secret inside the allowed folder is not even described (size,
     // times) without asking: with no one to ask, that is a refusal.
-    h.send("info-hl", "file_info", json!({"path": "~/docs/notes-hardlink.txt"}));
+    h.send(
+        "info-hl",
+        "file_info",
+        json!({"path": "~/docs/notes-hardlink.txt"}),
+    );
     let r = h.result("info-hl").await;
-    assert!(!r.success, "file_info described a hard-linked secret: {r:?}");
+    assert!(
+        !r.success,
+        "file_info described a hard-linked secret: {r:?}"
+    );
     assert_eq!(code(&r), "permission_denied", "{r:?}");
     // search_files over the whole allowed folder never reports secret content and counts
     // what it withheld (the .pem and the hard link; the hidden .env is skipped by the walk).
