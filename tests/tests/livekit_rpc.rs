@@ -49,7 +49,7 @@ impl Client {
         let (room, events) = Room::connect(url, &token(identity, update_own_metadata), {
             // Answered from the moment we join: the agent calls it as soon as it
             // sees us, without retrying.
-            let mut o = RoomOptions::default().assistant("agent");
+            let o = RoomOptions::default().assistant("agent");
             o.rpc_methods.register("early", |inv| async move {
                 Ok(format!("early:{}", inv.payload))
             });

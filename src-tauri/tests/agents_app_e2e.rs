@@ -1,0 +1,227 @@
+//! End to end: the real `outpost-app` under Xvfb as the frontend of a real LiveKit Agents
+//! agent (PyPI `livekit-agents`, `tests/py/lk_agent.py` with a scripted LLM, discovering
+//! and forwarding Outpost's tools with `examples/livekit-agents/outpost_tools.py`).
+//!
+//! The app connects with a saved connection; the agent finds it, lists its tools with
+//! `outpost.list_tools` and starts its `AgentSession`. The status bar shows LiveKit Agents
+//! mode; the user's message goes out on `lk.chat`; the agent's answer streams back on
+//! `lk.transcription`. "read PATH" makes the agent's LLM call `read_local_file` by RPC for
+//! a file outside the allowed folders: the consent dialog shows the path, Allow once, and
+//! the agent's next words quote the file. The card sits above those words (ordering), and
+//! history search finds the conversation. Same namespaces and harness as `app_e2e.rs`.
+//!
+//! Needs what `app_e2e.rs` needs plus `.venv-agents` (scripts/test.sh makes it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+mod common;
+
+use std::ffi::OsString;
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use common::{App, Driver, RoomServer, wait_for};
+use outpost_room::Keys;
+use outpost_tests::lkclient::{NsPair, in_netns};
+
+const ROOM: &str = "agents-app-e2e";
+const NOTE: &str = "the heron waits by the weir";
+
+/// The LiveKit Agents agent, in the server namespace; its JSON lines collected.
+struct Agent {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    stderr: PathBuf,
+}
+
+impl Agent {
+    fn start(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Agent> {
+        let py = outpost_tests::python::agents_python()?;
+        let token =
+            Keys::dev().mint_with_kind(ROOM, "agent", None, Duration::from_secs(3600), "agent")?;
+        let stderr = dir.join("agent.stderr");
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .arg(py)
+            .arg(outpost_tests::python::scripts_dir().join("lk_agent.py"))
+            .current_dir(outpost_tests::python::scripts_dir())
+            .env("LK_URL", url)
+            .env("LK_TOKEN", token)
+            .env("OUTPOST_IDENTITY", "outpost-app")
+            .env("LK_TIMEOUT", "400")
+            .env("PYTHONWARNINGS", "ignore")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr)?)
+            .spawn()
+            .context("starting lk_agent.py")?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().context("stdout")?;
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
+        });
+        Ok(Agent {
+            child,
+            lines,
+            stderr,
+        })
+    }
+
+    fn said(&self, needle: &str) -> bool {
+        self.lines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|l| l.contains(needle))
+    }
+
+    fn report(&self) -> String {
+        format!(
+            "agent stdout:\n{}\nagent stderr:\n{}",
+            self.lines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .join("\n"),
+            std::fs::read_to_string(&self.stderr).unwrap_or_default()
+        )
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn livekit_agents_agent_through_the_app() {
+    let _one = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    let outside = root.join("outside");
+    for d in [&config, &data, &home, &outside] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let notes = outside.join("heron-notes.txt");
+    std::fs::write(&notes, format!("{NOTE}\n")).unwrap();
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    std::fs::write(
+        config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    std::fs::write(config.join("policy.toml"), "consent_timeout_secs = 600\n").unwrap();
+    let env: Vec<(&'static str, OsString)> = vec![
+        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
+        ("OUTPOST_DATA_DIR", data.into_os_string()),
+        ("OUTPOST_SECRETS", "memory".into()),
+        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+        ("HOME", home.clone().into_os_string()),
+        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
+        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
+        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
+    ];
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let notes = notes.display().to_string();
+    let logs = root.join("logs");
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let agent = Agent::start(&server_ns, &url, &root)?;
+        let r = scenario(&agent, &notes, &config).await;
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                agent.report()
+            ))
+        })
+    });
+    drop(server);
+    drop(pair);
+    drop(dir);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+}
+
+async fn scenario(agent: &Agent, notes: &str, _config: &std::path::Path) -> anyhow::Result<App> {
+    let app = App::launch().await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+    // The agent waits for the app, lists its tools and starts its session.
+    wait_for("the agent's session to start", || async {
+        Ok(agent.said("\"ready\"").then_some(()))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    ensure!(
+        agent.said("read_local_file"),
+        "the agent did not discover read_local_file"
+    );
+    // The mode is shown (found from the agent's RPC discovery or its lk.agent.state).
+    app.wait_text("[data-testid=assistant-mode]", "LiveKit Agents")
+        .await?;
+
+    // A chat round trip: lk.chat out, a streamed lk.transcription back.
+    app.say("hello").await?;
+    app.wait_assistant("Hello from the scripted agent.").await?;
+
+    // A forwarded tool call with consent: Allow once, and the agent quotes the file.
+    app.say(&format!("read {notes}")).await?;
+    let (text, paths) = app.wait_consent().await?;
+    ensure!(paths == [notes.to_owned()], "the dialog lists {paths:?}");
+    ensure!(text.contains("read_local_file"), "dialog: {text}");
+    app.answer_consent("Allow once").await?;
+    app.wait_card("read_local_file", "completed", |c| {
+        c["tool"] == "read_local_file"
+    })
+    .await?;
+    app.wait_assistant(&format!("The file says: {NOTE}"))
+        .await?;
+    // Ordering: the card comes before the words that quote its result.
+    let order = app
+        .js("const items = Array.from(document.querySelectorAll(\
+               '[data-testid=tool-card], [data-testid=assistant-message]'));\
+             const card = items.findIndex(e => e.dataset.testid === 'tool-card');\
+             const quote = items.findIndex(e => e.innerText.includes('The file says'));\
+             return [card, quote];")
+        .await?;
+    let (card, quote) = (order[0].as_i64(), order[1].as_i64());
+    ensure!(
+        matches!((card, quote), (Some(c), Some(q)) if c >= 0 && q > c),
+        "the card ({card:?}) must come before the quote ({quote:?})"
+    );
+
+    // History finds the conversation.
+    app.open_screen("History").await?;
+    app.wait_css("#history-search")
+        .await?
+        .send_keys("heron")
+        .await?;
+    app.wait_text("ul[aria-label='Search results'] mark", "heron")
+        .await?;
+    Ok(app)
+}
