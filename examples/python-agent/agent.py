@@ -66,6 +66,7 @@ class Outpost:
         self.results = {}  # request id -> list of (result message, transport)
         self.result_waiters = {}  # request id -> asyncio.Event
         self.progress = {}  # request id -> list of states
+        self.progress_details = {}  # request id -> list of details
         self.errors = []  # ErrorMessages the client sent us
         self.user_messages = asyncio.Queue()
         self.send_lock = asyncio.Lock()
@@ -123,6 +124,8 @@ class Outpost:
                 ev.set()
         elif t == PROGRESS:
             self.progress.setdefault(msg.get("id"), []).append(msg.get("state"))
+            if msg.get("detail"):
+                self.progress_details.setdefault(msg.get("id"), []).append(msg["detail"])
         elif t == ERROR:
             self.errors.append(msg)
             log(event="client_error", code=msg.get("code"), message=msg.get("message"),
@@ -345,6 +348,11 @@ async def run_scenario(op, steps):
                                    errorMessage=msg.get("errorMessage"), via=via,
                                    count=len(op.results.get(rid, [])) - before)
                     bad += check(expect, msg, via, len(op.results.get(rid, [])) - before)
+                    details = op.progress_details.get(rid, [])
+                    if "progressContains" in expect and not any(
+                            expect["progressContains"] in d for d in details):
+                        bad.append(f"no progress detail with {expect['progressContains']!r}: "
+                                   f"{details}")
                     if kind == "duplicate" and step.get("sameAsFirst", True):
                         first = op.results[rid][0][0]
                         if msg != first:
@@ -371,6 +379,20 @@ async def run_scenario(op, steps):
                 outcome["conversationId"] = op.conversation
             except asyncio.TimeoutError:
                 bad.append("no new hello")
+        elif kind == "expect_tool":
+            # The client's catalogue (hello) offers a tool with these fields.
+            found = [t for t in op.tools if t.get("name") == step["toolName"]]
+            if not found:
+                bad.append(f"no tool {step['toolName']!r} in the catalogue "
+                           f"{[t.get('name') for t in op.tools]}")
+            elif step.get("absent"):
+                bad.append(f"tool {step['toolName']!r} is in the catalogue")
+            else:
+                for k, v in (step.get("fields") or {}).items():
+                    if found[0].get(k) != v:
+                        bad.append(f"{step['toolName']}.{k}: expected {v!r}, got {found[0].get(k)!r}")
+            if step.get("absent") and not found:
+                bad = [b for b in bad if not b.startswith("no tool")]
         elif kind == "expect_count":
             # How many results arrived for an id so far (after an optional settle).
             await asyncio.sleep(step.get("settle_ms", 0) / 1000)

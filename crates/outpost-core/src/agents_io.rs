@@ -40,6 +40,15 @@ pub fn register_methods(
 ) {
     let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into()];
     methods.extend(tools);
+    register_tool_methods(room, methods, tx);
+}
+
+/// Registers one method per name (tools that joined the catalogue later).
+pub fn register_tool_methods(
+    room: &Room,
+    methods: impl IntoIterator<Item = String>,
+    tx: &mpsc::UnboundedSender<AgentsInput>,
+) {
     for method in methods {
         let tx = tx.clone();
         room.register_rpc_method(method, move |inv: RpcInvocation| {

@@ -470,8 +470,10 @@ mod tests {
             tools: [
                 ("write_file".to_owned(), Rule::Ask),
                 ("calculator".to_owned(), Rule::Deny),
+                ("mcp__time__get_current_time".to_owned(), Rule::Allow),
             ]
             .into(),
+            mcp_servers: [("files".to_owned(), Rule::Deny)].into(),
             folders: vec![
                 FolderRule {
                     path: "~/Documents".into(),

@@ -26,9 +26,9 @@
 
 mod agents;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use outpost_policy::{Decider, Decision};
+use outpost_policy::{Decider, Decision, ServerClaims};
 use outpost_protocol::{
     AssistantDelta, AssistantMessage, AssistantStatus, DecodeError, Direction, ErrorMessage,
     Execution, MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState, ProtocolErrorCode,
@@ -59,6 +59,8 @@ pub struct MachineConfig {
     pub client_version: String,
     /// The tool catalogue sent in every hello.
     pub tools: Vec<ToolDescriptor>,
+    /// What MCP servers claim about their tools in `tools`, by tool name (for the cards).
+    pub claims: BTreeMap<String, ServerClaims>,
     /// The conversation the first hello asks to continue.
     pub conversation_id: Option<String>,
     /// The room name, for the store.
@@ -79,6 +81,7 @@ impl MachineConfig {
             client_name: "Outpost".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
             tools,
+            claims: BTreeMap::new(),
             conversation_id: None,
             room: None,
             resend_window_ms: 5_000,
@@ -232,6 +235,14 @@ pub enum Input {
     },
     /// An RPC call to one of Outpost's methods.
     Rpc(RpcCall),
+    /// The tools on offer changed (an MCP server's tool list did): the new catalogue and
+    /// the MCP tools' claims.
+    ToolsChanged {
+        /// The whole catalogue now.
+        tools: Vec<ToolDescriptor>,
+        /// The MCP servers' claims, by tool name.
+        claims: BTreeMap<String, ServerClaims>,
+    },
 }
 
 /// A write for the store.
@@ -675,6 +686,7 @@ impl Machine {
                 is_final,
             } => self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final),
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
+            Input::ToolsChanged { tools, claims } => self.tools_changed(&mut fx, tools, claims),
             Input::Tick => {
                 let waited = self
                     .hello_since
@@ -1160,6 +1172,34 @@ impl Machine {
         self.calls.insert(id.to_owned(), call);
     }
 
+    /// A new catalogue: the next hello, `outpost.list_tools` and the cards use it. The
+    /// assistant of an Outpost-protocol session learns it at its next hello (version 1
+    /// has no message for it); the session re-registers the RPC methods itself.
+    fn tools_changed(
+        &mut self,
+        fx: &mut Fx,
+        tools: Vec<ToolDescriptor>,
+        claims: BTreeMap<String, ServerClaims>,
+    ) {
+        if tools == self.config.tools {
+            return;
+        }
+        self.config.tools = tools;
+        self.config.claims = claims;
+        fx.ui(UiEvent::ToolsChanged {
+            tools: self.config.tools.iter().map(|t| t.name.clone()).collect(),
+        });
+    }
+
+    /// The MCP server behind `tool`, if the catalogue names one.
+    fn server_of(&self, tool: &str) -> Option<String> {
+        self.config
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .and_then(|t| t.server_name.clone())
+    }
+
     fn request(&mut self, fx: &mut Fx, now: Millis, r: ToolUseRequest) {
         let conversation = self.conv();
         if let Some(known) = self.calls.get(&r.id) {
@@ -1181,7 +1221,7 @@ impl Machine {
             id: r.id.clone(),
             message_id: Some(r.message_id.clone()),
             tool_name: r.tool_name.clone(),
-            server_name: String::new(),
+            server_name: self.server_of(&r.tool_name).unwrap_or_default(),
             execution: store_execution(r.execution),
             arguments: map_value(&r.parameters),
             at: now,
@@ -1190,6 +1230,8 @@ impl Machine {
             id: r.id.clone(),
             message_id: r.message_id.clone(),
             tool_name: r.tool_name.clone(),
+            server_name: self.server_of(&r.tool_name),
+            claims: self.config.claims.get(&r.tool_name).copied(),
             execution: exec_str(r.execution).into(),
             parameters: r.parameters.clone(),
             timeout_ms: r.effective_timeout_ms(),
