@@ -270,6 +270,9 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         {"op": "expect_tool", "toolName": "mcp__time__get_current_time",
          "fields": {"serverName": "time"}},
         {"op": "expect_tool", "toolName": "read_local_file"},
+        // server-everything adds tools after `initialized` (notifications/tools/list_changed):
+        // in the hello, or by a ToolsChanged.
+        {"name": "list changed", "op": "wait_tool", "toolName": "mcp__everything__get-roots-list"},
         {"name": "allowed by the server rule", "op": "request", "id": "m-echo",
          "toolName": "mcp__everything__echo", "parameters": {"message": "hi"},
          "expect": {"success": true, "result": {"text": "Echo: hi", "isError": false,
@@ -308,7 +311,13 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
          "parameters": {"duration": 20, "steps": 20},
          "expect": {"success": false, "errorCode": "execution_error",
                     "errorMessageContains": "MCP server 'crashy' stopped during the call"}},
-        {"op": "sleep", "ms": 6000},
+        // The crash takes crashy's tools away and the restart brings them back: two
+        // ToolsChanged at least.
+        {"name": "gone after the crash", "op": "wait_tool", "toolName": "mcp__crashy__echo",
+         "absent": true, "wait_ms": 10000},
+        {"name": "back after restart", "op": "wait_tool", "toolName": "mcp__crashy__echo",
+         "wait_ms": 30000},
+        {"op": "sleep", "ms": 1000},
         {"name": "after the restart", "op": "request", "id": "m-again",
          "toolName": "mcp__crashy__echo", "parameters": {"message": "back"},
          "expect": {"success": true, "result": {"text": "Echo: back"}}},
@@ -323,16 +332,13 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         Duration::from_secs(120),
         |e| e["type"] == "tool_call_progress" && e["data"]["id"] == "m-crash",
     );
-    let pid: i32 = std::fs::read_to_string(fx.wire("crashy.pid"))
-        .unwrap()
-        .trim()
-        .parse()
+    // The pid of the server process this test's `outpost connect` started (`exec`ed by sh).
+    let pid = std::fs::read_to_string(fx.wire("crashy.pid")).unwrap();
+    let killed = Command::new("kill")
+        .args(["-KILL", pid.trim()])
+        .status()
         .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    assert!(killed.success(), "kill -KILL {pid}");
 
     let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
     let outcomes: Vec<Value> = out
@@ -354,6 +360,23 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
     );
     let events = connect.finish();
+
+    // The assistant (protocol 2) was told of the crash and of the restart.
+    let changed = |name: &str| {
+        outcomes
+            .iter()
+            .find(|o| o["name"] == name)
+            .and_then(|o| o["toolsChanged"].as_u64())
+            .unwrap_or_else(|| panic!("no outcome for {name}"))
+    };
+    assert!(
+        changed("back after restart") >= changed("list changed") + 2,
+        "the crash and the restart each send a ToolsChanged"
+    );
+    assert!(
+        events.iter().any(|e| e["type"] == "tools_changed"),
+        "the UI is told too"
+    );
 
     // The card names the server and carries its claims.
     let card = events

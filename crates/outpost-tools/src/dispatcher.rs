@@ -515,6 +515,7 @@ struct Pending {
     hints: outpost_policy::ToolHints,
     spec: ToolSpec,
     cx: RunContext,
+    arrived: Instant,
 }
 
 /// The synchronous start of a request: lookup, schema check, tool-level deny, then the
@@ -656,6 +657,7 @@ fn start(
         hints,
         spec,
         cx,
+        arrived,
     }))
 }
 
@@ -673,6 +675,7 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
         hints,
         spec,
         cx,
+        arrived,
     } = p;
     let token = cx.cancel.clone();
     let deadline = Duration::from_millis(u64::from(timeout_ms));
@@ -681,8 +684,12 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
         joined = &mut phase1 => joined,
         () = token.cancelled() => return Some(ToolUseResult::cancelled(&id)),
         () = tokio::time::sleep(deadline) => {
+            // Answered before the token is set: a job allowed outright answers from the
+            // blocking phase, and one that stops because of the token would otherwise
+            // race this answer with its own `cancelled`.
+            inner.finish(&id, ToolUseResult::timeout(&id, timeout_ms), arrived);
             token.cancel();
-            return Some(ToolUseResult::timeout(&id, timeout_ms));
+            return None;
         }
     };
     let (verdict, access, job) = match phase1 {

@@ -437,6 +437,10 @@ fn split_final(text: &str, segments: &[Segment]) -> Vec<(String, String)> {
 #[derive(Debug)]
 pub struct Machine {
     config: MachineConfig,
+    /// The protocol version of the live session (0 before a welcome).
+    version: u32,
+    /// The catalogue changed after the last hello and the assistant was not told yet.
+    tools_unannounced: bool,
     link_up: bool,
     assistant: Option<String>,
     phase: Phase,
@@ -491,6 +495,8 @@ impl Machine {
             link_up: false,
             assistant: None,
             phase: Phase::NeedHello,
+            version: 0,
+            tools_unannounced: false,
             wanted,
             conversation: None,
             held: VecDeque::new(),
@@ -686,7 +692,10 @@ impl Machine {
                 is_final,
             } => self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final),
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
-            Input::ToolsChanged { tools, claims } => self.tools_changed(&mut fx, tools, claims),
+            Input::ToolsChanged { tools, claims } => {
+                self.tools_changed(&mut fx, tools, claims);
+                self.announce_tools(&mut fx, now);
+            }
             Input::Tick => {
                 let waited = self
                     .hello_since
@@ -767,6 +776,8 @@ impl Machine {
         let Some(to) = self.assistant.clone() else {
             return;
         };
+        // The hello carries the catalogue as it is now.
+        self.tools_unannounced = false;
         let mut hello = outpost_protocol::ClientHello::new(
             self.config.client_name.clone(),
             self.config.client_version.clone(),
@@ -1034,6 +1045,7 @@ impl Machine {
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
         self.phase = Phase::Welcomed;
+        self.version = w.protocol_version;
         self.hello_since = None;
         if self.mode != Some(AssistantMode::Outpost) {
             self.mode = Some(AssistantMode::Outpost);
@@ -1066,6 +1078,26 @@ impl Machine {
             mode: AssistantMode::Outpost,
         });
         self.flush(fx, now);
+        // The catalogue changed while the welcome was on its way.
+        self.announce_tools(fx, now);
+    }
+
+    /// Tells an Outpost-protocol assistant (version 2 and later) the catalogue changed
+    /// since its hello. A version 1 assistant learns it at the next hello; LiveKit Agents
+    /// mode follows the RPC methods the session registers.
+    fn announce_tools(&mut self, fx: &mut Fx, now: Millis) {
+        if !self.tools_unannounced
+            || self.phase != Phase::Welcomed
+            || self.mode != Some(AssistantMode::Outpost)
+            || self.version < 2
+        {
+            return;
+        }
+        self.tools_unannounced = false;
+        let m = Message::ToolsChanged(outpost_protocol::ToolsChanged {
+            tools: self.config.tools.clone(),
+        });
+        self.send(fx, now, m);
     }
 
     fn conv(&self) -> ConversationId {
@@ -1172,9 +1204,9 @@ impl Machine {
         self.calls.insert(id.to_owned(), call);
     }
 
-    /// A new catalogue: the next hello, `outpost.list_tools` and the cards use it. The
-    /// assistant of an Outpost-protocol session learns it at its next hello (version 1
-    /// has no message for it); the session re-registers the RPC methods itself.
+    /// A new catalogue: the next hello, `outpost.list_tools` and the cards use it; an
+    /// Outpost-protocol assistant of version 2 gets a ToolsChanged ([`Self::announce_tools`]);
+    /// the session re-registers the RPC methods itself.
     fn tools_changed(
         &mut self,
         fx: &mut Fx,
@@ -1186,6 +1218,7 @@ impl Machine {
         }
         self.config.tools = tools;
         self.config.claims = claims;
+        self.tools_unannounced = true;
         fx.ui(UiEvent::ToolsChanged {
             tools: self.config.tools.iter().map(|t| t.name.clone()).collect(),
         });
