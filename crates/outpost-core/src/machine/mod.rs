@@ -1779,6 +1779,144 @@ mod tests {
             .unwrap_or_else(|| panic!("no ErrorMessage sent in {fx:?}"))
     }
 
+    fn mcp_tool(name: &str) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            description: "d".into(),
+            parameters: Map::new(),
+            result_schema: None,
+            read_only: false,
+            destructive: true,
+            open_world: true,
+            server_name: Some("srv".into()),
+            timeout_ms: None,
+        }
+    }
+
+    fn tools_changed_sent(fx: &[Effect]) -> Vec<Vec<String>> {
+        sent(fx)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::ToolsChanged(t) => Some(t.tools.into_iter().map(|t| t.name).collect()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_catalogue_reaches_a_version_2_assistant_and_the_cards() {
+        let mut m = machine();
+        let fx = m.handle(
+            Input::Joined {
+                assistant: Some(A.into()),
+            },
+            0,
+        );
+        hello_of(&fx);
+        let mut w = welcome("c1");
+        w.protocol_version = 2;
+        recv(&mut m, w, 10);
+        let mut claims = BTreeMap::new();
+        claims.insert(
+            "mcp__srv__x".to_owned(),
+            ServerClaims {
+                read_only: Some(true),
+                ..ServerClaims::default()
+            },
+        );
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__x")],
+                claims,
+            },
+            20,
+        );
+        assert_eq!(
+            tools_changed_sent(&fx),
+            vec![vec!["mcp__srv__x".to_owned()]]
+        );
+        assert!(
+            uis(&fx)
+                .iter()
+                .any(|u| matches!(u, UiEvent::ToolsChanged { tools } if tools == &["mcp__srv__x"]))
+        );
+        // The same catalogue again is no news.
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__x")],
+                claims: BTreeMap::new(),
+            },
+            21,
+        );
+        assert!(tools_changed_sent(&fx).is_empty());
+        // A request for the MCP tool: the card and the record name the server.
+        let mut req = request("t1", Execution::Client);
+        req.tool_name = "mcp__srv__x".into();
+        let fx = recv(&mut m, req, 30);
+        assert!(uis(&fx).iter().any(|u| matches!(u,
+            UiEvent::ToolCallRequested { server_name: Some(s), claims: Some(c), .. }
+                if s == "srv" && c.read_only == Some(true))));
+        assert!(records(&fx).iter().any(|r| matches!(r,
+            Record::Tool(store::ToolCallEvent::Initiated { server_name, .. }) if server_name == "srv")));
+    }
+
+    #[test]
+    fn a_version_1_assistant_learns_the_catalogue_at_its_next_hello_only() {
+        let mut m = live();
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__y")],
+                claims: BTreeMap::new(),
+            },
+            20,
+        );
+        assert!(
+            tools_changed_sent(&fx).is_empty(),
+            "version 1 has no ToolsChanged"
+        );
+        let fx = m.handle(
+            Input::Command(Command::SwitchConversation {
+                conversation_id: None,
+            }),
+            30,
+        );
+        let h = hello_of(&fx);
+        assert_eq!(
+            h.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["mcp__srv__y"]
+        );
+    }
+
+    #[test]
+    fn a_change_while_the_welcome_is_on_its_way_is_sent_after_it() {
+        let mut m = machine();
+        let fx = m.handle(
+            Input::Joined {
+                assistant: Some(A.into()),
+            },
+            0,
+        );
+        assert!(hello_of(&fx).tools.is_empty());
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__z")],
+                claims: BTreeMap::new(),
+            },
+            5,
+        );
+        assert!(
+            tools_changed_sent(&fx).is_empty(),
+            "nothing before the welcome"
+        );
+        let mut w = welcome("c1");
+        w.protocol_version = 2;
+        let fx = recv(&mut m, w, 10);
+        assert_eq!(
+            tools_changed_sent(&fx),
+            vec![vec!["mcp__srv__z".to_owned()]]
+        );
+    }
+
     #[test]
     fn hello_waits_for_link_and_assistant() {
         let mut m = machine();
@@ -2050,7 +2188,7 @@ mod tests {
         assert!(e.fatal);
         assert_eq!(
             e.message,
-            "no common protocol version: client speaks 1..=1, server speaks 7..=7"
+            "no common protocol version: client speaks 1..=2, server speaks 7..=7"
         );
         assert!(fx.iter().any(|e| matches!(e, Effect::Leave { .. })));
         assert!(m.is_ended());
