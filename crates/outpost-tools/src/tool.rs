@@ -108,10 +108,13 @@ pub struct RunContext {
     pub progress: ProgressSink,
 }
 
+/// Where a [`ProgressSink`] hands its messages.
+type SendProgress = Arc<dyn Fn(ToolUseProgress) + Send + Sync>;
+
 /// Sends a running job's progress to the assistant. The default sends nowhere.
 #[derive(Clone, Default)]
 pub struct ProgressSink {
-    to: Option<(String, Arc<dyn Fn(ToolUseProgress) + Send + Sync>)>,
+    to: Option<(String, SendProgress)>,
 }
 
 impl fmt::Debug for ProgressSink {
