@@ -12,9 +12,16 @@ use std::time::Duration;
 
 use outpost_mcp::{CallOptions, McpError, McpHost, McpTool, Progress};
 use outpost_policy::{ServerClaims, ToolHints};
-use outpost_protocol::{Map, ToolDescriptor, Value};
+use outpost_protocol::{Map, Message, ToolDescriptor, ToolsChanged, Value};
 use outpost_tools::{Access, Prepared, Registry, RunContext, Tool, ToolEnv, ToolError, ToolSpec};
 use tokio::sync::mpsc;
+
+/// Largest catalogue entry of one MCP tool, encoded (its schema, mostly). A bigger one is
+/// left out: it would crowd every hello.
+pub(crate) const MAX_TOOL_BYTES: usize = 64 * 1024;
+
+/// Most tools offered from one server; the rest are left out.
+pub(crate) const MAX_TOOLS_PER_SERVER: usize = 256;
 
 /// The longest an MCP call may take on its own; the request's `timeoutMs` (at most an hour)
 /// is enforced by the dispatcher, which cancels the call.
@@ -140,8 +147,26 @@ impl Tool for McpToolAdapter {
     }
 }
 
-/// A registry of every tool the host's running servers offer now. A tool whose parameter
-/// schema cannot be compiled is left out; its name and why are returned.
+/// Why an MCP tool cannot be offered, if it cannot: its entry breaks a protocol rule (a
+/// schema nested deeper than the protocol allows, a name or description with control
+/// characters...) or is too large. Checked by encoding it as the wire would.
+fn unfit(t: &McpTool) -> Option<String> {
+    let m = Message::ToolsChanged(ToolsChanged {
+        tools: vec![descriptor(t)],
+    });
+    match outpost_protocol::encode(&m) {
+        Err(e) => Some(format!("its catalogue entry is not valid: {e}")),
+        Ok(b) if b.len() > MAX_TOOL_BYTES => Some(format!(
+            "its catalogue entry takes {} bytes, more than {MAX_TOOL_BYTES}",
+            b.len()
+        )),
+        Ok(_) => None,
+    }
+}
+
+/// A registry of every tool the host's running servers offer now. A tool that cannot be
+/// offered ([`unfit`], a parameter schema that cannot be compiled, past
+/// [`MAX_TOOLS_PER_SERVER`] of its server) is left out; its name and why are returned.
 pub(crate) fn registry(
     host: &McpHost,
     tools: &[McpTool],
@@ -149,7 +174,21 @@ pub(crate) fn registry(
 ) -> (Registry, Vec<String>) {
     let mut reg = Registry::new();
     let mut left_out = Vec::new();
+    let mut per_server: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for t in tools {
+        let count = per_server.entry(t.server.as_str()).or_default();
+        if *count >= MAX_TOOLS_PER_SERVER {
+            left_out.push(format!(
+                "{}: its server offers more than {MAX_TOOLS_PER_SERVER} tools",
+                t.outpost_name
+            ));
+            continue;
+        }
+        if let Some(why) = unfit(t) {
+            left_out.push(format!("{}: {why}", t.outpost_name));
+            continue;
+        }
+        *count += 1;
         let adapter = McpToolAdapter {
             host: host.clone(),
             tool: t.clone(),
@@ -160,4 +199,82 @@ pub(crate) fn registry(
         }
     }
     (reg, left_out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use outpost_mcp::{ConnectOptions, HostOptions, MemorySecrets, ToolHints as McpHints};
+    use serde_json::json;
+
+    fn tool(server: &str, name: &str, schema: Value) -> McpTool {
+        McpTool {
+            server: server.into(),
+            name: name.into(),
+            outpost_name: outpost_mcp::naming::tool_name(server, name),
+            title: None,
+            description: "d".into(),
+            input_schema: schema,
+            output_schema: None,
+            hints: McpHints::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn hostile_catalogue_entries_are_left_out_and_the_rest_offered() {
+        let host = McpHost::new(
+            HostOptions::new(
+                ConnectOptions::default(),
+                std::sync::Arc::new(MemorySecrets::default()),
+            ),
+            Vec::new(),
+        );
+        let mut deep = json!({"type": "string"});
+        for _ in 0..40 {
+            deep = json!({"type": "object", "properties": {"a": deep}});
+        }
+        let big = json!({"type": "object", "description": "x".repeat(MAX_TOOL_BYTES)});
+        // A description is free text: a control character in it is the server's business.
+        let mut control = tool("s", "ctl", json!({"type": "object"}));
+        control.description = "bell \u{7}".into();
+        let mut tools = vec![
+            tool(
+                "s",
+                "ok",
+                json!({"type": "object", "properties": {"m": {"type": "string"}}}),
+            ),
+            tool("s", "deep", deep),
+            tool("s", "big", big),
+            tool("s", "bad-schema", json!({"type": 12})),
+            // Not an object schema at all: offered with an empty object schema.
+            tool("s", "odd", json!("anything")),
+        ];
+        tools.push(control);
+        for i in 0..(MAX_TOOLS_PER_SERVER + 3) {
+            tools.push(tool("many", &format!("t{i}"), json!({"type": "object"})));
+        }
+        let (reg, left_out) = registry(&host, &tools, &tokio::runtime::Handle::current());
+        let names: Vec<&str> = reg.names().collect();
+        assert!(names.contains(&"mcp__s__ok"), "{names:?}");
+        assert!(names.contains(&"mcp__s__odd"), "{names:?}");
+        assert!(names.contains(&"mcp__s__ctl"), "{names:?}");
+        for gone in ["mcp__s__deep", "mcp__s__big", "mcp__s__bad-schema"] {
+            assert!(!names.contains(&gone), "{gone} offered");
+            assert!(
+                left_out.iter().any(|w| w.starts_with(gone)),
+                "{gone}: {left_out:?}"
+            );
+        }
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.starts_with("mcp__many__"))
+                .count(),
+            MAX_TOOLS_PER_SERVER
+        );
+        // What is offered always makes a valid ToolsChanged.
+        let all: Vec<ToolDescriptor> = reg.descriptors();
+        outpost_protocol::encode(&Message::ToolsChanged(ToolsChanged { tools: all })).unwrap();
+    }
 }

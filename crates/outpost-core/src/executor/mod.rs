@@ -200,10 +200,7 @@ impl Executor {
         };
         let tools = host.tools();
         let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
-        if *offered == tools && !tools.is_empty() {
-            return false;
-        }
-        if offered.is_empty() && tools.is_empty() {
+        if *offered == tools {
             return false;
         }
         let runtime = tokio::runtime::Handle::current();
