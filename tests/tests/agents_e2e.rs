@@ -127,8 +127,7 @@ impl Files {
         big.push('\n');
         std::fs::write(allowed.join("big.txt"), big).unwrap();
         let policy = format!(
-            "consent_timeout_secs = 60\n[tools]\n\n[mcp_servers]\neverything = \"allow\"\n\n\
-             [[folders]]\npath = \"{}\"\naccess = \"allow\"\n",
+            "consent_timeout_secs = 60\n[tools]\n\n[[folders]]\npath = \"{}\"\naccess = \"allow\"\n",
             allowed.display()
         );
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
@@ -292,8 +291,26 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
             assert!(finished, "calculator failed: {:#?}", ui.seen);
             ui.reply("The answer is 42").await?;
 
-            // 4b. A tool of the user's MCP server, by RPC: allowed by its server's rule.
+            // 4b. A tool of the user's MCP server, by RPC. MCP tools ask by default: the
+            //     question names the server and carries its description and claims;
+            //     Allow once, and the result reaches the agent.
             session.send_message("mcp echo hi from the agent")?;
+            let prompt = ui
+                .wait("a consent question for the MCP tool", |e| match e {
+                    UiEvent::ConsentRequested(p) if p.tool == "mcp__everything__echo" => {
+                        Some(p.clone())
+                    }
+                    _ => None,
+                })
+                .await?;
+            assert_eq!(prompt.server.as_deref(), Some("everything"), "{prompt:?}");
+            assert!(!prompt.description.is_empty(), "{prompt:?}");
+            assert!(prompt.claims.is_some(), "{prompt:?}");
+            assert_eq!(
+                prompt.parameters.get("message"),
+                Some(&Value::String("hi from the agent".into()))
+            );
+            core.answer_consent(&prompt.consent_id, Decision::AllowOnce)?;
             let (_, said) = ui.reply("Echo: hi from the agent").await?;
             assert!(said.contains("mcp__everything__echo"), "{said}");
             let card = ui
@@ -309,6 +326,24 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 })
                 .context("a card for the MCP call")?;
             assert_eq!(card.as_deref(), Some("everything"));
+            // Deny: the agent hears permission_denied.
+            session.send_message("mcp echo not this time")?;
+            let prompt = ui
+                .wait("a second consent question for the MCP tool", |e| match e {
+                    UiEvent::ConsentRequested(p)
+                        if p.tool == "mcp__everything__echo"
+                            && p.parameters.get("message")
+                                == Some(&Value::String("not this time".into())) =>
+                    {
+                        Some(p.clone())
+                    }
+                    _ => None,
+                })
+                .await?;
+            core.answer_consent(&prompt.consent_id, Decision::DenyOnce)?;
+            let (_, said) = ui
+                .reply("I could not use mcp__everything__echo: error code permission_denied")
+                .await?;
 
             // 5. A file outside the allowed folder: the consent prompt shows the full
             //    arguments; Allow once; the agent's next words quote the file.

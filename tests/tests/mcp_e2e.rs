@@ -9,7 +9,8 @@
 //! progress reaching the assistant, ToolUseCancel and `timeoutMs` reaching the server as
 //! `notifications/cancelled`, a server killed mid-call (clean `execution_error`, the next
 //! call works after the restart), unknown servers and hostile names, and the history and
-//! its search. Consent Allow/Deny with a UI is covered in-process by
+//! its search. Consent Allow/Deny with a UI is covered by `agents_e2e.rs` (a LiveKit
+//! Agents agent calls server-everything's echo over RPC) and in-process by
 //! `crates/outpost-core/tests/mcp_tools.rs`.
 //!
 //! Needs root, iproute2, node, the venv and `npm ci` in tests/mcp (scripts/setup.sh).
