@@ -341,8 +341,7 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 })
                 .await?;
             core.answer_consent(&prompt.consent_id, Decision::DenyOnce)?;
-            let (_, said) = ui
-                .reply("I could not use mcp__everything__echo: error code permission_denied")
+            ui.reply("I could not use mcp__everything__echo: error code permission_denied")
                 .await?;
 
             // 5. A file outside the allowed folder: the consent prompt shows the full
