@@ -35,11 +35,15 @@ from livekit import api, rtc
 TOPIC = "outpost"
 MAX_PACKET_BYTES = 15_000
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-PROTOCOL_VERSION = 1
+# Versions this assistant speaks: 2 adds ToolsChanged (type 12, the client's catalogue
+# changed mid-session).
+PROTOCOL_VERSION = 2
+MIN_PROTOCOL_VERSION = 1
 
 # Message types (docs/PROTOCOL.md §3).
 ERROR, HELLO, WELCOME, USER, ASSISTANT = 1, 2, 3, 4, 5
 REQUEST, RESULT, DELTA, STATUS, CANCEL, PROGRESS = 6, 7, 8, 9, 10, 11
+TOOLS_CHANGED = 12
 
 ALPHABET = "useandom-26T198340PX75pxJACKVERYMINDBUSHWOLF_GQZbfghjklqvwyzrict"
 
@@ -60,12 +64,15 @@ class Outpost:
         self.room = room
         self.name = name
         self.client = None  # identity of the Outpost app we talk to
-        self.tools = []  # the client's catalogue (ClientHello.tools)
+        self.tools = []  # the client's catalogue (ClientHello.tools, then ToolsChanged)
+        self.version = None  # the negotiated protocol version
+        self.tools_changed = 0  # ToolsChanged messages received
         self.conversation = None
         self.welcomed = asyncio.Event()
         self.results = {}  # request id -> list of (result message, transport)
         self.result_waiters = {}  # request id -> asyncio.Event
         self.progress = {}  # request id -> list of states
+        self.progress_details = {}  # request id -> list of details
         self.errors = []  # ErrorMessages the client sent us
         self.user_messages = asyncio.Queue()
         self.send_lock = asyncio.Lock()
@@ -121,8 +128,14 @@ class Outpost:
             ev = self.result_waiters.get(rid)
             if ev:
                 ev.set()
+        elif t == TOOLS_CHANGED and (self.version or 0) >= 2:
+            self.tools = msg.get("tools") or []
+            self.tools_changed += 1
+            log(event="tools_changed", tools=[t.get("name") for t in self.tools])
         elif t == PROGRESS:
             self.progress.setdefault(msg.get("id"), []).append(msg.get("state"))
+            if msg.get("detail"):
+                self.progress_details.setdefault(msg.get("id"), []).append(msg["detail"])
         elif t == ERROR:
             self.errors.append(msg)
             log(event="client_error", code=msg.get("code"), message=msg.get("message"),
@@ -135,17 +148,19 @@ class Outpost:
     async def _welcome(self, sender, hello):
         lo = hello.get("minProtocolVersion") or hello.get("protocolVersion", 0)
         hi = hello.get("protocolVersion", 0)
-        if not (lo <= PROTOCOL_VERSION <= hi):
+        version = min(hi, PROTOCOL_VERSION)
+        if version < max(lo, MIN_PROTOCOL_VERSION):
             await self.send({"type": ERROR, "code": "unsupported_version", "fatal": True,
                              "message": f"no common protocol version: client speaks {lo}..={hi}, "
-                                        f"server speaks {PROTOCOL_VERSION}..={PROTOCOL_VERSION}"},
+                                        f"server speaks {MIN_PROTOCOL_VERSION}..={PROTOCOL_VERSION}"},
                             to=sender)
             return
+        self.version = version
         self.client = sender
         self.tools = hello.get("tools") or []
         # Continue the conversation the client names (after a rejoin), else start one.
         self.conversation = hello.get("conversationId") or self.conversation or new_id()
-        await self.send({"type": WELCOME, "protocolVersion": PROTOCOL_VERSION,
+        await self.send({"type": WELCOME, "protocolVersion": self.version,
                          "sessionId": new_id(), "conversationId": self.conversation,
                          "assistantName": self.name}, to=sender)
         log(event="welcomed", client=sender, conversationId=self.conversation,
@@ -345,6 +360,11 @@ async def run_scenario(op, steps):
                                    errorMessage=msg.get("errorMessage"), via=via,
                                    count=len(op.results.get(rid, [])) - before)
                     bad += check(expect, msg, via, len(op.results.get(rid, [])) - before)
+                    details = op.progress_details.get(rid, [])
+                    if "progressContains" in expect and not any(
+                            expect["progressContains"] in d for d in details):
+                        bad.append(f"no progress detail with {expect['progressContains']!r}: "
+                                   f"{details}")
                     if kind == "duplicate" and step.get("sameAsFirst", True):
                         first = op.results[rid][0][0]
                         if msg != first:
@@ -371,6 +391,32 @@ async def run_scenario(op, steps):
                 outcome["conversationId"] = op.conversation
             except asyncio.TimeoutError:
                 bad.append("no new hello")
+        elif kind == "wait_tool":
+            # Wait until the catalogue offers (or, with "absent", no longer offers) a tool:
+            # a ToolsChanged (version 2) brings the change.
+            deadline = time.monotonic() + step.get("wait_ms", 30_000) / 1000
+            def offered():
+                return any(t.get("name") == step["toolName"] for t in op.tools)
+            while offered() == bool(step.get("absent")) and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            if offered() == bool(step.get("absent")):
+                bad.append(f"tool {step['toolName']!r} still {'offered' if offered() else 'missing'} "
+                           f"after {op.tools_changed} ToolsChanged")
+            outcome["toolsChanged"] = op.tools_changed
+        elif kind == "expect_tool":
+            # The client's catalogue (hello) offers a tool with these fields.
+            found = [t for t in op.tools if t.get("name") == step["toolName"]]
+            if not found:
+                bad.append(f"no tool {step['toolName']!r} in the catalogue "
+                           f"{[t.get('name') for t in op.tools]}")
+            elif step.get("absent"):
+                bad.append(f"tool {step['toolName']!r} is in the catalogue")
+            else:
+                for k, v in (step.get("fields") or {}).items():
+                    if found[0].get(k) != v:
+                        bad.append(f"{step['toolName']}.{k}: expected {v!r}, got {found[0].get(k)!r}")
+            if step.get("absent") and not found:
+                bad = [b for b in bad if not b.startswith("no tool")]
         elif kind == "expect_count":
             # How many results arrived for an id so far (after an optional settle).
             await asyncio.sleep(step.get("settle_ms", 0) / 1000)

@@ -235,7 +235,7 @@ fuzz_target!(|data: &[u8]| {
     if entry.validate(&Value::Object(params.clone())).is_err() {
         return;
     }
-    if policy.tool_denied(tool, entry.spec.hints).is_some() {
+    if policy.tool_denied(tool, None, entry.spec.hints).is_some() {
         return;
     }
     let Ok(prepared) = entry.tool.prepare(params, &fx.env) else {
@@ -249,6 +249,7 @@ fuzz_target!(|data: &[u8]| {
     let verdict = policy.evaluate(
         &AccessRequest {
             tool,
+            server: None,
             hints: entry.spec.hints,
             paths: &access.paths,
             folder: access.folder.as_deref(),

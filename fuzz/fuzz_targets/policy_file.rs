@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = compiled.evaluate(
             &AccessRequest {
                 tool,
+                server: None,
                 hints: ToolHints {
                     read_only: tool != "write_file",
                     destructive: tool == "write_file",

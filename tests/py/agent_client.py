@@ -131,7 +131,8 @@ async def main():
                             tool("search_files", {"root": {"type": "string"}}),
                             tool("calculator", {"expression": {"type": "string"}})]})
     w = await c.next(of(3), "welcome")
-    check(w["protocolVersion"] == 1, f"negotiated {w['protocolVersion']}")
+    # The agent speaks 1..=2: the highest version in both ranges.
+    check(w["protocolVersion"] == 2, f"negotiated {w['protocolVersion']}")
     check("not an AI" in w["assistantName"], w["assistantName"])
     out["assistant_name"] = w["assistantName"]
     await c.next(of(9, state="idle"), "idle after welcome")

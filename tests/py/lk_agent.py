@@ -88,6 +88,9 @@ class ScriptedLLM(llm.LLM):
             return ["My tools: " + ", ".join(names)]
         if text.startswith("read "):
             return [self._call("read_local_file", {"filePath": text[5:].strip()})]
+        if text.startswith("mcp echo "):
+            # A tool of one of the user's MCP servers, listed by outpost.list_tools.
+            return [self._call("mcp__everything__echo", {"message": text[9:].strip()})]
         if text.startswith("calculate "):
             return [self._call("calculator", {"expression": text[10:].strip()})]
         return [f"You said: {text}"]

@@ -167,12 +167,37 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
     let result = outpost_tests::lkclient::in_netns(
         &env.pair.client_ns.clone(),
         move || async move {
-            let core = Core::open(Some(data_dir), tools)?;
+            let core = Core::open(Some(data_dir.clone()), tools)?;
+            // The user's MCP server (the pinned server-everything), running before the
+            // session starts so the agent's first outpost.list_tools lists its tools.
+            let host = outpost_mcp::McpHost::new(
+                outpost_mcp::HostOptions::new(
+                    outpost_mcp::ConnectOptions {
+                        log_dir: Some(data_dir.join("mcp-logs")),
+                        ..outpost_mcp::ConnectOptions::default()
+                    },
+                    std::sync::Arc::new(outpost_mcp::MemorySecrets::default()),
+                ),
+                Vec::new(),
+            );
+            let everything = python::workspace_root().join(
+                "tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            );
+            host.start(
+                "everything",
+                outpost_mcp::ServerConfig::stdio(
+                    "node",
+                    vec![everything.display().to_string(), "stdio".into()],
+                ),
+            )?;
+            host.wait_running("everything", Duration::from_secs(60))
+                .await?;
             let mut opts = ConnectOptions::new(Credentials::Token {
                 url,
                 token: token(OUTPOST, ""),
             });
             opts.consent_ui = true;
+            opts.mcp = Some(host);
             opts.room_name = Some(ROOM.into());
             let (session, events) = core.connect(opts).await?;
             let mut ui = Ui {
@@ -244,7 +269,12 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
             // 3. Discovery: the agent's LLM was given Outpost's tools (outpost.list_tools).
             session.send_message("tools")?;
             let (_, listed) = ui.reply("My tools:").await?;
-            for t in ["calculator", "read_local_file", "outpost_read_result"] {
+            for t in [
+                "calculator",
+                "read_local_file",
+                "outpost_read_result",
+                "mcp__everything__echo",
+            ] {
                 assert!(listed.contains(t), "{t} missing from {listed}");
             }
 
@@ -260,6 +290,59 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
                 .await?;
             assert!(finished, "calculator failed: {:#?}", ui.seen);
             ui.reply("The answer is 42").await?;
+
+            // 4b. A tool of the user's MCP server, by RPC. MCP tools ask by default: the
+            //     question names the server and carries its description and claims;
+            //     Allow once, and the result reaches the agent.
+            session.send_message("mcp echo hi from the agent")?;
+            let prompt = ui
+                .wait("a consent question for the MCP tool", |e| match e {
+                    UiEvent::ConsentRequested(p) if p.tool == "mcp__everything__echo" => {
+                        Some(p.clone())
+                    }
+                    _ => None,
+                })
+                .await?;
+            assert_eq!(prompt.server.as_deref(), Some("everything"), "{prompt:?}");
+            assert!(!prompt.description.is_empty(), "{prompt:?}");
+            assert!(prompt.claims.is_some(), "{prompt:?}");
+            assert_eq!(
+                prompt.parameters.get("message"),
+                Some(&Value::String("hi from the agent".into()))
+            );
+            core.answer_consent(&prompt.consent_id, Decision::AllowOnce)?;
+            let (_, said) = ui.reply("Echo: hi from the agent").await?;
+            assert!(said.contains("mcp__everything__echo"), "{said}");
+            let card = ui
+                .seen
+                .iter()
+                .find_map(|e| match e {
+                    UiEvent::ToolCallRequested {
+                        tool_name,
+                        server_name,
+                        ..
+                    } if tool_name == "mcp__everything__echo" => Some(server_name.clone()),
+                    _ => None,
+                })
+                .context("a card for the MCP call")?;
+            assert_eq!(card.as_deref(), Some("everything"));
+            // Deny: the agent hears permission_denied.
+            session.send_message("mcp echo not this time")?;
+            let prompt = ui
+                .wait("a second consent question for the MCP tool", |e| match e {
+                    UiEvent::ConsentRequested(p)
+                        if p.tool == "mcp__everything__echo"
+                            && p.parameters.get("message")
+                                == Some(&Value::String("not this time".into())) =>
+                    {
+                        Some(p.clone())
+                    }
+                    _ => None,
+                })
+                .await?;
+            core.answer_consent(&prompt.consent_id, Decision::DenyOnce)?;
+            ui.reply("I could not use mcp__everything__echo: error code permission_denied")
+                .await?;
 
             // 5. A file outside the allowed folder: the consent prompt shows the full
             //    arguments; Allow once; the agent's next words quote the file.

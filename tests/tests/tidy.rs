@@ -133,7 +133,7 @@ const IMPORT_RULES: &[(&str, &[&str])] = &[
         "outpost_tools",
         &[
             "crates/outpost-tools/",
-            "crates/outpost-core/src/executor.rs",
+            "crates/outpost-core/src/executor/",
             "tests/",
         ],
     ),

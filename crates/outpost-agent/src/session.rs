@@ -330,6 +330,12 @@ impl Session {
             Message::ToolUseProgress(p) if welcomed => {
                 self.to_turn(&p.id.clone(), ToolEvent::Progress(p))
             }
+            Message::ToolsChanged(t) if welcomed => {
+                // Version 2: the app's catalogue changed (an MCP server's tools came or
+                // went). The next turn offers the new list to the model.
+                tracing::info!(identity = %self.identity, tools = t.tools.len(), "the app's tools changed");
+                self.client_tools = t.tools;
+            }
             m @ (Message::UserMessage(_)
             | Message::ToolUseResult(_)
             | Message::ToolUseProgress(_)) => {

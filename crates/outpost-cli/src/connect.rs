@@ -67,6 +67,58 @@ pub(crate) struct ConnectArgs {
     /// messages already sent (or still queued), then leave.
     #[arg(long, default_value_t = 30, value_name = "SECS")]
     linger: u64,
+    /// Do not start the MCP servers of mcp.toml (config directory, $OUTPOST_CONFIG_DIR):
+    /// offer only the built-in tools.
+    #[arg(long)]
+    no_mcp: bool,
+    /// How long to wait, before greeting the assistant, for the enabled MCP servers to
+    /// start and list their tools. A server that is not ready by then is offered once it
+    /// is (an assistant speaking the Outpost protocol learns it at its next hello).
+    #[arg(long, default_value_t = 30, value_name = "SECS")]
+    mcp_wait: u64,
+}
+
+/// Starts the enabled servers of `mcp.toml` (none: `None`) and waits up to `wait` for each
+/// to run or fail; a failure is a note on stderr, never fatal.
+async fn start_mcp(
+    data_dir: Option<&std::path::Path>,
+    wait: Duration,
+) -> Result<Option<outpost_mcp::McpHost>, Failure> {
+    use outpost_mcp::config::{self, McpConfig};
+    let dir = config::config_dir_from_env().map_err(|e| Failure::Invalid(e.to_string()))?;
+    let path = config::config_path(&dir);
+    let cfg = McpConfig::load(&path).map_err(|e| Failure::Invalid(e.to_string()))?;
+    let enabled: Vec<String> = cfg
+        .servers
+        .iter()
+        .filter(|(_, s)| s.enabled)
+        .map(|(n, _)| n.clone())
+        .collect();
+    if enabled.is_empty() {
+        return Ok(None);
+    }
+    let data_dir = outpost_store::data_dir(data_dir)
+        .map_err(|e| Failure::Invalid(format!("data directory: {e}")))?;
+    let connect = outpost_mcp::ConnectOptions {
+        log_dir: Some(config::log_dir(&data_dir)),
+        ..outpost_mcp::ConnectOptions::default()
+    };
+    let host = outpost_mcp::McpHost::new(
+        outpost_mcp::HostOptions::new(connect, outpost_mcp::secrets::from_env()),
+        Vec::new(),
+    );
+    host.start_all(&cfg)
+        .map_err(|e| Failure::Invalid(e.to_string()))?;
+    let waits = enabled.iter().map(|n| host.wait_running(n, wait));
+    for (name, r) in enabled.iter().zip(futures::future::join_all(waits).await) {
+        if let Err(e) = r {
+            let _ = writeln!(
+                std::io::stderr(),
+                "* MCP server '{name}' is not offering tools yet: {e}"
+            );
+        }
+    }
+    Ok(Some(host))
 }
 
 pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
@@ -111,6 +163,9 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         opts.conversation_id = args.conversation.clone();
         opts.room_name = args.room.clone();
         opts.client_name = "Outpost CLI".into();
+        if !args.no_mcp {
+            opts.mcp = start_mcp(args.data_dir.as_deref(), Duration::from_secs(args.mcp_wait)).await?;
+        }
         let (session, mut events) = core.connect(opts).await.map_err(|e| match e {
             // The URL given on the command line cannot work: the user must fix it.
             CoreError::Connect(outpost_livekit::Error::BadUrl { .. }) => {
@@ -323,11 +378,16 @@ fn human(ev: &UiEvent) -> Option<String> {
         UiEvent::ToolCallRequested {
             id,
             tool_name,
+            server_name,
             execution,
             parameters,
             ..
         } => format!(
-            "[tool {id}] {tool_name} requested (runs on: {execution}) {}",
+            "[tool {id}] {tool_name}{} requested (runs on: {execution}) {}",
+            server_name
+                .as_ref()
+                .map(|s| format!(" (MCP server {s})"))
+                .unwrap_or_default(),
             serde_json::Value::Object(parameters.clone())
         ),
         UiEvent::ToolCallProgress {

@@ -43,6 +43,15 @@ pub fn register_methods(
 ) {
     let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into()];
     methods.extend(tools);
+    register_tool_methods(methods_out, methods, tx);
+}
+
+/// Registers one method per name (tools that joined the catalogue later).
+pub fn register_tool_methods(
+    methods_out: &RpcMethods,
+    methods: impl IntoIterator<Item = String>,
+    tx: &mpsc::UnboundedSender<AgentsInput>,
+) {
     for method in methods {
         let tx = tx.clone();
         methods_out.register(method, move |inv: RpcInvocation| {

@@ -2,7 +2,7 @@
 //! shows. Serialized as `{"type": "...", "data": {...}}` with camelCase fields, so the
 //! web UI can switch on `type`.
 
-use outpost_policy::Decision;
+use outpost_policy::{Decision, ServerClaims};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -71,6 +71,16 @@ pub struct ConsentPrompt {
     pub request_id: String,
     /// The tool.
     pub tool: String,
+    /// The MCP server that provides the tool; absent for a built-in tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// What the tool does, as its catalogue entry says.
+    #[serde(default)]
+    pub description: String,
+    /// For an MCP tool: the server's claims about it (MCP annotations). Claims, shown as
+    /// such; they granted nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
     /// The call's parameters exactly as received.
     pub parameters: Map<String, Value>,
     /// One line saying what will happen.
@@ -177,12 +187,23 @@ pub enum UiEvent {
         message_id: String,
         /// Tool.
         tool_name: String,
+        /// The MCP server that provides the tool; absent for a built-in tool.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server_name: Option<String>,
+        /// For an MCP tool: what its server claims about it (never a permission).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claims: Option<ServerClaims>,
         /// `server`, `client` or `either`.
         execution: String,
         /// Parameters as received.
         parameters: Map<String, Value>,
         /// The timeout that applies.
         timeout_ms: u32,
+    },
+    /// The tools on offer changed (an MCP server's list did).
+    ToolsChanged {
+        /// Every tool's name, in catalogue order.
+        tools: Vec<String>,
     },
     /// A call is waiting for consent or running.
     ToolCallProgress {

@@ -64,6 +64,10 @@ pub struct ConnectOptions {
     pub room_options: RoomOptions,
     /// Built-in tools switched off: not offered in the hello, and refused as unknown.
     pub disabled_tools: Vec<String>,
+    /// The user's MCP servers: the tools their running servers offer join the catalogue
+    /// (named `mcp__<server>__<tool>`), under the same policy and consent, and follow
+    /// their servers' tool lists while the session lasts.
+    pub mcp: Option<outpost_mcp::McpHost>,
 }
 
 impl ConnectOptions {
@@ -79,6 +83,7 @@ impl ConnectOptions {
             client_version: env!("CARGO_PKG_VERSION").into(),
             room_options: RoomOptions::default(),
             disabled_tools: Vec::new(),
+            mcp: None,
         }
     }
 }
@@ -140,16 +145,18 @@ impl Core {
         // Only the assistant's messages matter; another participant's streams are
         // dropped at their header so they can hold no slot the assistant needs.
         room_opts.stream_senders = StreamSenders::Assistant;
-        let (executor, dispatch_rx) = Executor::new(&self.perms, &opts.disabled_tools)?;
+        let (executor, dispatch_rx) =
+            Executor::new(&self.perms, &opts.disabled_tools, opts.mcp.clone())?;
         // LiveKit Agents mode: Outpost's RPC methods are answered from the moment the
         // room is joined, so an agent that calls at once, before Outpost knows what it
         // speaks, is answered (docs/AGENTS.md); its calls wait in `agents_rx` until
         // the session's loop runs.
         let (agents_tx, agents_rx) = mpsc::unbounded_channel();
         room_opts.rpc_methods = outpost_livekit::RpcMethods::new();
+        let registered: Vec<String> = executor.catalogue().into_iter().map(|t| t.name).collect();
         agents_io::register_methods(
             &room_opts.rpc_methods,
-            executor.catalogue().into_iter().map(|t| t.name),
+            registered.iter().cloned(),
             &agents_tx,
         );
         let (room, room_events) = match &opts.credentials {
@@ -159,6 +166,7 @@ impl Core {
             }
         };
         let mut mc = MachineConfig::new(executor.catalogue());
+        mc.claims = executor.mcp_claims();
         mc.client_name = opts.client_name.clone();
         mc.client_version = opts.client_version.clone();
         mc.conversation_id = opts.conversation_id.clone();
@@ -190,6 +198,7 @@ impl Core {
             agents_rx: Some(agents_rx),
             text: text_tx,
             replies: std::collections::HashMap::new(),
+            registered,
         };
         let task =
             tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
@@ -278,6 +287,22 @@ struct Io {
     agents_rx: Option<mpsc::UnboundedReceiver<AgentsInput>>,
     text: mpsc::UnboundedSender<(String, String, String)>,
     replies: std::collections::HashMap<String, Reply>,
+    /// The tool RPC methods registered now (Agents mode), followed as the catalogue changes.
+    registered: Vec<String>,
+}
+
+/// The next change of the MCP servers' state, or never without a host.
+async fn mcp_changed(rx: &mut Option<watch::Receiver<outpost_mcp::HostSnapshot>>) {
+    match rx {
+        Some(r) => {
+            if r.changed().await.is_err() {
+                // The host is gone: no more changes.
+                *rx = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending().await,
+    }
 }
 
 async fn next_consent(inbox: &mut Option<ConsentInbox>) -> Option<outpost_policy::ConsentEvent> {
@@ -312,6 +337,17 @@ impl Io {
             leave = leave || self.apply(state).await;
         }
         let mut cmds_open = true;
+        let mut mcp_state = self
+            .executor
+            .mcp_host()
+            .map(outpost_mcp::McpHost::subscribe);
+        if let Some(rx) = &mut mcp_state {
+            rx.borrow_and_update();
+            // A server that finished starting between the catalogue and now.
+            if self.executor.refresh_mcp() {
+                leave = leave || self.tools_changed().await;
+            }
+        }
         while !leave {
             let input = tokio::select! {
                 ev = room_events.recv() => match ev {
@@ -359,6 +395,12 @@ impl Io {
                     let _ = self.ui.send(consent_event(ev));
                     continue;
                 }
+                () = mcp_changed(&mut mcp_state) => {
+                    if self.executor.refresh_mcp() {
+                        leave = self.tools_changed().await;
+                    }
+                    continue;
+                }
                 _ = tick.tick() => Input::Tick,
             };
             leave = self.apply(input).await;
@@ -372,6 +414,26 @@ impl Io {
                 message: format!("the conversation log could not be saved: {e}"),
             });
         }
+    }
+
+    /// The executor's catalogue changed: re-register the tool RPC methods and tell the
+    /// machine. True = leave.
+    async fn tools_changed(&mut self) -> bool {
+        let tools = self.executor.catalogue();
+        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+        let methods = self.room.rpc_methods();
+        for gone in self.registered.iter().filter(|n| !names.contains(n)) {
+            methods.unregister(gone);
+        }
+        let new: Vec<String> = names
+            .iter()
+            .filter(|n| !self.registered.contains(n))
+            .cloned()
+            .collect();
+        agents_io::register_tool_methods(&methods, new, &self.agents_tx);
+        self.registered = names;
+        let claims = self.executor.mcp_claims();
+        self.apply(Input::ToolsChanged { tools, claims }).await
     }
 
     /// Maps a room event to an input; packets and streams go through the order queue

@@ -12,6 +12,10 @@ pub use outpost_core::Decision;
 /// What the assistant speaks (`outpost` or `livekit_agents`).
 pub use outpost_core::AssistantMode;
 
+/// What an MCP server claims about its tool (MCP annotations), camelCase; shown as the
+/// server's claims, never a permission.
+pub use outpost_core::ServerClaims;
+
 /// Epoch milliseconds.
 pub type Millis = i64;
 
@@ -90,6 +94,9 @@ pub struct ToolCallRecord {
     /// MCP server, when any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// What the MCP server claims about the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
     /// Effective timeout.
     pub timeout_ms: u32,
     /// Card status (see CONTRACT.md `ToolCardStatus`).
@@ -178,6 +185,12 @@ pub struct ConsentRequest {
     /// MCP server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// The tool's description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// What the MCP server claims about the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
     /// Execution mode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub execution: Option<String>,
@@ -311,6 +324,9 @@ pub struct ToolInitiated {
     /// MCP server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// What the MCP server claims about the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
     /// Effective timeout.
     pub timeout_ms: u32,
     /// When.
@@ -474,6 +490,9 @@ pub struct ToolInfo {
     /// MCP server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_name: Option<String>,
+    /// What the MCP server claims about the tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
     /// JSON Schema.
     pub parameters: Map<String, Value>,
     /// Offered in the hello.

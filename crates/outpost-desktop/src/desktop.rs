@@ -1034,6 +1034,7 @@ fn tool_info(t: &ToolDescriptor, rule: Option<Rule>, disabled: &[String]) -> Too
         name: t.name.clone(),
         description: t.description.clone(),
         server_name: t.server_name.clone(),
+        claims: None,
         parameters: t.parameters.clone(),
         enabled: !disabled.iter().any(|d| d == &t.name),
         rule: rule.into(),

@@ -82,6 +82,7 @@ fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
         execution: t.execution.as_str().to_owned(),
         parameters,
         server_name: (!t.server_name.is_empty()).then(|| t.server_name.clone()),
+        claims: None,
         timeout_ms: 0,
         status: status.to_owned(),
         initiated_at: t.initiated_at,

@@ -315,18 +315,27 @@ impl LiveState {
                 id,
                 message_id,
                 tool_name,
+                server_name,
+                claims,
                 execution,
                 parameters,
                 timeout_ms,
             } if !self.index.contains_key(&id) => {
-                let (read_only, destructive, open_world) = self.hints(&tool_name);
+                // An MCP tool's hints are its server's claims: shown as claims, not as
+                // Outpost's own description of the tool.
+                let (read_only, destructive, open_world) = if server_name.is_some() {
+                    (None, None, None)
+                } else {
+                    self.hints(&tool_name)
+                };
                 let call = ToolCallRecord {
                     id: id.clone(),
                     message_id: message_id.clone(),
                     tool_name: tool_name.clone(),
                     execution: execution.clone(),
                     parameters: parameters.clone(),
-                    server_name: None,
+                    server_name: server_name.clone(),
+                    claims,
                     timeout_ms,
                     status: "initiated".into(),
                     initiated_at: now,
@@ -354,7 +363,8 @@ impl LiveState {
                     tool_name,
                     execution,
                     parameters,
-                    server_name: None,
+                    server_name,
+                    claims,
                     timeout_ms,
                     at: now,
                     read_only,
@@ -430,7 +440,11 @@ impl LiveState {
             }
             UiEvent::ToolCallCancelRequested { .. } => {}
             UiEvent::ConsentRequested(p) => {
-                let (read_only, destructive, open_world) = self.hints(&p.tool);
+                let (read_only, destructive, open_world) = if p.server.is_some() {
+                    (None, None, None)
+                } else {
+                    self.hints(&p.tool)
+                };
                 let execution =
                     self.index
                         .get(&p.request_id)
@@ -443,7 +457,9 @@ impl LiveState {
                     request_id: p.request_id,
                     conversation_id: self.conversation_id().unwrap_or_default().to_owned(),
                     tool: p.tool,
-                    server_name: None,
+                    server_name: p.server,
+                    description: (!p.description.is_empty()).then_some(p.description),
+                    claims: p.claims,
                     execution,
                     parameters: p.parameters,
                     summary: p.summary,
@@ -564,6 +580,8 @@ mod tests {
                     id: id.clone(),
                     message_id: "m1".into(),
                     tool_name: "read_local_file".into(),
+                    server_name: None,
+                    claims: None,
                     execution: "client".into(),
                     parameters: serde_json::Map::new(),
                     timeout_ms: 30_000,
@@ -626,6 +644,8 @@ mod tests {
                 id: "t1".into(),
                 message_id: "m1".into(),
                 tool_name: "read_local_file".into(),
+                server_name: None,
+                claims: None,
                 execution: "client".into(),
                 parameters: json!({"path": "~/x"}).as_object().unwrap().clone(),
                 timeout_ms: 30_000,
@@ -652,6 +672,9 @@ mod tests {
                 consent_id: "k1".into(),
                 request_id: "t1".into(),
                 tool: "read_local_file".into(),
+                server: None,
+                description: String::new(),
+                claims: None,
                 parameters: json!({"path": "~/x"}).as_object().unwrap().clone(),
                 summary: "Read ~/x".into(),
                 paths: vec!["/home/u/x".into()],

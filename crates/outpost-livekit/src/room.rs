@@ -391,6 +391,12 @@ impl Room {
             .register(method.into(), crate::rpc::handler(handler));
     }
 
+    /// The room's RPC method set (the one given in [`RoomOptions::rpc_methods`]):
+    /// registering on it is registering on the room.
+    pub fn rpc_methods(&self) -> crate::rpc::RpcMethods {
+        self.inner.shared.rpc.methods()
+    }
+
     /// Removes the handler for `method`; later calls get `UNSUPPORTED_METHOD`.
     pub fn unregister_rpc_method(&self, method: &str) {
         self.inner.shared.rpc.unregister(method);

@@ -256,11 +256,13 @@ impl PerformRpc {
 pub type RpcFuture = Pin<Box<dyn Future<Output = Result<String, RpcError>> + Send>>;
 type Handler = Arc<dyn Fn(RpcInvocation) -> RpcFuture + Send + Sync>;
 
-/// RPC method handlers given to [`crate::Room::connect`] through
-/// [`crate::RoomOptions::rpc_methods`], so they answer from the first packet the room
+/// A room's RPC method handlers. Given to [`crate::Room::connect`] through
+/// [`crate::RoomOptions::rpc_methods`], they answer from the first packet the room
 /// delivers: a participant that calls the moment we join (a LiveKit agent calling a
 /// frontend tool as soon as it sees us) gets an answer, never `UNSUPPORTED_METHOD`
-/// for a method that was about to be registered. Cheap to clone: clones share one set.
+/// for a method that was about to be registered. Cheap to clone: clones share one set,
+/// and the room keeps using the set it was given, so methods added or removed here
+/// later take effect at once (as with [`crate::Room::register_rpc_method`]).
 #[derive(Clone, Default)]
 pub struct RpcMethods {
     handlers: Arc<Mutex<HashMap<String, Handler>>>,
@@ -280,6 +282,11 @@ impl RpcMethods {
         Fut: Future<Output = Result<String, RpcError>> + Send + 'static,
     {
         lock(&self.handlers).insert(method.into(), handler(f));
+    }
+
+    /// Removes the handler for `method`; later calls get `UNSUPPORTED_METHOD`.
+    pub fn unregister(&self, method: &str) {
+        lock(&self.handlers).remove(method);
     }
 
     /// The registered method names, sorted.
@@ -313,7 +320,7 @@ struct Pending {
 /// RPC state of one room, shared by the handle and the engine.
 #[derive(Default)]
 pub(crate) struct Rpc {
-    handlers: Mutex<HashMap<String, Handler>>,
+    handlers: RpcMethods,
     pending: Mutex<HashMap<String, Pending>>,
     /// Incoming requests being handled, by (caller, request id).
     running: Mutex<HashMap<(String, String), tokio::task::AbortHandle>>,
@@ -324,7 +331,7 @@ pub(crate) struct Rpc {
 impl std::fmt::Debug for Rpc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Rpc")
-            .field("methods", &lock(&self.handlers).keys().collect::<Vec<_>>())
+            .field("methods", &self.handlers.methods())
             .field("pending", &lock(&self.pending).len())
             .field("running", &lock(&self.running).len())
             .finish()
@@ -357,19 +364,25 @@ fn server_supports_rpc(version: &str) -> bool {
 }
 
 impl Rpc {
-    /// The room's RPC state, answering `methods` from the start.
+    /// The room's RPC state, answering from `methods` (shared, not copied).
     pub(crate) fn with_methods(methods: &RpcMethods) -> Self {
-        let rpc = Self::default();
-        *lock(&rpc.handlers) = lock(&methods.handlers).clone();
-        rpc
+        Self {
+            handlers: methods.clone(),
+            ..Self::default()
+        }
+    }
+
+    /// The method set, shared.
+    pub(crate) fn methods(&self) -> RpcMethods {
+        self.handlers.clone()
     }
 
     pub(crate) fn register(&self, method: String, handler: Handler) {
-        lock(&self.handlers).insert(method, handler);
+        lock(&self.handlers.handlers).insert(method, handler);
     }
 
     pub(crate) fn unregister(&self, method: &str) {
-        lock(&self.handlers).remove(method);
+        self.handlers.unregister(method);
     }
 
     pub(crate) fn set_server_version(&self, version: Option<String>) {

@@ -35,6 +35,17 @@ pub struct ConsentRequest {
     pub conversation_id: String,
     /// The tool.
     pub tool: String,
+    /// The MCP server that provides the tool (its name in `mcp.toml`); `None` for a
+    /// built-in tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The tool's description, as its catalogue entry (or its MCP server) gives it.
+    #[serde(default)]
+    pub description: String,
+    /// For an MCP tool: what its server claims about it (annotations). Shown as the
+    /// server's claims; they never change the verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<crate::model::ServerClaims>,
     /// The call's parameters, exactly as received.
     pub parameters: Map<String, Value>,
     /// One line saying what will happen, e.g. "Read /home/u/notes.txt".
@@ -261,6 +272,9 @@ mod tests {
 
     fn question(options: Vec<Decision>) -> ConsentRequest {
         ConsentRequest {
+            server: None,
+            description: String::new(),
+            claims: None,
             consent_id: String::new(),
             request_id: "r1".into(),
             conversation_id: "c1".into(),

@@ -36,6 +36,10 @@ pub const DEFAULT_POLICY_TOML: &str = r#"# Outpost tool permissions
 #   4. A tool set to "allow" runs without asking; "ask" asks every time.
 #   5. Other tools run without asking inside the folders listed with access = "allow",
 #      and ask you everywhere else.
+#   6. Tools of your MCP servers (mcp.toml; named mcp__SERVER__TOOL) ask unless their own
+#      rule under [tools] or their server's under [mcp_servers] says otherwise; "deny" at
+#      either level wins. What a server claims about its tools (read-only, destructive...)
+#      is shown when you are asked and never decides anything.
 
 # Seconds Outpost waits for your answer before treating a question as "deny".
 consent_timeout_secs = 120
@@ -47,6 +51,12 @@ allow_system_paths = false
 # Example: enable write_file (it will still ask every time):
 #   write_file = "ask"
 [tools]
+
+# Per-MCP-server rules, for every tool of that server without its own rule. Example:
+#   [mcp_servers]
+#   time = "allow"
+#   github = "deny"
+# A tool's own rule comes first, e.g. under [tools]:  "mcp__github__create_issue" = "ask"
 
 # Folder scopes. Example:
 #   [[folders]]
@@ -470,8 +480,10 @@ mod tests {
             tools: [
                 ("write_file".to_owned(), Rule::Ask),
                 ("calculator".to_owned(), Rule::Deny),
+                ("mcp__time__get_current_time".to_owned(), Rule::Allow),
             ]
             .into(),
+            mcp_servers: [("files".to_owned(), Rule::Deny)].into(),
             folders: vec![
                 FolderRule {
                     path: "~/Documents".into(),

@@ -30,6 +30,6 @@ pub use file::{
 pub use model::{
     AccessRequest, Allowance, CompiledPolicy, ConversationGrants, DEFAULT_CONSENT_TIMEOUT_SECS,
     Decider, Decision, Exception, FolderAccess, FolderRule, MAX_CONSENT_TIMEOUT_SECS, Policy,
-    PolicyContext, Rule, ToolHints, Verdict, canonical_or_clean,
+    PolicyContext, Rule, ServerClaims, ToolHints, Verdict, canonical_or_clean,
 };
 pub use secrets::SecretsList;

@@ -73,9 +73,15 @@ pub struct Policy {
     /// Whether tools may read /proc, /sys and /dev.
     #[serde(default)]
     pub allow_system_paths: bool,
-    /// Per-tool rules; a tool not listed follows its default.
+    /// Per-tool rules; a tool not listed follows its default. An MCP tool is named by its
+    /// Outpost name (`mcp__<server>__<tool>`).
     #[serde(default)]
     pub tools: BTreeMap<String, Rule>,
+    /// Per-MCP-server rules (by the server's name in `mcp.toml`), for every tool of that
+    /// server that `tools` does not name. A `deny` here or in `tools` wins; otherwise the
+    /// tool's own rule comes before its server's; with neither, an MCP tool asks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<String, Rule>,
     /// Folder scopes.
     #[serde(default)]
     pub folders: Vec<FolderRule>,
@@ -94,6 +100,7 @@ impl Default for Policy {
             consent_timeout_secs: DEFAULT_CONSENT_TIMEOUT_SECS,
             allow_system_paths: false,
             tools: BTreeMap::new(),
+            mcp_servers: BTreeMap::new(),
             folders: Vec::new(),
             exceptions: Vec::new(),
         }
@@ -112,6 +119,11 @@ impl Policy {
         for name in self.tools.keys() {
             if name.trim().is_empty() {
                 return Err("tools: a tool name must not be empty".into());
+            }
+        }
+        for name in self.mcp_servers.keys() {
+            if name.trim().is_empty() {
+                return Err("mcp_servers: a server name must not be empty".into());
             }
         }
         for (i, f) in self.folders.iter().enumerate() {
@@ -269,11 +281,34 @@ pub struct ToolHints {
     pub asks_every_time: bool,
 }
 
+/// What an MCP server says about one of its tools (the MCP annotations `readOnlyHint`,
+/// `destructiveHint`, `idempotentHint`, `openWorldHint`). Claims shown to the user, never
+/// used to allow or deny anything: `None` means the server did not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerClaims {
+    /// `readOnlyHint`: the tool changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// `destructiveHint`: the tool may delete or overwrite.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+    /// `idempotentHint`: calling it again with the same arguments changes nothing more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent: Option<bool>,
+    /// `openWorldHint`: the tool reaches outside (the web, other systems).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world: Option<bool>,
+}
+
 /// One tool call, as the policy sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct AccessRequest<'a> {
     /// The tool's name.
     pub tool: &'a str,
+    /// The MCP server that provides the tool (its name in `mcp.toml`); `None` for a
+    /// built-in tool.
+    pub server: Option<&'a str>,
     /// Its hints.
     pub hints: ToolHints,
     /// Canonical paths the call reads, lists or writes.
@@ -553,15 +588,31 @@ impl CompiledPolicy {
         None
     }
 
-    /// Why `tool` may not run at all, whatever its arguments: set to "deny", or a
-    /// destructive tool the user has not enabled. Checked before paths are resolved.
-    pub fn tool_denied(&self, tool: &str, hints: ToolHints) -> Option<(Decider, String)> {
+    /// Why `tool` (of MCP server `server`, if any) may not run at all, whatever its
+    /// arguments: set to "deny" (the tool or its server), or a destructive built-in tool
+    /// the user has not enabled. Checked before paths are resolved.
+    pub fn tool_denied(
+        &self,
+        tool: &str,
+        server: Option<&str>,
+        hints: ToolHints,
+    ) -> Option<(Decider, String)> {
         let rule = self.policy.tools.get(tool).copied();
         if rule == Some(Rule::Deny) {
             return Some((
                 Decider::Policy,
                 format!("the tool '{tool}' is set to \"deny\""),
             ));
+        }
+        if let Some(server) = server {
+            if self.policy.mcp_servers.get(server) == Some(&Rule::Deny) {
+                return Some((
+                    Decider::Policy,
+                    format!("the MCP server '{server}' is set to \"deny\""),
+                ));
+            }
+            // An MCP tool's hints are the server's claims: they neither allow nor deny.
+            return None;
         }
         if hints.destructive && rule.is_none() {
             return Some((
@@ -575,12 +626,57 @@ impl CompiledPolicy {
         None
     }
 
+    /// An MCP tool's verdict once no deny applies: its rule, else its server's, else a
+    /// grant for this conversation, else ask.
+    fn evaluate_mcp(&self, tool: &str, server: &str, grants: &ConversationGrants) -> Verdict {
+        let rule = self
+            .policy
+            .tools
+            .get(tool)
+            .or_else(|| self.policy.mcp_servers.get(server))
+            .copied();
+        match rule {
+            Some(Rule::Allow) => return Verdict::Allow(Allowance::ToolRule),
+            Some(Rule::Ask) => {
+                return Verdict::Ask {
+                    reason: format!("'{tool}' (MCP server '{server}') is set to \"ask\""),
+                    options: vec![
+                        Decision::AllowOnce,
+                        Decision::DenyOnce,
+                        Decision::AlwaysDeny,
+                    ],
+                };
+            }
+            Some(Rule::Deny) | None => {}
+        }
+        if grants.covers(tool, &[]) {
+            return Verdict::Allow(Allowance::Conversation);
+        }
+        Verdict::Ask {
+            reason: format!(
+                "'{tool}' is a tool of the MCP server '{server}'; MCP tools ask unless the \
+                 policy allows them"
+            ),
+            options: vec![
+                Decision::AllowOnce,
+                Decision::AllowForConversation,
+                Decision::AlwaysAllow,
+                Decision::DenyOnce,
+                Decision::AlwaysDeny,
+            ],
+        }
+    }
+
     /// Evaluates one call. Deny wins over everything.
     pub fn evaluate(&self, req: &AccessRequest<'_>, grants: &ConversationGrants) -> Verdict {
         let tool = req.tool;
         let rule = self.policy.tools.get(tool).copied();
-        if let Some((by, reason)) = self.tool_denied(tool, req.hints) {
+        if let Some((by, reason)) = self.tool_denied(tool, req.server, req.hints) {
             return Verdict::Deny { by, reason };
+        }
+        if let Some(server) = req.server {
+            // An MCP tool touches nothing Outpost can see: its rules, never its claims.
+            return self.evaluate_mcp(tool, server, grants);
         }
         for path in req.paths {
             if let Some((by, reason)) = self.hard_deny(tool, path) {
@@ -679,6 +775,7 @@ mod tests {
         compiled.evaluate(
             &AccessRequest {
                 tool,
+                server: None,
                 hints,
                 paths: &paths,
                 folder: folder.as_deref(),
@@ -844,6 +941,7 @@ mod tests {
             compiled.evaluate(
                 &AccessRequest {
                     tool: "read_local_file",
+                    server: None,
                     hints: read_only(),
                     paths: &paths,
                     folder: None,
@@ -907,5 +1005,91 @@ mod tests {
         p.folders.clear();
         p.consent_timeout_secs = 0;
         assert!(p.check().unwrap_err().contains("consent_timeout_secs"));
+    }
+
+    fn eval_mcp(policy: &Policy, tool: &str, server: &str, grants: &ConversationGrants) -> Verdict {
+        let compiled = CompiledPolicy::new(policy.clone(), &ctx());
+        compiled.evaluate(
+            &AccessRequest {
+                tool,
+                server: Some(server),
+                // Whatever the server claims, the hints of an MCP tool change nothing.
+                hints: ToolHints {
+                    read_only: true,
+                    destructive: true,
+                    open_world: false,
+                    asks_every_time: false,
+                },
+                paths: &[],
+                folder: None,
+                force_ask: None,
+            },
+            grants,
+        )
+    }
+
+    #[test]
+    fn mcp_tools_ask_by_default_and_follow_tool_then_server_rules_with_deny_winning() {
+        let none = ConversationGrants::default();
+        let t = "mcp__time__now";
+        let mut p = Policy::default();
+        let v = eval_mcp(&p, t, "time", &none);
+        assert!(
+            matches!(&v, Verdict::Ask { options, reason } if options.contains(&Decision::AlwaysAllow) && reason.contains("'time'")),
+            "{v:?}"
+        );
+        p.mcp_servers.insert("time".into(), Rule::Allow);
+        assert_eq!(
+            eval_mcp(&p, t, "time", &none),
+            Verdict::Allow(Allowance::ToolRule)
+        );
+        // Another server's rule does not apply.
+        assert!(matches!(
+            eval_mcp(&p, "mcp__other__x", "other", &none),
+            Verdict::Ask { .. }
+        ));
+        // The tool's own rule comes before its server's.
+        p.tools.insert(t.into(), Rule::Ask);
+        assert!(matches!(
+            eval_mcp(&p, t, "time", &none),
+            Verdict::Ask { .. }
+        ));
+        // Deny wins, whichever level says it.
+        p.tools.insert(t.into(), Rule::Allow);
+        p.mcp_servers.insert("time".into(), Rule::Deny);
+        let v = eval_mcp(&p, t, "time", &none);
+        assert!(
+            matches!(&v, Verdict::Deny { reason, .. } if reason.contains("MCP server 'time'")),
+            "{v:?}"
+        );
+        p.mcp_servers.insert("time".into(), Rule::Allow);
+        p.tools.insert(t.into(), Rule::Deny);
+        assert!(matches!(
+            eval_mcp(&p, t, "time", &none),
+            Verdict::Deny { .. }
+        ));
+        // A conversation grant covers the tool (no paths), not its neighbours.
+        let mut grants = ConversationGrants::default();
+        grants.grant("mcp__srv__a", None);
+        let p = Policy::default();
+        assert_eq!(
+            eval_mcp(&p, "mcp__srv__a", "srv", &grants),
+            Verdict::Allow(Allowance::Conversation)
+        );
+        assert!(matches!(
+            eval_mcp(&p, "mcp__srv__b", "srv", &grants),
+            Verdict::Ask { .. }
+        ));
+    }
+
+    #[test]
+    fn the_mcp_servers_table_reads_from_toml_and_rejects_empty_names() {
+        let p: Policy = toml::from_str("[mcp_servers]\ntime = \"allow\"\nfs = \"deny\"\n").unwrap();
+        assert_eq!(p.mcp_servers.get("time"), Some(&Rule::Allow));
+        assert_eq!(p.mcp_servers.get("fs"), Some(&Rule::Deny));
+        assert!(p.check().is_ok());
+        let p: Policy = toml::from_str("[mcp_servers]\n\" \" = \"allow\"\n").unwrap();
+        assert!(p.check().unwrap_err().contains("mcp_servers"));
+        assert!(toml::from_str::<Policy>("[mcp_servers]\ntime = \"sometimes\"\n").is_err());
     }
 }

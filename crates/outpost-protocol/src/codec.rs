@@ -196,6 +196,7 @@ fn dispatch(ty: MessageType, input: &impl Input) -> Result<Message, DecodeError>
         MessageType::AssistantStatus => Message::AssistantStatus(body(ty, input)?),
         MessageType::ToolUseCancel => Message::ToolUseCancel(body(ty, input)?),
         MessageType::ToolUseProgress => Message::ToolUseProgress(body(ty, input)?),
+        MessageType::ToolsChanged => Message::ToolsChanged(body(ty, input)?),
     })
 }
 

@@ -5,7 +5,7 @@
 //! the wire contract and is listed in docs/PROTOCOL.md.
 
 /// The highest protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// The lowest protocol version this crate speaks.
 pub const MIN_PROTOCOL_VERSION: u32 = 1;
 

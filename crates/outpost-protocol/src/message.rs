@@ -41,6 +41,8 @@ closed_enum! {
         ToolUseCancel => "ToolUseCancel",
         /// 11: a tool call is awaiting consent or running.
         ToolUseProgress => "ToolUseProgress",
+        /// 12 (version 2): the client's tool catalogue changed.
+        ToolsChanged => "ToolsChanged",
     }
 }
 
@@ -59,6 +61,7 @@ impl MessageType {
             Self::AssistantStatus => 9,
             Self::ToolUseCancel => 10,
             Self::ToolUseProgress => 11,
+            Self::ToolsChanged => 12,
         }
     }
 
@@ -76,6 +79,7 @@ impl MessageType {
             9 => Self::AssistantStatus,
             10 => Self::ToolUseCancel,
             11 => Self::ToolUseProgress,
+            12 => Self::ToolsChanged,
             _ => return None,
         })
     }
@@ -84,7 +88,7 @@ impl MessageType {
     pub fn direction(self) -> Direction {
         match self {
             Self::Error | Self::ToolUseResult | Self::ToolUseProgress => Direction::Both,
-            Self::ClientHello | Self::UserMessage => Direction::ClientToServer,
+            Self::ClientHello | Self::UserMessage | Self::ToolsChanged => Direction::ClientToServer,
             Self::ServerWelcome
             | Self::AssistantMessage
             | Self::ToolUseRequest
@@ -96,7 +100,7 @@ impl MessageType {
 
     /// Every type this version knows, in code order.
     pub fn all() -> impl Iterator<Item = Self> {
-        (1..=11).filter_map(Self::from_code)
+        (1..=12).filter_map(Self::from_code)
     }
 }
 
@@ -126,6 +130,8 @@ pub enum Message {
     ToolUseCancel(ToolUseCancel),
     /// Type 11.
     ToolUseProgress(ToolUseProgress),
+    /// Type 12 (version 2).
+    ToolsChanged(ToolsChanged),
 }
 
 /// Calls `$f` on the body of any message variant.
@@ -143,6 +149,7 @@ macro_rules! with_body {
             Message::AssistantStatus($b) => $f,
             Message::ToolUseCancel($b) => $f,
             Message::ToolUseProgress($b) => $f,
+            Message::ToolsChanged($b) => $f,
         }
     };
 }
@@ -163,6 +170,7 @@ impl Message {
             Self::AssistantStatus(_) => MessageType::AssistantStatus,
             Self::ToolUseCancel(_) => MessageType::ToolUseCancel,
             Self::ToolUseProgress(_) => MessageType::ToolUseProgress,
+            Self::ToolsChanged(_) => MessageType::ToolsChanged,
         }
     }
 
@@ -179,7 +187,8 @@ impl Message {
             Self::Error(_)
             | Self::ClientHello(_)
             | Self::ServerWelcome(_)
-            | Self::AssistantStatus(_) => None,
+            | Self::AssistantStatus(_)
+            | Self::ToolsChanged(_) => None,
         }
     }
 
@@ -208,7 +217,8 @@ from_body!(
     AssistantDelta,
     AssistantStatus,
     ToolUseCancel,
-    ToolUseProgress
+    ToolUseProgress,
+    ToolsChanged
 );
 
 impl From<ErrorMessage> for Message {
@@ -225,12 +235,12 @@ mod tests {
     #[test]
     fn codes_round_trip_and_are_unique() {
         let codes: Vec<u8> = MessageType::all().map(MessageType::code).collect();
-        assert_eq!(codes, (1..=11).collect::<Vec<u8>>());
+        assert_eq!(codes, (1..=12).collect::<Vec<u8>>());
         for t in MessageType::all() {
             assert_eq!(MessageType::from_code(t.code().into()), Some(t));
         }
         assert_eq!(MessageType::from_code(0), None);
-        assert_eq!(MessageType::from_code(12), None);
+        assert_eq!(MessageType::from_code(13), None);
     }
 
     #[test]

@@ -363,3 +363,31 @@ fn nested_paths_are_reported() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn tools_changed_checks_its_catalogue_like_the_hello() {
+    let tool = |name: &str| json!({"name": name, "description": "d", "parameters": {}});
+    // Repeated names.
+    let dup = json!({"type": 12, "tools": [tool("mcp__a__x"), tool("mcp__a__x")]});
+    match decode(&raw(&dup)) {
+        Err(DecodeError::InvalidField { error, .. }) => assert_eq!(error.field, "tools[1].name"),
+        other => panic!("{other:?}"),
+    }
+    // A name with a control character.
+    let bad = json!({"type": 12, "tools": [tool("mcp__a__\u{7}")]});
+    assert!(
+        matches!(decode(&raw(&bad)), Err(DecodeError::InvalidField { .. })),
+        "a control character in a tool name is refused"
+    );
+    // `tools` is required; an empty catalogue is a catalogue.
+    assert!(matches!(
+        decode(&raw(&json!({"type": 12}))),
+        Err(DecodeError::MissingField { .. })
+    ));
+    assert!(decode(&raw(&json!({"type": 12, "tools": []}))).is_ok());
+    // It travels from the client only.
+    assert_eq!(
+        outpost_protocol::MessageType::ToolsChanged.direction(),
+        outpost_protocol::Direction::ClientToServer
+    );
+}

@@ -165,6 +165,7 @@ fn percentiles() {
         cancel: tokio_util::sync::CancellationToken::new(),
         policy: policy.clone(),
         tool: "read_local_file".into(),
+        progress: Default::default(),
     };
     for _ in 0..N {
         let bytes = request_bytes(&s);
@@ -178,6 +179,7 @@ fn percentiles() {
         let v = policy.evaluate(
             &outpost_policy::AccessRequest {
                 tool: "read_local_file",
+                server: None,
                 hints: outpost_policy::ToolHints {
                     read_only: true,
                     ..Default::default()

@@ -32,7 +32,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use outpost_policy::{
@@ -49,7 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ToolError;
 use crate::registry::{Registry, as_value};
-use crate::tool::{Access, Job, RunContext, ToolEnv};
+use crate::tool::{Access, Job, ProgressSink, RunContext, Tool, ToolEnv, ToolSpec};
 
 /// Finished request ids remembered for duplicate detection.
 pub const REMEMBERED_RESULTS: usize = 10_000;
@@ -185,6 +185,9 @@ fn result_bytes(r: &ToolUseResult) -> usize {
 #[derive(Debug)]
 struct Inner {
     registry: Registry,
+    /// Tools that come and go while the dispatcher runs (an MCP server's); replaced whole by
+    /// [`Dispatcher::set_extra_tools`]. Looked up after `registry`.
+    extra: RwLock<Arc<Registry>>,
     env: ToolEnv,
     policy: PolicyStore,
     broker: ConsentBroker,
@@ -215,6 +218,7 @@ impl Dispatcher {
         let (out, events) = mpsc::unbounded_channel();
         let inner = Inner {
             registry,
+            extra: RwLock::new(Arc::new(Registry::new())),
             env,
             policy,
             broker,
@@ -230,9 +234,28 @@ impl Dispatcher {
         )
     }
 
-    /// The catalogue for `ClientHello.tools`.
+    /// The catalogue for `ClientHello.tools`: the fixed tools, then the extra ones.
     pub fn catalogue(&self) -> Vec<ToolDescriptor> {
-        self.inner.registry.descriptors()
+        let mut tools = self.inner.registry.descriptors();
+        tools.extend(self.inner.extra().descriptors());
+        tools
+    }
+
+    /// Replaces the tools that come and go (an MCP server's). A name the fixed registry
+    /// already has is left out (the fixed tool wins). Calls already started keep the tool
+    /// they started with; a request for a tool no longer offered is an unknown tool.
+    /// Returns the names left out.
+    pub fn set_extra_tools(&self, mut extra: Registry) -> Vec<String> {
+        let clashes: Vec<String> = extra
+            .names()
+            .filter(|n| self.inner.registry.get(n).is_some())
+            .map(str::to_owned)
+            .collect();
+        for n in &clashes {
+            extra.remove(n);
+        }
+        *self.inner.extra.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(extra);
+        clashes
     }
 
     /// The consent broker the UI attaches to.
@@ -333,6 +356,24 @@ impl Dispatcher {
 }
 
 impl Inner {
+    fn extra(&self) -> Arc<Registry> {
+        Arc::clone(&self.extra.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The tool called `name` (fixed tools first), its spec, and its parameters checked
+    /// against its schema.
+    fn lookup(
+        &self,
+        name: &str,
+        params: &Value,
+    ) -> Option<(Arc<dyn Tool>, ToolSpec, crate::error::Result<()>)> {
+        let found = |r: &Registry| {
+            r.get(name)
+                .map(|e| (Arc::clone(&e.tool), e.spec.clone(), e.validate(params)))
+        };
+        found(&self.registry).or_else(|| found(&self.extra()))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -472,7 +513,9 @@ struct Pending {
     timeout_ms: u32,
     shown: Map,
     hints: outpost_policy::ToolHints,
+    spec: ToolSpec,
     cx: RunContext,
+    arrived: Instant,
 }
 
 /// The synchronous start of a request: lookup, schema check, tool-level deny, then the
@@ -489,13 +532,13 @@ fn start(
     let tool_name = req.tool_name.clone();
     let execution = req.execution;
     let timeout_ms = req.effective_timeout_ms();
-    let Some(entry) = inner.registry.get(&tool_name) else {
-        return Start::Done(ToolUseResult::unknown_tool(&id, &tool_name));
-    };
     // Kept for the consent prompt, which shows the arguments exactly as received.
     let shown = req.parameters.clone();
     let params = as_value(req.parameters);
-    if let Err(e) = entry.validate(&params) {
+    let Some((tool, spec, valid)) = inner.lookup(&tool_name, &params) else {
+        return Start::Done(ToolUseResult::unknown_tool(&id, &tool_name));
+    };
+    if let Err(e) = valid {
         return Start::Done(not_run(
             &id,
             &tool_name,
@@ -512,8 +555,9 @@ fn start(
         ));
     };
     let policy = inner.policy.current();
-    let hints = entry.spec.hints;
-    if let Some((by, reason)) = policy.tool_denied(&tool_name, hints) {
+    let hints = spec.hints;
+    let server = spec.descriptor.server_name.clone();
+    if let Some((by, reason)) = policy.tool_denied(&tool_name, server.as_deref(), hints) {
         inner.decided(&id, AuditOutcome::Denied, by, &reason, None, &[]);
         return Start::Done(not_run(
             &id,
@@ -528,17 +572,21 @@ fn start(
         .get(conversation)
         .cloned()
         .unwrap_or_default();
+    let progress_out = inner.out.clone();
     let cx = RunContext {
         cancel: token.clone(),
         policy: Arc::clone(&policy),
         tool: tool_name.clone(),
+        progress: ProgressSink::new(&id, move |p| {
+            let _ = progress_out.send(DispatchEvent::Progress(p));
+        }),
     };
-    let tool = Arc::clone(&entry.tool);
     let env = inner.env.clone();
     let phase1_inner = Arc::clone(inner);
     let phase1_id = id.clone();
     let phase1_cx = cx.clone();
     let phase1_tool = tool_name.clone();
+    let phase1_server = server.clone();
     let phase1 = inner.runtime.spawn_blocking(move || {
         let prepared = match tool.prepare(params, &env) {
             Ok(p) => p,
@@ -548,6 +596,7 @@ fn start(
         let verdict = policy.evaluate(
             &AccessRequest {
                 tool: &phase1_cx.tool,
+                server: phase1_server.as_deref(),
                 hints,
                 paths: &access.paths,
                 folder: access.folder.as_deref(),
@@ -606,7 +655,9 @@ fn start(
         timeout_ms,
         shown,
         hints,
+        spec,
         cx,
+        arrived,
     }))
 }
 
@@ -622,7 +673,9 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
         timeout_ms,
         shown,
         hints,
+        spec,
         cx,
+        arrived,
     } = p;
     let token = cx.cancel.clone();
     let deadline = Duration::from_millis(u64::from(timeout_ms));
@@ -631,8 +684,12 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
         joined = &mut phase1 => joined,
         () = token.cancelled() => return Some(ToolUseResult::cancelled(&id)),
         () = tokio::time::sleep(deadline) => {
+            // Answered before the token is set: a job allowed outright answers from the
+            // blocking phase, and one that stops because of the token would otherwise
+            // race this answer with its own `cancelled`.
+            inner.finish(&id, ToolUseResult::timeout(&id, timeout_ms), arrived);
             token.cancel();
-            return Some(ToolUseResult::timeout(&id, timeout_ms));
+            return None;
         }
     };
     let (verdict, access, job) = match phase1 {
@@ -675,6 +732,9 @@ async fn watch(inner: &Arc<Inner>, p: Pending) -> Option<ToolUseResult> {
                 request_id: id.clone(),
                 conversation_id: conversation.clone(),
                 tool: tool_name.clone(),
+                server: spec.descriptor.server_name.clone(),
+                description: spec.descriptor.description.clone(),
+                claims: spec.claims,
                 parameters: shown,
                 summary: access.summary.clone(),
                 paths: access.paths.clone(),

@@ -40,4 +40,6 @@ pub use dispatcher::{
 pub use error::{Result, ToolError};
 pub use paths::SafeRoot;
 pub use registry::{Entry, Registry};
-pub use tool::{Access, Job, Prepared, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map};
+pub use tool::{
+    Access, Job, Prepared, ProgressSink, RunContext, Tool, ToolEnv, ToolSpec, parse_params, to_map,
+};

@@ -6,8 +6,8 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use outpost_policy::{CompiledPolicy, ToolHints};
-use outpost_protocol::{Map, ToolDescriptor, Value};
+use outpost_policy::{CompiledPolicy, ServerClaims, ToolHints};
+use outpost_protocol::{Map, ProgressState, ToolDescriptor, ToolUseProgress, Value};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -23,6 +23,9 @@ pub struct ToolSpec {
     pub descriptor: ToolDescriptor,
     /// Defaults for the policy.
     pub hints: ToolHints,
+    /// For a tool of an MCP server (`descriptor.server_name` names it): what the server
+    /// claims about it, for the consent prompt only.
+    pub claims: Option<ServerClaims>,
 }
 
 impl ToolSpec {
@@ -46,6 +49,7 @@ impl ToolSpec {
                 timeout_ms: Some(timeout_ms),
             },
             hints,
+            claims: None,
         }
     }
 }
@@ -100,6 +104,45 @@ pub struct RunContext {
     pub policy: Arc<CompiledPolicy>,
     /// The tool's name, for policy lookups.
     pub tool: String,
+    /// Where a job reports how far it got (a ToolUseProgress `running` with a detail).
+    pub progress: ProgressSink,
+}
+
+/// Where a [`ProgressSink`] hands its messages.
+type SendProgress = Arc<dyn Fn(ToolUseProgress) + Send + Sync>;
+
+/// Sends a running job's progress to the assistant. The default sends nowhere.
+#[derive(Clone, Default)]
+pub struct ProgressSink {
+    to: Option<(String, SendProgress)>,
+}
+
+impl fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProgressSink")
+            .field("request", &self.to.as_ref().map(|(id, _)| id))
+            .finish()
+    }
+}
+
+impl ProgressSink {
+    /// A sink for request `id` that hands each progress message to `send`.
+    pub fn new(id: &str, send: impl Fn(ToolUseProgress) + Send + Sync + 'static) -> Self {
+        Self {
+            to: Some((id.to_owned(), Arc::new(send))),
+        }
+    }
+
+    /// Reports `detail` (e.g. "3/10: copying") for the running call.
+    pub fn report(&self, detail: String) {
+        if let Some((id, send)) = &self.to {
+            send(ToolUseProgress {
+                id: id.clone(),
+                state: ProgressState::Running,
+                detail: Some(detail),
+            });
+        }
+    }
 }
 
 impl RunContext {

@@ -271,6 +271,7 @@ fn run_ctx(home: &Path) -> RunContext {
         cancel: CancellationToken::new(),
         policy: std::sync::Arc::new(CompiledPolicy::new(Policy::default(), &ctx)),
         tool: "read_local_file".into(),
+        progress: Default::default(),
     }
 }
 

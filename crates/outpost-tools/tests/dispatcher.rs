@@ -554,3 +554,120 @@ async fn a_thousand_concurrent_requests_are_all_answered() {
     }
     assert_eq!(h.dispatcher.in_flight(), 0);
 }
+
+#[tokio::test]
+async fn extra_tools_join_the_catalogue_a_clash_with_a_fixed_tool_is_left_out_and_they_can_go() {
+    let mut h = Harness::new(probe_policy);
+    let ran = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut extra = outpost_tools::Registry::new();
+    // An extra tool named like a built-in must not shadow it.
+    extra
+        .register(Probe {
+            name: "calculator",
+            ran: ran.clone(),
+        })
+        .unwrap();
+    extra
+        .register(Probe {
+            name: "probe_free",
+            ran: ran.clone(),
+        })
+        .unwrap();
+    assert_eq!(h.dispatcher.set_extra_tools(extra), vec!["calculator"]);
+    let names: Vec<String> = h
+        .dispatcher
+        .catalogue()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names.iter().filter(|n| *n == "calculator").count(), 1);
+    assert_eq!(names.last().map(String::as_str), Some("probe_free"));
+    // The built-in calculator still answers.
+    h.send("c1", "calculator", json!({"expression": "6*7"}));
+    let r = h.result("c1").await;
+    assert!(r.success, "{r:?}");
+    assert!(ran.lock().unwrap().is_empty());
+    // The extra tool runs like any tool.
+    h.send("x1", "probe_free", json!({"tag": "extra"}));
+    assert!(h.result("x1").await.success);
+    assert_eq!(*ran.lock().unwrap(), vec!["extra".to_owned()]);
+    // Replaced by an empty set: no longer offered, and unknown.
+    assert!(
+        h.dispatcher
+            .set_extra_tools(outpost_tools::Registry::new())
+            .is_empty()
+    );
+    assert!(
+        !h.dispatcher
+            .catalogue()
+            .iter()
+            .any(|t| t.name == "probe_free")
+    );
+    h.send("x2", "probe_free", json!({"tag": "gone"}));
+    assert_eq!(code(&h.result("x2").await), "unknown_tool");
+}
+
+#[tokio::test]
+async fn a_job_reports_progress_as_running_with_a_detail() {
+    struct Stepper;
+    impl outpost_tools::Tool for Stepper {
+        fn spec(&self) -> outpost_tools::ToolSpec {
+            outpost_tools::ToolSpec::new::<ProbeOut, ProbeOut>(
+                "stepper",
+                "reports progress",
+                outpost_policy::ToolHints::default(),
+                1000,
+            )
+        }
+        fn prepare(
+            &self,
+            _params: outpost_protocol::Map,
+            _env: &outpost_tools::ToolEnv,
+        ) -> outpost_tools::Result<outpost_tools::Prepared> {
+            Ok(outpost_tools::Prepared {
+                access: outpost_tools::Access::default(),
+                job: Box::new(|cx| {
+                    cx.progress.report("1/2: half".into());
+                    cx.progress.report("2/2: done".into());
+                    Ok(outpost_protocol::Map::new())
+                }),
+            })
+        }
+    }
+    let mut h = Harness::new(probe_policy);
+    let mut extra = outpost_tools::Registry::new();
+    extra.register(Stepper).unwrap();
+    h.dispatcher.set_extra_tools(extra);
+    h.send("s1", "stepper", json!({"tag": "x"}));
+    assert!(h.result("s1").await.success);
+    let details: Vec<String> = h
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            DispatchEvent::Progress(p) if p.id == "s1" && p.state == ProgressState::Running => {
+                p.detail.clone()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(details, ["1/2: half", "2/2: done"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_allowed_outright_that_stops_at_the_deadline_is_answered_timeout_never_cancelled() {
+    // The job notices the token at once; the deadline's answer must still win.
+    let (mut h, _) = probe_harness();
+    for i in 0..20 {
+        let id = format!("dl{i}");
+        h.send_full(
+            "c",
+            &id,
+            "probe_free",
+            Execution::Client,
+            json!({"tag": id.clone(), "sleepMs": 5000}),
+            Some(30),
+        );
+        let r = h.result(&id).await;
+        assert_eq!(code(&r), "timeout", "{r:?}");
+    }
+}

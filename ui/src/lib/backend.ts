@@ -115,6 +115,18 @@ export interface AssistantDelta {
   delta: string;
 }
 
+/**
+ * What an MCP server says about one of its tools (MCP annotations readOnlyHint,
+ * destructiveHint, idempotentHint, openWorldHint). The server's claims: shown as such,
+ * never used to allow anything. Absent: the server did not say.
+ */
+export interface ServerClaims {
+  readOnly?: boolean;
+  destructive?: boolean;
+  idempotent?: boolean;
+  openWorld?: boolean;
+}
+
 /** A ToolUseRequest as received (or created by the client for its own purposes). */
 export interface ToolInitiated extends ToolHints {
   id: string;
@@ -124,6 +136,8 @@ export interface ToolInitiated extends ToolHints {
   parameters: JsonObject;
   /** MCP server that provides the tool; absent for built-in tools. */
   serverName?: string;
+  /** For an MCP tool: what its server claims about it. */
+  claims?: ServerClaims;
   /** Effective run timeout in ms (request `timeoutMs`, default 30000). */
   timeoutMs: number;
   at: Millis;
@@ -155,6 +169,8 @@ export interface ToolCallRecord extends ToolHints {
   execution: ExecutionMode;
   parameters: JsonObject;
   serverName?: string;
+  /** For an MCP tool: what its server claims about it. */
+  claims?: ServerClaims;
   timeoutMs: number;
   status: ToolCardStatus;
   initiatedAt: Millis;
@@ -191,6 +207,10 @@ export interface ConsentRequest extends ToolHints {
   conversationId: string;
   tool: string;
   serverName?: string;
+  /** The tool's description (for an MCP tool, its server's words). */
+  description?: string;
+  /** For an MCP tool: what its server claims about it (never a permission). */
+  claims?: ServerClaims;
   execution?: ExecutionMode;
   /** The full parameters, exactly as received. */
   parameters: JsonObject;

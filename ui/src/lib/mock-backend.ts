@@ -479,6 +479,7 @@ export class MockBackend implements Backend {
       conversationId: this.#session?.conversationId ?? '',
       tool: toolName,
       serverName: tool.serverName,
+      description: tool.serverName ? tool.description : undefined,
       execution: 'client',
       parameters,
       summary: `${tool.destructive ? 'Write' : 'Read'} ${path}`,
@@ -669,7 +670,7 @@ export function showcaseEvents(now: number): UiEvent[] {
   const tool = (id: string, toolName: string, execution: 'client' | 'server', parameters: JsonObject, hints: Partial<ToolCallRecord> = {}) =>
     ev.push({
       type: 'tool_initiated',
-      data: { id, messageId: 'a1', toolName, execution, parameters, timeoutMs: 30_000, at: now - 57_000, readOnly: hints.readOnly, destructive: hints.destructive, openWorld: hints.openWorld, serverName: hints.serverName },
+      data: { id, messageId: 'a1', toolName, execution, parameters, timeoutMs: 30_000, at: now - 57_000, readOnly: hints.readOnly, destructive: hints.destructive, openWorld: hints.openWorld, serverName: hints.serverName, claims: hints.claims },
     });
   tool('t1', 'read_local_file', 'client', { path: '~/Documents/notes.txt' }, { readOnly: true });
   ev.push({ type: 'tool_progress', data: { id: 't1', state: 'running', at: now - 56_000 } });
@@ -677,7 +678,7 @@ export function showcaseEvents(now: number): UiEvent[] {
     type: 'tool_result',
     data: { id: 't1', success: true, executedBy: 'client', at: now - 55_500, result: { path: '/home/alice/Documents/notes.txt', bytes: 312, content: 'Meeting moved to Thursday 14:00.\nVenue: the new office on Rua Augusta.\nBring the Q3 numbers and the signed contract.\n' } },
   });
-  tool('t2', 'web_search', 'server', { query: 'Rua Augusta office opening hours' }, { serverName: 'web-tools', readOnly: true, openWorld: true });
+  tool('t2', 'web_search', 'server', { query: 'Rua Augusta office opening hours' }, { serverName: 'web-tools', readOnly: true, openWorld: true, claims: { readOnly: true, openWorld: true } });
   ev.push({ type: 'tool_progress', data: { id: 't2', state: 'running', at: now - 12_400 } });
   tool('t3', 'write_file', 'client', { path: '~/Documents/summary.md', content: '# Summary\n\nMeeting moved to Thursday 14:00.\n' }, { destructive: true });
   ev.push({ type: 'tool_progress', data: { id: 't3', state: 'awaiting_consent', detail: 'Write ~/Documents/summary.md', at: now - 5_000 } });

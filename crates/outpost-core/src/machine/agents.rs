@@ -586,6 +586,29 @@ mod tests {
     }
 
     #[test]
+    fn a_new_catalogue_is_what_list_tools_lists_and_no_message_is_sent() {
+        let mut m = agents();
+        let mut t = tool("mcp__srv__new", 10);
+        t.server_name = Some("srv".into());
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![t],
+                claims: std::collections::BTreeMap::new(),
+            },
+            20,
+        );
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::Send { .. })),
+            "Agents mode has no ToolsChanged message: {fx:?}"
+        );
+        let fx = m.handle(rpc("l1", AGENT, LIST_TOOLS, ""), 30);
+        let listed: Value = serde_json::from_str(&reply_of(&fx, "l1").unwrap()).unwrap();
+        assert_eq!(listed["tools"][0]["name"], "mcp__srv__new");
+        assert_eq!(listed["tools"][0]["serverName"], "srv");
+        assert_eq!(listed["tools"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
     fn the_agent_state_attribute_selects_agents_mode_and_drives_the_status() {
         let (mut m, _) = joined();
         assert_eq!(m.mode(), None);

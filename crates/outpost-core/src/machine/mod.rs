@@ -26,9 +26,9 @@
 
 mod agents;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use outpost_policy::{Decider, Decision};
+use outpost_policy::{Decider, Decision, ServerClaims};
 use outpost_protocol::{
     AssistantDelta, AssistantMessage, AssistantStatus, DecodeError, Direction, ErrorMessage,
     Execution, MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState, ProtocolErrorCode,
@@ -59,6 +59,8 @@ pub struct MachineConfig {
     pub client_version: String,
     /// The tool catalogue sent in every hello.
     pub tools: Vec<ToolDescriptor>,
+    /// What MCP servers claim about their tools in `tools`, by tool name (for the cards).
+    pub claims: BTreeMap<String, ServerClaims>,
     /// The conversation the first hello asks to continue.
     pub conversation_id: Option<String>,
     /// The room name, for the store.
@@ -79,6 +81,7 @@ impl MachineConfig {
             client_name: "Outpost".into(),
             client_version: env!("CARGO_PKG_VERSION").into(),
             tools,
+            claims: BTreeMap::new(),
             conversation_id: None,
             room: None,
             resend_window_ms: 5_000,
@@ -232,6 +235,14 @@ pub enum Input {
     },
     /// An RPC call to one of Outpost's methods.
     Rpc(RpcCall),
+    /// The tools on offer changed (an MCP server's tool list did): the new catalogue and
+    /// the MCP tools' claims.
+    ToolsChanged {
+        /// The whole catalogue now.
+        tools: Vec<ToolDescriptor>,
+        /// The MCP servers' claims, by tool name.
+        claims: BTreeMap<String, ServerClaims>,
+    },
 }
 
 /// A write for the store.
@@ -426,6 +437,10 @@ fn split_final(text: &str, segments: &[Segment]) -> Vec<(String, String)> {
 #[derive(Debug)]
 pub struct Machine {
     config: MachineConfig,
+    /// The protocol version of the live session (0 before a welcome).
+    version: u32,
+    /// The catalogue changed after the last hello and the assistant was not told yet.
+    tools_unannounced: bool,
     link_up: bool,
     assistant: Option<String>,
     phase: Phase,
@@ -480,6 +495,8 @@ impl Machine {
             link_up: false,
             assistant: None,
             phase: Phase::NeedHello,
+            version: 0,
+            tools_unannounced: false,
             wanted,
             conversation: None,
             held: VecDeque::new(),
@@ -675,6 +692,10 @@ impl Machine {
                 is_final,
             } => self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final),
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
+            Input::ToolsChanged { tools, claims } => {
+                self.tools_changed(&mut fx, tools, claims);
+                self.announce_tools(&mut fx, now);
+            }
             Input::Tick => {
                 let waited = self
                     .hello_since
@@ -755,6 +776,8 @@ impl Machine {
         let Some(to) = self.assistant.clone() else {
             return;
         };
+        // The hello carries the catalogue as it is now.
+        self.tools_unannounced = false;
         let mut hello = outpost_protocol::ClientHello::new(
             self.config.client_name.clone(),
             self.config.client_version.clone(),
@@ -1022,6 +1045,7 @@ impl Machine {
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
         self.phase = Phase::Welcomed;
+        self.version = w.protocol_version;
         self.hello_since = None;
         if self.mode != Some(AssistantMode::Outpost) {
             self.mode = Some(AssistantMode::Outpost);
@@ -1054,6 +1078,26 @@ impl Machine {
             mode: AssistantMode::Outpost,
         });
         self.flush(fx, now);
+        // The catalogue changed while the welcome was on its way.
+        self.announce_tools(fx, now);
+    }
+
+    /// Tells an Outpost-protocol assistant (version 2 and later) the catalogue changed
+    /// since its hello. A version 1 assistant learns it at the next hello; LiveKit Agents
+    /// mode follows the RPC methods the session registers.
+    fn announce_tools(&mut self, fx: &mut Fx, now: Millis) {
+        if !self.tools_unannounced
+            || self.phase != Phase::Welcomed
+            || self.mode != Some(AssistantMode::Outpost)
+            || self.version < 2
+        {
+            return;
+        }
+        self.tools_unannounced = false;
+        let m = Message::ToolsChanged(outpost_protocol::ToolsChanged {
+            tools: self.config.tools.clone(),
+        });
+        self.send(fx, now, m);
     }
 
     fn conv(&self) -> ConversationId {
@@ -1160,6 +1204,35 @@ impl Machine {
         self.calls.insert(id.to_owned(), call);
     }
 
+    /// A new catalogue: the next hello, `outpost.list_tools` and the cards use it; an
+    /// Outpost-protocol assistant of version 2 gets a ToolsChanged ([`Self::announce_tools`]);
+    /// the session re-registers the RPC methods itself.
+    fn tools_changed(
+        &mut self,
+        fx: &mut Fx,
+        tools: Vec<ToolDescriptor>,
+        claims: BTreeMap<String, ServerClaims>,
+    ) {
+        if tools == self.config.tools {
+            return;
+        }
+        self.config.tools = tools;
+        self.config.claims = claims;
+        self.tools_unannounced = true;
+        fx.ui(UiEvent::ToolsChanged {
+            tools: self.config.tools.iter().map(|t| t.name.clone()).collect(),
+        });
+    }
+
+    /// The MCP server behind `tool`, if the catalogue names one.
+    fn server_of(&self, tool: &str) -> Option<String> {
+        self.config
+            .tools
+            .iter()
+            .find(|t| t.name == tool)
+            .and_then(|t| t.server_name.clone())
+    }
+
     fn request(&mut self, fx: &mut Fx, now: Millis, r: ToolUseRequest) {
         let conversation = self.conv();
         if let Some(known) = self.calls.get(&r.id) {
@@ -1181,7 +1254,7 @@ impl Machine {
             id: r.id.clone(),
             message_id: Some(r.message_id.clone()),
             tool_name: r.tool_name.clone(),
-            server_name: String::new(),
+            server_name: self.server_of(&r.tool_name).unwrap_or_default(),
             execution: store_execution(r.execution),
             arguments: map_value(&r.parameters),
             at: now,
@@ -1190,6 +1263,8 @@ impl Machine {
             id: r.id.clone(),
             message_id: r.message_id.clone(),
             tool_name: r.tool_name.clone(),
+            server_name: self.server_of(&r.tool_name),
+            claims: self.config.claims.get(&r.tool_name).copied(),
             execution: exec_str(r.execution).into(),
             parameters: r.parameters.clone(),
             timeout_ms: r.effective_timeout_ms(),
@@ -1704,6 +1779,144 @@ mod tests {
             .unwrap_or_else(|| panic!("no ErrorMessage sent in {fx:?}"))
     }
 
+    fn mcp_tool(name: &str) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            description: "d".into(),
+            parameters: Map::new(),
+            result_schema: None,
+            read_only: false,
+            destructive: true,
+            open_world: true,
+            server_name: Some("srv".into()),
+            timeout_ms: None,
+        }
+    }
+
+    fn tools_changed_sent(fx: &[Effect]) -> Vec<Vec<String>> {
+        sent(fx)
+            .into_iter()
+            .filter_map(|m| match m {
+                Message::ToolsChanged(t) => Some(t.tools.into_iter().map(|t| t.name).collect()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_catalogue_reaches_a_version_2_assistant_and_the_cards() {
+        let mut m = machine();
+        let fx = m.handle(
+            Input::Joined {
+                assistant: Some(A.into()),
+            },
+            0,
+        );
+        hello_of(&fx);
+        let mut w = welcome("c1");
+        w.protocol_version = 2;
+        recv(&mut m, w, 10);
+        let mut claims = BTreeMap::new();
+        claims.insert(
+            "mcp__srv__x".to_owned(),
+            ServerClaims {
+                read_only: Some(true),
+                ..ServerClaims::default()
+            },
+        );
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__x")],
+                claims,
+            },
+            20,
+        );
+        assert_eq!(
+            tools_changed_sent(&fx),
+            vec![vec!["mcp__srv__x".to_owned()]]
+        );
+        assert!(
+            uis(&fx)
+                .iter()
+                .any(|u| matches!(u, UiEvent::ToolsChanged { tools } if tools == &["mcp__srv__x"]))
+        );
+        // The same catalogue again is no news.
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__x")],
+                claims: BTreeMap::new(),
+            },
+            21,
+        );
+        assert!(tools_changed_sent(&fx).is_empty());
+        // A request for the MCP tool: the card and the record name the server.
+        let mut req = request("t1", Execution::Client);
+        req.tool_name = "mcp__srv__x".into();
+        let fx = recv(&mut m, req, 30);
+        assert!(uis(&fx).iter().any(|u| matches!(u,
+            UiEvent::ToolCallRequested { server_name: Some(s), claims: Some(c), .. }
+                if s == "srv" && c.read_only == Some(true))));
+        assert!(records(&fx).iter().any(|r| matches!(r,
+            Record::Tool(store::ToolCallEvent::Initiated { server_name, .. }) if server_name == "srv")));
+    }
+
+    #[test]
+    fn a_version_1_assistant_learns_the_catalogue_at_its_next_hello_only() {
+        let mut m = live();
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__y")],
+                claims: BTreeMap::new(),
+            },
+            20,
+        );
+        assert!(
+            tools_changed_sent(&fx).is_empty(),
+            "version 1 has no ToolsChanged"
+        );
+        let fx = m.handle(
+            Input::Command(Command::SwitchConversation {
+                conversation_id: None,
+            }),
+            30,
+        );
+        let h = hello_of(&fx);
+        assert_eq!(
+            h.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+            ["mcp__srv__y"]
+        );
+    }
+
+    #[test]
+    fn a_change_while_the_welcome_is_on_its_way_is_sent_after_it() {
+        let mut m = machine();
+        let fx = m.handle(
+            Input::Joined {
+                assistant: Some(A.into()),
+            },
+            0,
+        );
+        assert!(hello_of(&fx).tools.is_empty());
+        let fx = m.handle(
+            Input::ToolsChanged {
+                tools: vec![mcp_tool("mcp__srv__z")],
+                claims: BTreeMap::new(),
+            },
+            5,
+        );
+        assert!(
+            tools_changed_sent(&fx).is_empty(),
+            "nothing before the welcome"
+        );
+        let mut w = welcome("c1");
+        w.protocol_version = 2;
+        let fx = recv(&mut m, w, 10);
+        assert_eq!(
+            tools_changed_sent(&fx),
+            vec![vec!["mcp__srv__z".to_owned()]]
+        );
+    }
+
     #[test]
     fn hello_waits_for_link_and_assistant() {
         let mut m = machine();
@@ -1975,7 +2188,7 @@ mod tests {
         assert!(e.fatal);
         assert_eq!(
             e.message,
-            "no common protocol version: client speaks 1..=1, server speaks 7..=7"
+            "no common protocol version: client speaks 1..=2, server speaks 7..=7"
         );
         assert!(fx.iter().any(|e| matches!(e, Effect::Leave { .. })));
         assert!(m.is_ended());

@@ -121,20 +121,43 @@ impl Validate for ClientHello {
         }
         validate::name("clientName", &self.client_name)?;
         validate::name("clientVersion", &self.client_version)?;
-        let mut seen = std::collections::HashSet::new();
-        for (i, tool) in self.tools.iter().enumerate() {
-            tool.check_at(&format!("tools[{i}]"), values_scanned)?;
-            if !seen.insert(tool.name.as_str()) {
-                return Err(FieldError::new(
-                    format!("tools[{i}].name"),
-                    format!("repeats the tool name '{}'", tool.name),
-                ));
-            }
-        }
+        check_tools(&self.tools, values_scanned)?;
         if let Some(c) = &self.conversation_id {
             validate::id("conversationId", c)?;
         }
         Ok(())
+    }
+}
+
+/// Every descriptor valid, names unique.
+fn check_tools(tools: &[ToolDescriptor], values_scanned: bool) -> Result<(), FieldError> {
+    let mut seen = std::collections::HashSet::new();
+    for (i, tool) in tools.iter().enumerate() {
+        tool.check_at(&format!("tools[{i}]"), values_scanned)?;
+        if !seen.insert(tool.name.as_str()) {
+            return Err(FieldError::new(
+                format!("tools[{i}].name"),
+                format!("repeats the tool name '{}'", tool.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Type 12 (protocol version 2): the client's whole tool catalogue, sent when it changed
+/// since the hello (or the last ToolsChanged) because a tool source (an MCP server) came,
+/// went or changed its list. Replaces the hello's `tools`. Sent only in a session whose
+/// negotiated version is at least 2.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsChanged {
+    /// The tools the client can run now, as in [`ClientHello::tools`].
+    pub tools: Vec<ToolDescriptor>,
+}
+
+impl Validate for ToolsChanged {
+    fn check(&self, values_scanned: bool) -> Result<(), FieldError> {
+        check_tools(&self.tools, values_scanned)
     }
 }
 

@@ -38,6 +38,39 @@ function setup(queue: PendingConsent[], now = T0) {
 const buttonNames = () => screen.getAllByRole('button').map((b) => b.textContent?.trim());
 
 describe('ConsentDialog', () => {
+  it('an MCP tool: names the server, its description and its claims as claims only', () => {
+    setup([
+      pending(
+        request({
+          tool: 'mcp__everything__echo',
+          serverName: 'everything',
+          description: 'Echoes back the input',
+          claims: { readOnly: true, destructive: false, idempotent: true },
+          paths: [],
+          folder: undefined,
+          readOnly: undefined,
+          parameters: { message: 'hi' },
+        }),
+      ),
+    ]);
+    const dialog = screen.getByRole('alertdialog');
+    expect(within(dialog).getByText('MCP · everything')).toBeInTheDocument();
+    expect(within(dialog).getByTestId('tool-description')).toHaveTextContent('everything describes it: Echoes back the input');
+    const claims = within(dialog).getByTestId('server-claims');
+    expect(claims).toHaveTextContent('everything claims:');
+    expect(claims).toHaveTextContent('read-only');
+    expect(claims).toHaveTextContent('idempotent');
+    expect(claims).toHaveTextContent('grants nothing');
+    // The claim of being read-only does not make the dialog call it low risk.
+    expect(within(dialog).getByTestId('danger')).not.toHaveTextContent('Low risk');
+    expect(within(dialog).getByRole('region', { name: 'Full arguments of mcp__everything__echo' }).textContent).toContain('"hi"');
+  });
+
+  it('a built-in tool shows no server claims', () => {
+    setup([pending(request())]);
+    expect(screen.queryByTestId('server-claims')).toBeNull();
+  });
+
   it('shows the tool, the summary, danger and read/write, and the full arguments untruncated', () => {
     const long = 'x'.repeat(5000) + 'END';
     setup([pending(request({ parameters: { path: '~/Documents/notes.txt', note: long, nested: { deep: [1, { to: '/etc/hosts' }] } } }))]);

@@ -45,6 +45,27 @@ describe('ToolCard', () => {
     expect(within(el).getByText('MCP · files-mcp')).toBeInTheDocument();
   });
 
+  it('an MCP tool shows what its server claims, marked as claims, and its progress', () => {
+    const el = card(call({ serverName: 'everything', claims: { readOnly: true, destructive: false, openWorld: false }, status: 'running', runningAt: T0, detail: '3/10: working' }));
+    const claims = within(el).getByTestId('server-claims');
+    expect(claims).toHaveTextContent('everything claims:');
+    expect(claims).toHaveTextContent('read-only');
+    expect(claims).toHaveTextContent('not destructive');
+    expect(claims).toHaveTextContent('stays local');
+    expect(claims).toHaveTextContent('not checked by Outpost; grants nothing');
+    expect(within(el).getByTestId('progress')).toHaveTextContent('3/10: working');
+  });
+
+  it('an MCP server that claims nothing is shown as saying nothing', () => {
+    const quiet = card(call({ serverName: 'quiet' }));
+    expect(within(quiet).getByTestId('server-claims')).toHaveTextContent('nothing about this tool');
+  });
+
+  it('a built-in tool shows no server claims', () => {
+    const el = card(call());
+    expect(within(el).queryByTestId('server-claims')).toBeNull();
+  });
+
   it('awaiting consent: says it waits for the dialog', () => {
     const el = card(call({ status: 'awaiting_consent', awaitingConsentAt: T0 + 10, detail: 'Read /home/a/notes.txt' }));
     expect(within(el).getByRole('status')).toHaveTextContent('Waiting for your permission');

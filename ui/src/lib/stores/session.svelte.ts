@@ -199,6 +199,7 @@ export class SessionStore {
             execution: d.execution,
             parameters: d.parameters,
             serverName: d.serverName,
+            claims: d.claims,
             timeoutMs: d.timeoutMs,
           });
           return;
@@ -212,6 +213,7 @@ export class SessionStore {
             execution: d.execution,
             parameters: d.parameters,
             serverName: d.serverName,
+            claims: d.claims,
             timeoutMs: d.timeoutMs,
             readOnly: d.readOnly,
             destructive: d.destructive,

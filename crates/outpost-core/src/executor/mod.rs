@@ -1,13 +1,20 @@
 //! The one place that knows `outpost-tools` and `outpost-policy`: builds the dispatcher
 //! with the built-in tools, the policy and the consent broker, and maps their events to
 //! the machine's [`ExecEvent`]s and the UI's consent events. If those crates change,
-//! only this module follows.
+//! only this module follows. `mcp` turns the tools of the user's MCP servers
+//! (`outpost-mcp`) into dispatcher tools.
 
+mod mcp;
+
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use outpost_mcp::{McpHost, McpTool};
 
 use outpost_policy::{
     ConsentBroker, ConsentEvent, ConsentInbox, Decision, Policy, PolicyContext, PolicyStore,
+    ServerClaims,
 };
 use outpost_protocol::{ToolDescriptor, ToolUseCancel, ToolUseRequest};
 pub use outpost_tools::DispatchEvent;
@@ -124,14 +131,24 @@ pub struct Executor {
     dispatcher: Dispatcher,
     /// The grant scope of the latest request: when it changes, the old scope's grants end.
     scope: Arc<std::sync::Mutex<Option<String>>>,
+    /// The user's MCP servers, and the tools of theirs on offer now.
+    mcp: Option<McpHost>,
+    offered: Arc<Mutex<Vec<McpTool>>>,
 }
+
+/// The MCP tools' part of the catalogue: each tool's server claims, by Outpost name.
+pub type McpClaims = BTreeMap<String, ServerClaims>;
 
 impl Executor {
     /// A dispatcher over the built-in tools except `disabled` (those are neither offered
     /// nor run: a request for one is an unknown tool). Must run inside a tokio runtime.
+    ///
+    /// With `mcp`, the tools its running servers offer join the catalogue after the
+    /// built-ins (see [`Self::refresh_mcp`]).
     pub fn new(
         perms: &Permissions,
         disabled: &[String],
+        mcp: Option<McpHost>,
     ) -> Result<(Self, mpsc::UnboundedReceiver<DispatchEvent>)> {
         let mut registry =
             outpost_tools::builtin_registry().map_err(|e| CoreError::Tools(e.to_string()))?;
@@ -144,18 +161,58 @@ impl Executor {
         };
         let (dispatcher, events) =
             Dispatcher::new(registry, env, perms.policy.clone(), perms.broker.clone());
-        Ok((
-            Self {
-                dispatcher,
-                scope: Arc::default(),
-            },
-            events,
-        ))
+        let executor = Self {
+            dispatcher,
+            scope: Arc::default(),
+            mcp,
+            offered: Arc::default(),
+        };
+        executor.refresh_mcp();
+        Ok((executor, events))
     }
 
-    /// The catalogue for the hello.
+    /// The catalogue for the hello: the built-in tools, then the MCP tools.
     pub fn catalogue(&self) -> Vec<ToolDescriptor> {
         self.dispatcher.catalogue()
+    }
+
+    /// The MCP host, if the session offers MCP tools.
+    pub fn mcp_host(&self) -> Option<&McpHost> {
+        self.mcp.as_ref()
+    }
+
+    /// The server claims of the MCP tools on offer.
+    pub fn mcp_claims(&self) -> McpClaims {
+        self.offered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|t| (t.outpost_name.clone(), mcp::claims(t)))
+            .collect()
+    }
+
+    /// Takes the MCP servers' tool lists as they are now. Returns true when the tools on
+    /// offer changed (then [`Self::catalogue`] is the new catalogue). Tools whose schema
+    /// cannot be used are left out with a warning in the log.
+    pub fn refresh_mcp(&self) -> bool {
+        let Some(host) = &self.mcp else {
+            return false;
+        };
+        let tools = host.tools();
+        let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
+        if *offered == tools {
+            return false;
+        }
+        let runtime = tokio::runtime::Handle::current();
+        let (registry, left_out) = mcp::registry(host, &tools, &runtime);
+        for why in left_out {
+            tracing::warn!("an MCP tool is not offered: {why}");
+        }
+        for name in self.dispatcher.set_extra_tools(registry) {
+            tracing::warn!("the MCP tool {name} has the name of a built-in tool; not offered");
+        }
+        *offered = tools;
+        true
     }
 
     /// Starts (or deduplicates) a request. `scope` keys "allow for this conversation"
@@ -225,6 +282,9 @@ pub fn consent_event(ev: ConsentEvent) -> UiEvent {
             consent_id: q.consent_id,
             request_id: q.request_id,
             tool: q.tool,
+            server: q.server,
+            description: q.description,
+            claims: q.claims,
             parameters: q.parameters,
             summary: q.summary,
             paths: q.paths.iter().map(|p| p.display().to_string()).collect(),
