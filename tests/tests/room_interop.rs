@@ -119,3 +119,19 @@ fn quickstart_example_participants_talk() {
     assert!(out_a.contains("bob: hi alice"), "{out_a}");
     assert!(out_b.contains("alice: hi bob"), "{out_b}");
 }
+
+/// Audio: a 440 Hz tone published by one official-SDK peer is heard by another through
+/// the server's forwarding (FFT within 2 %, no gap of 100 ms over 10 s), with mute and
+/// unmute, unpublish, republish and leave seen by the receiver.
+#[test]
+fn audio_tone_is_forwarded_with_mute_unpublish_and_leave() {
+    let out = scenario("audio_tone.py", 120);
+    eprintln!("audio_tone: {}", out[0]);
+    assert_eq!(out[0]["ok"], true, "{out:?}");
+    let freq = out[0]["freq_hz"].as_f64().unwrap();
+    assert!((freq - 440.0).abs() <= 8.8, "{freq}");
+    assert!(
+        out[0]["longest_gap_ms"].as_f64().unwrap() < 100.0,
+        "{out:?}"
+    );
+}

@@ -19,18 +19,21 @@
 //! subscriber. Each caller's `wire.rs` turns [`PeerEvent`]s into its own events and
 //! decides what a state change means for its session.
 //!
-//! Media (audio tracks) is meant to grow here the same way: transceivers and tracks as
-//! methods of [`Peer`], remote tracks as a new [`PeerEvent`] variant (the enum is
-//! `non_exhaustive`), and the codec and interceptor setup in [`Peer::new`]'s builder.
+//! - [`media`]: audio. [`PeerConfig::audio`] negotiates Opus (and nothing else: video
+//!   sections are rejected); [`Peer::add_audio_track`] / [`Peer::remove_track`] send a
+//!   [`LocalAudioTrack`], remote tracks arrive as [`PeerEvent::RemoteTrack`], and
+//!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 
 pub mod channel;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod media;
 pub mod peer;
 mod runtime;
 mod sdp;
 
 pub use channel::{ChannelEvent, ChannelKind, DataChannel};
 pub use error::{Error, Result};
+pub use media::{LocalAudioTrack, MediaKind, RemoteTrack, Rewriter, RtpPacket};
 pub use peer::{IceServer, Peer, PeerConfig, PeerEvent};
