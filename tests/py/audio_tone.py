@@ -21,7 +21,7 @@ import time
 import numpy as np
 from livekit import rtc
 
-from lkcommon import URL, check, fail, report, run, token, wait_for
+from lkcommon import URL, check, report, run, token, wait_for
 
 RATE = 48000
 FREQ = 440.0
@@ -36,10 +36,11 @@ async def join(identity, auto_subscribe):
 
 
 class Tone:
-    """A 440 Hz sine pushed into an AudioSource in real time, phase-continuous."""
+    """A sine (440 Hz by default) pushed into an AudioSource in real time, phase-continuous."""
 
-    def __init__(self, source):
+    def __init__(self, source, freq=FREQ):
         self.source = source
+        self.freq = freq
         self.n = 0
         self.task = asyncio.create_task(self.run())
 
@@ -48,7 +49,7 @@ class Tone:
         buf = np.frombuffer(frame.data, dtype=np.int16)
         while True:
             t = (self.n + np.arange(FRAME)) / RATE
-            buf[:] = (0.5 * 32767 * np.sin(2 * math.pi * FREQ * t)).astype(np.int16)
+            buf[:] = (0.5 * 32767 * np.sin(2 * math.pi * self.freq * t)).astype(np.int16)
             self.n += FRAME
             # capture_frame waits while the source's queue is full: real-time pacing.
             await self.source.capture_frame(frame)
@@ -178,4 +179,5 @@ async def main():
     await bob.disconnect()
 
 
-run(main)
+if __name__ == "__main__":
+    run(main)

@@ -135,3 +135,28 @@ fn audio_tone_is_forwarded_with_mute_unpublish_and_leave() {
         "{out:?}"
     );
 }
+
+/// Official-SDK peers (6, or `OUTPOST_AUDIO_PARTICIPANTS`), each publishing its own
+/// tone from its own process and hearing every other one (n × (n − 1) forwarded
+/// streams), joining one after another (later ones get the tracks already published)
+/// and leaving one after another.
+#[test]
+fn audio_participants_each_hear_the_others() {
+    let n: u64 = std::env::var("OUTPOST_AUDIO_PARTICIPANTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(6);
+    let ns = NetNs::create().expect("network namespace");
+    let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
+    let out = run_script(
+        &ns,
+        &server,
+        "audio_many.py",
+        &[("LK_PARTICIPANTS", &n.to_string())],
+        Duration::from_secs(90 + 10 * n),
+    )
+    .unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("audio_many: {}", out[0]);
+    assert_eq!(out[0]["ok"], true, "{out:?}");
+    assert_eq!(out[0]["streams"], n * (n - 1));
+}

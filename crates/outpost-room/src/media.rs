@@ -126,29 +126,68 @@ pub fn track_info_for(
     })
 }
 
-/// Copies a published track's packets onto a subscriber's local track until the
-/// track is unpublished (the queue closes) or the task is aborted (unsubscribe). A
-/// subscriber that lags skips the packets it missed.
-pub async fn forward(mut rx: broadcast::Receiver<RtpPacket>, local: LocalAudioTrack) {
+/// Copies a published track's packets onto a subscriber's local track, once the
+/// subscriber connection is `connected`, until the track is unpublished (the queue
+/// closes) or the task is aborted (unsubscribe). A subscriber that lags skips the
+/// packets it missed.
+pub async fn forward(
+    mut rx: broadcast::Receiver<RtpPacket>,
+    local: LocalAudioTrack,
+    mut connected: tokio::sync::watch::Receiver<bool>,
+    track_sid: String,
+) {
+    let mut stats = ForwardStats {
+        track_sid,
+        ..ForwardStats::default()
+    };
+    // Nothing can be sent before the subscriber connection is up; what is queued
+    // meanwhile is skipped (Lagged) rather than sent late.
+    if connected.wait_for(|up| *up).await.is_err() {
+        return;
+    }
     let mut rewriter = Rewriter::new();
-    let mut failed = 0u64;
     loop {
         match rx.recv().await {
             Ok(packet) => {
                 let packet = rewriter.rewrite(packet);
                 // Fails until the subscriber's answer has bound the track; those
                 // packets are simply not delivered.
-                if let Err(e) = local.write(&packet).await {
-                    failed += 1;
-                    if failed == 1 || failed % 500 == 0 {
-                        tracing::debug!(failed, "forwarded packet not sent: {e}");
+                match local.write(&packet).await {
+                    Ok(()) => stats.sent += 1,
+                    Err(e) => {
+                        stats.failed += 1;
+                        if stats.failed == 1 {
+                            tracing::debug!(track = %stats.track_sid, "forwarded packet not sent: {e}");
+                        }
                     }
                 }
             }
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                tracing::debug!(skipped = n, "subscriber lagged; skipping ahead");
+                // Counted only once the connection is up: before, skipping is the point.
+                if stats.sent > 0 {
+                    stats.skipped += n;
+                }
             }
             Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
+/// What one forwarding task did, logged when it ends (also when aborted).
+#[derive(Debug, Default)]
+struct ForwardStats {
+    track_sid: String,
+    sent: u64,
+    failed: u64,
+    skipped: u64,
+}
+
+impl Drop for ForwardStats {
+    fn drop(&mut self) {
+        if self.skipped > 0 {
+            tracing::info!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, skipped = self.skipped, "forwarding ended; the subscriber lagged");
+        } else {
+            tracing::debug!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, "forwarding ended");
         }
     }
 }

@@ -113,6 +113,7 @@ pub(crate) async fn run(
         subscriptions: HashMap::new(),
         sub_offer_outstanding: false,
         sub_renegotiate: false,
+        sub_connected: tokio::sync::watch::channel(false).0,
     };
     let end = session.drive(socket, ctl_rx, wire_rx).await;
     tracing::info!(room = %room.name, identity = %participant.identity(), sid = %participant.sid, reason = %end.reason(), "participant left");
@@ -191,6 +192,9 @@ struct Session {
     /// The subscriber's tracks changed while an offer was outstanding: offer again
     /// once it is answered.
     sub_renegotiate: bool,
+    /// The subscriber connection is up (forwarding waits for it: before DTLS is
+    /// done there are no keys to encrypt with).
+    sub_connected: tokio::sync::watch::Sender<bool>,
 }
 
 /// One forwarded track on this client's subscriber connection.
@@ -414,6 +418,9 @@ impl Session {
                         }
                     }
                     Some(WireEvent::Connected(role)) => {
+                        if role == Role::Subscriber {
+                            self.sub_connected.send_replace(true);
+                        }
                         if role == self.primary() && !self.connected {
                             self.connected = true;
                             self.participant.set_state(participant_info::State::Active);
@@ -581,8 +588,8 @@ impl Session {
                     .filter(|t| !sending.contains(&t.media_id))
                     .map(|t| t.sid.clone())
                     .collect();
-                if outpost_webrtc::media::offers_video(&offer.sdp) {
-                    tracing::warn!(identity = %self.participant.identity(), "the publisher offer has video; {}", media::VIDEO_REFUSED);
+                if outpost_webrtc::media::sends_video(&offer.sdp) {
+                    tracing::warn!(identity = %self.participant.identity(), "the publisher offer sends video; {}", media::VIDEO_REFUSED);
                 }
                 let Some(publisher) = &self.publisher else {
                     return Ok(None);
@@ -885,10 +892,12 @@ impl Session {
             }
         };
         tracing::info!(identity = %self.participant.identity(), track = %track.sid, "subscribed");
-        let task = self
-            .shared
-            .tasks
-            .spawn(media::forward(track.subscribe(), local.clone()));
+        let task = self.shared.tasks.spawn(media::forward(
+            track.subscribe(),
+            local.clone(),
+            self.sub_connected.subscribe(),
+            track.sid.clone(),
+        ));
         self.subscriptions
             .insert(track.sid.clone(), Subscription { local, task });
         self.renegotiate_subscriber().await

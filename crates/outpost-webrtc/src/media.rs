@@ -89,51 +89,69 @@ impl RtpPacket {
     }
 }
 
-/// The track ids (from `a=msid:<stream> <track>`) of the audio sections of an SDP that
-/// send media: not rejected (port 0) and `sendrecv` or `sendonly` (the default when
-/// no direction is given). A publisher's renegotiated offer that no longer lists a
-/// track has stopped sending it.
-pub fn sending_track_ids(sdp: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut section: Option<(bool, bool, Option<String>)> = None; // (audio live, sends, track)
-    let flush = |s: Option<(bool, bool, Option<String>)>, out: &mut Vec<String>| {
-        if let Some((true, true, Some(track))) = s {
-            out.push(track);
-        }
-    };
+/// One media section that sends: its kind (`audio`, `video`, …) and the track id of
+/// its `a=msid:<stream> <track>` (if any).
+fn sending_sections(sdp: &str) -> Vec<(String, Option<String>)> {
+    struct Section {
+        kind: String,
+        live: bool,
+        sends: bool,
+        track: Option<String>,
+    }
+    let mut sections: Vec<Section> = Vec::new();
     for line in sdp.lines() {
         let line = line.trim_end();
         if let Some(m) = line.strip_prefix("m=") {
-            flush(section.take(), &mut out);
             let mut parts = m.split_whitespace();
-            let audio = parts.next() == Some("audio");
-            let live = parts.next() != Some("0");
-            section = Some((audio && live, true, None));
-        } else if let Some((_, sends, track)) = section.as_mut() {
+            let kind = parts.next().unwrap_or_default().to_owned();
+            let live = parts.next().is_some_and(|port| port != "0");
+            sections.push(Section {
+                kind,
+                live,
+                // sendrecv is the default direction.
+                sends: true,
+                track: None,
+            });
+        } else if let Some(s) = sections.last_mut() {
             match line {
-                "a=recvonly" | "a=inactive" => *sends = false,
-                "a=sendrecv" | "a=sendonly" => *sends = true,
+                "a=recvonly" | "a=inactive" => s.sends = false,
+                "a=sendrecv" | "a=sendonly" => s.sends = true,
                 _ => {
-                    if let Some(msid) = line.strip_prefix("a=msid:") {
-                        if let Some(t) = msid.split_whitespace().nth(1) {
-                            *track = Some(t.to_owned());
-                        }
+                    if let Some(t) = line
+                        .strip_prefix("a=msid:")
+                        .and_then(|msid| msid.split_whitespace().nth(1))
+                    {
+                        s.track = Some(t.to_owned());
                     }
                 }
             }
         }
     }
-    flush(section, &mut out);
-    out
+    sections
+        .into_iter()
+        .filter(|s| s.live && s.sends && s.kind != "application")
+        .map(|s| (s.kind, s.track))
+        .collect()
 }
 
-/// Whether an SDP offers video that is not rejected (port 0).
-pub fn offers_video(sdp: &str) -> bool {
-    sdp.lines().any(|l| {
-        l.strip_prefix("m=video ")
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|port| port != "0")
-    })
+/// The track ids (from `a=msid:<stream> <track>`) of the audio sections of an SDP that
+/// send media: not rejected (port 0) and `sendrecv` or `sendonly` (the default when
+/// no direction is given). A publisher's renegotiated offer that no longer lists a
+/// track has stopped sending it.
+pub fn sending_track_ids(sdp: &str) -> Vec<String> {
+    sending_sections(sdp)
+        .into_iter()
+        .filter(|(kind, _)| kind == "audio")
+        .filter_map(|(_, track)| track)
+        .collect()
+}
+
+/// Whether an SDP sends video: a video section that is not rejected and not
+/// `recvonly` / `inactive`.
+pub fn sends_video(sdp: &str) -> bool {
+    sending_sections(sdp)
+        .iter()
+        .any(|(kind, _)| kind == "video")
 }
 
 /// The media engine of a peer that carries audio: Opus only.
@@ -441,8 +459,9 @@ m=video 9 UDP/TLS/RTP/SAVPF 96\r\na=mid:3\r\na=sendonly\r\na=msid:s TR_v\r\n\
 m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:4\r\na=msid:- TR_d\r\n\
 m=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\na=mid:5\r\n";
         assert_eq!(sending_track_ids(sdp), vec!["TR_a", "TR_d"]);
-        assert!(offers_video(sdp));
-        assert!(!offers_video("m=video 0 UDP 96\r\nm=audio 9 UDP 111\r\n"));
+        assert!(sends_video(sdp));
+        assert!(!sends_video("m=video 0 UDP 96\r\nm=audio 9 UDP 111\r\n"));
+        assert!(!sends_video("m=video 9 UDP 96\r\na=recvonly\r\n"));
         assert!(sending_track_ids("").is_empty());
         assert!(sending_track_ids("m=\r\na=msid:\r\na=msid:x\r\n").is_empty());
     }
