@@ -160,3 +160,22 @@ fn audio_participants_each_hear_the_others() {
     assert_eq!(out[0]["ok"], true, "{out:?}");
     assert_eq!(out[0]["streams"], n * (n - 1));
 }
+
+/// Video is out of scope: the official SDK's video publish fails (the server answers
+/// UNSUPPORTED_TYPE and never confirms the track), nobody sees a video publication,
+/// and the same participant's audio still goes through.
+#[test]
+fn audio_only_video_publish_is_refused() {
+    let out = scenario("video_refused.py", 90);
+    eprintln!("video_refused: {}", out[0]);
+    assert_eq!(out[0]["ok"], true, "{out:?}");
+}
+
+/// The same audio scenario with `--subscriber-primary`: the forwarded tracks are added
+/// to the subscriber connection that already carries the server's data channels.
+#[test]
+fn audio_tone_in_a_subscriber_primary_room() {
+    let out = scenario_with("audio_tone.py", 120, &["--subscriber-primary"]);
+    eprintln!("audio_tone (subscriber primary): {}", out[0]);
+    assert_eq!(out[0]["ok"], true, "{out:?}");
+}
