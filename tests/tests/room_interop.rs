@@ -1,7 +1,7 @@
 //! Interop of `outpost-room` with the official LiveKit Python SDK (Google's libwebrtc
 //! inside), each test in its own network namespace with its own server process.
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::Path;
 use std::time::Duration;
