@@ -10,8 +10,8 @@ pub use livekit_protocol::{
     ReconnectResponse, RequestResponse, Room as RoomInfo, RoomUpdate, ServerInfo,
     SessionDescription, SignalRequest, SignalResponse, SignalTarget, TrackInfo,
     TrackPublishedResponse, TrackSource, TrackType, TrackUnpublishedResponse, TrickleRequest,
-    UpdateParticipantMetadata, UserPacket, data_packet, leave_request, participant_info,
-    request_response, server_info, signal_request, signal_response,
+    UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet, leave_request,
+    participant_info, request_response, server_info, signal_request, signal_response,
 };
 
 use prost::Message as _;
