@@ -1,14 +1,18 @@
 //! `outpost-webrtc`: the WebRTC plumbing shared by the LiveKit client
 //! (`outpost-livekit`) and the local room server (`outpost-room`), on the pure-Rust
 //! `webrtc` crate (0.21). It is the only crate that imports `webrtc` and its sans-IO
-//! core `rtc`; the rest of the workspace sees SDP strings, LiveKit's candidate JSON
-//! and byte messages.
+//! core `rtc`; the rest of the workspace sees SDP strings, LiveKit's candidate JSON,
+//! byte messages and plain RTP packets.
 //!
 //! Layout:
 //! - [`peer`]: [`Peer`], one peer connection: building it from a [`PeerConfig`],
 //!   offer/answer, remote candidates, and the [`PeerEvent`]s it reports.
 //! - [`channel`]: LiveKit's two data channels ([`ChannelKind`]) and the
 //!   [`DataChannel`] handle that reads and writes one.
+//! - [`media`]: audio. [`PeerConfig::audio`] negotiates Opus (and nothing else: video
+//!   sections are rejected); [`Peer::add_audio_track`] / [`Peer::remove_track`] send a
+//!   [`LocalAudioTrack`], remote tracks arrive as [`PeerEvent::RemoteTrack`], and
+//!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 //! - `sdp`: SDP and candidate text, including the rewrites that let `webrtc` 0.21
 //!   talk to libwebrtc after an ICE restart.
 //! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers.
@@ -18,11 +22,6 @@
 //! the subscriber; the room server answers the client's publisher and offers the
 //! subscriber. Each caller's `wire.rs` turns [`PeerEvent`]s into its own events and
 //! decides what a state change means for its session.
-//!
-//! - [`media`]: audio. [`PeerConfig::audio`] negotiates Opus (and nothing else: video
-//!   sections are rejected); [`Peer::add_audio_track`] / [`Peer::remove_track`] send a
-//!   [`LocalAudioTrack`], remote tracks arrive as [`PeerEvent::RemoteTrack`], and
-//!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 
 pub mod channel;
 pub mod error;
