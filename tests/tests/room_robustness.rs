@@ -579,3 +579,131 @@ async fn tls_listener_serves_wss_and_a_stalled_handshake_blocks_nobody() {
     // Shutdown also ends the stalled handshake's task.
     assert_eq!(server.shutdown().await, Stats::default());
 }
+
+/// The next message `pick` accepts (others, such as participant updates, are skipped).
+async fn next_matching<T>(
+    c: &mut SignalClient,
+    mut pick: impl FnMut(signal_response::Message) -> Option<T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let msg = c.recv(left).await.expect("the expected message");
+        if let Some(found) = msg.message.and_then(&mut pick) {
+            return found;
+        }
+    }
+}
+
+/// Track requests at the signaling level: an audio track is confirmed (a `TR_` sid,
+/// Opus), while video, a repeated cid and too many tracks awaiting media are refused
+/// with a `RequestResponse` saying why; a mute for an unknown track and subscription
+/// changes are harmless, and a track whose media never came is not announced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn track_requests_are_confirmed_or_refused_with_a_reason() {
+    use proto::request_response::{Reason, Request};
+    let server = start(|_| {}).await;
+    let url = server.url();
+    let (mut c, _) = SignalClient::join(&url, &server.token("r", "pub").unwrap())
+        .await
+        .unwrap();
+    let add = |cid: &str, kind: proto::TrackType| {
+        signal_request::Message::AddTrack(proto::AddTrackRequest {
+            cid: cid.into(),
+            name: "mic".into(),
+            r#type: kind as i32,
+            source: proto::TrackSource::Microphone as i32,
+            ..Default::default()
+        })
+    };
+    let refusal = |m| match m {
+        signal_response::Message::RequestResponse(r) => Some(r),
+        _ => None,
+    };
+
+    c.send(add("c1", proto::TrackType::Audio)).await.unwrap();
+    let published = next_matching(&mut c, |m| match m {
+        signal_response::Message::TrackPublished(p) => Some(p),
+        _ => None,
+    })
+    .await;
+    assert_eq!(published.cid, "c1");
+    let info = published.track.unwrap();
+    assert!(info.sid.starts_with("TR_"), "{info:?}");
+    assert_eq!(info.r#type, proto::TrackType::Audio as i32);
+    assert_eq!(info.mime_type, "audio/opus");
+    assert_eq!(info.source, proto::TrackSource::Microphone as i32);
+
+    c.send(add("c1", proto::TrackType::Audio)).await.unwrap();
+    let r = next_matching(&mut c, refusal).await;
+    assert_eq!(r.reason, Reason::DuplicateHandle as i32, "{r:?}");
+    assert!(matches!(r.request, Some(Request::AddTrack(ref a)) if a.cid == "c1"));
+
+    c.send(add("v1", proto::TrackType::Video)).await.unwrap();
+    let r = next_matching(&mut c, refusal).await;
+    assert_eq!(r.reason, Reason::UnsupportedType as i32, "{r:?}");
+    assert!(r.message.contains("audio only"), "{}", r.message);
+
+    // Eight may await their media (c1 to c8); the ninth is one too many.
+    for i in 2..=9 {
+        c.send(add(&format!("c{i}"), proto::TrackType::Audio))
+            .await
+            .unwrap();
+    }
+    let r = next_matching(&mut c, |m| match m {
+        signal_response::Message::TrackPublished(_) => None,
+        other => refusal(other),
+    })
+    .await;
+    assert_eq!(r.reason, Reason::LimitExceeded as i32, "{r:?}");
+
+    c.send(signal_request::Message::Mute(proto::MuteTrackRequest {
+        sid: "TR_nope".into(),
+        muted: true,
+    }))
+    .await
+    .unwrap();
+    c.send(signal_request::Message::Subscription(
+        proto::UpdateSubscription {
+            track_sids: vec!["TR_nope".into()],
+            subscribe: false,
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    c.send(signal_request::Message::PingReq(Ping {
+        timestamp: 7,
+        rtt: 0,
+    }))
+    .await
+    .unwrap();
+    let pong = next_matching(&mut c, |m| match m {
+        signal_response::Message::PongResp(p) => Some(p),
+        _ => None,
+    })
+    .await;
+    assert_eq!(pong.last_ping_timestamp, 7);
+
+    // Announced tracks without media are not in what others see.
+    let (mut other, join) = SignalClient::join(&url, &server.token("r", "other").unwrap())
+        .await
+        .unwrap();
+    let publisher = join
+        .other_participants
+        .iter()
+        .find(|p| p.identity == "pub")
+        .unwrap();
+    assert!(publisher.tracks.is_empty(), "{publisher:?}");
+
+    for client in [&mut c, &mut other] {
+        client
+            .send(signal_request::Message::Leave(
+                proto::LeaveRequest::default(),
+            ))
+            .await
+            .unwrap();
+    }
+    wait_empty(&server).await;
+    assert_eq!(server.shutdown().await, Stats::default());
+}

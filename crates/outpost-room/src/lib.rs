@@ -1,11 +1,13 @@
-//! `outpost-room`: a small LiveKit-compatible room server for data, for offline demos
+//! `outpost-room`: a small LiveKit-compatible room server for data and audio, for offline demos
 //! and tests. Production deployments use LiveKit Cloud or `livekit-server`.
 //!
 //! It speaks LiveKit's signaling protocol (WebSocket `/rtc`, protobuf) to the official
 //! SDKs, answers each client's publisher peer connection through `outpost-webrtc` (on
 //! the pure-Rust `webrtc` crate), and relays every `DataPacket` a participant sends on
-//! `_reliable` / `_lossy` to the other participants of its room. There is no media and no single peer
-//! connection mode (`/rtc/v1` answers 404, and the SDKs fall back to `/rtc`).
+//! `_reliable` / `_lossy` to the other participants of its room. Opus audio tracks are
+//! forwarded to every other participant's subscriber connection, like a small SFU
+//! ([`media`]); video is refused. There is no single peer connection mode (`/rtc/v1`
+//! answers 404, and the SDKs fall back to `/rtc`).
 //!
 //! Layout:
 //! - [`server`]: HTTP routes, token checks, and the [`Server`] handle (start in-process
@@ -13,6 +15,8 @@
 //! - `session`: one participant's signaling loop (join, offer/answer, trickle, ping,
 //!   leave, timeouts, resume) and its data-channel reader/writer tasks.
 //! - [`room`]: rooms, participants, participant updates, and the relay.
+//! - [`media`]: published audio tracks, `AddTrackRequest` checks, and the per-subscriber
+//!   forwarding task.
 //! - [`auth`]: key pairs, minting and verifying access tokens.
 //! - [`proto`]: the only import site of `livekit_protocol` (types and codec).
 //! - `wire`: the server's role on `outpost-webrtc`'s peer connections and data
@@ -29,6 +33,7 @@ pub mod cli;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod media;
 pub mod proto;
 pub mod room;
 pub mod server;

@@ -5,12 +5,13 @@
 //! one file.
 
 pub use livekit_protocol::{
-    ClientConfiguration, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo,
-    ParticipantPermission, ParticipantUpdate, Ping, Pong, ReconnectResponse, RequestResponse,
-    Room as RoomInfo, RoomUpdate, ServerInfo, SessionDescription, SignalRequest, SignalResponse,
-    SignalTarget, TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet,
-    leave_request, participant_info, request_response, server_info, signal_request,
-    signal_response,
+    AddTrackRequest, ClientConfiguration, DataPacket, DisconnectReason, JoinResponse, LeaveRequest,
+    MuteTrackRequest, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Ping, Pong,
+    ReconnectResponse, RequestResponse, Room as RoomInfo, RoomUpdate, ServerInfo,
+    SessionDescription, SignalRequest, SignalResponse, SignalTarget, TrackInfo,
+    TrackPublishedResponse, TrackSource, TrackType, TrackUnpublishedResponse, TrickleRequest,
+    UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet, leave_request,
+    participant_info, request_response, server_info, signal_request, signal_response,
 };
 
 use prost::Message as _;
@@ -99,6 +100,10 @@ pub fn request_kind(msg: &signal_request::Message) -> &'static str {
         M::Trickle(_) => "trickle",
         M::Leave(_) => "leave",
         M::Ping(_) | M::PingReq(_) => "ping",
+        M::AddTrack(_) => "add_track",
+        M::Mute(_) => "mute",
+        M::Subscription(_) => "subscription",
+        M::TrackSetting(_) => "track_setting",
         _ => "other",
     }
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
 use crate::auth::Grant;
+use crate::media::PublishedTrack;
 use crate::proto::{
     self, DisconnectReason, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Reliability,
     RoomInfo, UpdateParticipantMetadata, participant_info, request_response, signal_response,
@@ -46,6 +47,11 @@ pub enum Control {
     Kick(DisconnectReason),
     /// The client resumed the session (`reconnect=1`) on this new WebSocket.
     Resume(crate::session::ResumedSocket),
+    /// Another participant published this track: subscribe to it (if this
+    /// participant subscribes automatically and may).
+    Subscribe(Arc<PublishedTrack>),
+    /// The track with this sid is gone: stop forwarding it and renegotiate it away.
+    Unsubscribe(String),
 }
 
 /// One outbound queue towards a participant's data channel.
@@ -98,6 +104,8 @@ pub struct Participant {
     control: mpsc::UnboundedSender<Control>,
     reliable: Outbox,
     lossy: Outbox,
+    /// Tracks it publishes whose media has arrived, in publication order.
+    tracks: Mutex<Vec<Arc<PublishedTrack>>>,
 }
 
 impl Participant {
@@ -124,7 +132,32 @@ impl Participant {
             control,
             reliable: Outbox::new(RELIABLE_QUEUE),
             lossy: Outbox::new(LOSSY_QUEUE),
+            tracks: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The tracks it publishes.
+    pub fn tracks(&self) -> Vec<Arc<PublishedTrack>> {
+        lock(&self.tracks).clone()
+    }
+
+    /// One of its tracks by sid.
+    pub fn track(&self, sid: &str) -> Option<Arc<PublishedTrack>> {
+        lock(&self.tracks).iter().find(|t| t.sid == sid).cloned()
+    }
+
+    fn add_track(&self, track: Arc<PublishedTrack>) {
+        lock(&self.tracks).push(track);
+    }
+
+    fn remove_track(&self, sid: &str) -> Option<Arc<PublishedTrack>> {
+        let mut tracks = lock(&self.tracks);
+        let at = tracks.iter().position(|t| t.sid == sid)?;
+        Some(tracks.remove(at))
+    }
+
+    fn take_tracks(&self) -> Vec<Arc<PublishedTrack>> {
+        std::mem::take(&mut *lock(&self.tracks))
     }
 
     /// Identity from the token.
@@ -214,6 +247,7 @@ impl Participant {
             }),
             client_protocol: self.client_protocol,
             kind: proto::participant_kind(&self.grant.kind),
+            tracks: lock(&self.tracks).iter().map(|t| t.info()).collect(),
             ..Default::default()
         }
     }
@@ -350,6 +384,30 @@ impl Room {
         }
     }
 
+    /// `who` publishes `track` (its media arrived): everyone else sees it in a
+    /// participant update, then is asked to subscribe (in that order on each session's
+    /// control queue, so the SDKs know the publication before the offer carrying it).
+    pub fn publish(&self, who: &Participant, track: Arc<PublishedTrack>) {
+        who.add_track(track.clone());
+        self.announce(who);
+        for p in self.others(&who.sid) {
+            p.control(Control::Subscribe(track.clone()));
+        }
+    }
+
+    /// `who` stops publishing track `sid`: announced, and every subscriber drops it.
+    /// Returns whether it was published.
+    pub fn unpublish(&self, who: &Participant, sid: &str) -> bool {
+        if who.remove_track(sid).is_none() {
+            return false;
+        }
+        self.announce(who);
+        for p in self.others(&who.sid) {
+            p.control(Control::Unsubscribe(sid.to_owned()));
+        }
+        true
+    }
+
     /// Relays an encoded packet from `from` to the other participants (or only to
     /// `destinations`, by identity, when it is not empty).
     pub async fn relay(
@@ -450,6 +508,15 @@ impl Registry {
     /// Removes a participant (if it is still the one registered under its identity),
     /// tells the others, and arms the empty-room timer when it was the last one.
     pub fn leave(self: &Arc<Self>, room: &Arc<Room>, participant: &Participant) {
+        // Its tracks go whether or not it is still the registered one (a duplicate
+        // identity replaced it): nobody may keep forwarding them.
+        for track in participant.take_tracks() {
+            for p in room.everyone() {
+                if p.sid != participant.sid {
+                    p.control(Control::Unsubscribe(track.sid.clone()));
+                }
+            }
+        }
         let now_empty = {
             let mut inner = lock(&room.inner);
             let ours = inner
@@ -555,7 +622,7 @@ pub(crate) fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-fn short_id() -> String {
+pub(crate) fn short_id() -> String {
     const ALPHABET: [char; 62] = [
         '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h',
         'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p', 'q', 'r', 's', 't', 'u', 'v', 'w', 'x', 'y', 'z',

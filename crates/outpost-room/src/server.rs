@@ -293,11 +293,22 @@ async fn rtc(
         .get("client_protocol")
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    // The SDKs send `auto_subscribe=0` (or `false`) when the app subscribes by hand;
+    // this server subscribes automatically or not at all.
+    let auto_subscribe = params
+        .get("auto_subscribe")
+        .is_none_or(|v| v != "0" && v != "false");
     let tasks = shared.tasks.clone();
     ws.max_message_size(shared.config.max_signal_message)
         .max_frame_size(shared.config.max_signal_message)
         .on_upgrade(move |socket| {
-            tasks.track(crate::session::run(shared, socket, grant, client_protocol))
+            tasks.track(crate::session::run(
+                shared,
+                socket,
+                grant,
+                client_protocol,
+                auto_subscribe,
+            ))
         })
 }
 

@@ -7,7 +7,7 @@
 //! held, and a `reconnect=1` request for the same participant hands the session a new
 //! socket ([`resume`]). The session ends if none comes within the window.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,15 +19,18 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::auth::Grant;
+use crate::media::{self, PublishedTrack};
 use crate::proto::{
-    self, DisconnectReason, JoinResponse, LeaveRequest, ParticipantUpdate, Pong, ReconnectResponse,
-    Reliability, RequestResponse, RoomUpdate, ServerInfo, SessionDescription, SignalTarget,
-    TrickleRequest, UpdateParticipantMetadata, leave_request, participant_info, request_response,
-    server_info, signal_request, signal_response,
+    self, AddTrackRequest, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
+    ParticipantUpdate, Pong, ReconnectResponse, Reliability, RequestResponse, RoomUpdate,
+    ServerInfo, SessionDescription, SignalTarget, TrackInfo, TrackPublishedResponse,
+    TrackUnpublishedResponse, TrickleRequest, UpdateParticipantMetadata, leave_request,
+    participant_info, request_response, server_info, signal_request, signal_response,
 };
 use crate::room::{Control, Participant, Room};
 use crate::server::Shared;
 use crate::wire::{DataChannelHandle, Peer, Role, WireEvent};
+use outpost_webrtc::{LocalAudioTrack, MediaKind, RemoteTrack};
 
 /// How long a participant that asked to leave keeps relaying what is still in flight.
 const LEAVE_GRACE: Duration = Duration::from_millis(300);
@@ -80,6 +83,7 @@ pub(crate) async fn run(
     socket: WebSocket,
     grant: Grant,
     client_protocol: i32,
+    auto_subscribe: bool,
 ) {
     let (ctl_tx, ctl_rx) = mpsc::unbounded_channel();
     let participant = Arc::new(Participant::new(grant, client_protocol, ctl_tx));
@@ -104,6 +108,12 @@ pub(crate) async fn run(
         held: VecDeque::new(),
         last_seen: Instant::now(),
         detached_at: None,
+        auto_subscribe,
+        pending_tracks: Vec::new(),
+        subscriptions: HashMap::new(),
+        sub_offer_outstanding: false,
+        sub_renegotiate: false,
+        sub_connected: tokio::sync::watch::channel(false).0,
     };
     let end = session.drive(socket, ctl_rx, wire_rx).await;
     tracing::info!(room = %room.name, identity = %participant.identity(), sid = %participant.sid, reason = %end.reason(), "participant left");
@@ -170,6 +180,27 @@ struct Session {
     held: VecDeque<proto::SignalResponse>,
     last_seen: Instant,
     detached_at: Option<Instant>,
+    /// Subscribe to the others' tracks (the join's `auto_subscribe`, default on).
+    auto_subscribe: bool,
+    /// Tracks announced with `AddTrackRequest` whose media has not arrived yet:
+    /// (cid, info with its sid).
+    pending_tracks: Vec<(String, TrackInfo)>,
+    /// The others' tracks we forward to this client, by track sid.
+    subscriptions: HashMap<String, Subscription>,
+    /// An offer on the subscriber connection awaits its answer.
+    sub_offer_outstanding: bool,
+    /// The subscriber's tracks changed while an offer was outstanding: offer again
+    /// once it is answered.
+    sub_renegotiate: bool,
+    /// The subscriber connection is up (forwarding waits for it: before DTLS is
+    /// done there are no keys to encrypt with).
+    sub_connected: tokio::sync::watch::Sender<bool>,
+}
+
+/// One forwarded track on this client's subscriber connection.
+struct Subscription {
+    local: LocalAudioTrack,
+    task: JoinHandle<()>,
 }
 
 async fn next_frame(stream: &mut Option<Stream>) -> Option<Result<Message, axum::Error>> {
@@ -277,6 +308,18 @@ impl Session {
             }
         }
 
+        // A late joiner gets the tracks already published (it saw them in the join).
+        for other in self.room.others(&self.participant.sid) {
+            if other.grant.hidden {
+                continue;
+            }
+            for track in other.tracks() {
+                if self.subscribe(track).await.is_err() {
+                    return End::Quiet("socket closed while subscribing");
+                }
+            }
+        }
+
         let mut shutdown = self.shared.shutdown.subscribe();
         if *shutdown.borrow_and_update() {
             let _ = self
@@ -349,6 +392,16 @@ impl Session {
                             if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
                         }
                     }
+                    Some(Control::Subscribe(track)) => {
+                        if self.subscribe(track).await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
+                        }
+                    }
+                    Some(Control::Unsubscribe(sid)) => {
+                        if self.unsubscribe(&sid).await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
+                        }
+                    }
                     None => break End::Quiet("room dropped session"),
                 },
                 ev = wire_rx.recv() => match ev {
@@ -365,6 +418,9 @@ impl Session {
                         }
                     }
                     Some(WireEvent::Connected(role)) => {
+                        if role == Role::Subscriber {
+                            self.sub_connected.send_replace(true);
+                        }
                         if role == self.primary() && !self.connected {
                             self.connected = true;
                             self.participant.set_state(participant_info::State::Active);
@@ -376,6 +432,12 @@ impl Session {
                         break End::Leave(DisconnectReason::MediaFailure);
                     }
                     Some(WireEvent::Channel(role, kind, dc)) => self.start_channel(role, kind, dc),
+                    Some(WireEvent::Track(track)) => self.track_arrived(track),
+                    Some(WireEvent::TrackEnded(sid)) => {
+                        if self.unpublish(&sid, "its media ended").await.is_err() {
+                            if let Some(end) = self.lost("socket write failed", &mut stream) { break end }
+                        }
+                    }
                     None => break End::Quiet("peer connection gone"),
                 },
                 _ = tick.tick() => {
@@ -436,6 +498,7 @@ impl Session {
         let sdp = sub.offer(ice_restart).await?;
         tracing::trace!(identity = %self.participant.identity(), ice_restart, %sdp, "subscriber offer");
         self.sub_answered = false;
+        self.sub_offer_outstanding = true;
         self.offer_id += 1;
         let offer = SessionDescription {
             r#type: "offer".to_owned(),
@@ -514,10 +577,23 @@ impl Session {
         tracing::trace!(identity = %self.participant.identity(), kind = proto::request_kind(&req), "signal request");
         match req {
             M::Offer(offer) => {
+                tracing::trace!(identity = %self.participant.identity(), sdp = %offer.sdp, "publisher offer");
+                // A published track whose section no longer sends (the SDK removed
+                // its sender to unpublish) is unpublished.
+                let sending = outpost_webrtc::media::sending_track_ids(&offer.sdp);
+                let stopped: Vec<String> = self
+                    .participant
+                    .tracks()
+                    .into_iter()
+                    .filter(|t| !sending.contains(&t.media_id))
+                    .map(|t| t.sid.clone())
+                    .collect();
+                if outpost_webrtc::media::sends_video(&offer.sdp) {
+                    tracing::warn!(identity = %self.participant.identity(), "the publisher offer sends video; {}", media::VIDEO_REFUSED);
+                }
                 let Some(publisher) = &self.publisher else {
                     return Ok(None);
                 };
-                tracing::trace!(identity = %self.participant.identity(), sdp = %offer.sdp, "publisher offer");
                 match publisher.answer(offer.sdp).await {
                     Ok(sdp) => {
                         tracing::trace!(identity = %self.participant.identity(), %sdp, "publisher answer");
@@ -538,6 +614,9 @@ impl Session {
                                 }
                             }
                         }
+                        for sid in stopped {
+                            self.unpublish(&sid, "its sender was removed").await?;
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(identity = %self.participant.identity(), "offer refused: {e}");
@@ -556,10 +635,14 @@ impl Session {
                     return Ok(Some(End::Close(1007, format!("answer refused: {e}"))));
                 }
                 self.sub_answered = true;
+                self.sub_offer_outstanding = false;
                 for c in std::mem::take(&mut self.sub_candidates) {
                     if let Err(e) = sub.add_candidate(&c).await {
                         tracing::warn!(identity = %self.participant.identity(), "early subscriber candidate: {e}");
                     }
+                }
+                if std::mem::take(&mut self.sub_renegotiate) {
+                    self.renegotiate_subscriber().await?;
                 }
             }
             M::Trickle(t) if t.target == SignalTarget::Subscriber as i32 => {
@@ -589,6 +672,13 @@ impl Session {
                 }
             }
             M::UpdateMetadata(update) => self.update_metadata(update).await?,
+            M::AddTrack(req) => self.add_track(req).await?,
+            M::Mute(req) => self.mute(&req).await?,
+            M::Subscription(s) => {
+                // Everyone is subscribed to everything (auto-subscribe); explicit
+                // subscription changes are not implemented (docs/ROOM.md).
+                tracing::debug!(identity = %self.participant.identity(), tracks = ?s.track_sids, subscribe = s.subscribe, "UpdateSubscription ignored");
+            }
             M::Leave(_) => return Ok(Some(End::Quiet("client left"))),
             M::Ping(ts) => {
                 let _ = ts;
@@ -649,6 +739,202 @@ impl Session {
         .await
     }
 
+    /// `AddTrackRequest`: an audio track gets its sid and a `TrackPublishedResponse`
+    /// (what the SDK's `publish_track` waits for, before it offers the media); it is
+    /// published once its media arrives. Anything else is refused with a
+    /// `RequestResponse` saying why (video: UNSUPPORTED_TYPE).
+    async fn add_track(&mut self, req: AddTrackRequest) -> Result<(), ()> {
+        let sid = format!("TR_{}", crate::room::short_id());
+        let refused = if self.pending_tracks.len() >= media::MAX_PENDING_TRACKS {
+            Err((
+                request_response::Reason::LimitExceeded,
+                "too many tracks awaiting media",
+            ))
+        } else if self.pending_tracks.iter().any(|(cid, _)| *cid == req.cid)
+            || self.participant.tracks().iter().any(|t| t.cid == req.cid)
+        {
+            Err((
+                request_response::Reason::DuplicateHandle,
+                "a track with this cid is already published",
+            ))
+        } else {
+            media::track_info_for(&req, sid, self.participant.grant.can_publish)
+        };
+        match refused {
+            Ok(info) => {
+                tracing::info!(identity = %self.participant.identity(), cid = %req.cid, sid = %info.sid, name = %info.name, "audio track announced");
+                self.pending_tracks.push((req.cid.clone(), info.clone()));
+                let published = TrackPublishedResponse {
+                    cid: req.cid,
+                    track: Some(info),
+                };
+                self.say(&proto::response(signal_response::Message::TrackPublished(
+                    published,
+                )))
+                .await
+            }
+            Err((reason, message)) => {
+                tracing::warn!(identity = %self.participant.identity(), cid = %req.cid, kind = req.r#type, ?reason, "track refused: {message}");
+                let response = RequestResponse {
+                    request_id: 0,
+                    reason: reason as i32,
+                    message: message.to_owned(),
+                    request: Some(request_response::Request::AddTrack(req)),
+                };
+                self.say(&proto::response(signal_response::Message::RequestResponse(
+                    response,
+                )))
+                .await
+            }
+        }
+    }
+
+    /// Media arrived on the publisher connection: the pending track it belongs to
+    /// (matched by the cid in its `a=msid`, else the only pending audio track) is
+    /// published, and a task forwards its packets until it ends.
+    fn track_arrived(&mut self, remote: RemoteTrack) {
+        if remote.kind() == MediaKind::Video {
+            tracing::warn!(identity = %self.participant.identity(), ?remote, "{}", media::VIDEO_REFUSED);
+            return;
+        }
+        let at = self
+            .pending_tracks
+            .iter()
+            .position(|(cid, _)| cid == remote.track_id())
+            .or((self.pending_tracks.len() == 1).then_some(0));
+        let Some(at) = at else {
+            tracing::warn!(identity = %self.participant.identity(), ?remote, "media for a track that was not announced with AddTrackRequest; ignored");
+            return;
+        };
+        let (cid, info) = self.pending_tracks.remove(at);
+        let track = PublishedTrack::new(&self.participant.sid, &cid, remote.track_id(), info);
+        tracing::info!(identity = %self.participant.identity(), sid = %track.sid, "audio track published");
+        let reader = track.clone();
+        let events = self.wire_tx.clone();
+        self.tasks.push(self.shared.tasks.spawn(async move {
+            while let Some(packet) = remote.recv().await {
+                reader.forward(packet);
+            }
+            let _ = events.send(WireEvent::TrackEnded(reader.sid.clone()));
+        }));
+        self.room.publish(&self.participant, track);
+    }
+
+    /// Stops publishing one of this client's tracks; the client hears of it
+    /// (`TrackUnpublishedResponse`), the others see it go.
+    async fn unpublish(&mut self, sid: &str, why: &str) -> Result<(), ()> {
+        if !self.room.unpublish(&self.participant, sid) {
+            return Ok(());
+        }
+        tracing::info!(identity = %self.participant.identity(), %sid, "audio track unpublished: {why}");
+        self.say(&proto::response(
+            signal_response::Message::TrackUnpublished(TrackUnpublishedResponse {
+                track_sid: sid.to_owned(),
+            }),
+        ))
+        .await
+    }
+
+    /// `MuteTrackRequest` for one of this client's tracks: the flag goes to everyone
+    /// else in a participant update (the SDKs fire track muted / unmuted from it).
+    async fn mute(&mut self, req: &MuteTrackRequest) -> Result<(), ()> {
+        if let Some(track) = self.participant.track(&req.sid) {
+            if track.set_muted(req.muted) {
+                tracing::debug!(identity = %self.participant.identity(), sid = %req.sid, muted = req.muted, "track mute");
+                self.room.announce(&self.participant);
+            }
+        } else if let Some((_, info)) = self
+            .pending_tracks
+            .iter_mut()
+            .find(|(_, i)| i.sid == req.sid)
+        {
+            info.muted = req.muted;
+        } else {
+            tracing::debug!(identity = %self.participant.identity(), sid = %req.sid, "mute for an unknown track; ignored");
+        }
+        Ok(())
+    }
+
+    /// Forwards another participant's track to this client: a local track on the
+    /// subscriber connection (created on first use), a forwarding task, and a new
+    /// offer. `Err` only when the socket died.
+    async fn subscribe(&mut self, track: Arc<PublishedTrack>) -> Result<(), ()> {
+        if !self.auto_subscribe
+            || !self.participant.grant.can_subscribe
+            || track.publisher_sid == self.participant.sid
+            || self.subscriptions.contains_key(&track.sid)
+        {
+            return Ok(());
+        }
+        if self.subscriber.is_none() {
+            match Peer::new(
+                &self.shared.config.wire,
+                Role::Subscriber,
+                self.wire_tx.clone(),
+            )
+            .await
+            {
+                Ok(peer) => self.subscriber = Some(peer),
+                Err(e) => {
+                    tracing::warn!(identity = %self.participant.identity(), "cannot create the subscriber connection: {e}");
+                    return Ok(());
+                }
+            }
+        }
+        let Some(sub) = &self.subscriber else {
+            return Ok(());
+        };
+        let local = match sub.add_audio_track(&track.stream_id(), &track.sid).await {
+            Ok(local) => local,
+            Err(e) => {
+                tracing::warn!(identity = %self.participant.identity(), track = %track.sid, "cannot subscribe: {e}");
+                return Ok(());
+            }
+        };
+        tracing::info!(identity = %self.participant.identity(), track = %track.sid, "subscribed");
+        let task = self.shared.tasks.spawn(media::forward(
+            track.subscribe(),
+            local.clone(),
+            self.sub_connected.subscribe(),
+            track.sid.clone(),
+        ));
+        self.subscriptions
+            .insert(track.sid.clone(), Subscription { local, task });
+        self.renegotiate_subscriber().await
+    }
+
+    /// Stops forwarding a track to this client and renegotiates it away.
+    async fn unsubscribe(&mut self, sid: &str) -> Result<(), ()> {
+        let Some(sub) = self.subscriptions.remove(sid) else {
+            return Ok(());
+        };
+        sub.task.abort();
+        if let Some(peer) = &self.subscriber {
+            if let Err(e) = peer.remove_track(&sub.local).await {
+                tracing::debug!(identity = %self.participant.identity(), track = %sid, "remove track: {e}");
+            }
+        }
+        tracing::info!(identity = %self.participant.identity(), track = %sid, "unsubscribed");
+        self.renegotiate_subscriber().await
+    }
+
+    /// Offers the subscriber connection again (its tracks changed), or, when an offer
+    /// is still unanswered, once it is answered.
+    async fn renegotiate_subscriber(&mut self) -> Result<(), ()> {
+        if self.subscriber.is_none() {
+            return Ok(());
+        }
+        if self.sub_offer_outstanding || self.sink.is_none() {
+            self.sub_renegotiate = true;
+            return Ok(());
+        }
+        if let Err(e) = self.offer_subscriber(false).await {
+            tracing::warn!(identity = %self.participant.identity(), "subscriber renegotiation: {e}");
+            return Err(());
+        }
+        Ok(())
+    }
+
     /// Starts the reader (relay into the room) of a channel and, when it is on the
     /// primary connection, the writer (drain our queue into it).
     fn start_channel(&mut self, role: Role, kind: Reliability, dc: DataChannelHandle) {
@@ -695,6 +981,9 @@ impl Session {
     async fn teardown(&mut self) {
         for t in self.tasks.drain(..) {
             t.abort();
+        }
+        for (_, sub) in self.subscriptions.drain() {
+            sub.task.abort();
         }
         if let Some(p) = self.publisher.take() {
             p.close().await;

@@ -10,7 +10,7 @@
 
 use std::net::IpAddr;
 
-use outpost_webrtc::{ChannelKind, PeerConfig, PeerEvent};
+use outpost_webrtc::{ChannelKind, LocalAudioTrack, PeerConfig, PeerEvent, RemoteTrack};
 use tokio::sync::mpsc;
 
 use crate::error::{Error, Result};
@@ -59,6 +59,7 @@ impl WireConfig {
             sctp_max_message_size: Some(self.sctp_max_message_size),
             sctp_receive_buffer: Some(self.sctp_receive_buffer),
             udp_socket_buffer: self.udp_socket_buffer,
+            audio: true,
         }
     }
 }
@@ -96,6 +97,10 @@ pub enum WireEvent {
     /// A data channel LiveKit uses is open: one the client opened on its publisher
     /// connection, or one we created on the subscriber connection.
     Channel(Role, Reliability, DataChannelHandle),
+    /// The client sends a media track on its publisher connection.
+    Track(RemoteTrack),
+    /// The media of the published track with this sid ended (the reader stopped).
+    TrackEnded(String),
 }
 
 fn reliability(kind: ChannelKind) -> Reliability {
@@ -123,6 +128,11 @@ fn on_peer_event(role: Role, events: &mpsc::UnboundedSender<WireEvent>, ev: Peer
         // Clients do not open channels on the connection we offer; ours are reported
         // by the session once they open.
         PeerEvent::RemoteChannel(_) => return,
+        PeerEvent::RemoteTrack(track) if role == Role::Publisher => WireEvent::Track(track),
+        PeerEvent::RemoteTrack(track) => {
+            tracing::debug!(?track, "ignoring a track on the subscriber connection");
+            return;
+        }
         other => {
             tracing::debug!(?role, "ignoring peer event {other:?}");
             return;
@@ -162,6 +172,20 @@ impl Peer {
             out.push((reliability(kind), dc));
         }
         Ok(out)
+    }
+
+    /// Adds an audio track we forward (offered at the next negotiation).
+    pub async fn add_audio_track(
+        &self,
+        stream_id: &str,
+        track_id: &str,
+    ) -> Result<LocalAudioTrack> {
+        Ok(self.peer.add_audio_track(stream_id, track_id).await?)
+    }
+
+    /// Stops sending a track (renegotiate to tell the client).
+    pub async fn remove_track(&self, track: &LocalAudioTrack) -> Result<()> {
+        Ok(self.peer.remove_track(track).await?)
     }
 
     /// Creates and applies an offer (with new ICE credentials when `ice_restart`);

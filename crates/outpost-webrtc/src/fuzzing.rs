@@ -3,7 +3,8 @@
 //!
 //! The SDP rewrites work on text straight from the network (a publisher's offer) or on
 //! what `webrtc` wrote: [`fuzz_sdp_rewrites`] runs them and checks that they only drop or
-//! move lines, never make any up or glue two together.
+//! move lines, never make any up or glue two together, and runs the readers of which
+//! media sections send.
 
 use std::collections::HashMap;
 
@@ -16,6 +17,14 @@ pub fn fuzz_sdp_rewrites(text: &str) -> Result<(), String> {
     let _ = sdp::candidate_section(text);
     let _ = sdp::is_tcp_candidate(text);
     let _ = sdp::parse_remote_candidate(text);
+    // Which sections of a publisher's offer send: every track id named must be in the
+    // input.
+    for id in crate::media::sending_track_ids(text) {
+        if id.is_empty() || !text.contains(id.as_str()) {
+            return Err(format!("sending_track_ids made up {id:?}"));
+        }
+    }
+    let _ = crate::media::sends_video(text);
     let lines = |t: &str| -> Vec<String> {
         t.split_inclusive('\n')
             .map(|l| l.trim_end_matches(['\r', '\n']).to_owned())

@@ -1,14 +1,18 @@
 //! `outpost-webrtc`: the WebRTC plumbing shared by the LiveKit client
 //! (`outpost-livekit`) and the local room server (`outpost-room`), on the pure-Rust
 //! `webrtc` crate (0.21). It is the only crate that imports `webrtc` and its sans-IO
-//! core `rtc`; the rest of the workspace sees SDP strings, LiveKit's candidate JSON
-//! and byte messages.
+//! core `rtc`; the rest of the workspace sees SDP strings, LiveKit's candidate JSON,
+//! byte messages and plain RTP packets.
 //!
 //! Layout:
 //! - [`peer`]: [`Peer`], one peer connection: building it from a [`PeerConfig`],
 //!   offer/answer, remote candidates, and the [`PeerEvent`]s it reports.
 //! - [`channel`]: LiveKit's two data channels ([`ChannelKind`]) and the
 //!   [`DataChannel`] handle that reads and writes one.
+//! - [`media`]: audio. [`PeerConfig::audio`] negotiates Opus (and nothing else: video
+//!   sections are rejected); [`Peer::add_audio_track`] / [`Peer::remove_track`] send a
+//!   [`LocalAudioTrack`], remote tracks arrive as [`PeerEvent::RemoteTrack`], and
+//!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 //! - `sdp`: SDP and candidate text, including the rewrites that let `webrtc` 0.21
 //!   talk to libwebrtc after an ICE restart.
 //! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers.
@@ -18,19 +22,17 @@
 //! the subscriber; the room server answers the client's publisher and offers the
 //! subscriber. Each caller's `wire.rs` turns [`PeerEvent`]s into its own events and
 //! decides what a state change means for its session.
-//!
-//! Media (audio tracks) is meant to grow here the same way: transceivers and tracks as
-//! methods of [`Peer`], remote tracks as a new [`PeerEvent`] variant (the enum is
-//! `non_exhaustive`), and the codec and interceptor setup in [`Peer::new`]'s builder.
 
 pub mod channel;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod media;
 pub mod peer;
 mod runtime;
 mod sdp;
 
 pub use channel::{ChannelEvent, ChannelKind, DataChannel};
 pub use error::{Error, Result};
+pub use media::{LocalAudioTrack, MediaKind, RemoteTrack, Rewriter, RtpPacket};
 pub use peer::{IceServer, Peer, PeerConfig, PeerEvent};

@@ -17,8 +17,12 @@ use webrtc::peer_connection::{
     SettingEngineBuilder,
 };
 
+use webrtc::media_stream::track_local::TrackLocal;
+use webrtc::media_stream::track_remote::TrackRemote;
+
 use crate::channel::{ChannelKind, DataChannel};
 use crate::error::{Error, Result};
+use crate::media::{LocalAudioTrack, RemoteTrack};
 use crate::runtime::BigBufferRuntime;
 use crate::sdp::{self, CandidateSection};
 
@@ -51,6 +55,9 @@ pub struct PeerConfig {
     pub sctp_receive_buffer: Option<u32>,
     /// Kernel send and receive buffer of each UDP socket, bytes (0 = system default).
     pub udp_socket_buffer: usize,
+    /// Negotiate audio (Opus; [`crate::media`]). Off: every media section is
+    /// rejected, as a data-only peer does.
+    pub audio: bool,
 }
 
 impl Default for PeerConfig {
@@ -62,6 +69,7 @@ impl Default for PeerConfig {
             sctp_max_message_size: None,
             sctp_receive_buffer: None,
             udp_socket_buffer: 0,
+            audio: false,
         }
     }
 }
@@ -85,6 +93,8 @@ pub enum PeerEvent {
     /// The other side opened one of LiveKit's data channels (others are ignored). It
     /// is already open.
     RemoteChannel(DataChannel),
+    /// The other side sends a media track (only with [`PeerConfig::audio`]).
+    RemoteTrack(RemoteTrack),
 }
 
 /// Where a peer connection's events go. Called on `webrtc`'s tasks; it must not block.
@@ -137,6 +147,12 @@ impl PeerConnectionEventHandler for Handler {
             _ => return,
         };
         (self.sink)(event);
+    }
+
+    async fn on_track(&self, track: Arc<dyn TrackRemote>) {
+        let track = RemoteTrack::new(track).await;
+        tracing::debug!(?track, "remote track");
+        (self.sink)(PeerEvent::RemoteTrack(track));
     }
 
     async fn on_data_channel(&self, dc: Arc<dyn RawDataChannel>) {
@@ -210,6 +226,18 @@ impl Peer {
             )
             .with_setting_engine(settings.build())
             .with_handler(handler);
+        if config.audio {
+            let engine = crate::media::audio_media_engine()?;
+            // Sender and receiver reports: the minimum RTCP a libwebrtc peer expects
+            // of a media sender and receiver.
+            let registry =
+                rtc::peer_connection::configuration::interceptor_registry::configure_rtcp_reports(
+                    rtc::interceptor::Registry::new(),
+                );
+            builder = builder
+                .with_media_engine(engine)
+                .with_interceptor_registry(registry);
+        }
         if config.udp_socket_buffer > 0 {
             builder = builder.with_runtime(Arc::new(BigBufferRuntime {
                 inner: webrtc::runtime::TokioRuntime,
@@ -242,6 +270,31 @@ impl Peer {
             .await
             .map_err(|e| Error::Webrtc(format!("create data channel {}: {e}", kind.label())))?;
         Ok(DataChannel::new(dc, kind))
+    }
+
+    /// Adds an audio track we send, named `stream_id` / `track_id` in `a=msid`; it is
+    /// offered at the next negotiation. Needs [`PeerConfig::audio`].
+    pub async fn add_audio_track(
+        &self,
+        stream_id: &str,
+        track_id: &str,
+    ) -> Result<LocalAudioTrack> {
+        let (track, ssrc) = LocalAudioTrack::build(stream_id, track_id);
+        let sender = self
+            .pc
+            .add_track(track.clone() as Arc<dyn TrackLocal>)
+            .await
+            .map_err(|e| Error::Webrtc(format!("add audio track {track_id}: {e}")))?;
+        Ok(LocalAudioTrack::new(track, sender, ssrc))
+    }
+
+    /// Stops sending a track added with [`Peer::add_audio_track`]; the next
+    /// negotiation tells the other side.
+    pub async fn remove_track(&self, track: &LocalAudioTrack) -> Result<()> {
+        self.pc
+            .remove_track(&track.sender)
+            .await
+            .map_err(|e| Error::Webrtc(format!("remove track: {e}")))
     }
 
     /// Creates and applies an offer (with new ICE credentials when `ice_restart`);

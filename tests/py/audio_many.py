@@ -1,0 +1,156 @@
+"""LK_PARTICIPANTS official-SDK peers (6 by default) in one room, each publishing a tone
+of its own frequency (300 Hz, 400 Hz, ...) and each hearing every other one through
+outpost-room: every received stream's FFT peak must be within 2 % of its publisher's
+frequency, with the tone present in (nearly) every 20 ms window. Participants join one
+after another and publish at once, so later ones are subscribed to tracks published
+before they joined (late joiners) and earlier ones get new tracks by renegotiation."""
+
+import asyncio
+import json
+import os
+import sys
+
+import numpy as np
+from livekit import rtc
+
+from audio_tone import RATE, Tone, join, publish
+from lkcommon import check, report, run, wait_for
+
+N = int(os.environ.get("LK_PARTICIPANTS", "6"))
+SECONDS = float(os.environ.get("LK_TONE_SECONDS", "3"))
+
+
+def freq_of(i):
+    return 300.0 + 100.0 * i
+
+
+class Peer:
+    def __init__(self, i):
+        self.i = i
+        self.identity = f"p{i}"
+        self.tracks = {}
+
+    async def start(self):
+        self.room = await join(self.identity, auto_subscribe=True)
+        self.room.on("track_subscribed",
+                     lambda t, pub, p: self.tracks.__setitem__(p.identity, t))
+        src, self.track, _ = await publish(self.room)
+        # Each peer's own tone frequency.
+        self.tone = Tone(src, freq_of(self.i))
+
+
+async def listen(track, seconds):
+    stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
+    chunks, got = [], 0
+    # Skip the first half second (the stream plays silence until packets arrive).
+    skip = RATE // 2
+    async for ev in stream:
+        x = np.frombuffer(ev.frame.data, dtype=np.int16).astype(np.float64)
+        if skip > 0:
+            skip -= len(x)
+            continue
+        chunks.append(x)
+        got += len(x)
+        if got >= seconds * RATE:
+            break
+    await stream.aclose()
+    return np.concatenate(chunks)
+
+
+def judge(x, expected):
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    spec[0] = 0
+    peak = float(np.argmax(spec)) * RATE / len(x)
+    win = RATE // 50
+    windows = len(x) // win
+    quiet = [k for k in range(windows)
+             if np.sqrt(np.mean(x[k * win:(k + 1) * win] ** 2)) < 1000]
+    return peak, len(quiet), windows, quiet[:1] + quiet[-1:]
+
+
+async def peer_main(i):
+    """One participant in its own process: join, publish, say "ready" once subscribed
+    to everyone else, record on "go", print its findings, leave on "stop"."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    p = Peer(i)
+    await p.start()
+    await wait_for(lambda: len(p.tracks) == N - 1, 60,
+                   f"{p.identity} to subscribe to the {N - 1} others (has {sorted(p.tracks)})")
+    print("ready", flush=True)
+    check((await reader.readline()).strip() == b"go", "expected go")
+    names = sorted(p.tracks)
+    results = await asyncio.gather(*(listen(p.tracks[w], SECONDS) for w in names))
+    out = []
+    for who, x in zip(names, results):
+        peak, silent, windows, where = judge(x, freq_of(int(who[1:])))
+        out.append({"from": who, "peak": peak, "silent": silent, "windows": windows,
+                    "first_last_silent": where})
+    print(json.dumps({"peer": p.identity, "heard": out}), flush=True)
+    await reader.readline()  # "stop"
+    await p.tone.stop()
+    await p.room.disconnect()
+
+
+async def main():
+    """Starts one process per participant (one SDK and event loop each, as in real
+    use), then checks what each heard."""
+    procs = []
+    for i in range(N):
+        procs.append(await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--peer", str(i),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE))
+        # One after another: later peers join a room with tracks already published.
+        await asyncio.sleep(0.3)
+    try:
+        for pr in procs:
+            line = await pr.stdout.readline()
+            check(line.strip() == b"ready", f"a peer said {line!r}")
+        for pr in procs:
+            pr.stdin.write(b"go\n")
+            await pr.stdin.drain()
+        reports = []
+        for pr in procs:
+            line = await pr.stdout.readline()
+            reports.append(json.loads(line))
+        judged = judge_reports(reports)
+        # One after another, as people leave a call; everyone still in the room gets
+        # each departure renegotiated away.
+        for i, pr in enumerate(procs):
+            pr.stdin.write(b"stop\n")
+            await pr.stdin.drain()
+            check(await pr.wait() == 0, f"peer p{i} (official SDK) failed while leaving")
+            await asyncio.sleep(0.5)
+    finally:
+        for pr in procs:
+            if pr.returncode is None:
+                pr.kill()
+    report(scenario="audio_many", ok=True, participants=N, **judged)
+
+
+def judge_reports(reports):
+    worst_dev, worst_silent, streams = 0.0, 0, 0
+    bad = []
+    for rep in reports:
+        for h in rep["heard"]:
+            expected = freq_of(int(h["from"][1:]))
+            dev = abs(h["peak"] - expected) / expected
+            worst_dev = max(worst_dev, dev)
+            worst_silent = max(worst_silent, h["silent"])
+            streams += 1
+            if dev > 0.02:
+                bad.append(f"{rep['peer']} heard {h['from']} at {h['peak']:.1f} Hz, expected {expected}")
+            if h["silent"] > 2:
+                bad.append(f"{rep['peer']} heard {h['from']} with {h['silent']}/{h['windows']} silent 20 ms windows "
+                           f"(first and last: {h['first_last_silent']})")
+    check(not bad, f"{len(bad)} of {streams} streams were wrong: " + "; ".join(bad))
+    return {"streams": streams, "worst_freq_deviation": round(worst_dev, 4),
+            "worst_silent_windows": worst_silent}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--peer":
+        run(lambda: peer_main(int(sys.argv[2])))
+    else:
+        run(main)
