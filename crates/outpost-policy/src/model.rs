@@ -287,6 +287,7 @@ pub struct AccessRequest<'a> {
 /// A user's answer to a consent question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ConsentDecision"))]
 pub enum Decision {
     /// Run this call only.
     AllowOnce,

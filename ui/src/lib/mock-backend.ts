@@ -24,6 +24,7 @@ import {
   type StatusEvent,
   type Subscription,
   type ToolCallRecord,
+  type ToolHints,
   type ToolInfo,
   type ToolResult,
   type TranscriptEntry,
@@ -57,7 +58,7 @@ function schema(props: Record<string, string>, required: string[]): JsonObject {
 }
 
 export function defaultTools(): ToolInfo[] {
-  return [
+  const tools: (Omit<ToolInfo, keyof ToolHints> & ToolHints)[] = [
     { name: 'read_local_file', description: 'Read a file on this computer.', parameters: schema({ path: 'string', maxBytes: 'integer' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
     { name: 'list_directory', description: 'List the entries of a folder.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
     { name: 'file_info', description: 'Size, type and dates of a file.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'allow' },
@@ -68,6 +69,8 @@ export function defaultTools(): ToolInfo[] {
     { name: 'system_info', description: 'Operating system, CPU and memory.', parameters: schema({}, []), readOnly: true, enabled: true, rule: 'allow' },
     { name: 'web_search', description: 'Search the web.', serverName: 'web-tools', parameters: schema({ query: 'string' }, ['query']), readOnly: true, openWorld: true, enabled: true, rule: 'allow' },
   ];
+  // The shell always sends all three hints.
+  return tools.map((t) => ({ readOnly: false, destructive: false, openWorld: false, ...t }));
 }
 
 export function defaultSettings(configured: boolean): Settings {
