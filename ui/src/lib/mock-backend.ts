@@ -30,7 +30,7 @@ import {
   type TranscriptEntry,
   type UiEvent,
 } from './backend';
-import { statusFromResult } from './stores/session.svelte';
+import { TranscriptFold, transcriptFromEntries, type Entry } from './transcript';
 
 export interface MockOptions {
   /** Whether a connection is already set up (false shows first run). */
@@ -120,7 +120,13 @@ export class MockBackend implements Backend {
   #connection: ConnectionEvent = { state: 'disconnected' };
   #status: StatusEvent = { state: 'idle' };
   #session: SessionInfo | null = null;
-  #transcript: TranscriptEntry[] = [];
+  #transcript: Entry[] = [];
+  #fold = new TranscriptFold(
+    () => this.#transcript,
+    (entries) => {
+      this.#transcript = entries;
+    },
+  );
   #pending = new Map<string, PendingAsk>();
   #configured: boolean;
   #scale: number;
@@ -154,7 +160,7 @@ export class MockBackend implements Backend {
       connection: this.#connection,
       status: this.#status,
       session: this.#session,
-      transcript: this.#transcript,
+      transcript: transcriptFromEntries(this.#transcript),
       pendingConsents: [...this.#pending.values()].map((p) => p.request),
     });
   }
@@ -507,6 +513,7 @@ export class MockBackend implements Backend {
   // ----------------------------------------------------------------- bookkeeping
 
   #record(event: UiEvent): void {
+    this.#fold.apply(event);
     switch (event.type) {
       case 'consent_request':
         // Questions pushed from outside the script (scenarios, tests) can be answered too.
@@ -524,55 +531,17 @@ export class MockBackend implements Backend {
         this.#status = event.data;
         return;
       case 'session':
-        if (this.#session?.conversationId !== event.data.conversationId) this.#transcript = [];
         this.#session = event.data;
         return;
-      case 'user_message':
-        this.#transcript.push({ kind: 'user', ...event.data });
-        return;
-      case 'assistant_message':
-        this.#transcript.push({ kind: 'assistant', ...event.data });
-        return;
-      case 'tool_initiated': {
-        const { at, ...d } = event.data;
-        this.#transcript.push({ kind: 'tool', call: { ...d, status: 'initiated', initiatedAt: at } });
-        return;
-      }
-      case 'tool_progress': {
-        const c = this.#call(event.data.id);
-        if (!c) return;
-        c.status = event.data.state;
-        if (event.data.state === 'running') c.runningAt = event.data.at;
-        else c.awaitingConsentAt = event.data.at;
-        return;
-      }
-      case 'tool_result': {
-        const c = this.#call(event.data.id);
-        if (!c) return;
-        Object.assign(c, {
-          status: statusFromResult(event.data),
-          finishedAt: event.data.at,
-          result: event.data.result,
-          errorCode: event.data.errorCode,
-          errorMessage: event.data.errorMessage,
-          executedBy: event.data.executedBy,
-        });
-        return;
-      }
       default:
         return;
     }
   }
 
-  #call(id: string): ToolCallRecord | undefined {
-    for (const e of this.#transcript) if (e.kind === 'tool' && e.call.id === id) return e.call;
-    return undefined;
-  }
-
   #archiveCurrent(): void {
     if (!this.#session || this.#transcript.length === 0) return;
     const first = this.#transcript.find((e) => e.kind === 'user');
-    const at = (e: TranscriptEntry) => (e.kind === 'tool' ? e.call.initiatedAt : e.at);
+    const at = (e: Entry) => (e.kind === 'tool' ? e.call.initiatedAt : e.at);
     this.conversations.set(this.#session.conversationId, {
       summary: {
         id: this.#session.conversationId,
@@ -583,7 +552,7 @@ export class MockBackend implements Backend {
         messageCount: this.#transcript.filter((e) => e.kind !== 'tool').length,
         toolCallCount: this.#transcript.filter((e) => e.kind === 'tool').length,
       },
-      transcript: clone(this.#transcript),
+      transcript: transcriptFromEntries(this.#transcript),
     });
   }
 
