@@ -1,7 +1,9 @@
 //! Tidy: ARCHITECTURE.md's invariants that can be read off the source, checked on every
 //! test run so they stay true. Every Rust file opens with a `//!` doc; the import rules
 //! (who may name rmp_serde, livekit_protocol, webrtc/rtc, tauri, outpost_tools, and which crates
-//! may depend on which); and no crate lists a dependency it does not use.
+//! may depend on which); no crate lists a dependency it does not use; and the app's command
+//! list is the same in its five places (build.rs, lib.rs's `generate_handler!`, the
+//! capability files, backend.ts, ui/CONTRACT.md).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -296,4 +298,140 @@ fn the_name_matcher_sees_paths_uses_and_macros_but_not_lookalikes() {
     assert!(names("rtc::ice::mdns::MulticastDnsMode", "rtc"));
     assert!(!names("webrtc::runtime::TokioRuntime", "rtc"));
     assert!(!names("\"livekit_token\"", "livekit_token"));
+}
+
+/// The quoted strings in `text`.
+fn quoted(text: &str) -> Vec<String> {
+    text.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The text of `file` from the first `start` on to the first `end` after it.
+fn between<'a>(file: &str, text: &'a str, start: &str, end: &str) -> &'a str {
+    let from = text
+        .find(start)
+        .unwrap_or_else(|| panic!("{file}: no `{start}`"));
+    let rest = &text[from + start.len()..];
+    let to = rest
+        .find(end)
+        .unwrap_or_else(|| panic!("{file}: no `{end}` after `{start}`"));
+    &rest[..to]
+}
+
+/// The app's commands as each of the five places that list them says: build.rs (the
+/// permissions), lib.rs's `generate_handler!`, the capability files, backend.ts and
+/// ui/CONTRACT.md. Each list in its own order.
+fn command_lists() -> Vec<(String, Vec<String>)> {
+    let read = |p: &str| fs::read_to_string(repo().join(p)).unwrap();
+    let mut lists = Vec::new();
+
+    let build = read("src-tauri/build.rs");
+    let build = between("build.rs", &code(&build), "const COMMANDS", "];").to_owned();
+    lists.push(("src-tauri/build.rs COMMANDS".to_owned(), quoted(&build)));
+
+    let lib = code(&read("src-tauri/src/lib.rs"));
+    let handler = between("lib.rs", &lib, "generate_handler![", "]");
+    let mut handled = Vec::new();
+    for path in handler.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        // `commands::<domain>::<domain>_<verb>`: the module is the command's domain.
+        let segs: Vec<&str> = path.split("::").collect();
+        assert!(
+            segs.len() == 3
+                && segs[0] == "commands"
+                && segs[2].starts_with(&format!("{}_", segs[1])),
+            "lib.rs: `{path}` is not commands::<domain>::<domain>_<verb>"
+        );
+        handled.push(segs[2].to_owned());
+    }
+    lists.push(("src-tauri/src/lib.rs generate_handler!".to_owned(), handled));
+
+    let mut caps: Vec<PathBuf> = fs::read_dir(repo().join("src-tauri/capabilities"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    caps.sort();
+    let mut granted = Vec::new();
+    for cap in &caps {
+        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(cap).unwrap()).unwrap();
+        for p in v["permissions"].as_array().into_iter().flatten() {
+            // Plugin permissions (`plugin:…`) and other shapes are not app commands.
+            if let Some(name) = p.as_str().and_then(|p| p.strip_prefix("allow-")) {
+                granted.push(name.replace('-', "_"));
+            }
+        }
+    }
+    lists.push(("src-tauri/capabilities/*.json allow-…".to_owned(), granted));
+
+    let ts = read("ui/src/lib/backend.ts");
+    let names = between("backend.ts", &ts, "export const COMMAND_NAMES", "];");
+    let names = names.split_once('=').map_or(names, |(_, v)| v);
+    let names: Vec<String> = names
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect();
+    lists.push(("ui/src/lib/backend.ts COMMAND_NAMES".to_owned(), names));
+    // The `Commands` interface types every `call` (all but session_subscribe, which
+    // `subscribe` invokes by name).
+    let iface = between("backend.ts", &ts, "export interface Commands {", "\n}");
+    let mut typed: Vec<String> = iface
+        .lines()
+        .filter_map(|l| {
+            let l = l.strip_prefix("  ")?;
+            let (name, _) = l.split_once(": {")?;
+            (!name.starts_with(' ')).then(|| name.to_owned())
+        })
+        .collect();
+    assert!(
+        ts.contains("invoke<SessionSnapshot>('session_subscribe'"),
+        "backend.ts no longer invokes session_subscribe by name"
+    );
+    typed.insert(0, "session_subscribe".to_owned());
+    lists.push((
+        "ui/src/lib/backend.ts Commands + subscribe".to_owned(),
+        typed,
+    ));
+
+    let md = read("ui/CONTRACT.md");
+    let section = between("CONTRACT.md", &md, "\n## Commands\n", "\n## ");
+    let documented: Vec<String> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("### `")?.strip_suffix('`'))
+        .map(str::to_owned)
+        .collect();
+    lists.push(("ui/CONTRACT.md ## Commands".to_owned(), documented));
+    lists
+}
+
+#[test]
+fn the_five_command_lists_agree() {
+    let lists = command_lists();
+    let (first_name, first) = &lists[0];
+    assert!(first.len() >= 20, "{first_name}: only {first:?}");
+    let mut bad = Vec::new();
+    for (name, list) in &lists {
+        let mut sorted = list.clone();
+        sorted.sort();
+        if let Some(d) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            bad.push(format!("{name} lists `{}` twice", d[0]));
+        }
+        for c in first.iter().filter(|c| !list.contains(c)) {
+            bad.push(format!("{name} lacks `{c}` (in {first_name})"));
+        }
+        for c in list.iter().filter(|c| !first.contains(c)) {
+            bad.push(format!("{name} has `{c}`, {first_name} does not"));
+        }
+    }
+    // build.rs promises the handler's order; keep the others in it too, for reading.
+    for (name, list) in &lists[1..] {
+        if bad.is_empty() && list != first {
+            bad.push(format!("{name} is not in {first_name}'s order"));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
 }

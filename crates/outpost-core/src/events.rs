@@ -33,6 +33,7 @@ pub enum LinkState {
 /// What the assistant speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum AssistantMode {
     /// The Outpost protocol (docs/PROTOCOL.md): hello, welcome, ToolUseRequest.
     Outpost,

@@ -1,9 +1,18 @@
 //! The types of ui/CONTRACT.md, as the web UI reads them: camelCase fields, `{type, data}`
-//! events, epoch-millisecond times. `ui/src/lib/backend.ts` is the TypeScript side; a test
-//! in this crate checks the JSON shapes of the events against it by example.
+//! events, epoch-millisecond times. Their TypeScript is generated from these types
+//! ([`typescript`], ts-rs) into `ui/src/lib/generated/contract.ts`, which `backend.ts`
+//! re-exports; `tests/contract_ts.rs` fails when that file is stale (rewrite it with
+//! `OUTPOST_WRITE_CONTRACT=1 cargo test -p outpost-desktop --test contract_ts`).
+//!
+//! Closed sets are enums. A few fields stay `String` in Rust and are typed only in
+//! TypeScript (`#[ts(as = …)]`): those the core's `UiEvent` still carries as strings
+//! (assistant state, tool progress state, execution mode, withdrawal reason), and the two
+//! settings (`authMode`, `access`) that `Desktop::set_settings` validates with an error naming
+//! the field.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use ts_rs::TS;
 
 /// A consent answer: the policy's own enum, spelled `allow_once`, `allow_for_conversation`,
 /// `always_allow`, `deny_once`, `always_deny` on the wire.
@@ -20,7 +29,7 @@ pub use outpost_core::ServerClaims;
 pub type Millis = i64;
 
 /// Link state shown in the status bar.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectionStatus {
     /// Not connected.
@@ -36,8 +45,9 @@ pub enum ConnectionStatus {
 }
 
 /// `ConnectionEvent`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConnectionEvent {
     /// The state.
     pub state: ConnectionStatus,
@@ -50,8 +60,9 @@ pub struct ConnectionEvent {
 }
 
 /// `SessionInfo`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct SessionInfo {
     /// The conversation.
     pub conversation_id: String,
@@ -64,10 +75,12 @@ pub struct SessionInfo {
 }
 
 /// `StatusEvent`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct StatusEvent {
     /// `idle`, `listening`, `thinking`, `speaking`, `using_tool`.
+    #[ts(as = "AssistantState")]
     pub state: String,
     /// The call waited on.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,8 +91,9 @@ pub struct StatusEvent {
 }
 
 /// `ToolCallRecord`: one tool card.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ToolCallRecord {
     /// Call id.
     pub id: String,
@@ -88,6 +102,7 @@ pub struct ToolCallRecord {
     /// Tool.
     pub tool_name: String,
     /// `server`, `client`, `either`.
+    #[ts(as = "ExecutionMode")]
     pub execution: String,
     /// Parameters as received.
     pub parameters: Map<String, Value>,
@@ -99,8 +114,8 @@ pub struct ToolCallRecord {
     pub claims: Option<ServerClaims>,
     /// Effective timeout.
     pub timeout_ms: u32,
-    /// Card status (see CONTRACT.md `ToolCardStatus`).
-    pub status: String,
+    /// Card status.
+    pub status: ToolCardStatus,
     /// When it arrived.
     pub initiated_at: Millis,
     /// When consent was asked.
@@ -123,7 +138,7 @@ pub struct ToolCallRecord {
     pub error_message: Option<String>,
     /// Who ran it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executed_by: Option<String>,
+    pub executed_by: Option<ExecutedBy>,
     /// Progress text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -139,7 +154,7 @@ pub struct ToolCallRecord {
 }
 
 /// `TranscriptEntry`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TranscriptEntry {
     /// A user message.
@@ -161,6 +176,7 @@ pub enum TranscriptEntry {
         at: Millis,
         /// The user message it answers.
         #[serde(rename = "inReplyTo", skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
         in_reply_to: Option<String>,
     },
     /// A tool card.
@@ -171,8 +187,9 @@ pub enum TranscriptEntry {
 }
 
 /// `ConsentRequest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConsentRequest {
     /// Answer with this.
     pub consent_id: String,
@@ -193,6 +210,7 @@ pub struct ConsentRequest {
     pub claims: Option<ServerClaims>,
     /// Execution mode.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(as = "Option<ExecutionMode>")]
     pub execution: Option<String>,
     /// The full parameters.
     pub parameters: Map<String, Value>,
@@ -221,7 +239,7 @@ pub struct ConsentRequest {
 }
 
 /// `SessionSnapshot`, the answer of `session_subscribe`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionSnapshot {
     /// False until a connection or the demo is set up.
@@ -239,8 +257,9 @@ pub struct SessionSnapshot {
 }
 
 /// One event on the UI channel (`UiEvent` of backend.ts).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
+#[ts(rename = "UiEvent")]
 pub enum AppEvent {
     /// Link state.
     Connection(ConnectionEvent),
@@ -269,8 +288,9 @@ pub enum AppEvent {
 }
 
 /// `UserMessage`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct UserMessage {
     /// Id.
     pub id: String,
@@ -281,8 +301,9 @@ pub struct UserMessage {
 }
 
 /// `AssistantDelta`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct AssistantDelta {
     /// The message.
     pub message_id: String,
@@ -293,8 +314,9 @@ pub struct AssistantDelta {
 }
 
 /// `AssistantMessage`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct AssistantMessage {
     /// Id.
     pub id: String,
@@ -308,8 +330,9 @@ pub struct AssistantMessage {
 }
 
 /// `ToolInitiated`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ToolInitiated {
     /// Call id.
     pub id: String,
@@ -318,6 +341,7 @@ pub struct ToolInitiated {
     /// Tool.
     pub tool_name: String,
     /// Execution mode.
+    #[ts(as = "ExecutionMode")]
     pub execution: String,
     /// Parameters.
     pub parameters: Map<String, Value>,
@@ -343,12 +367,14 @@ pub struct ToolInitiated {
 }
 
 /// `ToolProgress`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ToolProgress {
     /// Call id.
     pub id: String,
     /// `awaiting_consent` or `running`.
+    #[ts(as = "ToolProgressState")]
     pub state: String,
     /// Free text.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -358,8 +384,9 @@ pub struct ToolProgress {
 }
 
 /// `ToolResult`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ToolResult {
     /// Call id.
     pub id: String,
@@ -374,26 +401,29 @@ pub struct ToolResult {
     /// Failure text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
-    /// `client` or `server`.
+    /// Who ran it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub executed_by: Option<String>,
+    pub executed_by: Option<ExecutedBy>,
     /// When.
     pub at: Millis,
 }
 
 /// `consent_withdrawn`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConsentWithdrawn {
     /// The question.
     pub consent_id: String,
     /// `cancelled`, `timed_out`, `answered`.
+    #[ts(as = "WithdrawnReason")]
     pub reason: String,
 }
 
 /// `error`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ErrorEvent {
     /// Code.
     pub code: String,
@@ -405,10 +435,12 @@ pub struct ErrorEvent {
 }
 
 /// `Settings['connection']`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConnectionSettings {
-    /// `token` or `endpoint`.
+    /// `token` or `endpoint` (checked by `Desktop::set_settings`).
+    #[ts(as = "AuthModeName")]
     pub auth_mode: String,
     /// `ws(s)://` URL.
     pub livekit_url: String,
@@ -424,12 +456,14 @@ pub struct ConnectionSettings {
 }
 
 /// `FolderScope`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct FolderScope {
     /// Absolute or `~/` path.
     pub path: String,
-    /// `allow` or `deny`.
+    /// `allow` or `deny` (checked by `Desktop::set_settings`).
+    #[ts(as = "FolderAccessName")]
     pub access: String,
     /// Tools it applies to; absent = all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -437,8 +471,9 @@ pub struct FolderScope {
 }
 
 /// `NotificationSettings`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct NotificationSettings {
     /// Master switch.
     pub enabled: bool,
@@ -451,8 +486,9 @@ pub struct NotificationSettings {
 }
 
 /// `Settings`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct Settings {
     /// Connection.
     pub connection: ConnectionSettings,
@@ -467,8 +503,9 @@ pub struct Settings {
 }
 
 /// `ConnectionTestResult`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConnectionTestResult {
     /// Whether the join worked.
     pub ok: bool,
@@ -480,8 +517,9 @@ pub struct ConnectionTestResult {
 }
 
 /// `ToolInfo`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ToolInfo {
     /// Name.
     pub name: String,
@@ -497,8 +535,8 @@ pub struct ToolInfo {
     pub parameters: Map<String, Value>,
     /// Offered in the hello.
     pub enabled: bool,
-    /// `allow`, `ask`, `deny`.
-    pub rule: String,
+    /// The rule.
+    pub rule: ToolRule,
     /// Hint.
     pub read_only: bool,
     /// Hint.
@@ -508,15 +546,16 @@ pub struct ToolInfo {
 }
 
 /// `RememberedDecision`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct RememberedDecision {
     /// Revoke with this.
     pub id: String,
     /// Tool.
     pub tool: String,
-    /// `always_allow`, `always_deny`, `allow_for_conversation`.
-    pub decision: String,
+    /// What was remembered.
+    pub decision: RememberedKind,
     /// Folder covered.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub folder: Option<String>,
@@ -529,8 +568,9 @@ pub struct RememberedDecision {
 }
 
 /// `ConversationSummary`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConversationSummary {
     /// Id.
     pub id: String,
@@ -549,11 +589,12 @@ pub struct ConversationSummary {
 }
 
 /// `SearchHit`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct SearchHit {
-    /// `message` or `tool_call`.
-    pub kind: String,
+    /// A message or a tool call.
+    pub kind: SearchHitKind,
     /// Conversation.
     pub conversation_id: String,
     /// Message or call id.
@@ -570,8 +611,9 @@ pub struct SearchHit {
 }
 
 /// `ConversationDetail`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ConversationDetail {
     /// Summary.
     pub summary: ConversationSummary,
@@ -580,8 +622,9 @@ pub struct ConversationDetail {
 }
 
 /// `ExportResult`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct ExportResult {
     /// Where.
     pub path: String,
@@ -590,8 +633,9 @@ pub struct ExportResult {
 }
 
 /// `AboutInfo`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
 pub struct AboutInfo {
     /// The app.
     pub app_version: String,
@@ -603,4 +647,232 @@ pub struct AboutInfo {
     pub data_dir: String,
     /// Policy file.
     pub policy_file: String,
+}
+
+/// Closed sets of the contract (spelled snake_case on the wire).
+macro_rules! closed_set {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),+ $(,)? }) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
+        #[serde(rename_all = "snake_case")]
+        $(#[$meta])*
+        pub enum $name {
+            $($(#[$vmeta])* $variant),+
+        }
+    };
+}
+
+closed_set! {
+    /// AssistantStatus `state` (docs/PROTOCOL.md).
+    AssistantState {
+        /// Waiting.
+        Idle,
+        /// Hearing the user.
+        Listening,
+        /// Working on an answer.
+        Thinking,
+        /// Answering aloud.
+        Speaking,
+        /// Waiting on a tool call.
+        UsingTool,
+    }
+}
+
+closed_set! {
+    /// Who runs a tool (ToolUseRequest `execution`).
+    ExecutionMode {
+        /// The assistant.
+        Server,
+        /// Outpost.
+        Client,
+        /// Either; the assistant decides.
+        Either,
+    }
+}
+
+closed_set! {
+    /// Who ran a tool call.
+    ExecutedBy {
+        /// Outpost.
+        Client,
+        /// The assistant.
+        Server,
+    }
+}
+
+closed_set! {
+    /// What a tool card shows. The store's `error` state splits into the last four for
+    /// people ([`crate::live::card_status`]).
+    ToolCardStatus {
+        /// Arrived.
+        Initiated,
+        /// Waiting for the user's answer.
+        AwaitingConsent,
+        /// Running.
+        Running,
+        /// Succeeded.
+        Completed,
+        /// Failed.
+        Error,
+        /// Ran out of time.
+        Timeout,
+        /// Refused by the policy or the user.
+        Denied,
+        /// Cancelled.
+        Cancelled,
+    }
+}
+
+impl ToolCardStatus {
+    /// Whether the call has ended.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Self::Completed | Self::Error | Self::Timeout | Self::Denied | Self::Cancelled
+        )
+    }
+}
+
+closed_set! {
+    /// `ToolProgress` `state`.
+    ToolProgressState {
+        /// Waiting for the user's answer.
+        AwaitingConsent,
+        /// Running.
+        Running,
+    }
+}
+
+closed_set! {
+    /// Why a consent question was withdrawn.
+    WithdrawnReason {
+        /// The call was cancelled.
+        Cancelled,
+        /// Nobody answered in time.
+        TimedOut,
+        /// Answered (in this or another window).
+        Answered,
+    }
+}
+
+closed_set! {
+    /// `ConnectionSettings` `authMode`: a fixed token in the keyring, or a token endpoint.
+    #[ts(rename = "AuthMode")]
+    AuthModeName {
+        /// A fixed token.
+        Token,
+        /// Fetched from a URL.
+        Endpoint,
+    }
+}
+
+closed_set! {
+    /// `FolderScope` `access`.
+    #[ts(rename = "FolderAccess")]
+    FolderAccessName {
+        /// Tools may use it.
+        Allow,
+        /// Tools may not.
+        Deny,
+    }
+}
+
+closed_set! {
+    /// A tool's rule.
+    ToolRule {
+        /// Runs without asking.
+        Allow,
+        /// Asks each time.
+        Ask,
+        /// Never runs.
+        Deny,
+    }
+}
+
+closed_set! {
+    /// A remembered answer.
+    RememberedKind {
+        /// Always run.
+        AlwaysAllow,
+        /// Never run.
+        AlwaysDeny,
+        /// Run during one conversation.
+        AllowForConversation,
+    }
+}
+
+closed_set! {
+    /// What a search hit is.
+    SearchHitKind {
+        /// A message.
+        Message,
+        /// A tool call.
+        ToolCall,
+    }
+}
+
+/// The TypeScript of every contract type, in one module: what
+/// `ui/src/lib/generated/contract.ts` must contain.
+pub fn typescript() -> String {
+    let cfg = ts_rs::Config::new().with_large_int("number");
+    let mut out = String::from(
+        "// Generated from crates/outpost-desktop/src/contract.rs by ts-rs. Do not edit:\n\
+         // OUTPOST_WRITE_CONTRACT=1 cargo test -p outpost-desktop --test contract_ts\n",
+    );
+    macro_rules! decl {
+        ($($t:ty),+ $(,)?) => {
+            $(
+                out.push('\n');
+                out.push_str("export ");
+                out.push_str(&<$t as TS>::decl(&cfg));
+                out.push('\n');
+            )+
+        };
+    }
+    decl!(
+        Value,
+        Decision,
+        AssistantMode,
+        ServerClaims,
+        AssistantState,
+        ExecutionMode,
+        ExecutedBy,
+        ToolCardStatus,
+        ToolProgressState,
+        WithdrawnReason,
+        AuthModeName,
+        FolderAccessName,
+        ToolRule,
+        RememberedKind,
+        SearchHitKind,
+        ConnectionStatus,
+        ConnectionEvent,
+        SessionInfo,
+        StatusEvent,
+        ToolCallRecord,
+        TranscriptEntry,
+        ConsentRequest,
+        SessionSnapshot,
+        AppEvent,
+        UserMessage,
+        AssistantDelta,
+        AssistantMessage,
+        ToolInitiated,
+        ToolProgress,
+        ToolResult,
+        ConsentWithdrawn,
+        ErrorEvent,
+        ConnectionSettings,
+        FolderScope,
+        NotificationSettings,
+        Settings,
+        ConnectionTestResult,
+        ToolInfo,
+        RememberedDecision,
+        ConversationSummary,
+        SearchHit,
+        ConversationDetail,
+        ExportResult,
+        AboutInfo,
+    );
+    out
 }

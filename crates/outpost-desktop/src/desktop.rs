@@ -15,7 +15,8 @@ use crate::config::{AppConfig, AuthMode, ConnectionConfig, NotificationConfig, P
 use crate::contract::{
     AboutInfo, AppEvent, ConnectionSettings, ConnectionTestResult, ConversationDetail,
     ConversationSummary, Decision, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
-    RememberedDecision, SearchHit, SessionInfo, SessionSnapshot, Settings, ToolInfo, UserMessage,
+    RememberedDecision, RememberedKind, SearchHit, SearchHitKind, SessionInfo, SessionSnapshot,
+    Settings, ToolInfo, ToolRule, UserMessage,
 };
 use crate::demo::Demo;
 use crate::error::{DesktopError, Result};
@@ -508,14 +509,14 @@ impl Desktop {
         let mut out = Vec::new();
         for (tool, rule) in &p.tools {
             let decision = match rule {
-                Rule::Allow => "always_allow",
-                Rule::Deny => "always_deny",
+                Rule::Allow => RememberedKind::AlwaysAllow,
+                Rule::Deny => RememberedKind::AlwaysDeny,
                 Rule::Ask => continue,
             };
             out.push(RememberedDecision {
                 id: format!("tool:{tool}"),
                 tool: tool.clone(),
-                decision: decision.into(),
+                decision,
                 folder: None,
                 conversation_id: None,
                 at: None,
@@ -529,10 +530,9 @@ impl Desktop {
                 id: folder_id(f),
                 tool: tool.clone(),
                 decision: match f.access {
-                    FolderAccess::Allow => "always_allow",
-                    FolderAccess::Deny => "always_deny",
-                }
-                .into(),
+                    FolderAccess::Allow => RememberedKind::AlwaysAllow,
+                    FolderAccess::Deny => RememberedKind::AlwaysDeny,
+                },
                 folder: Some(f.path.clone()),
                 conversation_id: None,
                 at: None,
@@ -783,10 +783,9 @@ impl Desktop {
             }
             out.push(SearchHit {
                 kind: match h.kind {
-                    outpost_store::HitKind::Message => "message",
-                    outpost_store::HitKind::ToolCall => "tool_call",
-                }
-                .into(),
+                    outpost_store::HitKind::Message => SearchHitKind::Message,
+                    outpost_store::HitKind::ToolCall => SearchHitKind::ToolCall,
+                },
                 conversation_title: titles.get(&cid).cloned().unwrap_or_default(),
                 conversation_id: cid,
                 id: h.id,
@@ -1023,12 +1022,12 @@ fn folder_id(f: &FolderRule) -> String {
 
 fn tool_info(t: &ToolDescriptor, rule: Option<Rule>, disabled: &[String]) -> ToolInfo {
     let rule = match rule {
-        Some(Rule::Allow) => "allow",
-        Some(Rule::Deny) => "deny",
-        Some(Rule::Ask) => "ask",
+        Some(Rule::Allow) => ToolRule::Allow,
+        Some(Rule::Deny) => ToolRule::Deny,
+        Some(Rule::Ask) => ToolRule::Ask,
         // Destructive tools are off until the user sets a rule.
-        None if t.destructive => "deny",
-        None => "ask",
+        None if t.destructive => ToolRule::Deny,
+        None => ToolRule::Ask,
     };
     ToolInfo {
         name: t.name.clone(),
@@ -1037,7 +1036,7 @@ fn tool_info(t: &ToolDescriptor, rule: Option<Rule>, disabled: &[String]) -> Too
         claims: None,
         parameters: t.parameters.clone(),
         enabled: !disabled.iter().any(|d| d == &t.name),
-        rule: rule.into(),
+        rule,
         read_only: t.read_only,
         destructive: t.destructive,
         open_world: t.open_world,

@@ -1,8 +1,10 @@
 //! Store records → the UI contract's history types.
 
-use outpost_store::{Role, TimelineItem, ToolCallState};
+use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
 
-use crate::contract::{ConversationSummary, ToolCallRecord, TranscriptEntry};
+use crate::contract::{
+    ConversationSummary, ExecutedBy, ToolCallRecord, ToolCardStatus, TranscriptEntry,
+};
 use crate::live::card_status;
 
 /// A conversation's title for lists: its own, else the start time.
@@ -58,10 +60,10 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
 
 fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
     let status = match t.state {
-        ToolCallState::Initiated => "initiated",
-        ToolCallState::AwaitingConsent => "awaiting_consent",
-        ToolCallState::Running => "running",
-        ToolCallState::Completed => "completed",
+        ToolCallState::Initiated => ToolCardStatus::Initiated,
+        ToolCallState::AwaitingConsent => ToolCardStatus::AwaitingConsent,
+        ToolCallState::Running => ToolCardStatus::Running,
+        ToolCallState::Completed => ToolCardStatus::Completed,
         ToolCallState::Error => card_status(false, t.error_code.as_deref()),
     };
     let parameters = match t.arguments.value() {
@@ -84,7 +86,7 @@ fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
         server_name: (!t.server_name.is_empty()).then(|| t.server_name.clone()),
         claims: None,
         timeout_ms: 0,
-        status: status.to_owned(),
+        status,
         initiated_at: t.initiated_at,
         awaiting_consent_at: t.awaiting_consent_at,
         running_at: t.running_at,
@@ -95,7 +97,10 @@ fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
         }),
         error_code: t.error_code.clone(),
         error_message: t.error_message.clone(),
-        executed_by: t.executed_by.map(|e| e.as_str().to_owned()),
+        executed_by: t.executed_by.map(|e| match e {
+            Executor::Client => ExecutedBy::Client,
+            Executor::Server => ExecutedBy::Server,
+        }),
         detail: None,
         read_only: None,
         destructive: None,

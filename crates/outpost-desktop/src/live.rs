@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::contract::{
     AppEvent, AssistantDelta, AssistantMessage, ConnectionEvent, ConnectionStatus, ConsentRequest,
-    ConsentWithdrawn, ErrorEvent, Millis, SessionInfo, SessionSnapshot, StatusEvent,
-    ToolCallRecord, ToolInitiated, ToolProgress, ToolResult, TranscriptEntry, UserMessage,
+    ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot, StatusEvent,
+    ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress, ToolResult, TranscriptEntry,
+    UserMessage,
 };
 
 /// What a finished call means for notifications.
@@ -337,7 +338,7 @@ impl LiveState {
                     server_name: server_name.clone(),
                     claims,
                     timeout_ms,
-                    status: "initiated".into(),
+                    status: ToolCardStatus::Initiated,
                     initiated_at: now,
                     awaiting_consent_at: None,
                     running_at: None,
@@ -376,13 +377,18 @@ impl LiveState {
                 id, state, detail, ..
             } => {
                 if let Some(call) = self.call_mut(&id) {
-                    if !is_final(&call.status) {
+                    if !call.status.is_final() {
                         match state.as_str() {
-                            "awaiting_consent" => call.awaiting_consent_at = Some(now),
-                            "running" => call.running_at = Some(now),
+                            "awaiting_consent" => {
+                                call.awaiting_consent_at = Some(now);
+                                call.status = ToolCardStatus::AwaitingConsent;
+                            }
+                            "running" => {
+                                call.running_at = Some(now);
+                                call.status = ToolCardStatus::Running;
+                            }
                             _ => {}
                         }
-                        call.status.clone_from(&state);
                         call.detail.clone_from(&detail);
                     }
                 }
@@ -409,17 +415,17 @@ impl LiveState {
             } => {
                 let result = result.map(|m| cap_result(Value::Object(m)));
                 let by = match executed_by {
-                    Side::Client => "client",
-                    Side::Server => "server",
+                    Side::Client => ExecutedBy::Client,
+                    Side::Server => ExecutedBy::Server,
                 };
                 if let Some(call) = self.call_mut(&id) {
-                    if !is_final(&call.status) {
-                        call.status = card_status(success, error_code.as_deref()).into();
+                    if !call.status.is_final() {
+                        call.status = card_status(success, error_code.as_deref());
                         call.finished_at = Some(now);
                         call.result.clone_from(&result);
                         call.error_code.clone_from(&error_code);
                         call.error_message.clone_from(&error_message);
-                        call.executed_by = Some(by.into());
+                        call.executed_by = Some(by);
                         let from = call.running_at.unwrap_or(call.initiated_at);
                         finished = Some(Finished {
                             tool: tool_name.clone(),
@@ -434,7 +440,7 @@ impl LiveState {
                     result,
                     error_code,
                     error_message,
-                    executed_by: Some(by.into()),
+                    executed_by: Some(by),
                     at: now,
                 }));
             }
@@ -507,13 +513,6 @@ impl LiveState {
     }
 }
 
-fn is_final(status: &str) -> bool {
-    matches!(
-        status,
-        "completed" | "error" | "timeout" | "denied" | "cancelled"
-    )
-}
-
 /// The most of one tool result the live transcript holds and sends to the page, in bytes of
 /// JSON. The history store keeps the whole result (up to its own cap); the page only shows
 /// it as text, and a session that reads many large files must not keep them all in memory.
@@ -547,13 +546,13 @@ pub fn cap_result(result: Value) -> Value {
 }
 
 /// The card status for a result (CONTRACT.md `tool_result`).
-pub fn card_status(success: bool, error_code: Option<&str>) -> &'static str {
+pub fn card_status(success: bool, error_code: Option<&str>) -> ToolCardStatus {
     match (success, error_code) {
-        (true, _) => "completed",
-        (false, Some("timeout")) => "timeout",
-        (false, Some("permission_denied")) => "denied",
-        (false, Some("cancelled")) => "cancelled",
-        (false, _) => "error",
+        (true, _) => ToolCardStatus::Completed,
+        (false, Some("timeout")) => ToolCardStatus::Timeout,
+        (false, Some("permission_denied")) => ToolCardStatus::Denied,
+        (false, Some("cancelled")) => ToolCardStatus::Cancelled,
+        (false, _) => ToolCardStatus::Error,
     }
 }
 

@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outpost_desktop::config::Paths;
-use outpost_desktop::contract::{AppEvent, ConsentRequest, Decision, Settings, ToolResult};
+use outpost_desktop::contract::{
+    AppEvent, ConsentRequest, Decision, RememberedKind, Settings, ToolResult, ToolRule,
+};
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, Notifier};
 use tokio::sync::mpsc;
@@ -180,7 +182,7 @@ async fn demo_consent_history_settings_and_notifications() {
     assert!(r.success);
     let remembered = app.desktop.remembered();
     assert_eq!(remembered.len(), 1, "{remembered:?}");
-    assert_eq!(remembered[0].decision, "always_allow");
+    assert_eq!(remembered[0].decision, RememberedKind::AlwaysAllow);
     app.desktop.revoke(&remembered[0].id).unwrap();
     assert!(app.desktop.remembered().is_empty());
     assert_eq!(
@@ -280,7 +282,7 @@ async fn demo_consent_history_settings_and_notifications() {
         .find(|t| t.name == "list_directory")
         .unwrap();
     assert!(!t.enabled);
-    assert_eq!(t.rule, "deny");
+    assert_eq!(t.rule, ToolRule::Deny);
 }
 
 #[test]

@@ -543,7 +543,10 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
     if req.payload.len() > MAX_PAYLOAD_BYTES {
         return refuse(RpcErrorCode::RequestPayloadTooLarge, None);
     }
-    let Some(handler) = lock(&shared.rpc.handlers.handlers).get(&req.method).cloned() else {
+    let Some(handler) = lock(&shared.rpc.handlers.handlers)
+        .get(&req.method)
+        .cloned()
+    else {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
     let key = (caller.to_owned(), req.id.clone());

@@ -286,6 +286,7 @@ pub struct ToolHints {
 /// used to allow or deny anything: `None` means the server did not say.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(optional_fields))]
 pub struct ServerClaims {
     /// `readOnlyHint`: the tool changes nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -322,6 +323,7 @@ pub struct AccessRequest<'a> {
 /// A user's answer to a consent question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "ConsentDecision"))]
 pub enum Decision {
     /// Run this call only.
     AllowOnce,

@@ -21,14 +21,103 @@ export function inApp(): boolean {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Vocabulary shared with docs/PROTOCOL.md
+// Data shapes: generated from the Rust types (crates/outpost-desktop/src/contract.rs) by ts-rs
+// into ./generated/contract.ts. Change them in Rust and regenerate with
+// `OUTPOST_WRITE_CONTRACT=1 cargo test -p outpost-desktop --test contract_ts`.
 // ---------------------------------------------------------------------------------------------
 
-/** Who runs a tool (ToolUseRequest `execution`). */
-export type ExecutionMode = 'server' | 'client' | 'either';
+import type {
+  JsonValue,
+  AboutInfo,
+  AssistantDelta,
+  AssistantMessage,
+  AssistantMode,
+  AssistantState,
+  AuthMode,
+  ConnectionEvent,
+  ConnectionSettings,
+  ConnectionStatus,
+  ConnectionTestResult,
+  ConsentDecision,
+  ConsentRequest,
+  ConsentWithdrawn,
+  ConversationDetail,
+  ConversationSummary,
+  ErrorEvent,
+  ExecutedBy,
+  ExecutionMode,
+  ExportResult,
+  FolderAccess,
+  FolderScope,
+  NotificationSettings,
+  RememberedDecision,
+  RememberedKind,
+  SearchHit,
+  SearchHitKind,
+  SessionInfo,
+  ServerClaims,
+  SessionSnapshot,
+  Settings,
+  StatusEvent,
+  ToolCallRecord,
+  ToolCardStatus,
+  ToolInfo,
+  ToolInitiated,
+  ToolProgress,
+  ToolProgressState,
+  ToolResult,
+  ToolRule,
+  TranscriptEntry,
+  UiEvent,
+  UserMessage,
+  WithdrawnReason,
+} from './generated/contract';
 
-/** AssistantStatus `state`. */
-export type AssistantState = 'idle' | 'listening' | 'thinking' | 'speaking' | 'using_tool';
+export type {
+  AboutInfo,
+  AssistantDelta,
+  AssistantMessage,
+  AssistantMode,
+  AssistantState,
+  AuthMode,
+  ConnectionEvent,
+  ConnectionSettings,
+  ConnectionStatus,
+  ConnectionTestResult,
+  ConsentDecision,
+  ConsentRequest,
+  ConsentWithdrawn,
+  ConversationDetail,
+  ConversationSummary,
+  ErrorEvent,
+  ExecutedBy,
+  ExecutionMode,
+  ExportResult,
+  FolderAccess,
+  FolderScope,
+  NotificationSettings,
+  RememberedDecision,
+  RememberedKind,
+  SearchHit,
+  SearchHitKind,
+  SessionInfo,
+  ServerClaims,
+  SessionSnapshot,
+  Settings,
+  StatusEvent,
+  ToolCallRecord,
+  ToolCardStatus,
+  ToolInfo,
+  ToolInitiated,
+  ToolProgress,
+  ToolProgressState,
+  ToolResult,
+  ToolRule,
+  TranscriptEntry,
+  UiEvent,
+  UserMessage,
+  WithdrawnReason,
+};
 
 /** ToolUseResult `errorCode` values of PROTOCOL.md §5.2; custom codes arrive verbatim. */
 export type ToolErrorCode =
@@ -39,20 +128,6 @@ export type ToolErrorCode =
   | 'permission_denied'
   | 'cancelled';
 
-/** Link to the room, as the session engine sees it. */
-export type ConnectionStatus = 'disconnected' | 'connecting' | 'connected' | 'reconnecting' | 'failed';
-
-/** What a tool card shows. The store's `error` state splits into the last four for people. */
-export type ToolCardStatus =
-  | 'initiated'
-  | 'awaiting_consent'
-  | 'running'
-  | 'completed'
-  | 'error'
-  | 'timeout'
-  | 'denied'
-  | 'cancelled';
-
 /** Tool descriptor hints (ToolDescriptor in PROTOCOL.md §3). Absent means false. */
 export interface ToolHints {
   readOnly?: boolean;
@@ -61,318 +136,15 @@ export interface ToolHints {
 }
 
 /** A JSON value as found in tool parameters and results. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type Json = JsonValue;
 export type JsonObject = { [key: string]: Json };
 
 /** Epoch milliseconds. */
 export type Millis = number;
 
-// ---------------------------------------------------------------------------------------------
-// Data shapes
-// ---------------------------------------------------------------------------------------------
-
-export interface ConnectionEvent {
-  state: ConnectionStatus;
-  /** Free text, e.g. the last error ("token expired") or "resuming". */
-  detail?: string;
-  /** While `reconnecting`: the attempt number, from 1. */
-  attempt?: number;
-}
-
-/** What the assistant speaks: the Outpost protocol, or LiveKit Agents' conventions. */
-export type AssistantMode = 'outpost' | 'livekit_agents';
-
-export interface SessionInfo {
-  conversationId: string;
-  sessionId: string;
-  assistantName: string;
-  mode: AssistantMode;
-}
-
-export interface StatusEvent {
-  state: AssistantState;
-  toolUseId?: string;
-  detail?: string;
-}
-
-export interface UserMessage {
-  id: string;
-  text: string;
-  at: Millis;
-}
-
-export interface AssistantMessage {
-  id: string;
-  /** Markdown; authoritative over the deltas streamed for the same id. */
-  text: string;
-  inReplyTo?: string;
-  at: Millis;
-}
-
-export interface AssistantDelta {
-  messageId: string;
-  seq: number;
-  delta: string;
-}
-
-/**
- * What an MCP server says about one of its tools (MCP annotations readOnlyHint,
- * destructiveHint, idempotentHint, openWorldHint). The server's claims: shown as such,
- * never used to allow anything. Absent: the server did not say.
- */
-export interface ServerClaims {
-  readOnly?: boolean;
-  destructive?: boolean;
-  idempotent?: boolean;
-  openWorld?: boolean;
-}
-
-/** A ToolUseRequest as received (or created by the client for its own purposes). */
-export interface ToolInitiated extends ToolHints {
-  id: string;
-  messageId: string;
-  toolName: string;
-  execution: ExecutionMode;
-  parameters: JsonObject;
-  /** MCP server that provides the tool; absent for built-in tools. */
-  serverName?: string;
-  /** For an MCP tool: what its server claims about it. */
-  claims?: ServerClaims;
-  /** Effective run timeout in ms (request `timeoutMs`, default 30000). */
-  timeoutMs: number;
-  at: Millis;
-}
-
-export interface ToolProgress {
-  id: string;
-  state: 'awaiting_consent' | 'running';
-  detail?: string;
-  at: Millis;
-}
-
-export interface ToolResult {
-  id: string;
-  success: boolean;
-  result?: Json;
-  errorCode?: string;
-  errorMessage?: string;
-  /** Who ran it: `client` (Outpost) or `server` (the assistant). */
-  executedBy?: 'client' | 'server';
-  at: Millis;
-}
-
-/** A tool call as stored (snapshot, history) — the card's whole state. */
-export interface ToolCallRecord extends ToolHints {
-  id: string;
-  messageId: string;
-  toolName: string;
-  execution: ExecutionMode;
-  parameters: JsonObject;
-  serverName?: string;
-  /** For an MCP tool: what its server claims about it. */
-  claims?: ServerClaims;
-  timeoutMs: number;
-  status: ToolCardStatus;
-  initiatedAt: Millis;
-  awaitingConsentAt?: Millis;
-  runningAt?: Millis;
-  finishedAt?: Millis;
-  result?: Json;
-  errorCode?: string;
-  errorMessage?: string;
-  executedBy?: 'client' | 'server';
-  /** ToolUseProgress `detail`, when one was given. */
-  detail?: string;
-}
-
-export type TranscriptEntry =
-  | ({ kind: 'user' } & UserMessage)
-  | ({ kind: 'assistant' } & AssistantMessage)
-  | { kind: 'tool'; call: ToolCallRecord };
-
-/** outpost-policy `Decision`. */
-export type ConsentDecision =
-  | 'allow_once'
-  | 'allow_for_conversation'
-  | 'always_allow'
-  | 'deny_once'
-  | 'always_deny';
-
-/** A question for the user (outpost-policy `ConsentRequest` plus the tool's hints). */
-export interface ConsentRequest extends ToolHints {
-  /** Names this question in `consent_answer` and `consent_withdrawn`. */
-  consentId: string;
-  /** The ToolUseRequest id (the tool card). */
-  requestId: string;
-  conversationId: string;
-  tool: string;
-  serverName?: string;
-  /** The tool's description (for an MCP tool, its server's words). */
-  description?: string;
-  /** For an MCP tool: what its server claims about it (never a permission). */
-  claims?: ServerClaims;
-  execution?: ExecutionMode;
-  /** The full parameters, exactly as received. */
-  parameters: JsonObject;
-  /** One line, e.g. "Read /home/u/notes.txt". */
-  summary: string;
-  /** Resolved paths the call touches. */
-  paths: string[];
-  /** Folder "allow for this conversation" / "always allow" would cover. */
-  folder?: string;
-  /** Why the question is asked. */
-  reason: string;
-  /** The decisions the UI may offer; the backend refuses any other answer. */
-  options: ConsentDecision[];
-  /** How long the question stays open, from when it is sent. */
-  expiresInMs: number;
-}
-
-export interface ErrorEvent {
-  code: string;
-  message: string;
-  fatal?: boolean;
-}
-
-/** Everything the backend pushes, on the one channel given to `session_subscribe`. */
-export type UiEvent =
-  | { type: 'connection'; data: ConnectionEvent }
-  | { type: 'session'; data: SessionInfo }
-  | { type: 'status'; data: StatusEvent }
-  | { type: 'user_message'; data: UserMessage }
-  | { type: 'assistant_delta'; data: AssistantDelta }
-  | { type: 'assistant_message'; data: AssistantMessage }
-  | { type: 'tool_initiated'; data: ToolInitiated }
-  | { type: 'tool_progress'; data: ToolProgress }
-  | { type: 'tool_result'; data: ToolResult }
-  | { type: 'consent_request'; data: ConsentRequest }
-  | { type: 'consent_withdrawn'; data: { consentId: string; reason: 'cancelled' | 'timed_out' | 'answered' } }
-  | { type: 'error'; data: ErrorEvent };
-
 export type UiEventType = UiEvent['type'];
 
-/** What `session_subscribe` returns: enough to draw the window after a reload. */
-export interface SessionSnapshot {
-  /** False until a connection (or the demo) has been set up: the UI shows first run. */
-  configured: boolean;
-  connection: ConnectionEvent;
-  status: StatusEvent;
-  session: SessionInfo | null;
-  transcript: TranscriptEntry[];
-  pendingConsents: ConsentRequest[];
-}
-
-export interface ConnectionSettings {
-  /** `token`: a fixed token kept in the OS keyring; `endpoint`: fetch one from a URL. */
-  authMode: 'token' | 'endpoint';
-  livekitUrl: string;
-  tokenEndpoint: string;
-  room: string;
-  identity: string;
-  /** Read-only: a token is stored in the keyring. Ignored by `settings_set`. */
-  hasToken: boolean;
-}
-
-export interface FolderScope {
-  /** Absolute, or starting with `~/`. */
-  path: string;
-  access: 'allow' | 'deny';
-  /** Tools the entry applies to; absent = all. */
-  tools?: string[];
-}
-
-export interface NotificationSettings {
-  enabled: boolean;
-  /** Notify when consent is needed while the window is unfocused. */
-  onConsent: boolean;
-  /** Notify when a long tool call finishes while the window is unfocused. */
-  onLongTask: boolean;
-  longTaskSecs: number;
-}
-
-export interface Settings {
-  connection: ConnectionSettings;
-  /** Seconds a consent question stays open (policy `consent_timeout_secs`, 1…86400). */
-  consentTimeoutSecs: number;
-  folders: FolderScope[];
-  notifications: NotificationSettings;
-  /** Days history is kept; 0 keeps it forever. */
-  retentionDays: number;
-}
-
 export type SecretName = 'livekit_token';
-
-export interface ConnectionTestResult {
-  ok: boolean;
-  /** Plain words: "Connected to room demo in 84 ms" or what went wrong. */
-  message: string;
-  latencyMs?: number;
-}
-
-export type ToolRule = 'allow' | 'ask' | 'deny';
-
-export interface ToolInfo extends ToolHints {
-  name: string;
-  description: string;
-  serverName?: string;
-  /** JSON Schema of the parameters. */
-  parameters: JsonObject;
-  /** Offered to the assistant (listed in ClientHello). */
-  enabled: boolean;
-  rule: ToolRule;
-}
-
-export interface RememberedDecision {
-  id: string;
-  tool: string;
-  decision: 'always_allow' | 'always_deny' | 'allow_for_conversation';
-  /** Folder it covers; absent = every path. */
-  folder?: string;
-  /** With `allow_for_conversation`. */
-  conversationId?: string;
-  at?: Millis;
-}
-
-export interface ConversationSummary {
-  id: string;
-  title: string;
-  assistantName: string;
-  startedAt: Millis;
-  updatedAt: Millis;
-  messageCount: number;
-  toolCallCount: number;
-}
-
-export interface SearchHit {
-  kind: 'message' | 'tool_call';
-  conversationId: string;
-  /** Message id or tool-call id. */
-  id: string;
-  at: Millis;
-  conversationTitle: string;
-  toolName?: string;
-  /** Excerpt; matches wrapped in the `highlightStart`/`highlightEnd` markers asked for. */
-  snippet: string;
-}
-
-export interface ConversationDetail {
-  summary: ConversationSummary;
-  transcript: TranscriptEntry[];
-}
-
-export interface ExportResult {
-  /** Where the file was written. */
-  path: string;
-  bytes: number;
-}
-
-export interface AboutInfo {
-  appVersion: string;
-  coreVersion: string;
-  protocolVersion: number;
-  dataDir: string;
-  policyFile: string;
-}
 
 /** The one error shape of every command. */
 export interface CommandError {

@@ -24,12 +24,13 @@ import {
   type StatusEvent,
   type Subscription,
   type ToolCallRecord,
+  type ToolHints,
   type ToolInfo,
   type ToolResult,
   type TranscriptEntry,
   type UiEvent,
 } from './backend';
-import { statusFromResult } from './stores/session.svelte';
+import { TranscriptFold, transcriptFromEntries, type Entry } from './transcript';
 
 export interface MockOptions {
   /** Whether a connection is already set up (false shows first run). */
@@ -57,7 +58,7 @@ function schema(props: Record<string, string>, required: string[]): JsonObject {
 }
 
 export function defaultTools(): ToolInfo[] {
-  return [
+  const tools: (Omit<ToolInfo, keyof ToolHints> & ToolHints)[] = [
     { name: 'read_local_file', description: 'Read a file on this computer.', parameters: schema({ path: 'string', maxBytes: 'integer' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
     { name: 'list_directory', description: 'List the entries of a folder.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'ask' },
     { name: 'file_info', description: 'Size, type and dates of a file.', parameters: schema({ path: 'string' }, ['path']), readOnly: true, enabled: true, rule: 'allow' },
@@ -68,6 +69,8 @@ export function defaultTools(): ToolInfo[] {
     { name: 'system_info', description: 'Operating system, CPU and memory.', parameters: schema({}, []), readOnly: true, enabled: true, rule: 'allow' },
     { name: 'web_search', description: 'Search the web.', serverName: 'web-tools', parameters: schema({ query: 'string' }, ['query']), readOnly: true, openWorld: true, enabled: true, rule: 'allow' },
   ];
+  // The shell always sends all three hints.
+  return tools.map((t) => ({ readOnly: false, destructive: false, openWorld: false, ...t }));
 }
 
 export function defaultSettings(configured: boolean): Settings {
@@ -117,7 +120,13 @@ export class MockBackend implements Backend {
   #connection: ConnectionEvent = { state: 'disconnected' };
   #status: StatusEvent = { state: 'idle' };
   #session: SessionInfo | null = null;
-  #transcript: TranscriptEntry[] = [];
+  #transcript: Entry[] = [];
+  #fold = new TranscriptFold(
+    () => this.#transcript,
+    (entries) => {
+      this.#transcript = entries;
+    },
+  );
   #pending = new Map<string, PendingAsk>();
   #configured: boolean;
   #scale: number;
@@ -151,7 +160,7 @@ export class MockBackend implements Backend {
       connection: this.#connection,
       status: this.#status,
       session: this.#session,
-      transcript: this.#transcript,
+      transcript: transcriptFromEntries(this.#transcript),
       pendingConsents: [...this.#pending.values()].map((p) => p.request),
     });
   }
@@ -505,6 +514,7 @@ export class MockBackend implements Backend {
   // ----------------------------------------------------------------- bookkeeping
 
   #record(event: UiEvent): void {
+    this.#fold.apply(event);
     switch (event.type) {
       case 'consent_request':
         // Questions pushed from outside the script (scenarios, tests) can be answered too.
@@ -522,55 +532,17 @@ export class MockBackend implements Backend {
         this.#status = event.data;
         return;
       case 'session':
-        if (this.#session?.conversationId !== event.data.conversationId) this.#transcript = [];
         this.#session = event.data;
         return;
-      case 'user_message':
-        this.#transcript.push({ kind: 'user', ...event.data });
-        return;
-      case 'assistant_message':
-        this.#transcript.push({ kind: 'assistant', ...event.data });
-        return;
-      case 'tool_initiated': {
-        const { at, ...d } = event.data;
-        this.#transcript.push({ kind: 'tool', call: { ...d, status: 'initiated', initiatedAt: at } });
-        return;
-      }
-      case 'tool_progress': {
-        const c = this.#call(event.data.id);
-        if (!c) return;
-        c.status = event.data.state;
-        if (event.data.state === 'running') c.runningAt = event.data.at;
-        else c.awaitingConsentAt = event.data.at;
-        return;
-      }
-      case 'tool_result': {
-        const c = this.#call(event.data.id);
-        if (!c) return;
-        Object.assign(c, {
-          status: statusFromResult(event.data),
-          finishedAt: event.data.at,
-          result: event.data.result,
-          errorCode: event.data.errorCode,
-          errorMessage: event.data.errorMessage,
-          executedBy: event.data.executedBy,
-        });
-        return;
-      }
       default:
         return;
     }
   }
 
-  #call(id: string): ToolCallRecord | undefined {
-    for (const e of this.#transcript) if (e.kind === 'tool' && e.call.id === id) return e.call;
-    return undefined;
-  }
-
   #archiveCurrent(): void {
     if (!this.#session || this.#transcript.length === 0) return;
     const first = this.#transcript.find((e) => e.kind === 'user');
-    const at = (e: TranscriptEntry) => (e.kind === 'tool' ? e.call.initiatedAt : e.at);
+    const at = (e: Entry) => (e.kind === 'tool' ? e.call.initiatedAt : e.at);
     this.conversations.set(this.#session.conversationId, {
       summary: {
         id: this.#session.conversationId,
@@ -581,7 +553,7 @@ export class MockBackend implements Backend {
         messageCount: this.#transcript.filter((e) => e.kind !== 'tool').length,
         toolCallCount: this.#transcript.filter((e) => e.kind === 'tool').length,
       },
-      transcript: clone(this.#transcript),
+      transcript: transcriptFromEntries(this.#transcript),
     });
   }
 

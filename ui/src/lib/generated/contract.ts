@@ -1,0 +1,750 @@
+// Generated from crates/outpost-desktop/src/contract.rs by ts-rs. Do not edit:
+// OUTPOST_WRITE_CONTRACT=1 cargo test -p outpost-desktop --test contract_ts
+
+export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
+
+export type ConsentDecision = "allow_once" | "allow_for_conversation" | "always_allow" | "deny_once" | "always_deny";
+
+export type AssistantMode = "outpost" | "livekit_agents";
+
+export type ServerClaims = { 
+/**
+ * `readOnlyHint`: the tool changes nothing.
+ */
+readOnly?: boolean, 
+/**
+ * `destructiveHint`: the tool may delete or overwrite.
+ */
+destructive?: boolean, 
+/**
+ * `idempotentHint`: calling it again with the same arguments changes nothing more.
+ */
+idempotent?: boolean, 
+/**
+ * `openWorldHint`: the tool reaches outside (the web, other systems).
+ */
+openWorld?: boolean, };
+
+export type AssistantState = "idle" | "listening" | "thinking" | "speaking" | "using_tool";
+
+export type ExecutionMode = "server" | "client" | "either";
+
+export type ExecutedBy = "client" | "server";
+
+export type ToolCardStatus = "initiated" | "awaiting_consent" | "running" | "completed" | "error" | "timeout" | "denied" | "cancelled";
+
+export type ToolProgressState = "awaiting_consent" | "running";
+
+export type WithdrawnReason = "cancelled" | "timed_out" | "answered";
+
+export type AuthMode = "token" | "endpoint";
+
+export type FolderAccess = "allow" | "deny";
+
+export type ToolRule = "allow" | "ask" | "deny";
+
+export type RememberedKind = "always_allow" | "always_deny" | "allow_for_conversation";
+
+export type SearchHitKind = "message" | "tool_call";
+
+export type ConnectionStatus = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";
+
+export type ConnectionEvent = { 
+/**
+ * The state.
+ */
+state: ConnectionStatus, 
+/**
+ * Why, when known.
+ */
+detail?: string, 
+/**
+ * Reconnect attempt number.
+ */
+attempt?: number, };
+
+export type SessionInfo = { 
+/**
+ * The conversation.
+ */
+conversationId: string, 
+/**
+ * The hello/welcome exchange.
+ */
+sessionId: string, 
+/**
+ * What to call the assistant.
+ */
+assistantName: string, 
+/**
+ * What the assistant speaks: `outpost` or `livekit_agents`.
+ */
+mode: AssistantMode, };
+
+export type StatusEvent = { 
+/**
+ * `idle`, `listening`, `thinking`, `speaking`, `using_tool`.
+ */
+state: AssistantState, 
+/**
+ * The call waited on.
+ */
+toolUseId?: string, 
+/**
+ * Free text.
+ */
+detail?: string, };
+
+export type ToolCallRecord = { 
+/**
+ * Call id.
+ */
+id: string, 
+/**
+ * The assistant message behind it.
+ */
+messageId: string, 
+/**
+ * Tool.
+ */
+toolName: string, 
+/**
+ * `server`, `client`, `either`.
+ */
+execution: ExecutionMode, 
+/**
+ * Parameters as received.
+ */
+parameters: { [key in string]: JsonValue }, 
+/**
+ * MCP server, when any.
+ */
+serverName?: string, 
+/**
+ * What the MCP server claims about the tool.
+ */
+claims?: ServerClaims, 
+/**
+ * Effective timeout.
+ */
+timeoutMs: number, 
+/**
+ * Card status.
+ */
+status: ToolCardStatus, 
+/**
+ * When it arrived.
+ */
+initiatedAt: number, 
+/**
+ * When consent was asked.
+ */
+awaitingConsentAt?: number, 
+/**
+ * When it started running.
+ */
+runningAt?: number, 
+/**
+ * When it ended.
+ */
+finishedAt?: number, 
+/**
+ * Result.
+ */
+result?: JsonValue, 
+/**
+ * Failure code.
+ */
+errorCode?: string, 
+/**
+ * Failure text.
+ */
+errorMessage?: string, 
+/**
+ * Who ran it.
+ */
+executedBy?: ExecutedBy, 
+/**
+ * Progress text.
+ */
+detail?: string, 
+/**
+ * Hint: changes nothing.
+ */
+readOnly?: boolean, 
+/**
+ * Hint: may change or delete data.
+ */
+destructive?: boolean, 
+/**
+ * Hint: reaches outside the machine.
+ */
+openWorld?: boolean, };
+
+export type TranscriptEntry = { "kind": "user", 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * Text.
+ */
+text: string, 
+/**
+ * When.
+ */
+at: number, } | { "kind": "assistant", 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * Text.
+ */
+text: string, 
+/**
+ * When.
+ */
+at: number, 
+/**
+ * The user message it answers.
+ */
+inReplyTo?: string, } | { "kind": "tool", 
+/**
+ * The call.
+ */
+call: ToolCallRecord, };
+
+export type ConsentRequest = { 
+/**
+ * Answer with this.
+ */
+consentId: string, 
+/**
+ * The call.
+ */
+requestId: string, 
+/**
+ * The conversation.
+ */
+conversationId: string, 
+/**
+ * Tool.
+ */
+tool: string, 
+/**
+ * MCP server.
+ */
+serverName?: string, 
+/**
+ * The tool's description.
+ */
+description?: string, 
+/**
+ * What the MCP server claims about the tool.
+ */
+claims?: ServerClaims, 
+/**
+ * Execution mode.
+ */
+execution?: ExecutionMode, 
+/**
+ * The full parameters.
+ */
+parameters: { [key in string]: JsonValue }, 
+/**
+ * One line.
+ */
+summary: string, 
+/**
+ * Resolved paths.
+ */
+paths: Array<string>, 
+/**
+ * What a broader answer covers.
+ */
+folder?: string, 
+/**
+ * Why asked.
+ */
+reason: string, 
+/**
+ * Answers to offer.
+ */
+options: Array<ConsentDecision>, 
+/**
+ * Time left when sent.
+ */
+expiresInMs: number, 
+/**
+ * Hint.
+ */
+readOnly?: boolean, 
+/**
+ * Hint.
+ */
+destructive?: boolean, 
+/**
+ * Hint.
+ */
+openWorld?: boolean, };
+
+export type SessionSnapshot = { 
+/**
+ * False until a connection or the demo is set up.
+ */
+configured: boolean, 
+/**
+ * Link.
+ */
+connection: ConnectionEvent, 
+/**
+ * Assistant state.
+ */
+status: StatusEvent, 
+/**
+ * The live session.
+ */
+session: SessionInfo | null, 
+/**
+ * The live conversation so far.
+ */
+transcript: Array<TranscriptEntry>, 
+/**
+ * Open consent questions, oldest first.
+ */
+pendingConsents: Array<ConsentRequest>, };
+
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent };
+
+export type UserMessage = { 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * Text.
+ */
+text: string, 
+/**
+ * When.
+ */
+at: number, };
+
+export type AssistantDelta = { 
+/**
+ * The message.
+ */
+messageId: string, 
+/**
+ * Position.
+ */
+seq: number, 
+/**
+ * Text to append.
+ */
+delta: string, };
+
+export type AssistantMessage = { 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * Markdown.
+ */
+text: string, 
+/**
+ * The user message it answers.
+ */
+inReplyTo?: string, 
+/**
+ * When.
+ */
+at: number, };
+
+export type ToolInitiated = { 
+/**
+ * Call id.
+ */
+id: string, 
+/**
+ * Assistant message.
+ */
+messageId: string, 
+/**
+ * Tool.
+ */
+toolName: string, 
+/**
+ * Execution mode.
+ */
+execution: ExecutionMode, 
+/**
+ * Parameters.
+ */
+parameters: { [key in string]: JsonValue }, 
+/**
+ * MCP server.
+ */
+serverName?: string, 
+/**
+ * What the MCP server claims about the tool.
+ */
+claims?: ServerClaims, 
+/**
+ * Effective timeout.
+ */
+timeoutMs: number, 
+/**
+ * When.
+ */
+at: number, 
+/**
+ * Hint.
+ */
+readOnly?: boolean, 
+/**
+ * Hint.
+ */
+destructive?: boolean, 
+/**
+ * Hint.
+ */
+openWorld?: boolean, };
+
+export type ToolProgress = { 
+/**
+ * Call id.
+ */
+id: string, 
+/**
+ * `awaiting_consent` or `running`.
+ */
+state: ToolProgressState, 
+/**
+ * Free text.
+ */
+detail?: string, 
+/**
+ * When.
+ */
+at: number, };
+
+export type ToolResult = { 
+/**
+ * Call id.
+ */
+id: string, 
+/**
+ * Success.
+ */
+success: boolean, 
+/**
+ * Result.
+ */
+result?: JsonValue, 
+/**
+ * Failure code.
+ */
+errorCode?: string, 
+/**
+ * Failure text.
+ */
+errorMessage?: string, 
+/**
+ * Who ran it.
+ */
+executedBy?: ExecutedBy, 
+/**
+ * When.
+ */
+at: number, };
+
+export type ConsentWithdrawn = { 
+/**
+ * The question.
+ */
+consentId: string, 
+/**
+ * `cancelled`, `timed_out`, `answered`.
+ */
+reason: WithdrawnReason, };
+
+export type ErrorEvent = { 
+/**
+ * Code.
+ */
+code: string, 
+/**
+ * A sentence.
+ */
+message: string, 
+/**
+ * The session ended because of it.
+ */
+fatal?: boolean, };
+
+export type ConnectionSettings = { 
+/**
+ * `token` or `endpoint` (checked by `Desktop::set_settings`).
+ */
+authMode: AuthMode, 
+/**
+ * `ws(s)://` URL.
+ */
+livekitUrl: string, 
+/**
+ * Token endpoint URL.
+ */
+tokenEndpoint: string, 
+/**
+ * Room.
+ */
+room: string, 
+/**
+ * This app's identity.
+ */
+identity: string, 
+/**
+ * Read-only: a token is in the keyring.
+ */
+hasToken: boolean, };
+
+export type FolderScope = { 
+/**
+ * Absolute or `~/` path.
+ */
+path: string, 
+/**
+ * `allow` or `deny` (checked by `Desktop::set_settings`).
+ */
+access: FolderAccess, 
+/**
+ * Tools it applies to; absent = all.
+ */
+tools?: Array<string>, };
+
+export type NotificationSettings = { 
+/**
+ * Master switch.
+ */
+enabled: boolean, 
+/**
+ * When consent is needed.
+ */
+onConsent: boolean, 
+/**
+ * When a long task finishes.
+ */
+onLongTask: boolean, 
+/**
+ * What counts as long.
+ */
+longTaskSecs: number, };
+
+export type Settings = { 
+/**
+ * Connection.
+ */
+connection: ConnectionSettings, 
+/**
+ * Consent timeout.
+ */
+consentTimeoutSecs: number, 
+/**
+ * Folder scopes (policy `[[folders]]`).
+ */
+folders: Array<FolderScope>, 
+/**
+ * Notifications.
+ */
+notifications: NotificationSettings, 
+/**
+ * 0 = forever.
+ */
+retentionDays: number, };
+
+export type ConnectionTestResult = { 
+/**
+ * Whether the join worked.
+ */
+ok: boolean, 
+/**
+ * Plain words.
+ */
+message: string, 
+/**
+ * Join time.
+ */
+latencyMs?: number, };
+
+export type ToolInfo = { 
+/**
+ * Name.
+ */
+name: string, 
+/**
+ * Description.
+ */
+description: string, 
+/**
+ * MCP server.
+ */
+serverName?: string, 
+/**
+ * What the MCP server claims about the tool.
+ */
+claims?: ServerClaims, 
+/**
+ * JSON Schema.
+ */
+parameters: { [key in string]: JsonValue }, 
+/**
+ * Offered in the hello.
+ */
+enabled: boolean, 
+/**
+ * The rule.
+ */
+rule: ToolRule, 
+/**
+ * Hint.
+ */
+readOnly: boolean, 
+/**
+ * Hint.
+ */
+destructive: boolean, 
+/**
+ * Hint.
+ */
+openWorld: boolean, };
+
+export type RememberedDecision = { 
+/**
+ * Revoke with this.
+ */
+id: string, 
+/**
+ * Tool.
+ */
+tool: string, 
+/**
+ * What was remembered.
+ */
+decision: RememberedKind, 
+/**
+ * Folder covered.
+ */
+folder?: string, 
+/**
+ * Conversation (for conversation grants).
+ */
+conversationId?: string, 
+/**
+ * When.
+ */
+at?: number, };
+
+export type ConversationSummary = { 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * Title.
+ */
+title: string, 
+/**
+ * Assistant.
+ */
+assistantName: string, 
+/**
+ * Start.
+ */
+startedAt: number, 
+/**
+ * Last activity.
+ */
+updatedAt: number, 
+/**
+ * Messages.
+ */
+messageCount: number, 
+/**
+ * Tool calls.
+ */
+toolCallCount: number, };
+
+export type SearchHit = { 
+/**
+ * A message or a tool call.
+ */
+kind: SearchHitKind, 
+/**
+ * Conversation.
+ */
+conversationId: string, 
+/**
+ * Message or call id.
+ */
+id: string, 
+/**
+ * When.
+ */
+at: number, 
+/**
+ * Title of the conversation.
+ */
+conversationTitle: string, 
+/**
+ * Tool, for calls.
+ */
+toolName?: string, 
+/**
+ * Marked snippet.
+ */
+snippet: string, };
+
+export type ConversationDetail = { 
+/**
+ * Summary.
+ */
+summary: ConversationSummary, 
+/**
+ * Read-only transcript.
+ */
+transcript: Array<TranscriptEntry>, };
+
+export type ExportResult = { 
+/**
+ * Where.
+ */
+path: string, 
+/**
+ * Size.
+ */
+bytes: number, };
+
+export type AboutInfo = { 
+/**
+ * The app.
+ */
+appVersion: string, 
+/**
+ * outpost-core.
+ */
+coreVersion: string, 
+/**
+ * Protocol.
+ */
+protocolVersion: number, 
+/**
+ * Data directory.
+ */
+dataDir: string, 
+/**
+ * Policy file.
+ */
+policyFile: string, };
