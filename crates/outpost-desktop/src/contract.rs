@@ -507,6 +507,71 @@ pub struct ToolInfo {
     pub open_world: bool,
 }
 
+/// `McpServerInfo`: one server of `mcp.toml` and how it is doing (Settings → Tool servers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerInfo {
+    /// Its name (`mcp__NAME__tool`).
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The command and its arguments, or the URL.
+    pub target: String,
+    /// Started at connect.
+    pub enabled: bool,
+    /// `running`, `starting`, `crashed` (waiting to restart), `stopped` (no session, or
+    /// stopped), `disabled`.
+    pub status: String,
+    /// Tools it offers now.
+    pub tool_count: u32,
+    /// Why it last failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// A stderr log exists (`mcp_servers_log`).
+    pub has_log: bool,
+}
+
+/// `McpServerDraft`: a server to add (the settings form, or an import's review step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerDraft {
+    /// Its name.
+    pub name: String,
+    /// A stdio server's program (empty for an HTTP server).
+    #[serde(default)]
+    pub command: String,
+    /// Its arguments, as they are (no shell).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// An HTTP server's URL (empty for a stdio server).
+    #[serde(default)]
+    pub url: String,
+    /// Environment variables (stdio) or headers (HTTP) by name; shown by name only once
+    /// saved. Values whose names look secret go to the keyring.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// A stdio server's working directory (empty: the app's).
+    #[serde(default)]
+    pub cwd: String,
+    /// Start it at connect.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `McpImportPreview`: what an import would add, for the review step; nothing runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct McpImportPreview {
+    /// The servers that can be added (`enabled` as the file had it); the user picks.
+    pub servers: Vec<McpServerDraft>,
+    /// One sentence per entry left out (bad shape, a name already configured, ...).
+    pub skipped: Vec<String>,
+}
+
 /// `RememberedDecision`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

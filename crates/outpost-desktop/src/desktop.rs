@@ -59,6 +59,9 @@ struct Inner {
     live: Mutex<Live>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     demo: tokio::sync::Mutex<Option<Demo>>,
+    /// The MCP servers of the current session (started at connect, stopped at
+    /// disconnect or when the session ends).
+    mcp: Mutex<Option<outpost_mcp::McpHost>>,
     focused: AtomicBool,
     tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -131,6 +134,7 @@ impl Desktop {
                 live: Mutex::new(Live { state, sink: None }),
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
+                mcp: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -277,11 +281,13 @@ impl Desktop {
         if let Some(old) = slot.take() {
             let _ = old.leave().await;
         }
+        self.stop_mcp();
         {
             let mut live = lock(&self.inner.live);
             let ev = live.state.connecting(None);
             live.emit(ev);
         }
+        let mcp = self.start_mcp().await;
         let conversation_id = lock(&self.inner.live)
             .state
             .conversation_id()
@@ -292,9 +298,11 @@ impl Desktop {
         opts.conversation_id = conversation_id;
         opts.disabled_tools = disabled_tools;
         opts.client_version = env!("CARGO_PKG_VERSION").into();
+        opts.mcp = mcp;
         let (session, mut events) = match self.inner.core.connect(opts).await {
             Ok(x) => x,
             Err(e) => {
+                self.stop_mcp();
                 let msg = format!("Could not connect: {e}");
                 let mut live = lock(&self.inner.live);
                 let ev = live.state.failed(msg.clone());
@@ -314,9 +322,47 @@ impl Desktop {
             let mut slot = me.inner.session.lock().await;
             if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
                 *slot = None;
+                // The servers live as long as the session that offers their tools.
+                me.stop_mcp();
             }
         });
         Ok(())
+    }
+
+    /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
+    /// app"); problems are told to the UI as non-fatal errors.
+    async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
+        let folders: Vec<(String, bool)> = {
+            let policy = self.inner.core.permissions().policy().current();
+            policy
+                .policy()
+                .folders
+                .iter()
+                .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
+                .collect()
+        };
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let roots = crate::mcp::roots(&folders, &home);
+        let started = crate::mcp::start(&self.inner.paths, roots, crate::mcp::START_WAIT).await;
+        {
+            let live = lock(&self.inner.live);
+            for message in started.problems {
+                live.emit(AppEvent::Error(ErrorEvent {
+                    code: "mcp_server_failed".into(),
+                    message,
+                    fatal: None,
+                }));
+            }
+        }
+        lock(&self.inner.mcp).clone_from(&started.host);
+        started.host
+    }
+
+    /// Stops every MCP server of the session, if any.
+    fn stop_mcp(&self) {
+        if let Some(host) = lock(&self.inner.mcp).take() {
+            host.shutdown();
+        }
     }
 
     fn on_core_event(&self, ev: outpost_core::UiEvent) {
@@ -362,6 +408,7 @@ impl Desktop {
         if let Some(s) = session {
             let _ = s.leave().await;
         }
+        self.stop_mcp();
         if let Some(d) = self.inner.demo.lock().await.take() {
             d.stop().await;
         }
@@ -906,6 +953,63 @@ impl Desktop {
     }
 
     // --- tools ---------------------------------------------------------------------------
+
+    // --- tool servers (MCP) ----------------------------------------------------------
+
+    fn mcp_host(&self) -> Option<outpost_mcp::McpHost> {
+        lock(&self.inner.mcp).clone()
+    }
+
+    fn mcp_secrets(&self) -> Arc<dyn outpost_mcp::SecretStore> {
+        outpost_mcp::secrets::from_env()
+    }
+
+    /// `mcp_servers_list`.
+    pub fn mcp_servers(&self) -> Result<Vec<crate::contract::McpServerInfo>> {
+        crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())
+    }
+
+    /// `mcp_servers_add`.
+    pub fn mcp_server_add(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::add(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+    }
+
+    /// `mcp_servers_set_enabled`.
+    pub fn mcp_server_set_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::set_enabled(&self.inner.paths, self.mcp_host().as_ref(), name, enabled)
+    }
+
+    /// `mcp_servers_remove`.
+    pub fn mcp_server_remove(&self, name: &str) -> Result<()> {
+        crate::mcp::remove(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            name,
+        )
+    }
+
+    /// `mcp_servers_log`.
+    pub fn mcp_server_log(&self, name: &str) -> Result<String> {
+        crate::mcp::log(&self.inner.paths, name)
+    }
+
+    /// `mcp_servers_import_preview`.
+    pub fn mcp_import_preview(&self, text: &str) -> Result<crate::contract::McpImportPreview> {
+        crate::mcp::import_preview(&self.inner.paths, text)
+    }
 
     /// `tools_list`.
     pub fn tools(&self) -> Vec<ToolInfo> {
