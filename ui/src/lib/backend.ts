@@ -322,6 +322,41 @@ export interface ToolInfo extends ToolHints {
   rule: ToolRule;
 }
 
+export type McpServerStatus = 'running' | 'starting' | 'crashed' | 'stopped' | 'disabled';
+
+/** One server of `mcp.toml` (Settings → Tool servers). */
+export interface McpServerInfo {
+  name: string;
+  transport: 'stdio' | 'http';
+  /** The command and its arguments, or the URL. */
+  target: string;
+  enabled: boolean;
+  status: McpServerStatus;
+  toolCount: number;
+  lastError?: string;
+  /** A stderr log exists (`mcp_servers_log`). */
+  hasLog: boolean;
+}
+
+/** A server to add: a command (with args) or a URL. */
+export interface McpServerDraft {
+  name: string;
+  command: string;
+  args: string[];
+  url: string;
+  /** Environment variables (stdio) or headers (HTTP); secret-looking names go to the keyring. */
+  env: Record<string, string>;
+  /** A stdio server's working directory; empty = the app's. */
+  cwd: string;
+  enabled: boolean;
+}
+
+/** What an import would add, for the review step; nothing runs until the user adds. */
+export interface McpImportPreview {
+  servers: McpServerDraft[];
+  skipped: string[];
+}
+
 export interface RememberedDecision {
   id: string;
   tool: string;
@@ -429,6 +464,13 @@ export interface Commands {
 
   tools_list: { args: NoArgs; returns: ToolInfo[] };
   tools_set: { args: { name: string; enabled: boolean; rule: ToolRule }; returns: ToolInfo };
+
+  mcp_servers_list: { args: NoArgs; returns: McpServerInfo[] };
+  mcp_servers_add: { args: { server: McpServerDraft }; returns: McpServerInfo };
+  mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
+  mcp_servers_remove: { args: { name: string }; returns: null };
+  mcp_servers_log: { args: { name: string }; returns: string };
+  mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
 }
 
 export type CommandName = keyof Commands;
@@ -459,6 +501,12 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'history_delete_all',
   'tools_list',
   'tools_set',
+  'mcp_servers_list',
+  'mcp_servers_add',
+  'mcp_servers_set_enabled',
+  'mcp_servers_remove',
+  'mcp_servers_log',
+  'mcp_servers_import_preview',
 ];
 
 export interface Subscription {

@@ -16,7 +16,7 @@ import { ConsentQueue } from './consent.svelte';
 import { SessionStore } from './session.svelte';
 
 export type Screen = 'chat' | 'history' | 'settings';
-export type SettingsSection = 'connection' | 'tools' | 'folders' | 'notifications' | 'data' | 'about';
+export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'notifications' | 'data' | 'about';
 
 export interface Notice {
   id: number;
