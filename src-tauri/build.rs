@@ -33,6 +33,7 @@ const COMMANDS: &[&str] = &[
     "mcp_servers_remove",
     "mcp_servers_log",
     "mcp_servers_import_preview",
+    "mcp_elicitation_answer",
 ];
 
 fn main() {

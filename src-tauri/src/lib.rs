@@ -82,6 +82,7 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::mcp::mcp_servers_remove,
             commands::mcp::mcp_servers_log,
             commands::mcp::mcp_servers_import_preview,
+            commands::mcp::mcp_elicitation_answer,
         ])
 }
 

@@ -135,9 +135,18 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
 
     // The question names the server, shows what the server claims and the arguments.
     let (text, _) = app.wait_consent().await?;
-    ensure!(text.contains("everything"), "the dialog does not name the server: {text}");
-    ensure!(text.contains(ECHO) || text.contains("echo"), "dialog: {text}");
-    ensure!(text.contains(WORDS), "the dialog does not show the arguments: {text}");
+    ensure!(
+        text.contains("everything"),
+        "the dialog does not name the server: {text}"
+    );
+    ensure!(
+        text.contains(ECHO) || text.contains("echo"),
+        "dialog: {text}"
+    );
+    ensure!(
+        text.contains(WORDS),
+        "the dialog does not show the arguments: {text}"
+    );
     app.answer_consent("Allow once").await?;
     let card = app
         .wait_card("m-echo", "completed", |c| c["id"] == "m-echo")
@@ -151,7 +160,10 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
     );
     app.wait_assistant("The MCP server echoed it back.").await?;
     let status = assistant.finish().await?;
-    ensure!(status.success(), "the assistant's scenario failed ({status})");
+    ensure!(
+        status.success(),
+        "the assistant's scenario failed ({status})"
+    );
 
     // History: search by the server's name finds the call; the card there names it.
     app.open_screen("History").await?;

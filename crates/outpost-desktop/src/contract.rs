@@ -19,6 +19,9 @@ pub use outpost_core::ServerClaims;
 /// Epoch milliseconds.
 pub type Millis = i64;
 
+/// A JSON object (an elicitation form's content).
+pub type JsonObject = Map<String, Value>;
+
 /// Link state shown in the status bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -266,6 +269,32 @@ pub enum AppEvent {
     ConsentWithdrawn(ConsentWithdrawn),
     /// A fault worth telling.
     Error(ErrorEvent),
+    /// An MCP server asks the user to fill in a form.
+    Elicitation(ElicitationEvent),
+    /// The form is no longer open (answered, timed out, the server gone).
+    ElicitationClosed(ElicitationClosed),
+}
+
+/// `elicitation`: an MCP server's `elicitation/create` (form mode), shown as a form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitationEvent {
+    /// Answer with this (`mcp_elicitation_answer`).
+    pub id: String,
+    /// The server that asks.
+    pub server: String,
+    /// What it asks, in its words.
+    pub message: String,
+    /// The JSON Schema of the answer: an object of primitive properties.
+    pub schema: Map<String, Value>,
+}
+
+/// `elicitation_closed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ElicitationClosed {
+    /// The form.
+    pub id: String,
 }
 
 /// `UserMessage`.

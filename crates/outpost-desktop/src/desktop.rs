@@ -62,6 +62,8 @@ struct Inner {
     /// The MCP servers of the current session (started at connect, stopped at
     /// disconnect or when the session ends).
     mcp: Mutex<Option<outpost_mcp::McpHost>>,
+    /// MCP elicitation forms waiting for the user.
+    elicitations: Arc<crate::mcp::Elicitations>,
     focused: AtomicBool,
     tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -135,6 +137,7 @@ impl Desktop {
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
                 mcp: Mutex::new(None),
+                elicitations: Arc::default(),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -343,7 +346,31 @@ impl Desktop {
         };
         let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
         let roots = crate::mcp::roots(&folders, &home);
-        let started = crate::mcp::start(&self.inner.paths, roots, crate::mcp::START_WAIT).await;
+        let timeout_secs = self
+            .inner
+            .core
+            .permissions()
+            .policy()
+            .current()
+            .policy()
+            .consent_timeout_secs;
+        let weak = Arc::downgrade(&self.inner);
+        let requests = crate::mcp::UiRequests {
+            pending: Arc::clone(&self.inner.elicitations),
+            emit: Arc::new(move |ev| {
+                if let Some(inner) = weak.upgrade() {
+                    lock(&inner.live).emit(ev);
+                }
+            }),
+            timeout: std::time::Duration::from_secs(timeout_secs),
+        };
+        let started = crate::mcp::start(
+            &self.inner.paths,
+            roots,
+            Arc::new(requests),
+            crate::mcp::START_WAIT,
+        )
+        .await;
         {
             let live = lock(&self.inner.live);
             for message in started.problems {
@@ -362,6 +389,13 @@ impl Desktop {
     fn stop_mcp(&self) {
         if let Some(host) = lock(&self.inner.mcp).take() {
             host.shutdown();
+        }
+        let closed = self.inner.elicitations.close_all();
+        let live = lock(&self.inner.live);
+        for id in closed {
+            live.emit(AppEvent::ElicitationClosed(
+                crate::contract::ElicitationClosed { id },
+            ));
         }
     }
 
@@ -1004,6 +1038,16 @@ impl Desktop {
     /// `mcp_servers_log`.
     pub fn mcp_server_log(&self, name: &str) -> Result<String> {
         crate::mcp::log(&self.inner.paths, name)
+    }
+
+    /// `mcp_elicitation_answer`.
+    pub fn mcp_elicitation_answer(
+        &self,
+        id: &str,
+        action: &str,
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<()> {
+        self.inner.elicitations.answer(id, action, content)
     }
 
     /// `mcp_servers_import_preview`.

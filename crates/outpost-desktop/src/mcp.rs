@@ -2,18 +2,26 @@
 //! connect` (config directory, `$OUTPOST_CONFIG_DIR`), started when a session starts and
 //! stopped when it ends.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
 
 use outpost_mcp::config::{self, McpConfig};
 use outpost_mcp::secrets::{SecretStore, looks_secret};
 use outpost_mcp::{
-    ConfigValue, ConnectOptions, HostOptions, McpError, McpHost, Root, ServerConfig, ServerStatus,
-    Transport,
+    ConfigValue, ConnectOptions, ElicitationAnswer, ElicitationRequest, HostOptions, McpError,
+    McpHost, Root, ServerConfig, ServerRequests, ServerStatus, Transport,
 };
 
 use crate::config::Paths;
-use crate::contract::{McpImportPreview, McpServerDraft, McpServerInfo};
+use crate::contract::{
+    AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
+};
 use crate::error::{DesktopError, Result};
 
 /// The end of a server's stderr log that `mcp_servers_log` returns.
@@ -62,7 +70,12 @@ pub struct Started {
 
 /// Loads `mcp.toml` and starts its enabled servers, waiting up to `wait` for each. Never
 /// fails the connect: a problem is reported and the session goes on with what runs.
-pub async fn start(paths: &Paths, roots: Vec<Root>, wait: Duration) -> Started {
+pub async fn start(
+    paths: &Paths,
+    roots: Vec<Root>,
+    requests: Arc<dyn ServerRequests>,
+    wait: Duration,
+) -> Started {
     let file = config_file(paths);
     let cfg = match McpConfig::load(&file) {
         Ok(c) => c,
@@ -86,6 +99,7 @@ pub async fn start(paths: &Paths, roots: Vec<Root>, wait: Duration) -> Started {
     // pane during the session starts at once and its tools join the catalogue.
     let connect = ConnectOptions {
         log_dir: Some(config::log_dir(&paths.data_dir)),
+        requests,
         ..ConnectOptions::default()
     };
     let host = McpHost::new(
@@ -113,6 +127,118 @@ pub async fn start(paths: &Paths, roots: Vec<Root>, wait: Duration) -> Started {
     Started {
         host: Some(host),
         problems,
+    }
+}
+
+/// The elicitation forms open in the UI, each waiting for the user's answer.
+#[derive(Debug, Default)]
+pub struct Elicitations {
+    next: AtomicU64,
+    open: Mutex<HashMap<String, oneshot::Sender<ElicitationAnswer>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Elicitations {
+    /// `mcp_elicitation_answer`: `accept` (with the form's content), `decline` or `cancel`.
+    pub fn answer(
+        &self,
+        id: &str,
+        action: &str,
+        content: Option<Map<String, Value>>,
+    ) -> Result<()> {
+        let answer = match action {
+            "accept" => ElicitationAnswer::Accept(Some(content.unwrap_or_default())),
+            "decline" => ElicitationAnswer::Decline,
+            "cancel" => ElicitationAnswer::Cancel,
+            other => {
+                return Err(DesktopError::invalid(
+                    "action",
+                    format!("'{other}' is not accept, decline or cancel"),
+                ));
+            }
+        };
+        let tx = lock(&self.open).remove(id).ok_or_else(|| {
+            DesktopError::NotFound("That form is no longer open (answered or timed out).".into())
+        })?;
+        tx.send(answer).map_err(|_| {
+            DesktopError::NotFound("That form is no longer open (the server is gone).".into())
+        })
+    }
+
+    /// Closes every open form (the session ended): each is cancelled; the ids closed.
+    pub fn close_all(&self) -> Vec<String> {
+        let open: Vec<(String, oneshot::Sender<ElicitationAnswer>)> =
+            lock(&self.open).drain().collect();
+        open.into_iter()
+            .map(|(id, tx)| {
+                let _ = tx.send(ElicitationAnswer::Cancel);
+                id
+            })
+            .collect()
+    }
+
+    /// How many forms are open.
+    pub fn open_count(&self) -> usize {
+        lock(&self.open).len()
+    }
+}
+
+/// Tells the UI (the desktop's event sink).
+pub type Emit = Arc<dyn Fn(AppEvent) + Send + Sync>;
+
+/// The app's answerer of server requests: an elicitation form goes to the user and waits
+/// (up to `timeout`, then it is cancelled); URL elicitation is declined; sampling is
+/// refused (the default).
+#[derive(Clone)]
+pub struct UiRequests {
+    /// The open forms.
+    pub pending: Arc<Elicitations>,
+    /// Where the form is shown.
+    pub emit: Emit,
+    /// How long a form waits (the policy's consent timeout).
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for UiRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UiRequests")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl ServerRequests for UiRequests {
+    async fn elicit(&self, server: &str, request: ElicitationRequest) -> ElicitationAnswer {
+        let (message, schema) = match request {
+            ElicitationRequest::Form {
+                message,
+                requested_schema: Value::Object(schema),
+            } => (message, schema),
+            _ => return ElicitationAnswer::Decline,
+        };
+        let id = format!(
+            "elicit-{}",
+            self.pending.next.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending.open).insert(id.clone(), tx);
+        (self.emit)(AppEvent::Elicitation(ElicitationEvent {
+            id: id.clone(),
+            server: server.to_owned(),
+            message,
+            schema,
+        }));
+        let answer = match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(a)) => a,
+            _ => ElicitationAnswer::Cancel,
+        };
+        lock(&self.pending.open).remove(&id);
+        (self.emit)(AppEvent::ElicitationClosed(ElicitationClosed { id }));
+        answer
     }
 }
 
@@ -626,6 +752,114 @@ mod tests {
         // The reviewed drafts are what `add` takes.
         let info = add(&p, None, &secrets, &got.servers[0]).unwrap();
         assert_eq!(info.target, "npx -y server-filesystem /tmp");
+    }
+
+    #[tokio::test]
+    async fn an_elicitation_waits_for_the_users_answer_or_times_out() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&events);
+        let ui = UiRequests {
+            pending: Arc::new(Elicitations::default()),
+            emit: Arc::new(move |e| sink.lock().unwrap().push(e)),
+            timeout: Duration::from_secs(5),
+        };
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        let form = move || ElicitationRequest::Form {
+            message: "Your name?".into(),
+            requested_schema: schema.clone(),
+        };
+        let asking = tokio::spawn({
+            let ui = ui.clone();
+            let req = form();
+            async move { ui.elicit("everything", req).await }
+        });
+        let id = loop {
+            if let Some(AppEvent::Elicitation(e)) = events.lock().unwrap().first().cloned() {
+                assert_eq!(
+                    (e.server.as_str(), e.message.as_str()),
+                    ("everything", "Your name?")
+                );
+                break e.id;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(
+            ui.pending.answer(&id, "maybe", None).unwrap_err().code(),
+            "invalid_argument"
+        );
+        assert_eq!(
+            ui.pending
+                .answer("nope", "decline", None)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+        let mut content = Map::new();
+        content.insert("name".into(), "Ada".into());
+        ui.pending
+            .answer(&id, "accept", Some(content.clone()))
+            .unwrap();
+        assert_eq!(
+            asking.await.unwrap(),
+            ElicitationAnswer::Accept(Some(content))
+        );
+        assert!(
+            matches!(events.lock().unwrap().last(), Some(AppEvent::ElicitationClosed(c)) if c.id == id)
+        );
+        assert_eq!(
+            ui.pending.answer(&id, "accept", None).unwrap_err().code(),
+            "not_found"
+        );
+        // Decline and cancel reach the server as they are.
+        for (round, (action, want)) in [
+            ("decline", ElicitationAnswer::Decline),
+            ("cancel", ElicitationAnswer::Cancel),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let asking = tokio::spawn({
+                let ui = ui.clone();
+                let req = form();
+                async move { ui.elicit("everything", req).await }
+            });
+            let id = loop {
+                let asked: Vec<String> = events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|e| match e {
+                        AppEvent::Elicitation(e) => Some(e.id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if asked.len() == round + 2 {
+                    break asked[round + 1].clone();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            ui.pending.answer(&id, action, None).unwrap();
+            assert_eq!(asking.await.unwrap(), want);
+        }
+        // Nobody answers: cancelled at the timeout. A URL elicitation is declined at once.
+        let quick = UiRequests {
+            timeout: Duration::from_millis(50),
+            ..ui.clone()
+        };
+        assert_eq!(
+            quick.elicit("everything", form()).await,
+            ElicitationAnswer::Cancel
+        );
+        assert_eq!(quick.pending.open_count(), 0);
+        let not_form = ElicitationRequest::Form {
+            message: "x".into(),
+            requested_schema: Value::Bool(true),
+        };
+        assert_eq!(
+            quick.elicit("everything", not_form).await,
+            ElicitationAnswer::Decline
+        );
     }
 
     #[test]

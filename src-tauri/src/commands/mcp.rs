@@ -3,7 +3,7 @@
 //! reaches them.
 
 use outpost_desktop::Desktop;
-use outpost_desktop::contract::{McpImportPreview, McpServerDraft, McpServerInfo};
+use outpost_desktop::contract::{JsonObject, McpImportPreview, McpServerDraft, McpServerInfo};
 use tauri::State;
 
 use crate::error::{CmdResult, err};
@@ -52,4 +52,18 @@ pub fn mcp_servers_import_preview(
     text: String,
 ) -> CmdResult<McpImportPreview> {
     desktop.mcp_import_preview(&text).map_err(err)
+}
+
+/// Answers an MCP server's elicitation form: `accept` (with the content), `decline` or
+/// `cancel`.
+#[tauri::command]
+pub fn mcp_elicitation_answer(
+    desktop: State<'_, Desktop>,
+    id: String,
+    action: String,
+    content: Option<JsonObject>,
+) -> CmdResult<()> {
+    desktop
+        .mcp_elicitation_answer(&id, &action, content)
+        .map_err(err)
 }

@@ -247,7 +247,20 @@ export type UiEvent =
   | { type: 'tool_result'; data: ToolResult }
   | { type: 'consent_request'; data: ConsentRequest }
   | { type: 'consent_withdrawn'; data: { consentId: string; reason: 'cancelled' | 'timed_out' | 'answered' } }
-  | { type: 'error'; data: ErrorEvent };
+  | { type: 'error'; data: ErrorEvent }
+  | { type: 'elicitation'; data: ElicitationEvent }
+  | { type: 'elicitation_closed'; data: { id: string } };
+
+/** An MCP server asks the user to fill in a form (`elicitation/create`, form mode). */
+export interface ElicitationEvent {
+  id: string;
+  server: string;
+  message: string;
+  /** JSON Schema of the answer: an object of primitive properties. */
+  schema: JsonObject;
+}
+
+export type ElicitationAction = 'accept' | 'decline' | 'cancel';
 
 export type UiEventType = UiEvent['type'];
 
@@ -471,6 +484,7 @@ export interface Commands {
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_log: { args: { name: string }; returns: string };
   mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
+  mcp_elicitation_answer: { args: { id: string; action: ElicitationAction; content: JsonObject | null }; returns: null };
 }
 
 export type CommandName = keyof Commands;
@@ -507,6 +521,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_remove',
   'mcp_servers_log',
   'mcp_servers_import_preview',
+  'mcp_elicitation_answer',
 ];
 
 export interface Subscription {

@@ -114,6 +114,8 @@ export class MockBackend implements Backend {
     { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true },
     { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false },
   ];
+  /** Open elicitation forms (undefined) and their answers, by id. */
+  readonly elicitationAnswers = new Map<string, { action: string; content: JsonObject | null } | undefined>();
   readonly mcpLogs = new Map<string, string>([['web-tools', '--- started\nweb-tools-mcp listening on stdio\n']]);
   readonly secrets = new Map<string, string>();
   remembered: RememberedDecision[] = [];
@@ -327,6 +329,12 @@ export class MockBackend implements Backend {
       return t;
     },
 
+    mcp_elicitation_answer: ({ id, action, content }) => {
+      if (!this.elicitationAnswers.has(id)) throw fail('not_found', 'That form is no longer open (answered or timed out).');
+      this.elicitationAnswers.set(id, { action, content });
+      this.emit({ type: 'elicitation_closed', data: { id } });
+      return null;
+    },
     mcp_servers_list: () => this.mcpServers,
     mcp_servers_add: ({ server }) => this.#addServer(server),
     mcp_servers_set_enabled: ({ name, enabled }) => {
@@ -375,6 +383,12 @@ export class MockBackend implements Backend {
   };
 
   // ----------------------------------------------------------------- tool servers
+
+  /** Plays an MCP server asking the user to fill in a form. */
+  elicit(id: string, server: string, message: string, schema: JsonObject): void {
+    this.elicitationAnswers.set(id, undefined);
+    this.emit({ type: 'elicitation', data: { id, server, message, schema } });
+  }
 
   #server(name: string): McpServerInfo {
     const s = this.mcpServers.find((x) => x.name === name);
