@@ -71,6 +71,29 @@ describe('elicitation form', () => {
     expect(backend.elicitationAnswers.get('e2')).toEqual({ action: 'cancel', content: null });
   });
 
+  it('single and multiple selects with titles (oneOf/anyOf, enumNames) send their values', async () => {
+    const { backend, user } = await start();
+    backend.elicit('e3', 'everything', 'Pick', {
+      type: 'object',
+      properties: {
+        hero: { type: 'string', title: 'Hero', oneOf: [{ const: 'hero-1', title: 'Superman' }, { const: 'hero-2', title: 'Green Lantern' }], default: 'hero-1' },
+        pet: { type: 'string', title: 'Pet', enum: ['pet-1', 'pet-2'], enumNames: ['Cats', 'Dogs'], default: 'pet-1' },
+        fish: { type: 'array', title: 'Fish', items: { anyOf: [{ const: 'fish-1', title: 'Tuna' }, { const: 'fish-2', title: 'Salmon' }] }, default: ['fish-1'] },
+        tools: { type: 'array', title: 'Instruments', items: { type: 'string', enum: ['Guitar', 'Piano'] }, default: ['Guitar'] },
+      },
+    });
+    const form = await screen.findByTestId('elicitation-form');
+    await user.selectOptions(within(form).getByLabelText('Hero'), 'Green Lantern');
+    await user.selectOptions(within(form).getByLabelText('Pet'), 'Dogs');
+    await user.click(within(form).getByRole('checkbox', { name: 'Salmon' }));
+    await user.click(within(form).getByRole('checkbox', { name: 'Guitar' }));
+    await user.click(within(form).getByRole('button', { name: 'Submit' }));
+    await vi.waitFor(() => expect(backend.elicitationAnswers.get('e3')).toEqual({
+      action: 'accept',
+      content: { hero: 'hero-2', pet: 'pet-2', fish: ['fish-1', 'fish-2'], tools: [] },
+    }));
+  });
+
   it('a form closed by the backend (timed out, server gone) disappears', async () => {
     const { backend } = await start();
     backend.elicit('e9', 'everything', 'Too late', schema);
