@@ -6,7 +6,9 @@
 //! catalogue with `serverName` set and calls it; the policy's default for an MCP tool is
 //! ask, so the consent dialog opens and names the server with its claims; Allow once, and
 //! the echo reaches the assistant. The card and the history show the server, and history
-//! search finds the call by the server's name. Same namespaces and harness as
+//! search finds the call by the server's name. Then the assistant calls server-everything's
+//! `trigger-elicitation-request`: the server's question appears as a form naming it, the
+//! user fills in the required name and submits, and the tool's result carries the answer. Same namespaces and harness as
 //! `app_e2e.rs`.
 //!
 //! Needs what `app_e2e.rs` needs plus the MCP reference servers (`npm ci` in tests/mcp,
@@ -26,6 +28,7 @@ use serde_json::json;
 const ROOM: &str = "mcp-app-e2e";
 const ECHO: &str = "mcp__everything__echo";
 const WORDS: &str = "kestrel over the quarry";
+const ELICIT: &str = "mcp__everything__trigger-elicitation-request";
 
 #[test]
 fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
@@ -73,7 +76,15 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
          "parameters": {"message": WORDS}, "wait_ms": 300_000,
          "expect": {"success": true, "result": {"text": format!("Echo: {WORDS}"),
                                                  "isError": false}}},
-        {"op": "say", "text": "The MCP server echoed it back."}
+        {"op": "say", "text": "The MCP server echoed it back."},
+        // server-everything registers its elicitation tool after `initialized` (the app
+        // declares elicitation): in the hello, or by a ToolsChanged.
+        {"op": "wait_user", "text": "Now ask me something", "wait_ms": 120_000},
+        {"name": "elicit tool", "op": "wait_tool", "toolName": ELICIT, "wait_ms": 60_000},
+        {"name": "m-elicit", "op": "request", "id": "m-elicit", "toolName": ELICIT,
+         "parameters": {}, "wait_ms": 300_000,
+         "expect": {"success": true, "result": {"isError": false}}},
+        {"op": "say", "text": "Thanks for filling in the form."}
     ]);
     let env: Vec<(&'static str, OsString)> = vec![
         ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
@@ -159,6 +170,41 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
         "the assistant got {o}"
     );
     app.wait_assistant("The MCP server echoed it back.").await?;
+
+    // Elicitation: the server asks the user through the app; the form names it, the
+    // user fills in the required field and submits; the tool's result says so.
+    app.say("Now ask me something").await?;
+    app.wait_consent().await?;
+    app.answer_consent("Allow once").await?;
+    let form = app.wait_css("[data-testid=elicitation-form]").await?;
+    let text = form.text().await?;
+    ensure!(
+        text.contains("MCP · everything"),
+        "the form does not name the server: {text}"
+    );
+    ensure!(
+        text.contains("Please provide inputs"),
+        "the form does not show the server's message: {text}"
+    );
+    app.wait_css("[data-testid=elicitation-form] input[type=text]")
+        .await?
+        .send_keys("Ada Lovelace")
+        .await?;
+    app.click_button("[data-testid=elicitation-form]", "Submit")
+        .await?;
+    let card = app
+        .wait_card("m-elicit", "completed", |c| c["id"] == "m-elicit")
+        .await?;
+    ensure!(
+        card["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Ada Lovelace")),
+        "the card does not show the answer: {card}"
+    );
+    let o = assistant.outcome("m-elicit").await?;
+    ensure!(o["ok"] == true, "the assistant got {o}");
+    app.wait_assistant("Thanks for filling in the form.")
+        .await?;
     let status = assistant.finish().await?;
     ensure!(
         status.success(),
