@@ -8,7 +8,9 @@
 //! the echo reaches the assistant. The card and the history show the server, and history
 //! search finds the call by the server's name. Then the assistant calls server-everything's
 //! `trigger-elicitation-request`: the server's question appears as a form naming it, the
-//! user fills in the required name and submits, and the tool's result carries the answer. Same namespaces and harness as
+//! user fills in the required name and submits, and the tool's result carries the answer.
+//! Last, Settings → Tool servers shows the server running with its tools and its stderr
+//! log, and switching it off and on stops and restarts it in the live session. Same namespaces and harness as
 //! `app_e2e.rs`.
 //!
 //! Needs what `app_e2e.rs` needs plus the MCP reference servers (`npm ci` in tests/mcp,
@@ -230,5 +232,23 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
         }))
     })
     .await?;
+
+    // Settings → Tool servers, in the live session: the server runs with its tools; its
+    // stderr log is shown; switched off it stops, switched on it runs again.
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tool servers").await?;
+    let row = "[data-testid=mcp-server][data-name=everything]";
+    app.wait_css(&format!("{row}[data-status=running]")).await?;
+    app.wait_text(row, " tools").await?;
+    app.click_button(row, "Log").await?;
+    app.wait_text("[data-testid=mcp-log]", "--- started")
+        .await?;
+    app.click(&format!("{row} input[type=checkbox]")).await?;
+    app.wait_css(&format!("{row}[data-status=disabled]"))
+        .await?;
+    app.click(&format!("{row} input[type=checkbox]")).await?;
+    app.wait_css(&format!("{row}[data-status=running]"))
+        .await
+        .context("re-enabled, the server runs again")?;
     Ok(app)
 }

@@ -14,9 +14,12 @@ pub fn mcp_servers_list(desktop: State<'_, Desktop>) -> CmdResult<Vec<McpServerI
     desktop.mcp_servers().map_err(err)
 }
 
+// Adding, enabling and removing may start or stop a server's supervisor task: async
+// commands run on the app's tokio runtime (sync ones would run on the main thread).
+
 /// Adds a server (started at once in a live session when enabled).
 #[tauri::command]
-pub fn mcp_servers_add(
+pub async fn mcp_servers_add(
     desktop: State<'_, Desktop>,
     server: McpServerDraft,
 ) -> CmdResult<McpServerInfo> {
@@ -25,7 +28,7 @@ pub fn mcp_servers_add(
 
 /// Enables or disables a server.
 #[tauri::command]
-pub fn mcp_servers_set_enabled(
+pub async fn mcp_servers_set_enabled(
     desktop: State<'_, Desktop>,
     name: String,
     enabled: bool,
@@ -35,7 +38,7 @@ pub fn mcp_servers_set_enabled(
 
 /// Removes a server.
 #[tauri::command]
-pub fn mcp_servers_remove(desktop: State<'_, Desktop>, name: String) -> CmdResult<()> {
+pub async fn mcp_servers_remove(desktop: State<'_, Desktop>, name: String) -> CmdResult<()> {
     desktop.mcp_server_remove(&name).map_err(err)
 }
 
