@@ -1003,7 +1003,8 @@ impl Desktop {
         crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())
     }
 
-    /// `mcp_servers_add`.
+    /// `mcp_servers_add`. In a live session an enabled server starts at once: call it
+    /// within the app's tokio runtime (as `mcp_servers_set_enabled`).
     pub fn mcp_server_add(
         &self,
         draft: &crate::contract::McpServerDraft,
