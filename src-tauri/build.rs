@@ -27,6 +27,13 @@ const COMMANDS: &[&str] = &[
     "history_delete_all",
     "tools_list",
     "tools_set",
+    "mcp_servers_list",
+    "mcp_servers_add",
+    "mcp_servers_set_enabled",
+    "mcp_servers_remove",
+    "mcp_servers_log",
+    "mcp_servers_import_preview",
+    "mcp_elicitation_answer",
 ];
 
 fn main() {

@@ -76,6 +76,13 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::history::history_delete_all,
             commands::tools::tools_list,
             commands::tools::tools_set,
+            commands::mcp::mcp_servers_list,
+            commands::mcp::mcp_servers_add,
+            commands::mcp::mcp_servers_set_enabled,
+            commands::mcp::mcp_servers_remove,
+            commands::mcp::mcp_servers_log,
+            commands::mcp::mcp_servers_import_preview,
+            commands::mcp::mcp_elicitation_answer,
         ])
 }
 

@@ -28,6 +28,9 @@ pub use outpost_core::ServerClaims;
 /// Epoch milliseconds.
 pub type Millis = i64;
 
+/// A JSON object (an elicitation form's content).
+pub type JsonObject = Map<String, Value>;
+
 /// Link state shown in the status bar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "snake_case")]
@@ -285,6 +288,34 @@ pub enum AppEvent {
     ConsentWithdrawn(ConsentWithdrawn),
     /// A fault worth telling.
     Error(ErrorEvent),
+    /// An MCP server asks the user to fill in a form.
+    Elicitation(ElicitationEvent),
+    /// The form is no longer open (answered, timed out, the server gone).
+    ElicitationClosed(ElicitationClosed),
+}
+
+/// `elicitation`: an MCP server's `elicitation/create` (form mode), shown as a form.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct ElicitationEvent {
+    /// Answer with this (`mcp_elicitation_answer`).
+    pub id: String,
+    /// The server that asks.
+    pub server: String,
+    /// What it asks, in its words.
+    pub message: String,
+    /// The JSON Schema of the answer: an object of primitive properties.
+    pub schema: Map<String, Value>,
+}
+
+/// `elicitation_closed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct ElicitationClosed {
+    /// The form.
+    pub id: String,
 }
 
 /// `UserMessage`.
@@ -543,6 +574,74 @@ pub struct ToolInfo {
     pub destructive: bool,
     /// Hint.
     pub open_world: bool,
+}
+
+/// `McpServerInfo`: one server of `mcp.toml` and how it is doing (Settings → Tool servers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpServerInfo {
+    /// Its name (`mcp__NAME__tool`).
+    pub name: String,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// The command and its arguments, or the URL.
+    pub target: String,
+    /// Started at connect.
+    pub enabled: bool,
+    /// `running`, `starting`, `crashed` (waiting to restart), `stopped` (no session, or
+    /// stopped), `disabled`.
+    pub status: String,
+    /// Tools it offers now.
+    pub tool_count: u32,
+    /// Why it last failed, if it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// A stderr log exists (`mcp_servers_log`).
+    pub has_log: bool,
+}
+
+/// `McpServerDraft`: a server to add (the settings form, or an import's review step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpServerDraft {
+    /// Its name.
+    pub name: String,
+    /// A stdio server's program (empty for an HTTP server).
+    #[serde(default)]
+    pub command: String,
+    /// Its arguments, as they are (no shell).
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// An HTTP server's URL (empty for a stdio server).
+    #[serde(default)]
+    pub url: String,
+    /// Environment variables (stdio) or headers (HTTP) by name; shown by name only once
+    /// saved. Values whose names look secret go to the keyring.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// A stdio server's working directory (empty: the app's).
+    #[serde(default)]
+    pub cwd: String,
+    /// Start it at connect.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `McpImportPreview`: what an import would add, for the review step; nothing runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpImportPreview {
+    /// The servers that can be added (`enabled` as the file had it); the user picks.
+    pub servers: Vec<McpServerDraft>,
+    /// One sentence per entry left out (bad shape, a name already configured, ...).
+    pub skipped: Vec<String>,
 }
 
 /// `RememberedDecision`.
@@ -861,12 +960,17 @@ pub fn typescript() -> String {
         ToolResult,
         ConsentWithdrawn,
         ErrorEvent,
+        ElicitationEvent,
+        ElicitationClosed,
         ConnectionSettings,
         FolderScope,
         NotificationSettings,
         Settings,
         ConnectionTestResult,
         ToolInfo,
+        McpServerInfo,
+        McpServerDraft,
+        McpImportPreview,
         RememberedDecision,
         ConversationSummary,
         SearchHit,

@@ -60,6 +60,11 @@ struct Inner {
     live: Mutex<Live>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     demo: tokio::sync::Mutex<Option<Demo>>,
+    /// The MCP servers of the current session (started at connect, stopped at
+    /// disconnect or when the session ends).
+    mcp: Mutex<Option<outpost_mcp::McpHost>>,
+    /// MCP elicitation forms waiting for the user.
+    elicitations: Arc<crate::mcp::Elicitations>,
     focused: AtomicBool,
     tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -132,6 +137,8 @@ impl Desktop {
                 live: Mutex::new(Live { state, sink: None }),
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
+                mcp: Mutex::new(None),
+                elicitations: Arc::default(),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -278,11 +285,13 @@ impl Desktop {
         if let Some(old) = slot.take() {
             let _ = old.leave().await;
         }
+        self.stop_mcp();
         {
             let mut live = lock(&self.inner.live);
             let ev = live.state.connecting(None);
             live.emit(ev);
         }
+        let mcp = self.start_mcp().await;
         let conversation_id = lock(&self.inner.live)
             .state
             .conversation_id()
@@ -293,9 +302,11 @@ impl Desktop {
         opts.conversation_id = conversation_id;
         opts.disabled_tools = disabled_tools;
         opts.client_version = env!("CARGO_PKG_VERSION").into();
+        opts.mcp = mcp;
         let (session, mut events) = match self.inner.core.connect(opts).await {
             Ok(x) => x,
             Err(e) => {
+                self.stop_mcp();
                 let msg = format!("Could not connect: {e}");
                 let mut live = lock(&self.inner.live);
                 let ev = live.state.failed(msg.clone());
@@ -315,9 +326,78 @@ impl Desktop {
             let mut slot = me.inner.session.lock().await;
             if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
                 *slot = None;
+                // The servers live as long as the session that offers their tools.
+                me.stop_mcp();
             }
         });
         Ok(())
+    }
+
+    /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
+    /// app"); problems are told to the UI as non-fatal errors.
+    async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
+        let folders: Vec<(String, bool)> = {
+            let policy = self.inner.core.permissions().policy().current();
+            policy
+                .policy()
+                .folders
+                .iter()
+                .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
+                .collect()
+        };
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let roots = crate::mcp::roots(&folders, &home);
+        let timeout_secs = self
+            .inner
+            .core
+            .permissions()
+            .policy()
+            .current()
+            .policy()
+            .consent_timeout_secs;
+        let weak = Arc::downgrade(&self.inner);
+        let requests = crate::mcp::UiRequests {
+            pending: Arc::clone(&self.inner.elicitations),
+            emit: Arc::new(move |ev| {
+                if let Some(inner) = weak.upgrade() {
+                    lock(&inner.live).emit(ev);
+                }
+            }),
+            timeout: std::time::Duration::from_secs(timeout_secs),
+        };
+        let started = crate::mcp::start(
+            &self.inner.paths,
+            roots,
+            Arc::new(requests),
+            crate::mcp::START_WAIT,
+        )
+        .await;
+        {
+            let live = lock(&self.inner.live);
+            for message in started.problems {
+                live.emit(AppEvent::Error(ErrorEvent {
+                    code: "mcp_server_failed".into(),
+                    message,
+                    fatal: None,
+                }));
+            }
+        }
+        lock(&self.inner.mcp).clone_from(&started.host);
+        started.host
+    }
+
+    /// Stops every MCP server of the session, if any.
+    fn stop_mcp(&self) {
+        if let Some(host) = lock(&self.inner.mcp).take() {
+            host.shutdown();
+        }
+        let closed = self.inner.elicitations.close_all();
+        let live = lock(&self.inner.live);
+        for id in closed {
+            live.emit(AppEvent::ElicitationClosed(
+                crate::contract::ElicitationClosed { id },
+            ));
+        }
     }
 
     fn on_core_event(&self, ev: outpost_core::UiEvent) {
@@ -363,6 +443,7 @@ impl Desktop {
         if let Some(s) = session {
             let _ = s.leave().await;
         }
+        self.stop_mcp();
         if let Some(d) = self.inner.demo.lock().await.take() {
             d.stop().await;
         }
@@ -905,6 +986,74 @@ impl Desktop {
     }
 
     // --- tools ---------------------------------------------------------------------------
+
+    // --- tool servers (MCP) ----------------------------------------------------------
+
+    fn mcp_host(&self) -> Option<outpost_mcp::McpHost> {
+        lock(&self.inner.mcp).clone()
+    }
+
+    fn mcp_secrets(&self) -> Arc<dyn outpost_mcp::SecretStore> {
+        outpost_mcp::secrets::from_env()
+    }
+
+    /// `mcp_servers_list`.
+    pub fn mcp_servers(&self) -> Result<Vec<crate::contract::McpServerInfo>> {
+        crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())
+    }
+
+    /// `mcp_servers_add`. In a live session an enabled server starts at once: call it
+    /// within the app's tokio runtime (as `mcp_servers_set_enabled`).
+    pub fn mcp_server_add(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::add(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+    }
+
+    /// `mcp_servers_set_enabled`.
+    pub fn mcp_server_set_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::set_enabled(&self.inner.paths, self.mcp_host().as_ref(), name, enabled)
+    }
+
+    /// `mcp_servers_remove`.
+    pub fn mcp_server_remove(&self, name: &str) -> Result<()> {
+        crate::mcp::remove(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            name,
+        )
+    }
+
+    /// `mcp_servers_log`.
+    pub fn mcp_server_log(&self, name: &str) -> Result<String> {
+        crate::mcp::log(&self.inner.paths, name)
+    }
+
+    /// `mcp_elicitation_answer`.
+    pub fn mcp_elicitation_answer(
+        &self,
+        id: &str,
+        action: &str,
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<()> {
+        self.inner.elicitations.answer(id, action, content)
+    }
+
+    /// `mcp_servers_import_preview`.
+    pub fn mcp_import_preview(&self, text: &str) -> Result<crate::contract::McpImportPreview> {
+        crate::mcp::import_preview(&self.inner.paths, text)
+    }
 
     /// `tools_list`.
     pub fn tools(&self) -> Vec<ToolInfo> {

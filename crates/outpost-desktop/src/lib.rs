@@ -9,6 +9,7 @@
 //! - [`config`]: where files live and the app's `settings.toml`.
 //! - [`secrets`]: the OS keyring.
 //! - [`demo`]: the in-process local demo (room server + reference assistant).
+//! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it.
 //! - `desktop`: [`Desktop`], one method per command.
 //! - `history`: store records → contract types.
 //! - `error`: [`DesktopError`] and its `{code, message}` form.
@@ -20,6 +21,7 @@ mod desktop;
 mod error;
 mod history;
 pub mod live;
+pub mod mcp;
 pub mod secrets;
 
 pub use desktop::{Desktop, EventSink, Notifier, check_link};

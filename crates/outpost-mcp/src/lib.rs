@@ -10,6 +10,7 @@
 //!   sampling): it asks the caller's [`ServerRequests`]; the default declines and refuses.
 //! - [`connection`]: one running session with one server (spawn or connect, initialize,
 //!   list tools, call tools with progress, timeout and cancellation).
+//! - [`import`]: the `mcpServers` block of a Claude Desktop config, read for review.
 //! - [`host`]: [`McpHost`], every configured server under supervision (restart with
 //!   backoff, roots, tool lists kept current) and one watchable snapshot of their state.
 //!
@@ -22,6 +23,7 @@ pub mod connection;
 mod error;
 mod handler;
 pub mod host;
+pub mod import;
 pub mod naming;
 mod process;
 pub mod requests;

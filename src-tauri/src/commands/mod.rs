@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod consent;
 pub mod history;
+pub mod mcp;
 pub mod session;
 pub mod settings;
 pub mod tools;

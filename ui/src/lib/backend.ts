@@ -43,12 +43,17 @@ import type {
   ConsentWithdrawn,
   ConversationDetail,
   ConversationSummary,
+  ElicitationClosed,
+  ElicitationEvent,
   ErrorEvent,
   ExecutedBy,
   ExecutionMode,
   ExportResult,
   FolderAccess,
   FolderScope,
+  McpImportPreview,
+  McpServerDraft,
+  McpServerInfo,
   NotificationSettings,
   RememberedDecision,
   RememberedKind,
@@ -89,12 +94,17 @@ export type {
   ConsentWithdrawn,
   ConversationDetail,
   ConversationSummary,
+  ElicitationClosed,
+  ElicitationEvent,
   ErrorEvent,
   ExecutedBy,
   ExecutionMode,
   ExportResult,
   FolderAccess,
   FolderScope,
+  McpImportPreview,
+  McpServerDraft,
+  McpServerInfo,
   NotificationSettings,
   RememberedDecision,
   RememberedKind,
@@ -143,6 +153,12 @@ export type JsonObject = { [key: string]: Json };
 export type Millis = number;
 
 export type UiEventType = UiEvent['type'];
+
+/** How a form from an MCP server is answered. */
+export type ElicitationAction = 'accept' | 'decline' | 'cancel';
+
+/** `McpServerInfo.status`. */
+export type McpServerStatus = 'running' | 'starting' | 'crashed' | 'stopped' | 'disabled';
 
 export type SecretName = 'livekit_token';
 
@@ -201,6 +217,14 @@ export interface Commands {
 
   tools_list: { args: NoArgs; returns: ToolInfo[] };
   tools_set: { args: { name: string; enabled: boolean; rule: ToolRule }; returns: ToolInfo };
+
+  mcp_servers_list: { args: NoArgs; returns: McpServerInfo[] };
+  mcp_servers_add: { args: { server: McpServerDraft }; returns: McpServerInfo };
+  mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
+  mcp_servers_remove: { args: { name: string }; returns: null };
+  mcp_servers_log: { args: { name: string }; returns: string };
+  mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
+  mcp_elicitation_answer: { args: { id: string; action: ElicitationAction; content: JsonObject | null }; returns: null };
 }
 
 export type CommandName = keyof Commands;
@@ -231,6 +255,13 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'history_delete_all',
   'tools_list',
   'tools_set',
+  'mcp_servers_list',
+  'mcp_servers_add',
+  'mcp_servers_set_enabled',
+  'mcp_servers_remove',
+  'mcp_servers_log',
+  'mcp_servers_import_preview',
+  'mcp_elicitation_answer',
 ];
 
 export interface Subscription {

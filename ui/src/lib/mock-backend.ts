@@ -16,6 +16,8 @@ import {
   type ConsentRequest,
   type ConversationSummary,
   type JsonObject,
+  type McpServerDraft,
+  type McpServerInfo,
   type RememberedDecision,
   type SearchHit,
   type SessionInfo,
@@ -110,6 +112,14 @@ const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(
 export class MockBackend implements Backend {
   readonly settings: Settings;
   readonly tools: ToolInfo[];
+  /** `mcp.toml`, as Settings → Tool servers sees it. */
+  mcpServers: McpServerInfo[] = [
+    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true },
+    { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false },
+  ];
+  /** Open elicitation forms (undefined) and their answers, by id. */
+  readonly elicitationAnswers = new Map<string, { action: string; content: JsonObject | null } | undefined>();
+  readonly mcpLogs = new Map<string, string>([['web-tools', '--- started\nweb-tools-mcp listening on stdio\n']]);
   readonly secrets = new Map<string, string>();
   remembered: RememberedDecision[] = [];
   conversations = new Map<string, Conversation>();
@@ -327,7 +337,98 @@ export class MockBackend implements Backend {
       t.rule = rule;
       return t;
     },
+
+    mcp_elicitation_answer: ({ id, action, content }) => {
+      if (!this.elicitationAnswers.has(id)) throw fail('not_found', 'That form is no longer open (answered or timed out).');
+      this.elicitationAnswers.set(id, { action, content });
+      this.emit({ type: 'elicitation_closed', data: { id } });
+      return null;
+    },
+    mcp_servers_list: () => this.mcpServers,
+    mcp_servers_add: ({ server }) => this.#addServer(server),
+    mcp_servers_set_enabled: ({ name, enabled }) => {
+      const s = this.#server(name);
+      s.enabled = enabled;
+      s.status = enabled ? (this.#connection.state === 'connected' ? 'running' : 'stopped') : 'disabled';
+      if (!enabled) s.toolCount = 0;
+      return s;
+    },
+    mcp_servers_remove: ({ name }) => {
+      this.#server(name);
+      this.mcpServers = this.mcpServers.filter((s) => s.name !== name);
+      this.mcpLogs.delete(name);
+      return null;
+    },
+    mcp_servers_log: ({ name }) => {
+      this.#server(name);
+      return this.mcpLogs.get(name) ?? '';
+    },
+    mcp_servers_import_preview: ({ text }) => {
+      let root: unknown;
+      try {
+        root = JSON.parse(text);
+      } catch {
+        throw fail('invalid_argument', 'file: the file is not JSON');
+      }
+      const block = (root as { mcpServers?: unknown } | null)?.mcpServers;
+      if (!block || typeof block !== 'object' || Array.isArray(block)) {
+        throw fail('invalid_argument', 'file: the file has no "mcpServers" object (is it claude_desktop_config.json?)');
+      }
+      const servers: McpServerDraft[] = [];
+      const skipped: string[] = [];
+      for (const [name, e] of Object.entries(block as Record<string, Record<string, unknown>>)) {
+        if (this.mcpServers.some((s) => s.name === name)) {
+          skipped.push(`'${name}': a tool server with this name already exists`);
+        } else if (typeof e?.command === 'string') {
+          servers.push({ name, command: e.command, args: (e.args as string[]) ?? [], url: '', env: (e.env as Record<string, string>) ?? {}, cwd: '', enabled: e.disabled !== true });
+        } else if (typeof e?.url === 'string') {
+          servers.push({ name, command: '', args: [], url: e.url, env: (e.headers as Record<string, string>) ?? {}, cwd: '', enabled: e.disabled !== true });
+        } else {
+          skipped.push(`'${name}': it has neither "command" nor "url"`);
+        }
+      }
+      return { servers, skipped };
+    },
   };
+
+  // ----------------------------------------------------------------- tool servers
+
+  /** Plays an MCP server asking the user to fill in a form. */
+  elicit(id: string, server: string, message: string, schema: JsonObject): void {
+    this.elicitationAnswers.set(id, undefined);
+    this.emit({ type: 'elicitation', data: { id, server, message, schema } });
+  }
+
+  #server(name: string): McpServerInfo {
+    const s = this.mcpServers.find((x) => x.name === name);
+    if (!s) throw fail('not_found', `There is no tool server named '${name}'.`);
+    return s;
+  }
+
+  #addServer(d: McpServerDraft): McpServerInfo {
+    if (!/^[A-Za-z0-9_-]{1,32}$/.test(d.name) || d.name.includes('__')) {
+      throw fail('invalid_argument', `name: server name '${d.name}' may only contain ASCII letters, digits, '-' and '_' (1–32, no '__')`);
+    }
+    if (this.mcpServers.some((s) => s.name === d.name)) {
+      throw fail('invalid_argument', `name: a tool server named '${d.name}' already exists; remove it first`);
+    }
+    const command = d.command.trim();
+    const url = d.url.trim();
+    if (!!command === !!url) throw fail('invalid_argument', 'server: give either a command or a URL, not both');
+    if (url && !/^https?:\/\//.test(url)) throw fail('invalid_argument', `url: '${url}': an MCP server URL starts with http:// or https://`);
+    const live = this.#connection.state === 'connected';
+    const info: McpServerInfo = {
+      name: d.name,
+      transport: command ? 'stdio' : 'http',
+      target: command ? [command, ...d.args].join(' ') : url,
+      enabled: d.enabled,
+      status: d.enabled ? (live ? 'running' : 'stopped') : 'disabled',
+      toolCount: 0,
+      hasLog: false,
+    };
+    this.mcpServers = [...this.mcpServers, info].sort((a, b) => a.name.localeCompare(b.name));
+    return info;
+  }
 
   // ----------------------------------------------------------------- script
 

@@ -315,7 +315,7 @@ transcript: Array<TranscriptEntry>,
  */
 pendingConsents: Array<ConsentRequest>, };
 
-export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent };
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed };
 
 export type UserMessage = { 
 /**
@@ -485,6 +485,30 @@ message: string,
  */
 fatal?: boolean, };
 
+export type ElicitationEvent = { 
+/**
+ * Answer with this (`mcp_elicitation_answer`).
+ */
+id: string, 
+/**
+ * The server that asks.
+ */
+server: string, 
+/**
+ * What it asks, in its words.
+ */
+message: string, 
+/**
+ * The JSON Schema of the answer: an object of primitive properties.
+ */
+schema: { [key in string]: JsonValue }, };
+
+export type ElicitationClosed = { 
+/**
+ * The form.
+ */
+id: string, };
+
 export type ConnectionSettings = { 
 /**
  * `token` or `endpoint` (checked by `Desktop::set_settings`).
@@ -620,6 +644,82 @@ destructive: boolean,
  * Hint.
  */
 openWorld: boolean, };
+
+export type McpServerInfo = { 
+/**
+ * Its name (`mcp__NAME__tool`).
+ */
+name: string, 
+/**
+ * `stdio` or `http`.
+ */
+transport: string, 
+/**
+ * The command and its arguments, or the URL.
+ */
+target: string, 
+/**
+ * Started at connect.
+ */
+enabled: boolean, 
+/**
+ * `running`, `starting`, `crashed` (waiting to restart), `stopped` (no session, or
+ * stopped), `disabled`.
+ */
+status: string, 
+/**
+ * Tools it offers now.
+ */
+toolCount: number, 
+/**
+ * Why it last failed, if it did.
+ */
+lastError?: string, 
+/**
+ * A stderr log exists (`mcp_servers_log`).
+ */
+hasLog: boolean, };
+
+export type McpServerDraft = { 
+/**
+ * Its name.
+ */
+name: string, 
+/**
+ * A stdio server's program (empty for an HTTP server).
+ */
+command: string, 
+/**
+ * Its arguments, as they are (no shell).
+ */
+args: Array<string>, 
+/**
+ * An HTTP server's URL (empty for a stdio server).
+ */
+url: string, 
+/**
+ * Environment variables (stdio) or headers (HTTP) by name; shown by name only once
+ * saved. Values whose names look secret go to the keyring.
+ */
+env: { [key in string]: string }, 
+/**
+ * A stdio server's working directory (empty: the app's).
+ */
+cwd: string, 
+/**
+ * Start it at connect.
+ */
+enabled: boolean, };
+
+export type McpImportPreview = { 
+/**
+ * The servers that can be added (`enabled` as the file had it); the user picks.
+ */
+servers: Array<McpServerDraft>, 
+/**
+ * One sentence per entry left out (bad shape, a name already configured, ...).
+ */
+skipped: Array<string>, };
 
 export type RememberedDecision = { 
 /**

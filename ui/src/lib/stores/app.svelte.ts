@@ -8,6 +8,9 @@ import {
   type Backend,
   type CommandError,
   type ConsentDecision,
+  type ElicitationAction,
+  type ElicitationEvent,
+  type JsonObject,
   type Subscription,
   type UiEvent,
 } from '../backend';
@@ -16,7 +19,7 @@ import { ConsentQueue } from './consent.svelte';
 import { SessionStore } from './session.svelte';
 
 export type Screen = 'chat' | 'history' | 'settings';
-export type SettingsSection = 'connection' | 'tools' | 'folders' | 'notifications' | 'data' | 'about';
+export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'notifications' | 'data' | 'about';
 
 export interface Notice {
   id: number;
@@ -33,6 +36,8 @@ export class AppState {
   screen = $state<Screen>('chat');
   settingsSection = $state<SettingsSection>('connection');
   notices = $state<Notice[]>([]);
+  /** MCP elicitation forms waiting for the user, oldest first. */
+  elicitations = $state<ElicitationEvent[]>([]);
   ready = $state(false);
   loadError = $state<CommandError | null>(null);
   /** The user chose "Set up a connection" on the first-run screen. */
@@ -78,6 +83,11 @@ export class AppState {
     this.session.apply(event);
     this.consents.apply(event);
     if (event.type === 'error') this.notify(event.data.message, 'error');
+    if (event.type === 'elicitation') this.elicitations.push(event.data);
+    if (event.type === 'elicitation_closed') {
+      const id = event.data.id;
+      this.elicitations = this.elicitations.filter((e) => e.id !== id);
+    }
   }
 
   notify(text: string, kind: Notice['kind'] = 'info'): void {
@@ -100,6 +110,12 @@ export class AppState {
       this.notify(`${what}: ${err.message}`, 'error');
       return undefined;
     }
+  }
+
+  /** Answers an MCP server's form; it closes whatever the answer's fate. */
+  async answerElicitation(id: string, action: ElicitationAction, content: JsonObject | null): Promise<void> {
+    this.elicitations = this.elicitations.filter((e) => e.id !== id);
+    await this.run('Could not send your answer', this.backend.call('mcp_elicitation_answer', { id, action, content }));
   }
 
   async send(text: string): Promise<boolean> {

@@ -1,0 +1,886 @@
+//! The user's MCP servers in the app (docs/MCP.md): the same `mcp.toml` as `outpost
+//! connect` (config directory, `$OUTPOST_CONFIG_DIR`), started when a session starts and
+//! stopped when it ends.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use tokio::sync::oneshot;
+
+use outpost_mcp::config::{self, McpConfig};
+use outpost_mcp::secrets::{SecretStore, looks_secret};
+use outpost_mcp::{
+    ConfigValue, ConnectOptions, ElicitationAnswer, ElicitationRequest, HostOptions, McpError,
+    McpHost, Root, ServerConfig, ServerRequests, ServerStatus, Transport,
+};
+
+use crate::config::Paths;
+use crate::contract::{
+    AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
+};
+use crate::error::{DesktopError, Result};
+
+/// The end of a server's stderr log that `mcp_servers_log` returns.
+pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
+
+/// How long a connect waits for the enabled servers to start and list their tools before
+/// greeting the assistant (as `outpost connect --mcp-wait`, shorter: a person is waiting).
+/// A server not ready by then is offered when it is (ToolsChanged, or the next hello).
+pub const START_WAIT: Duration = Duration::from_secs(20);
+
+/// `mcp.toml` in the app's config directory.
+pub fn config_file(paths: &Paths) -> PathBuf {
+    config::config_path(&paths.config_dir)
+}
+
+/// The allowed folders of the policy as MCP roots: absolute paths, or `~/...` under
+/// `home`; anything else is left out.
+pub fn roots(folders: &[(String, bool)], home: &Path) -> Vec<Root> {
+    folders
+        .iter()
+        .filter(|(_, allow)| *allow)
+        .filter_map(|(p, _)| {
+            let path = if p == "~" {
+                home.to_path_buf()
+            } else if let Some(rest) = p.strip_prefix("~/") {
+                home.join(rest)
+            } else {
+                PathBuf::from(p)
+            };
+            path.is_absolute()
+                .then(|| Root::from_path(&path).ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// What starting the servers gave: the host (none when `mcp.toml` is broken) and one
+/// sentence per problem, for the UI.
+#[derive(Debug)]
+pub struct Started {
+    /// The running host, handed to the session.
+    pub host: Option<McpHost>,
+    /// A bad `mcp.toml`, or a server that did not start within [`START_WAIT`].
+    pub problems: Vec<String>,
+}
+
+/// Loads `mcp.toml` and starts its enabled servers, waiting up to `wait` for each. Never
+/// fails the connect: a problem is reported and the session goes on with what runs.
+pub async fn start(
+    paths: &Paths,
+    roots: Vec<Root>,
+    requests: Arc<dyn ServerRequests>,
+    wait: Duration,
+) -> Started {
+    let file = config_file(paths);
+    let cfg = match McpConfig::load(&file) {
+        Ok(c) => c,
+        Err(e) => {
+            return Started {
+                host: None,
+                problems: vec![format!(
+                    "The tool servers were not started: {} ({e}).",
+                    file.display()
+                )],
+            };
+        }
+    };
+    let enabled: Vec<String> = cfg
+        .servers
+        .iter()
+        .filter(|(_, s)| s.enabled)
+        .map(|(n, _)| n.clone())
+        .collect();
+    // A host even with no server enabled: one the user enables or adds in the settings
+    // pane during the session starts at once and its tools join the catalogue.
+    let connect = ConnectOptions {
+        log_dir: Some(config::log_dir(&paths.data_dir)),
+        requests,
+        ..ConnectOptions::default()
+    };
+    let host = McpHost::new(
+        HostOptions::new(connect, outpost_mcp::secrets::from_env()),
+        roots,
+    );
+    if let Err(e) = host.start_all(&cfg) {
+        return Started {
+            host: None,
+            problems: vec![format!("The tool servers were not started: {e}")],
+        };
+    }
+    // The servers start at once; one deadline bounds the wait for all of them.
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut problems = Vec::new();
+    for name in &enabled {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if let Err(e) = host.wait_running(name, left).await {
+            tracing::warn!(server = %name, error = %e, "MCP server not ready at connect");
+            problems.push(format!(
+                "Tool server '{name}' is not offering tools yet: {e}"
+            ));
+        }
+    }
+    Started {
+        host: Some(host),
+        problems,
+    }
+}
+
+/// The elicitation forms open in the UI, each waiting for the user's answer.
+#[derive(Debug, Default)]
+pub struct Elicitations {
+    next: AtomicU64,
+    open: Mutex<HashMap<String, oneshot::Sender<ElicitationAnswer>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Elicitations {
+    /// `mcp_elicitation_answer`: `accept` (with the form's content), `decline` or `cancel`.
+    pub fn answer(
+        &self,
+        id: &str,
+        action: &str,
+        content: Option<Map<String, Value>>,
+    ) -> Result<()> {
+        let answer = match action {
+            "accept" => ElicitationAnswer::Accept(Some(content.unwrap_or_default())),
+            "decline" => ElicitationAnswer::Decline,
+            "cancel" => ElicitationAnswer::Cancel,
+            other => {
+                return Err(DesktopError::invalid(
+                    "action",
+                    format!("'{other}' is not accept, decline or cancel"),
+                ));
+            }
+        };
+        let tx = lock(&self.open).remove(id).ok_or_else(|| {
+            DesktopError::NotFound("That form is no longer open (answered or timed out).".into())
+        })?;
+        tx.send(answer).map_err(|_| {
+            DesktopError::NotFound("That form is no longer open (the server is gone).".into())
+        })
+    }
+
+    /// Closes every open form (the session ended): each is cancelled; the ids closed.
+    pub fn close_all(&self) -> Vec<String> {
+        let open: Vec<(String, oneshot::Sender<ElicitationAnswer>)> =
+            lock(&self.open).drain().collect();
+        open.into_iter()
+            .map(|(id, tx)| {
+                let _ = tx.send(ElicitationAnswer::Cancel);
+                id
+            })
+            .collect()
+    }
+
+    /// How many forms are open.
+    pub fn open_count(&self) -> usize {
+        lock(&self.open).len()
+    }
+}
+
+/// Tells the UI (the desktop's event sink).
+pub type Emit = Arc<dyn Fn(AppEvent) + Send + Sync>;
+
+/// The app's answerer of server requests: an elicitation form goes to the user and waits
+/// (up to `timeout`, then it is cancelled); URL elicitation is declined; sampling is
+/// refused (the default).
+#[derive(Clone)]
+pub struct UiRequests {
+    /// The open forms.
+    pub pending: Arc<Elicitations>,
+    /// Where the form is shown.
+    pub emit: Emit,
+    /// How long a form waits (the policy's consent timeout).
+    pub timeout: Duration,
+}
+
+impl std::fmt::Debug for UiRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UiRequests")
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl ServerRequests for UiRequests {
+    async fn elicit(&self, server: &str, request: ElicitationRequest) -> ElicitationAnswer {
+        let (message, schema) = match request {
+            ElicitationRequest::Form {
+                message,
+                requested_schema: Value::Object(schema),
+            } => (message, schema),
+            _ => return ElicitationAnswer::Decline,
+        };
+        let id = format!(
+            "elicit-{}",
+            self.pending.next.fetch_add(1, Ordering::Relaxed) + 1
+        );
+        let (tx, rx) = oneshot::channel();
+        lock(&self.pending.open).insert(id.clone(), tx);
+        (self.emit)(AppEvent::Elicitation(ElicitationEvent {
+            id: id.clone(),
+            server: server.to_owned(),
+            message,
+            schema,
+        }));
+        let answer = match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(a)) => a,
+            _ => ElicitationAnswer::Cancel,
+        };
+        lock(&self.pending.open).remove(&id);
+        (self.emit)(AppEvent::ElicitationClosed(ElicitationClosed { id }));
+        answer
+    }
+}
+
+fn mcp_err(e: McpError) -> DesktopError {
+    match e {
+        McpError::UnknownServer(name) => {
+            DesktopError::NotFound(format!("There is no tool server named '{name}'."))
+        }
+        McpError::Invalid { .. } => DesktopError::invalid("server", e.to_string()),
+        other => DesktopError::Internal(other.to_string()),
+    }
+}
+
+fn load(paths: &Paths) -> Result<McpConfig> {
+    McpConfig::load(&config_file(paths)).map_err(mcp_err)
+}
+
+fn save(paths: &Paths, cfg: &McpConfig) -> Result<()> {
+    cfg.save(&config_file(paths)).map_err(mcp_err)
+}
+
+fn status_word(s: &ServerStatus) -> &'static str {
+    match s {
+        ServerStatus::Running => "running",
+        ServerStatus::Starting => "starting",
+        ServerStatus::Restarting { .. } => "crashed",
+        ServerStatus::Disabled => "disabled",
+        _ => "stopped",
+    }
+}
+
+fn info(name: &str, cfg: &ServerConfig, host: Option<&McpHost>, paths: &Paths) -> McpServerInfo {
+    let state = host.and_then(|h| h.snapshot().get(name).cloned());
+    let (status, tool_count, last_error) = match &state {
+        Some(st) => (
+            status_word(&st.status),
+            u32::try_from(st.tools.len()).unwrap_or(u32::MAX),
+            st.last_error.clone(),
+        ),
+        None if cfg.enabled => ("stopped", 0, None),
+        None => ("disabled", 0, None),
+    };
+    let (transport, has_log) = match &cfg.transport {
+        Transport::Stdio { .. } => ("stdio", log_file(paths, name).is_file()),
+        Transport::Http { .. } => ("http", false),
+    };
+    McpServerInfo {
+        name: name.to_owned(),
+        transport: transport.into(),
+        target: cfg.describe(),
+        enabled: cfg.enabled,
+        status: status.into(),
+        tool_count,
+        last_error,
+        has_log,
+    }
+}
+
+fn log_file(paths: &Paths, name: &str) -> PathBuf {
+    config::log_dir(&paths.data_dir).join(format!("{name}.log"))
+}
+
+/// `mcp_servers_list`: every server of `mcp.toml`, with its state in the live session.
+pub fn list(paths: &Paths, host: Option<&McpHost>) -> Result<Vec<McpServerInfo>> {
+    let cfg = load(paths)?;
+    Ok(cfg
+        .servers
+        .iter()
+        .map(|(n, c)| info(n, c, host, paths))
+        .collect())
+}
+
+/// Checks a draft and turns it into a server; secret-looking values go to `secrets` as
+/// `mcp/NAME/KEY` (refused when it keeps nothing past this run).
+fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerConfig> {
+    config::check_server_name(&d.name).map_err(|e| DesktopError::invalid("name", e.to_string()))?;
+    let command = d.command.trim();
+    let url = d.url.trim();
+    for k in d.env.keys() {
+        if k.is_empty() || k.contains(['=', '\0']) || d.env[k].contains('\0') {
+            return Err(DesktopError::invalid(
+                "env",
+                format!("'{k}' is not a usable name"),
+            ));
+        }
+    }
+    let mut values = std::collections::BTreeMap::new();
+    let mut to_store = Vec::new();
+    for (k, v) in &d.env {
+        if looks_secret(k) {
+            let entry = outpost_mcp::secrets::entry_name(&d.name, k);
+            to_store.push((entry.clone(), v.clone()));
+            values.insert(k.clone(), ConfigValue::Secret { secret: entry });
+        } else {
+            values.insert(k.clone(), ConfigValue::Plain(v.clone()));
+        }
+    }
+    let transport = match (command.is_empty(), url.is_empty()) {
+        (false, true) => {
+            if command.contains('\0') || d.args.iter().any(|a| a.contains('\0')) {
+                return Err(DesktopError::invalid("command", "contains a NUL character"));
+            }
+            Transport::Stdio {
+                command: command.to_owned(),
+                args: d.args.clone(),
+                env: values,
+                cwd: (!d.cwd.trim().is_empty()).then(|| PathBuf::from(d.cwd.trim())),
+            }
+        }
+        (true, false) => {
+            config::check_url(url).map_err(|e| DesktopError::invalid("url", e.to_string()))?;
+            Transport::Http {
+                url: url.to_owned(),
+                headers: values,
+            }
+        }
+        (false, false) => {
+            return Err(DesktopError::invalid(
+                "server",
+                "give either a command or a URL, not both",
+            ));
+        }
+        (true, true) => {
+            return Err(DesktopError::invalid(
+                "server",
+                "give the command that starts the server, or its URL",
+            ));
+        }
+    };
+    if !to_store.is_empty() {
+        if !secrets.persistent() {
+            return Err(DesktopError::KeyringUnavailable(format!(
+                "{} looks secret and there is no system keyring to keep it in; add the \
+                 server without it, or write it into mcp.toml yourself",
+                to_store
+                    .iter()
+                    .map(|(e, _)| e.rsplit('/').next().unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        for (entry, value) in &to_store {
+            secrets
+                .set(entry, value)
+                .map_err(|e| DesktopError::KeyringUnavailable(e.to_string()))?;
+        }
+    }
+    Ok(ServerConfig {
+        enabled: d.enabled,
+        transport,
+    })
+}
+
+/// `mcp_servers_add`: writes the server into `mcp.toml`; in a live session an enabled
+/// server starts at once.
+pub fn add(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    secrets: &dyn SecretStore,
+    d: &McpServerDraft,
+) -> Result<McpServerInfo> {
+    let mut cfg = load(paths)?;
+    config::check_server_name(&d.name).map_err(|e| DesktopError::invalid("name", e.to_string()))?;
+    if cfg.servers.contains_key(&d.name) {
+        return Err(DesktopError::invalid(
+            "name",
+            format!(
+                "a tool server named '{}' already exists; remove it first",
+                d.name
+            ),
+        ));
+    }
+    let server = draft_config(d, secrets)?;
+    cfg.servers.insert(d.name.clone(), server.clone());
+    save(paths, &cfg)?;
+    if let Some(h) = host {
+        h.start(&d.name, server.clone()).map_err(mcp_err)?;
+    }
+    Ok(info(&d.name, &server, host, paths))
+}
+
+/// `mcp_servers_set_enabled`: writes `enabled`; in a live session the server starts or
+/// stops at once.
+pub fn set_enabled(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    name: &str,
+    enabled: bool,
+) -> Result<McpServerInfo> {
+    let mut cfg = load(paths)?;
+    let Some(server) = cfg.servers.get_mut(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    server.enabled = enabled;
+    let server = server.clone();
+    save(paths, &cfg)?;
+    if let Some(h) = host {
+        h.start(name, server.clone()).map_err(mcp_err)?;
+    }
+    Ok(info(name, &server, host, paths))
+}
+
+/// `mcp_servers_remove`: stops the server, removes it from `mcp.toml` and deletes the
+/// keyring entries made for it (`mcp/NAME/...`).
+pub fn remove(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    secrets: &dyn SecretStore,
+    name: &str,
+) -> Result<()> {
+    let mut cfg = load(paths)?;
+    let Some(server) = cfg.servers.remove(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    save(paths, &cfg)?;
+    if let Some(h) = host {
+        let _ = h.remove(name);
+    }
+    let values = match &server.transport {
+        Transport::Stdio { env, .. } => env,
+        Transport::Http { headers, .. } => headers,
+    };
+    let own = format!("mcp/{name}/");
+    for v in values.values() {
+        if let ConfigValue::Secret { secret } = v
+            && secret.starts_with(&own)
+            && let Err(e) = secrets.delete(secret)
+        {
+            tracing::warn!(entry = %secret, error = %e, "could not delete a keyring entry");
+        }
+    }
+    Ok(())
+}
+
+/// `mcp_servers_log`: the end of a server's stderr log (empty when it has none yet).
+pub fn log(paths: &Paths, name: &str) -> Result<String> {
+    use std::io::{Read as _, Seek as _, SeekFrom};
+    if !load(paths)?.servers.contains_key(name) {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    }
+    let file = log_file(paths, name);
+    let mut f = match std::fs::File::open(&file) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(source) => {
+            return Err(DesktopError::Io {
+                action: "read",
+                path: file.display().to_string(),
+                source,
+            });
+        }
+    };
+    let io = |source| DesktopError::Io {
+        action: "read",
+        path: file.display().to_string(),
+        source,
+    };
+    let len = f.metadata().map_err(io)?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL_BYTES)))
+        .map_err(io)?;
+    let mut buf = Vec::new();
+    f.take(LOG_TAIL_BYTES).read_to_end(&mut buf).map_err(io)?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    // Start at a whole line when the tail was cut.
+    Ok(if len > LOG_TAIL_BYTES {
+        text.split_once('\n')
+            .map_or(text.clone(), |(_, r)| r.to_owned())
+    } else {
+        text
+    })
+}
+
+/// `mcp_servers_import_preview`: reads a Claude Desktop config for the review step;
+/// nothing is written or started. Names already configured are skipped.
+pub fn import_preview(paths: &Paths, text: &str) -> Result<McpImportPreview> {
+    let existing = load(paths)?;
+    let got = outpost_mcp::import::claude_desktop(text)
+        .map_err(|e| DesktopError::invalid("file", e.to_string()))?;
+    let mut skipped = got.skipped;
+    let mut servers = Vec::new();
+    for (name, cfg) in got.servers {
+        if existing.servers.contains_key(&name) {
+            skipped.push(format!(
+                "'{name}': a tool server with this name already exists"
+            ));
+            continue;
+        }
+        let plain = |m: &std::collections::BTreeMap<String, ConfigValue>| {
+            m.iter()
+                .filter_map(|(k, v)| match v {
+                    ConfigValue::Plain(s) => Some((k.clone(), s.clone())),
+                    ConfigValue::Secret { .. } => None,
+                })
+                .collect()
+        };
+        let (command, args, url, env, cwd) = match &cfg.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => (
+                command.clone(),
+                args.clone(),
+                String::new(),
+                plain(env),
+                cwd.as_ref()
+                    .map(|c| c.display().to_string())
+                    .unwrap_or_default(),
+            ),
+            Transport::Http { url, headers } => (
+                String::new(),
+                Vec::new(),
+                url.clone(),
+                plain(headers),
+                String::new(),
+            ),
+        };
+        servers.push(McpServerDraft {
+            name,
+            command,
+            args,
+            url,
+            env,
+            cwd,
+            enabled: cfg.enabled,
+        });
+    }
+    Ok(McpImportPreview { servers, skipped })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use outpost_mcp::MemorySecrets;
+
+    fn paths() -> (tempfile::TempDir, Paths) {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Paths {
+            config_dir: dir.path().join("config"),
+            data_dir: dir.path().join("data"),
+        };
+        std::fs::create_dir_all(&p.config_dir).unwrap();
+        (dir, p)
+    }
+
+    fn draft(name: &str, command: &str, url: &str) -> McpServerDraft {
+        McpServerDraft {
+            name: name.into(),
+            command: command.into(),
+            args: vec!["-y".into(), "srv".into()],
+            url: url.into(),
+            env: std::collections::BTreeMap::new(),
+            cwd: String::new(),
+            enabled: true,
+        }
+    }
+
+    #[test]
+    fn add_list_disable_log_remove() {
+        let (_d, p) = paths();
+        let secrets = MemorySecrets::default();
+        assert!(list(&p, None).unwrap().is_empty());
+        let a = add(&p, None, &secrets, &draft("everything", "npx", "")).unwrap();
+        assert_eq!(
+            (a.status.as_str(), a.target.as_str()),
+            ("stopped", "npx -y srv")
+        );
+        add(
+            &p,
+            None,
+            &secrets,
+            &draft("remote", "", "http://127.0.0.1:9/mcp"),
+        )
+        .unwrap();
+        let names: Vec<String> = list(&p, None)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["everything", "remote"]);
+        // Written to mcp.toml, the same file `outpost mcp` and `outpost connect` read.
+        let cfg = McpConfig::load(&config_file(&p)).unwrap();
+        assert_eq!(cfg.servers["remote"].describe(), "http://127.0.0.1:9/mcp");
+        let off = set_enabled(&p, None, "everything", false).unwrap();
+        assert_eq!((off.enabled, off.status.as_str()), (false, "disabled"));
+        assert!(!McpConfig::load(&config_file(&p)).unwrap().servers["everything"].enabled);
+        assert_eq!(log(&p, "everything").unwrap(), "");
+        let dir = config::log_dir(&p.data_dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut big = "x".repeat(usize::try_from(LOG_TAIL_BYTES).unwrap());
+        big.push_str("\nlast line\n");
+        std::fs::write(dir.join("everything.log"), format!("--- started\n{big}")).unwrap();
+        assert_eq!(log(&p, "everything").unwrap(), "last line\n");
+        assert!(list(&p, None).unwrap()[0].has_log);
+        remove(&p, None, &secrets, "everything").unwrap();
+        assert_eq!(list(&p, None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn bad_input_is_refused_and_nothing_is_written() {
+        let (_d, p) = paths();
+        let secrets = MemorySecrets::default();
+        let code = |r: Result<McpServerInfo>| r.unwrap_err().code();
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("", "npx", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("a b", "npx", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("a__b", "npx", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft(&"n".repeat(33), "npx", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("x", "", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(
+                &p,
+                None,
+                &secrets,
+                &draft("x", "npx", "http://h.invalid/")
+            )),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("x", "", "ftp://h.invalid/"))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("x", "", "not a url"))),
+            "invalid_argument"
+        );
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("x", "np\0x", ""))),
+            "invalid_argument"
+        );
+        let mut bad_env = draft("x", "npx", "");
+        bad_env.env.insert("A=B".into(), "v".into());
+        assert_eq!(code(add(&p, None, &secrets, &bad_env)), "invalid_argument");
+        // A secret-looking value needs a keyring that keeps it.
+        let mut secret = draft("x", "npx", "");
+        secret.env.insert("GITHUB_TOKEN".into(), "t0ken".into());
+        let e = add(&p, None, &secrets, &secret).unwrap_err();
+        assert_eq!(e.code(), "keyring_unavailable");
+        assert!(!e.to_string().contains("t0ken"), "{e}");
+        assert!(!config_file(&p).exists(), "nothing may be written");
+        add(&p, None, &secrets, &draft("x", "npx", "")).unwrap();
+        assert_eq!(
+            code(add(&p, None, &secrets, &draft("x", "npx", ""))),
+            "invalid_argument"
+        );
+        assert_eq!(code(set_enabled(&p, None, "nope", true)), "not_found");
+        assert_eq!(
+            remove(&p, None, &secrets, "nope").unwrap_err().code(),
+            "not_found"
+        );
+        assert_eq!(log(&p, "nope").unwrap_err().code(), "not_found");
+        assert_eq!(log(&p, "../../etc/passwd").unwrap_err().code(), "not_found");
+        // A broken mcp.toml is reported, not overwritten.
+        std::fs::write(config_file(&p), "[servers.x]\ncommand = 5\n").unwrap();
+        assert!(list(&p, None).is_err());
+        assert!(add(&p, None, &secrets, &draft("y", "npx", "")).is_err());
+        assert_eq!(
+            std::fs::read_to_string(config_file(&p)).unwrap(),
+            "[servers.x]\ncommand = 5\n"
+        );
+    }
+
+    #[test]
+    fn import_preview_reviews_without_writing() {
+        let (_d, p) = paths();
+        let secrets = MemorySecrets::default();
+        add(&p, None, &secrets, &draft("time", "uvx", "")).unwrap();
+        let before = std::fs::read_to_string(config_file(&p)).unwrap();
+        let text = r#"{"mcpServers": {
+            "time": {"command": "uvx", "args": ["mcp-server-time"]},
+            "fs": {"command": "npx", "args": ["-y", "server-filesystem", "/tmp"], "cwd": "/tmp", "env": {"MODE": "ro"}},
+            "remote": {"url": "https://mcp.example.invalid/mcp", "headers": {"X-A": "b"}},
+            "bad": {"args": []}
+        }}"#;
+        let got = import_preview(&p, text).unwrap();
+        let names: Vec<&str> = got.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["fs", "remote"]);
+        assert_eq!(got.servers[0].cwd, "/tmp");
+        assert_eq!(got.servers[0].env["MODE"], "ro");
+        assert_eq!(got.servers[1].url, "https://mcp.example.invalid/mcp");
+        assert_eq!(got.skipped.len(), 2, "{:?}", got.skipped);
+        assert!(
+            got.skipped
+                .iter()
+                .any(|s| s.contains("'time'") && s.contains("already exists"))
+        );
+        assert_eq!(std::fs::read_to_string(config_file(&p)).unwrap(), before);
+        for bad in ["", "{", "[]", "{\"mcpServers\": 3}"] {
+            assert_eq!(
+                import_preview(&p, bad).unwrap_err().code(),
+                "invalid_argument",
+                "{bad}"
+            );
+        }
+        // The reviewed drafts are what `add` takes.
+        let info = add(&p, None, &secrets, &got.servers[0]).unwrap();
+        assert_eq!(info.target, "npx -y server-filesystem /tmp");
+    }
+
+    #[tokio::test]
+    async fn an_elicitation_waits_for_the_users_answer_or_times_out() {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&events);
+        let ui = UiRequests {
+            pending: Arc::new(Elicitations::default()),
+            emit: Arc::new(move |e| sink.lock().unwrap().push(e)),
+            timeout: Duration::from_secs(5),
+        };
+        let schema =
+            serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        let form = move || ElicitationRequest::Form {
+            message: "Your name?".into(),
+            requested_schema: schema.clone(),
+        };
+        let asking = tokio::spawn({
+            let ui = ui.clone();
+            let req = form();
+            async move { ui.elicit("everything", req).await }
+        });
+        let id = loop {
+            if let Some(AppEvent::Elicitation(e)) = events.lock().unwrap().first().cloned() {
+                assert_eq!(
+                    (e.server.as_str(), e.message.as_str()),
+                    ("everything", "Your name?")
+                );
+                break e.id;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(
+            ui.pending.answer(&id, "maybe", None).unwrap_err().code(),
+            "invalid_argument"
+        );
+        assert_eq!(
+            ui.pending
+                .answer("nope", "decline", None)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+        let mut content = Map::new();
+        content.insert("name".into(), "Ada".into());
+        ui.pending
+            .answer(&id, "accept", Some(content.clone()))
+            .unwrap();
+        assert_eq!(
+            asking.await.unwrap(),
+            ElicitationAnswer::Accept(Some(content))
+        );
+        assert!(
+            matches!(events.lock().unwrap().last(), Some(AppEvent::ElicitationClosed(c)) if c.id == id)
+        );
+        assert_eq!(
+            ui.pending.answer(&id, "accept", None).unwrap_err().code(),
+            "not_found"
+        );
+        // Decline and cancel reach the server as they are.
+        for (round, (action, want)) in [
+            ("decline", ElicitationAnswer::Decline),
+            ("cancel", ElicitationAnswer::Cancel),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let asking = tokio::spawn({
+                let ui = ui.clone();
+                let req = form();
+                async move { ui.elicit("everything", req).await }
+            });
+            let id = loop {
+                let asked: Vec<String> = events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|e| match e {
+                        AppEvent::Elicitation(e) => Some(e.id.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                if asked.len() == round + 2 {
+                    break asked[round + 1].clone();
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            };
+            ui.pending.answer(&id, action, None).unwrap();
+            assert_eq!(asking.await.unwrap(), want);
+        }
+        // Nobody answers: cancelled at the timeout. A URL elicitation is declined at once.
+        let quick = UiRequests {
+            timeout: Duration::from_millis(50),
+            ..ui.clone()
+        };
+        assert_eq!(
+            quick.elicit("everything", form()).await,
+            ElicitationAnswer::Cancel
+        );
+        assert_eq!(quick.pending.open_count(), 0);
+        let not_form = ElicitationRequest::Form {
+            message: "x".into(),
+            requested_schema: Value::Bool(true),
+        };
+        assert_eq!(
+            quick.elicit("everything", not_form).await,
+            ElicitationAnswer::Decline
+        );
+    }
+
+    #[test]
+    fn roots_are_the_allowed_absolute_folders() {
+        let home = Path::new("/home/me");
+        let folders = vec![
+            ("~/Documents".to_owned(), true),
+            ("/srv/data".to_owned(), true),
+            ("/srv/secret".to_owned(), false),
+            ("relative/dir".to_owned(), true),
+            ("~".to_owned(), true),
+        ];
+        let r = roots(&folders, home);
+        let uris: Vec<&str> = r.iter().map(|r| r.uri.as_str()).collect();
+        assert_eq!(
+            uris,
+            [
+                "file:///home/me/Documents/",
+                "file:///srv/data/",
+                "file:///home/me/"
+            ]
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! `mcp_servers_*`: the user's MCP servers (Settings → Tool servers). Only these commands,
+//! which the UI calls on the user's action, change `mcp.toml`; nothing an assistant sends
+//! reaches them.
+
+use outpost_desktop::Desktop;
+use outpost_desktop::contract::{JsonObject, McpImportPreview, McpServerDraft, McpServerInfo};
+use tauri::State;
+
+use crate::error::{CmdResult, err};
+
+/// Every configured server with its status.
+#[tauri::command]
+pub fn mcp_servers_list(desktop: State<'_, Desktop>) -> CmdResult<Vec<McpServerInfo>> {
+    desktop.mcp_servers().map_err(err)
+}
+
+// Adding, enabling and removing may start or stop a server's supervisor task: async
+// commands run on the app's tokio runtime (sync ones would run on the main thread).
+
+/// Adds a server (started at once in a live session when enabled).
+#[tauri::command]
+pub async fn mcp_servers_add(
+    desktop: State<'_, Desktop>,
+    server: McpServerDraft,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_add(&server).map_err(err)
+}
+
+/// Enables or disables a server.
+#[tauri::command]
+pub async fn mcp_servers_set_enabled(
+    desktop: State<'_, Desktop>,
+    name: String,
+    enabled: bool,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_set_enabled(&name, enabled).map_err(err)
+}
+
+/// Removes a server.
+#[tauri::command]
+pub async fn mcp_servers_remove(desktop: State<'_, Desktop>, name: String) -> CmdResult<()> {
+    desktop.mcp_server_remove(&name).map_err(err)
+}
+
+/// The end of a server's stderr log.
+#[tauri::command]
+pub fn mcp_servers_log(desktop: State<'_, Desktop>, name: String) -> CmdResult<String> {
+    desktop.mcp_server_log(&name).map_err(err)
+}
+
+/// Reads a Claude Desktop config for the review step (nothing is written or started).
+#[tauri::command]
+pub fn mcp_servers_import_preview(
+    desktop: State<'_, Desktop>,
+    text: String,
+) -> CmdResult<McpImportPreview> {
+    desktop.mcp_import_preview(&text).map_err(err)
+}
+
+/// Answers an MCP server's elicitation form: `accept` (with the content), `decline` or
+/// `cancel`.
+#[tauri::command]
+pub fn mcp_elicitation_answer(
+    desktop: State<'_, Desktop>,
+    id: String,
+    action: String,
+    content: Option<JsonObject>,
+) -> CmdResult<()> {
+    desktop
+        .mcp_elicitation_answer(&id, &action, content)
+        .map_err(err)
+}

@@ -1,0 +1,254 @@
+//! End to end: the real `outpost-app` under Xvfb hosts the user's MCP server and offers
+//! its tools to an assistant. `mcp.toml` in the app's config folder names the pinned
+//! `@modelcontextprotocol/server-everything` (tests/mcp, nobody here wrote it); the app
+//! starts it when it connects. The example Python assistant (official LiveKit SDK,
+//! `examples/python-agent/agent.py --scenario`) finds `mcp__everything__echo` in the
+//! catalogue with `serverName` set and calls it; the policy's default for an MCP tool is
+//! ask, so the consent dialog opens and names the server with its claims; Allow once, and
+//! the echo reaches the assistant. The card and the history show the server, and history
+//! search finds the call by the server's name. Then the assistant calls server-everything's
+//! `trigger-elicitation-request`: the server's question appears as a form naming it, the
+//! user fills in the required name and submits, and the tool's result carries the answer.
+//! Last, Settings → Tool servers shows the server running with its tools and its stderr
+//! log, and switching it off and on stops and restarts it in the live session. Same namespaces and harness as
+//! `app_e2e.rs`.
+//!
+//! Needs what `app_e2e.rs` needs plus the MCP reference servers (`npm ci` in tests/mcp,
+//! `setup_test_peers` in scripts/setup.sh) and `node`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[allow(dead_code)]
+mod common;
+
+use std::ffi::OsString;
+
+use anyhow::{Context as _, ensure};
+use common::{App, Assistant, Driver, RoomServer, wait_for};
+use outpost_tests::lkclient::{NsPair, in_netns};
+use serde_json::json;
+
+const ROOM: &str = "mcp-app-e2e";
+const ECHO: &str = "mcp__everything__echo";
+const WORDS: &str = "kestrel over the quarry";
+const ELICIT: &str = "mcp__everything__trigger-elicitation-request";
+
+#[test]
+fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
+    let _one = common::serial();
+    let everything = common::workspace_root()
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    assert!(
+        everything.exists(),
+        "{} is missing: run scripts/setup.sh and setup_test_peers (npm ci in tests/mcp)",
+        everything.display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    for d in [&config, &data, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    std::fs::write(
+        config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    // No rule for the server or the tool: an MCP tool asks.
+    std::fs::write(config.join("policy.toml"), "consent_timeout_secs = 600\n").unwrap();
+    std::fs::write(
+        config.join("mcp.toml"),
+        format!(
+            "[servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            everything.display().to_string()
+        ),
+    )
+    .unwrap();
+    let steps = json!([
+        {"op": "wait_user", "text": "Echo something with your MCP tool", "wait_ms": 120_000},
+        {"name": "catalogue", "op": "expect_tool", "toolName": ECHO,
+         "fields": {"serverName": "everything"}},
+        {"name": "m-echo", "op": "request", "id": "m-echo", "toolName": ECHO,
+         "parameters": {"message": WORDS}, "wait_ms": 300_000,
+         "expect": {"success": true, "result": {"text": format!("Echo: {WORDS}"),
+                                                 "isError": false}}},
+        {"op": "say", "text": "The MCP server echoed it back."},
+        // server-everything registers its elicitation tool after `initialized` (the app
+        // declares elicitation): in the hello, or by a ToolsChanged.
+        {"op": "wait_user", "text": "Now ask me something", "wait_ms": 120_000},
+        {"name": "elicit tool", "op": "wait_tool", "toolName": ELICIT, "wait_ms": 60_000},
+        {"name": "m-elicit", "op": "request", "id": "m-elicit", "toolName": ELICIT,
+         "parameters": {}, "wait_ms": 300_000,
+         "expect": {"success": true, "result": {"isError": false}}},
+        {"op": "say", "text": "Thanks for filling in the form."}
+    ]);
+    let env: Vec<(&'static str, OsString)> = vec![
+        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
+        ("OUTPOST_DATA_DIR", data.clone().into_os_string()),
+        ("OUTPOST_SECRETS", "memory".into()),
+        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+        ("HOME", home.clone().into_os_string()),
+        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
+        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
+        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
+    ];
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let logs = root.join("logs");
+    let mcp_log = data.join("mcp-logs/everything.log");
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let mut assistant = Assistant::start(&server_ns, &url, ROOM, &steps, &root)?;
+        let r = scenario(&mut assistant, &config).await;
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}\n--- everything.log\n{}",
+                driver.log(),
+                assistant.report(),
+                std::fs::read_to_string(&mcp_log).unwrap_or_default()
+            ))
+        })
+    });
+    drop(server);
+    drop(pair);
+    drop(dir);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+}
+
+async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyhow::Result<App> {
+    wait_for("the assistant to join", || async {
+        Ok(assistant
+            .events()
+            .into_iter()
+            .find(|e| e["event"] == "ready"))
+    })
+    .await
+    .with_context(|| assistant.report())?;
+    let app = App::launch().await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+
+    app.say("Echo something with your MCP tool").await?;
+    let o = assistant.outcome("catalogue").await?;
+    ensure!(o["ok"] == true, "the catalogue step: {o}");
+
+    // The question names the server, shows what the server claims and the arguments.
+    let (text, _) = app.wait_consent().await?;
+    ensure!(
+        text.contains("everything"),
+        "the dialog does not name the server: {text}"
+    );
+    ensure!(
+        text.contains(ECHO) || text.contains("echo"),
+        "dialog: {text}"
+    );
+    ensure!(
+        text.contains(WORDS),
+        "the dialog does not show the arguments: {text}"
+    );
+    app.answer_consent("Allow once").await?;
+    let card = app
+        .wait_card("m-echo", "completed", |c| c["id"] == "m-echo")
+        .await?;
+    let card_text = card["text"].as_str().unwrap_or_default();
+    ensure!(card_text.contains("MCP · everything"), "the card: {card}");
+    let o = assistant.outcome("m-echo").await?;
+    ensure!(
+        o["ok"] == true && o["success"] == true,
+        "the assistant got {o}"
+    );
+    app.wait_assistant("The MCP server echoed it back.").await?;
+
+    // Elicitation: the server asks the user through the app; the form names it, the
+    // user fills in the required field and submits; the tool's result says so.
+    app.say("Now ask me something").await?;
+    app.wait_consent().await?;
+    app.answer_consent("Allow once").await?;
+    let form = app.wait_css("[data-testid=elicitation-form]").await?;
+    let text = form.text().await?;
+    ensure!(
+        text.contains("MCP · everything"),
+        "the form does not name the server: {text}"
+    );
+    ensure!(
+        text.contains("Please provide inputs"),
+        "the form does not show the server's message: {text}"
+    );
+    app.wait_css("[data-testid=elicitation-form] input[type=text]")
+        .await?
+        .send_keys("Ada Lovelace")
+        .await?;
+    app.click_button("[data-testid=elicitation-form]", "Submit")
+        .await?;
+    let card = app
+        .wait_card("m-elicit", "completed", |c| c["id"] == "m-elicit")
+        .await?;
+    ensure!(
+        card["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Ada Lovelace")),
+        "the card does not show the answer: {card}"
+    );
+    let o = assistant.outcome("m-elicit").await?;
+    ensure!(o["ok"] == true, "the assistant got {o}");
+    app.wait_assistant("Thanks for filling in the form.")
+        .await?;
+    let status = assistant.finish().await?;
+    ensure!(
+        status.success(),
+        "the assistant's scenario failed ({status})"
+    );
+
+    // History: search by the server's name finds the call; the card there names it.
+    app.open_screen("History").await?;
+    app.wait_css("#history-search")
+        .await?
+        .send_keys("everything")
+        .await?;
+    app.wait_text("ul[aria-label='Search results']", "everything")
+        .await?;
+    app.click("ul[aria-label='Search results'] button.item")
+        .await?;
+    wait_for("the history card naming the server", || async {
+        let cards = app.tool_cards().await?;
+        Ok(cards.into_iter().find(|c| {
+            c["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("MCP · everything"))
+        }))
+    })
+    .await?;
+
+    // Settings → Tool servers, in the live session: the server runs with its tools; its
+    // stderr log is shown; switched off it stops, switched on it runs again.
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tool servers").await?;
+    let row = "[data-testid=mcp-server][data-name=everything]";
+    app.wait_css(&format!("{row}[data-status=running]")).await?;
+    app.wait_text(row, " tools").await?;
+    app.click_button(row, "Log").await?;
+    app.wait_text("[data-testid=mcp-log]", "--- started")
+        .await?;
+    app.click(&format!("{row} input[type=checkbox]")).await?;
+    app.wait_css(&format!("{row}[data-status=disabled]"))
+        .await?;
+    app.click(&format!("{row} input[type=checkbox]")).await?;
+    app.wait_css(&format!("{row}[data-status=running]"))
+        .await
+        .context("re-enabled, the server runs again")?;
+    Ok(app)
+}
