@@ -42,6 +42,7 @@
 //! signal client falls back to `/rtc` like the official SDKs), RPC version 2 (over
 //! data streams), end-to-end encryption, compressed streams.
 
+pub mod audio;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -60,6 +61,7 @@ mod signal;
 mod tls;
 mod wire;
 
+pub use audio::{AudioFrame, AudioSourceOptions, AudioStream, LocalAudioTrack};
 pub use error::{Error, Result};
 pub use room::{Room, RoomEvents, RoomOptions};
 pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation};
@@ -68,5 +70,5 @@ pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, StreamSenders,
+    RoomEvent, StreamSenders, TrackInfo,
 };
