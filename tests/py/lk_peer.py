@@ -68,7 +68,8 @@ class Peer:
                 lambda p, pub: self.track_events.append(["muted", p.identity, pub.sid]))
         room.on("track_unmuted",
                 lambda p, pub: self.track_events.append(["unmuted", p.identity, pub.sid]))
-        await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=False))
+        auto = os.environ.get("LK_AUTO_SUBSCRIBE") == "1"  # outpost-room has no manual subscription
+        await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=auto))
         self.room = room
 
     def on_reconnect(self, what):

@@ -29,7 +29,9 @@ struct Client {
 impl Client {
     async fn connect(url: &str, identity: &str) -> Client {
         let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
-        let (room, events) = Room::connect(url, &token, RoomOptions::default())
+        let mut opts = RoomOptions::default();
+        opts.auto_subscribe = true;
+        let (room, events) = Room::connect(url, &token, opts)
             .await
             .unwrap_or_else(|e| panic!("connect {url}: {e}"));
         Client {
@@ -180,10 +182,21 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
 
 #[test]
 fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let env = Env::start(Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("peer");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
     let url = env.server.url.clone();
-    in_netns(&env.pair.client_ns.clone(), move || async move {
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
         let track = c
             .room
@@ -192,6 +205,9 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
             .expect("publish");
         assert!(track.sid().starts_with("TR_"), "sid {}", track.sid());
         let tone = spawn_tone(track.clone());
+        // Judge the steady state: the SDK subscribes at once (auto-subscribe), and its
+        // first second or two of playout may be silence while the path settles.
+        tokio::time::sleep(Duration::from_secs(2)).await;
         let heard = c
             .ask(
                 "assistant",
@@ -237,6 +253,17 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
             .await
             .expect("publish again");
         assert_ne!(again.sid(), track.sid());
+        // The server announces a track once its first packets arrive.
+        let stereo = again.clone();
+        let _tone2 = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            loop {
+                tick.tick().await;
+                if stereo.push_frame_f32(&[0.1; 1920]).await.is_err() {
+                    return;
+                }
+            }
+        });
         c.peer_sees("assistant", "published", "app", again.sid())
             .await;
         assert!(again.push_frame(&[0; 3]).await.is_err(), "odd stereo frame");
@@ -247,16 +274,26 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
             .await;
         d.room.leave().await.unwrap();
         Ok(())
-    })
-    .unwrap();
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
 }
 
 #[test]
 fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
     let env = Env::start(Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("peer");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
     let url = env.server.url.clone();
-    in_netns(&env.pair.client_ns.clone(), move || async move {
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
         let r = c
             .ask(
@@ -340,6 +377,9 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
         assert!(ended.is_ok(), "the audio stream did not end");
         c.room.leave().await.unwrap();
         Ok(())
-    })
-    .unwrap();
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
 }

@@ -250,8 +250,13 @@ impl Engine {
     /// Opens a signal connection and a publisher peer connection and sends the offer.
     async fn join(&mut self) -> Result<()> {
         self.epoch += 1;
-        let (signal, join, events) =
-            Signal::connect(&self.url, &self.token, self.opts.connect_timeout).await?;
+        let (signal, join, events) = Signal::connect(
+            &self.url,
+            &self.token,
+            self.opts.connect_timeout,
+            self.opts.auto_subscribe,
+        )
+        .await?;
         let config = WireConfig {
             loopback: host_is_loopback(&self.url),
             send_buffer_limit: self.opts.send_buffer_limit,

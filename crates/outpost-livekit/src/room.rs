@@ -58,6 +58,10 @@ pub struct RoomOptions {
     /// CA. Each string may hold several certificates. Trust is scoped to the URL's
     /// host and port. Empty by default.
     pub extra_root_ca_pem: Vec<String>,
+    /// Subscribe to every remote track (audio arrives as
+    /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
+    /// decodes nothing.
+    pub auto_subscribe: bool,
 }
 
 impl Default for RoomOptions {
@@ -76,6 +80,7 @@ impl Default for RoomOptions {
             send_buffer_limit: 4 * 1024 * 1024,
             leave_flush_timeout: Duration::from_secs(2),
             extra_root_ca_pem: Vec::new(),
+            auto_subscribe: false,
         }
     }
 }
