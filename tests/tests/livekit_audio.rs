@@ -255,7 +255,7 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
         assert_ne!(again.sid(), track.sid());
         // The server announces a track once its first packets arrive.
         let stereo = again.clone();
-        let _tone2 = tokio::spawn(async move {
+        let tone2 = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(20));
             loop {
                 tick.tick().await;
@@ -269,6 +269,13 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
         assert!(again.push_frame(&[0; 3]).await.is_err(), "odd stereo frame");
         // A second client asks the peer what it saw after we left.
         c.room.leave().await.unwrap();
+        // Leaving unpublished the track: pushing fails, and the tone task ends.
+        assert!(!again.is_published());
+        assert!(again.push_frame(&[0; 1920]).await.is_err());
+        tokio::time::timeout(Duration::from_secs(2), tone2)
+            .await
+            .expect("the tone task ends after leave")
+            .unwrap();
         let mut d = Client::connect(&url, "observer").await;
         d.peer_sees("assistant", "unpublished", "app", again.sid())
             .await;
