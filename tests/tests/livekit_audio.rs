@@ -390,3 +390,82 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
     }
     res.unwrap();
 }
+
+/// A full rejoin (the server restarts): our track is reported unpublished and stops
+/// taking frames, the remote stream ends, and publishing again works.
+#[test]
+fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
+    let mut env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let _peer = peer;
+        let mut c = Client::connect(&url, "app").await;
+        let track = c
+            .room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect("publish");
+        let tone = spawn_tone(track.clone());
+        c.ask(
+            "assistant",
+            json!({"op": "publish_tone"}),
+            "tone_published",
+            Duration::from_secs(15),
+        )
+        .await;
+        let ev = c
+            .wait_for("AudioTrackSubscribed", Duration::from_secs(10), |e| {
+                matches!(e, RoomEvent::AudioTrackSubscribed { .. })
+            })
+            .await;
+        let RoomEvent::AudioTrackSubscribed { mut stream, .. } = ev else {
+            unreachable!()
+        };
+        record(&mut stream, 0.5).await;
+
+        // Kill the server and start a new one: no resume is possible.
+        drop(std::mem::replace(
+            &mut env.server.proc,
+            outpost_tests::proc::Proc::spawn("placeholder", std::process::Command::new("true"))?,
+        ));
+        env.server = lkclient::Server::start(&env.pair, Path::new(BIN))?;
+        let sid = track.sid().to_owned();
+        c.wait_for(
+            "LocalTrackUnpublished",
+            Duration::from_secs(20),
+            |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s } if *s == sid),
+        )
+        .await;
+        assert!(!track.is_published());
+        tokio::time::timeout(Duration::from_secs(2), tone)
+            .await
+            .expect("the tone task ends once the track is gone")
+            .unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            while stream.recv().await.is_some() {}
+        })
+        .await;
+        assert!(ended.is_ok(), "the remote audio stream did not end");
+        c.wait_for("Reconnected", Duration::from_secs(40), |e| {
+            matches!(e, RoomEvent::Reconnected { resumed: false })
+        })
+        .await;
+        let again = c
+            .room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect("publish after the rejoin");
+        assert!(again.is_published());
+        c.room.leave().await.unwrap();
+        Ok(())
+    });
+    res.unwrap();
+}
