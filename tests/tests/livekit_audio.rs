@@ -465,6 +465,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
             .expect("publish after the rejoin");
         assert!(again.is_published());
         c.room.leave().await.unwrap();
+        drop(env); // the restarted server lives until here
         Ok(())
     });
     res.unwrap();
