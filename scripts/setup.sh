@@ -28,6 +28,7 @@ apt_packages=(
   # The desktop app (Tauri 2 on WebKitGTK).
   libssl-dev file libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev
   libayatana-appindicator3-dev libxdo-dev
+  libopus-dev        # outpost-livekit's audio tracks (the opus crate links it)
 )
 apt_install_missing "${apt_packages[@]}"
 

@@ -40,6 +40,8 @@ class Peer:
         self.reconnects = []  # "reconnecting" / "reconnected", in order
         self.held = []  # stream writers left open on purpose (hold_streams)
         self.paused = {}  # stream id -> (writer, payload) (stream_paused)
+        self.track_events = []  # [event, identity, track sid] as the SDK reported them
+        self.tone = None  # (Tone, publication) while publishing a tone (publish_tone)
 
     def spawn(self, coro):
         t = asyncio.ensure_future(coro)
@@ -58,7 +60,16 @@ class Peer:
                 lambda p: self.presence.append(["joined", p.identity, p.sid]))
         room.on("participant_disconnected",
                 lambda p: self.presence.append(["left", p.identity, p.sid]))
-        await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=False))
+        room.on("track_published",
+                lambda pub, p: self.track_events.append(["published", p.identity, pub.sid]))
+        room.on("track_unpublished",
+                lambda pub, p: self.track_events.append(["unpublished", p.identity, pub.sid]))
+        room.on("track_muted",
+                lambda p, pub: self.track_events.append(["muted", p.identity, pub.sid]))
+        room.on("track_unmuted",
+                lambda p, pub: self.track_events.append(["unmuted", p.identity, pub.sid]))
+        auto = os.environ.get("LK_AUTO_SUBSCRIBE") == "1"  # outpost-room has no manual subscription
+        await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=auto))
         self.room = room
 
     def on_reconnect(self, what):
@@ -211,6 +222,54 @@ class Peer:
             await asyncio.sleep(cmd.get("delay", 1.0))
             await self.connect()
             log(event="rejoined")
+        elif op == "hear_tone":
+            # Subscribe to `from`'s audio track `sid` (or its first), record `seconds`
+            # and analyse it like audio_tone.py (frequency, gaps).
+            import audio_tone
+            result = {}
+            try:
+                pub = None
+                for _ in range(100):
+                    p = self.room.remote_participants.get(cmd["from"])
+                    pubs = [x for x in (p.track_publications.values() if p else [])
+                            if x.kind == rtc.TrackKind.KIND_AUDIO
+                            and cmd.get("sid") in (None, x.sid)]
+                    if pubs:
+                        pub = pubs[0]
+                        break
+                    await asyncio.sleep(0.1)
+                if pub is None:
+                    raise RuntimeError(f"no audio track from {cmd['from']}")
+                pub.set_subscribed(True)
+                for _ in range(100):
+                    if pub.track is not None:
+                        break
+                    await asyncio.sleep(0.1)
+                if pub.track is None:
+                    raise RuntimeError("the track was not subscribed within 10 s")
+                samples, arrivals = await audio_tone.record(pub.track, cmd.get("seconds", 5))
+                result = audio_tone.analyse(samples, arrivals)
+                result.update(sid=pub.sid, mime=pub.mime_type, source=int(pub.source))
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - reported to the test
+                result = {"error": repr(e)}
+            await self.reply(sender, op="heard", **result)
+        elif op == "track_events":
+            await self.reply(sender, op="track_events", events=self.track_events)
+        elif op == "publish_tone":
+            import audio_tone
+            source, track, pub = await audio_tone.publish(self.room)
+            self.tone = (audio_tone.Tone(source, cmd.get("freq", audio_tone.FREQ)), pub, track)
+            await self.reply(sender, op="tone_published", sid=pub.sid)
+        elif op == "mute_tone":
+            tone, pub, track = self.tone
+            track.mute() if cmd.get("muted", True) else track.unmute()
+            await self.reply(sender, op="tone_muted", sid=pub.sid)
+        elif op == "stop_tone":
+            tone, pub, track = self.tone
+            self.tone = None
+            await self.room.local_participant.unpublish_track(pub.sid)
+            await tone.stop()
+            await self.reply(sender, op="tone_stopped", sid=pub.sid)
         elif op == "exit":
             self.done.set()
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::RoomOptions;
 use crate::attributes::{ProfileUpdate, profile_events};
+use crate::audio::LocalShared;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
@@ -25,6 +26,7 @@ use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
 use crate::types::{
     ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent, StreamSenders,
+    TrackInfo,
 };
 use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
 
@@ -35,6 +37,31 @@ pub(crate) enum Command {
     Leave(oneshot::Sender<()>),
     /// Change our own name, metadata or attributes; answer with the server's verdict.
     UpdateProfile(ProfileUpdate, oneshot::Sender<Result<()>>),
+    /// Publish an audio track; answer with its sid once the server confirmed it and
+    /// the publisher connection was renegotiated.
+    PublishAudio {
+        name: String,
+        local: Arc<LocalShared>,
+        done: oneshot::Sender<Result<String>>,
+    },
+    /// Mute or unmute our track `sid`.
+    MuteTrack {
+        sid: String,
+        muted: bool,
+        done: oneshot::Sender<Result<()>>,
+    },
+    /// Stop publishing our track `sid`.
+    UnpublishTrack {
+        sid: String,
+        done: oneshot::Sender<Result<()>>,
+    },
+}
+
+/// A track we asked the server to publish, waiting for its `TrackPublishedResponse`.
+struct PendingTrack {
+    local: Arc<LocalShared>,
+    out: outpost_webrtc::LocalAudioTrack,
+    done: oneshot::Sender<Result<String>>,
 }
 
 /// Who is in the room.
@@ -156,6 +183,14 @@ pub(crate) struct Engine {
     /// Our signal requests waiting for the server's `RequestResponse`, by request id.
     requests: HashMap<u32, oneshot::Sender<Result<()>>>,
     next_request_id: u32,
+    /// Our audio tracks waiting for the server, by client id.
+    pending_tracks: HashMap<String, PendingTrack>,
+    /// Our published audio tracks, by sid.
+    local_tracks: HashMap<String, Arc<LocalShared>>,
+    /// The tracks each remote participant publishes, by identity.
+    published: HashMap<String, Vec<TrackInfo>>,
+    /// Decoding tasks of subscribed remote tracks, by track sid.
+    receivers_audio: HashMap<String, JoinHandle<()>>,
 }
 
 impl Engine {
@@ -194,6 +229,10 @@ impl Engine {
             ready: None,
             requests: HashMap::new(),
             next_request_id: 0,
+            pending_tracks: HashMap::new(),
+            local_tracks: HashMap::new(),
+            published: HashMap::new(),
+            receivers_audio: HashMap::new(),
         }
     }
 
@@ -211,8 +250,13 @@ impl Engine {
     /// Opens a signal connection and a publisher peer connection and sends the offer.
     async fn join(&mut self) -> Result<()> {
         self.epoch += 1;
-        let (signal, join, events) =
-            Signal::connect(&self.url, &self.token, self.opts.connect_timeout).await?;
+        let (signal, join, events) = Signal::connect(
+            &self.url,
+            &self.token,
+            self.opts.connect_timeout,
+            self.opts.auto_subscribe,
+        )
+        .await?;
         let config = WireConfig {
             loopback: host_is_loopback(&self.url),
             send_buffer_limit: self.opts.send_buffer_limit,
@@ -302,6 +346,25 @@ impl Engine {
                     Some(Command::UpdateProfile(update, done)) => {
                         self.update_profile(update, done).await;
                     }
+                    Some(Command::PublishAudio { name, local, done }) => {
+                        self.publish_audio(name, local, done).await;
+                    }
+                    Some(Command::MuteTrack { sid, muted, done }) => {
+                        let verdict = match self.link.as_ref() {
+                            Some(link) if self.local_tracks.contains_key(&sid) => {
+                                link.signal
+                                    .send(signal_request::Message::Mute(proto::mute_track(&sid, muted)))
+                                    .await;
+                                Ok(())
+                            }
+                            Some(_) => Err(Error::Closed(format!("track {sid} is not published"))),
+                            None => Err(Error::Closed("not connected to the room".into())),
+                        };
+                        let _ = done.send(verdict);
+                    }
+                    Some(Command::UnpublishTrack { sid, done }) => {
+                        let _ = done.send(self.unpublish(&sid).await);
+                    }
                     None => self.leave().await,
                 },
                 ev = next_signal(&mut self.link) => self.on_signal(ev).await,
@@ -364,6 +427,7 @@ impl Engine {
                     let _ = done.send(verdict);
                 }
             }
+            M::TrackPublished(r) => self.on_track_published(r.cid, r.track.map(|t| t.sid)).await,
             M::Join(_) | M::Reconnect(_) => {}
             _ => {}
         }
@@ -523,6 +587,9 @@ impl Engine {
                 if matches!(self.phase, Phase::Connected) {
                     self.lost(format!("{role:?} {why}"), true).await;
                 }
+            }
+            WireEvent::RemoteTrack { epoch, track } if epoch == self.epoch => {
+                self.on_remote_track(track);
             }
             WireEvent::RemoteChannel { epoch, channel } if epoch == self.epoch => {
                 if let Some(link) = self.link.as_mut() {
@@ -737,6 +804,24 @@ impl Engine {
     /// the send queue for the next link.
     async fn teardown(&mut self, requeue: bool) {
         self.stop_writer().await;
+        for (_, task) in self.receivers_audio.drain() {
+            task.abort();
+        }
+        for (cid, p) in self.pending_tracks.drain() {
+            p.local.set_out(None);
+            let _ = p.done.send(Err(Error::Closed(format!(
+                "the link was lost before track {cid} was published"
+            ))));
+        }
+        let ended: Vec<String> = self.local_tracks.keys().cloned().collect();
+        for (_, local) in self.local_tracks.drain() {
+            local.set_out(None);
+        }
+        if requeue {
+            for sid in ended {
+                self.emit(RoomEvent::LocalTrackUnpublished { sid });
+            }
+        }
         let Some(link) = self.link.take() else { return };
         if requeue {
             let outstanding = link.reliable.outstanding_bytes().await.ok();
@@ -885,7 +970,16 @@ impl Engine {
     /// Applies a participant update.
     fn update_roster(&mut self, infos: &[ParticipantInfo]) {
         let mut events = Vec::new();
+        let mut track_updates = Vec::new();
         for info in infos {
+            if !self.is_local(info) {
+                let tracks = if proto::is_disconnected(info) {
+                    Vec::new()
+                } else {
+                    proto::tracks(info)
+                };
+                track_updates.push((proto::participant(info), tracks));
+            }
             if self.is_local(info) {
                 // Our own name, metadata and attributes as the server now has them.
                 if !proto::is_disconnected(info) {
@@ -928,6 +1022,9 @@ impl Engine {
                 events.push(RoomEvent::ParticipantJoined(p));
             }
         }
+        for (p, tracks) in track_updates {
+            self.diff_tracks(p, tracks, &mut events);
+        }
         for ev in events {
             self.emit(ev);
         }
@@ -967,6 +1064,21 @@ impl Engine {
             }
             roster.remote = fresh;
         }
+        let mut track_updates: Vec<(Participant, Vec<TrackInfo>)> = events
+            .iter()
+            .filter_map(|ev| match ev {
+                RoomEvent::ParticipantLeft(p) => Some((p.clone(), Vec::new())),
+                _ => None,
+            })
+            .collect();
+        for info in infos {
+            if !proto::is_disconnected(info) && !self.is_local(info) {
+                track_updates.push((proto::participant(info), proto::tracks(info)));
+            }
+        }
+        for (p, tracks) in track_updates {
+            self.diff_tracks(p, tracks, &mut events);
+        }
         for ev in events {
             if let RoomEvent::ParticipantLeft(p) = &ev {
                 self.receivers
@@ -976,6 +1088,171 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+    }
+
+    /// Track events for a participant whose tracks are now `tracks`.
+    fn diff_tracks(&mut self, p: Participant, tracks: Vec<TrackInfo>, events: &mut Vec<RoomEvent>) {
+        let old = self.published.remove(&p.identity).unwrap_or_default();
+        for t in &old {
+            if !tracks.iter().any(|n| n.sid == t.sid) {
+                if let Some(task) = self.receivers_audio.remove(&t.sid) {
+                    task.abort();
+                }
+                events.push(RoomEvent::TrackUnpublished {
+                    participant: p.clone(),
+                    track: t.clone(),
+                });
+            }
+        }
+        for t in &tracks {
+            match old.iter().find(|o| o.sid == t.sid) {
+                None => events.push(RoomEvent::TrackPublished {
+                    participant: p.clone(),
+                    track: t.clone(),
+                }),
+                Some(o) if o.muted != t.muted => events.push(RoomEvent::TrackMuted {
+                    participant: p.clone(),
+                    track: t.clone(),
+                }),
+                Some(_) => {}
+            }
+        }
+        if !tracks.is_empty() {
+            self.published.insert(p.identity.clone(), tracks);
+        }
+    }
+
+    /// A remote track arrived on the subscriber connection: decode it (audio only).
+    fn on_remote_track(&mut self, track: outpost_webrtc::RemoteTrack) {
+        if track.kind() != outpost_webrtc::MediaKind::Audio {
+            tracing::debug!(track = %track.track_id(), "ignoring a video track");
+            return;
+        }
+        let sid = track.track_id().to_owned();
+        // The owner: from the participant updates, else from the stream id
+        // (`<participant sid>|<track sid>`, as LiveKit servers name it).
+        let owner = self
+            .published
+            .iter()
+            .find(|(_, ts)| ts.iter().any(|t| t.sid == sid))
+            .map(|(identity, _)| identity.clone());
+        let stream_sid = track.stream_id().split('|').next().unwrap_or("").to_owned();
+        let participant = {
+            let roster = self.shared.roster();
+            roster
+                .remote
+                .iter()
+                .find(|p| Some(&p.identity) == owner.as_ref() || p.sid == stream_sid)
+                .cloned()
+        }
+        .unwrap_or_else(|| Participant {
+            sid: stream_sid,
+            identity: owner.unwrap_or_default(),
+            name: String::new(),
+            kind: ParticipantKind::Standard,
+            metadata: String::new(),
+            attributes: HashMap::new(),
+        });
+        let (stream, task) = crate::audio::spawn_receiver(track);
+        if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {
+            old.abort();
+        }
+        tracing::info!(track = %sid, from = %participant.identity, "audio track subscribed");
+        self.emit(RoomEvent::AudioTrackSubscribed {
+            participant,
+            track_sid: sid,
+            stream,
+        });
+    }
+
+    /// Adds our audio track to the publisher connection and asks the server to
+    /// publish it; `done` is answered when the server confirms it.
+    async fn publish_audio(
+        &mut self,
+        name: String,
+        local: Arc<LocalShared>,
+        done: oneshot::Sender<Result<String>>,
+    ) {
+        self.pending_tracks.retain(|_, p| !p.done.is_closed());
+        let Some(link) = self.link.as_ref() else {
+            let _ = done.send(Err(Error::Closed("not connected to the room".into())));
+            return;
+        };
+        let cid = format!("TR_{}", nanoid::nanoid!(12));
+        let stream_id = self
+            .shared
+            .roster()
+            .local
+            .as_ref()
+            .map(|l| format!("{}|{cid}", l.sid))
+            .unwrap_or_else(|| cid.clone());
+        let out = match link.publisher.add_audio_track(&stream_id, &cid).await {
+            Ok(o) => o,
+            Err(e) => {
+                let _ = done.send(Err(e));
+                return;
+            }
+        };
+        let stereo = local.channels() == 2;
+        link.signal
+            .send(signal_request::Message::AddTrack(proto::add_audio_track(
+                &cid, &name, stereo,
+            )))
+            .await;
+        self.pending_tracks
+            .insert(cid, PendingTrack { local, out, done });
+    }
+
+    /// The server published our track `cid` as `sid`: renegotiate so it is sent.
+    async fn on_track_published(&mut self, cid: String, sid: Option<String>) {
+        let Some(pending) = self.pending_tracks.remove(&cid) else {
+            tracing::debug!(%cid, "TrackPublished for a track we did not ask for");
+            return;
+        };
+        let Some(sid) = sid.filter(|s| !s.is_empty()) else {
+            let _ = pending.done.send(Err(Error::Signal(format!(
+                "the server confirmed track {cid} without a sid"
+            ))));
+            return;
+        };
+        pending.local.set_out(Some(pending.out));
+        self.local_tracks.insert(sid.clone(), pending.local);
+        let verdict = self.renegotiate().await.map(|()| sid);
+        let _ = pending.done.send(verdict);
+    }
+
+    /// Stops sending our track `sid` and renegotiates.
+    async fn unpublish(&mut self, sid: &str) -> Result<()> {
+        let Some(local) = self.local_tracks.remove(sid) else {
+            return Err(Error::Closed(format!("track {sid} is not published")));
+        };
+        let out = local.out();
+        local.set_out(None);
+        let Some(link) = self.link.as_ref() else {
+            return Ok(());
+        };
+        if let Some(out) = out {
+            link.publisher.remove_track(&out).await?;
+        }
+        self.renegotiate().await
+    }
+
+    /// Sends a new publisher offer (tracks added or removed).
+    async fn renegotiate(&mut self) -> Result<()> {
+        let Some(link) = self.link.as_mut() else {
+            return Err(Error::Closed("not connected to the room".into()));
+        };
+        let sdp = link.publisher.offer(false).await?;
+        link.offer_id += 1;
+        link.signal
+            .send(signal_request::Message::Offer(SessionDescription {
+                r#type: "offer".into(),
+                sdp,
+                id: link.offer_id,
+                ..Default::default()
+            }))
+            .await;
+        Ok(())
     }
 
     fn update_assistant(&mut self) {

@@ -1,4 +1,4 @@
-//! `outpost-livekit`: a pure-Rust LiveKit client for data (no media), the app's link
+//! `outpost-livekit`: a pure-Rust LiveKit client for data and audio, the app's link
 //! to the assistant. It behaves like the official SDKs on the wire, so it works with
 //! LiveKit Cloud, `livekit-server` and `outpost-room`.
 //!
@@ -30,6 +30,8 @@
 //! - [`rpc`]: LiveKit RPC (version 1): method handlers and `perform_rpc`.
 //! - `attributes`: participant name/metadata/attribute changes as events.
 //! - [`token`]: token endpoints (LiveKit's token-server convention).
+//! - [`audio`]: audio tracks: [`LocalAudioTrack`] (PCM in, Opus RTP out) and
+//!   [`AudioStream`] (RTP in, jitter buffer, Opus decode with concealment, PCM out).
 //! - [`types`]: participants, messages, events.
 //! - `signal`: adapter over `livekit-signaling`.
 //! - `tls`: extra trusted root CAs for `wss://` (a `livekit-net` WebSocket transport).
@@ -38,10 +40,11 @@
 //! - `wire`: the client's role on `outpost-webrtc` (we offer the publisher and answer
 //!   the subscriber) and what connection events mean for the engine.
 //!
-//! Not implemented: media tracks, single peer connection mode (`/rtc/v1`; the
+//! Not implemented: video, single peer connection mode (`/rtc/v1`; the
 //! signal client falls back to `/rtc` like the official SDKs), RPC version 2 (over
 //! data streams), end-to-end encryption, compressed streams.
 
+pub mod audio;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -60,6 +63,7 @@ mod signal;
 mod tls;
 mod wire;
 
+pub use audio::{AudioFrame, AudioSourceOptions, AudioStream, LocalAudioTrack};
 pub use error::{Error, Result};
 pub use room::{Room, RoomEvents, RoomOptions};
 pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation, RpcMethods};
@@ -68,5 +72,5 @@ pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, StreamSenders,
+    RoomEvent, StreamSenders, TrackInfo,
 };

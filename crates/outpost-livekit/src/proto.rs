@@ -8,16 +8,51 @@
 use std::collections::HashMap;
 
 pub(crate) use livekit_protocol::{
-    DataPacket, DisconnectReason, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
-    ReconnectResponse, RpcAck, RpcError as RpcErrorPacket, RpcRequest, RpcResponse,
-    SessionDescription, SignalTarget, TrickleRequest, UpdateParticipantMetadata, UserPacket,
-    data_packet, data_stream, leave_request, participant_info, request_response, rpc_response,
-    signal_request, signal_response,
+    AddTrackRequest, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
+    ParticipantInfo, ReconnectReason, ReconnectResponse, RpcAck, RpcError as RpcErrorPacket,
+    RpcRequest, RpcResponse, SessionDescription, SignalTarget, TrackSource, TrackType,
+    TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet, data_stream, leave_request,
+    participant_info, request_response, rpc_response, signal_request, signal_response,
 };
 
 use prost::Message as _;
 
-use crate::types::{DataMessage, Participant, ParticipantKind};
+use crate::types::{DataMessage, Participant, ParticipantKind, TrackInfo};
+
+/// The tracks a participant publishes, as our public type.
+pub(crate) fn tracks(info: &ParticipantInfo) -> Vec<TrackInfo> {
+    info.tracks
+        .iter()
+        .map(|t| TrackInfo {
+            sid: t.sid.clone(),
+            name: t.name.clone(),
+            muted: t.muted,
+            audio: t.r#type == TrackType::Audio as i32,
+        })
+        .collect()
+}
+
+/// The request to publish a microphone audio track with client id `cid`.
+#[allow(deprecated)]
+pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool) -> AddTrackRequest {
+    AddTrackRequest {
+        cid: cid.to_owned(),
+        name: name.to_owned(),
+        r#type: TrackType::Audio as i32,
+        source: TrackSource::Microphone as i32,
+        // Deprecated for `audio_features`, but what older servers read; harmless to newer ones.
+        stereo,
+        ..Default::default()
+    }
+}
+
+/// The request to mute or unmute our track `sid`.
+pub(crate) fn mute_track(sid: &str, muted: bool) -> MuteTrackRequest {
+    MuteTrackRequest {
+        sid: sid.to_owned(),
+        muted,
+    }
+}
 
 /// Decodes a `DataPacket` from a data channel message.
 pub(crate) fn decode_data_packet(bytes: &[u8]) -> Result<DataPacket, String> {

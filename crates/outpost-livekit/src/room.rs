@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::attributes::ProfileUpdate;
+use crate::audio::{AudioSourceOptions, LocalAudioTrack, LocalShared};
 use crate::engine::{Command, Engine, Shared};
 use crate::error::{Error, Result};
 use crate::outbox::Outbox;
@@ -60,6 +61,10 @@ pub struct RoomOptions {
     /// RPC methods answered from the moment the room is joined (more can be added
     /// later with [`Room::register_rpc_method`]). Empty by default.
     pub rpc_methods: RpcMethods,
+    /// Subscribe to every remote track (audio arrives as
+    /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
+    /// decodes nothing.
+    pub auto_subscribe: bool,
 }
 
 impl Default for RoomOptions {
@@ -79,6 +84,7 @@ impl Default for RoomOptions {
             leave_flush_timeout: Duration::from_secs(2),
             extra_root_ca_pem: Vec::new(),
             rpc_methods: RpcMethods::default(),
+            auto_subscribe: false,
         }
     }
 }
@@ -459,6 +465,33 @@ impl Room {
             Err(_) => Err(Error::Timeout {
                 what: "the server to answer a participant update",
                 after: REQUEST_TIMEOUT,
+            }),
+        }
+    }
+
+    /// Publishes a local audio track (Opus, 48 kHz) and returns it once the server
+    /// confirmed it; feed it with [`LocalAudioTrack::push_frame`].
+    pub async fn publish_audio(&self, options: AudioSourceOptions) -> Result<LocalAudioTrack> {
+        const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
+        let local = Arc::new(LocalShared::new(options.channels)?);
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .cmd
+            .send(Command::PublishAudio {
+                name: options.name,
+                local: local.clone(),
+                done: tx,
+            })
+            .map_err(|_| Error::Closed("the room engine stopped".into()))?;
+        match tokio::time::timeout(PUBLISH_TIMEOUT, rx).await {
+            Ok(Ok(Ok(sid))) => Ok(LocalAudioTrack::new(sid, local, self.inner.cmd.clone())),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(Error::Closed(
+                "the room closed before the track was published".into(),
+            )),
+            Err(_) => Err(Error::Timeout {
+                what: "the server to publish the audio track",
+                after: PUBLISH_TIMEOUT,
             }),
         }
     }

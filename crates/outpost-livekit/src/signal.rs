@@ -33,9 +33,9 @@ impl std::fmt::Debug for Signal {
 pub(crate) type Events = SignalEvents;
 pub(crate) use livekit_signaling::SignalEvent as Event;
 
-fn options(single_pc: bool, connect_timeout: Duration) -> SignalOptions {
+fn options(single_pc: bool, connect_timeout: Duration, auto_subscribe: bool) -> SignalOptions {
     let mut o = SignalOptions::default();
-    o.auto_subscribe = false;
+    o.auto_subscribe = auto_subscribe;
     o.adaptive_stream = false;
     o.single_peer_connection = single_pc;
     o.connect_timeout = connect_timeout;
@@ -111,11 +111,16 @@ impl Signal {
         url: &str,
         token: &str,
         connect_timeout: Duration,
+        auto_subscribe: bool,
     ) -> Result<(Self, JoinResponse, Events), Error> {
-        let (client, join, events) =
-            SignalClient::connect(url, token, options(false, connect_timeout), None)
-                .await
-                .map_err(|e| map_error(url, e))?;
+        let (client, join, events) = SignalClient::connect(
+            url,
+            token,
+            options(false, connect_timeout, auto_subscribe),
+            None,
+        )
+        .await
+        .map_err(|e| map_error(url, e))?;
         validate_join(&join)?;
         Ok((Self { client }, join, events))
     }

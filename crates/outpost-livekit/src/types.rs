@@ -172,11 +172,62 @@ pub enum RoomEvent {
         /// Whether the session was resumed rather than rejoined.
         resumed: bool,
     },
+    /// A remote participant published a track (or had it when we joined).
+    TrackPublished {
+        /// Whose.
+        participant: Participant,
+        /// The track.
+        track: TrackInfo,
+    },
+    /// A remote participant's track is gone (unpublished, or the participant left).
+    TrackUnpublished {
+        /// Whose.
+        participant: Participant,
+        /// The track as it was.
+        track: TrackInfo,
+    },
+    /// A remote participant muted or unmuted a track.
+    TrackMuted {
+        /// Whose.
+        participant: Participant,
+        /// The track, as it is now.
+        track: TrackInfo,
+    },
+    /// Audio of a remote track arrives: read decoded PCM from `stream`. Dropping the
+    /// stream drops the audio (the track stays subscribed).
+    AudioTrackSubscribed {
+        /// Whose (as far as the server told us; `sid` and `identity` may be empty
+        /// when the track arrived before the participant update).
+        participant: Participant,
+        /// The track sid.
+        track_sid: String,
+        /// Decoded 48 kHz mono audio.
+        stream: crate::audio::AudioStream,
+    },
+    /// One of our tracks stopped being published without [`crate::LocalAudioTrack::unpublish`]:
+    /// after a full rejoin the new connection does not carry it (publish again).
+    LocalTrackUnpublished {
+        /// The track's sid.
+        sid: String,
+    },
     /// The connection is closed for good.
     Disconnected {
         /// Why.
         reason: DisconnectReason,
     },
+}
+
+/// A track a remote participant publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackInfo {
+    /// Track sid (`TR_…`).
+    pub sid: String,
+    /// Its name.
+    pub name: String,
+    /// Whether it is muted.
+    pub muted: bool,
+    /// Audio (true) or video (false; never subscribed by this client).
+    pub audio: bool,
 }
 
 /// Whose incoming data streams the client accepts (see

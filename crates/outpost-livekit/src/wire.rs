@@ -47,6 +47,11 @@ pub(crate) enum WireEvent {
     RemoteChannel { epoch: u64, channel: Channel },
     /// One of our channels opened.
     Opened { epoch: u64 },
+    /// The subscriber connection carries a remote media track.
+    RemoteTrack {
+        epoch: u64,
+        track: outpost_webrtc::RemoteTrack,
+    },
     /// A message arrived on a channel.
     Message { reliable: bool, data: Bytes },
 }
@@ -111,6 +116,7 @@ fn on_peer_event(epoch: u64, role: Role, events: &mpsc::UnboundedSender<WireEven
             epoch,
             channel: Channel::start(dc, epoch, events.clone()),
         },
+        PeerEvent::RemoteTrack(track) => WireEvent::RemoteTrack { epoch, track },
         other => {
             tracing::debug!(?role, "ignoring peer event {other:?}");
             return;
@@ -145,6 +151,7 @@ impl Transport {
                 })
                 .collect(),
             send_buffer_limit: config.send_buffer_limit,
+            audio: true,
             ..PeerConfig::default()
         };
         let tx = events.clone();
@@ -168,6 +175,20 @@ impl Transport {
         };
         let dc = self.peer.create_data_channel(kind).await?;
         Ok(Channel::start(dc, self.epoch, self.events.clone()))
+    }
+
+    /// Adds an audio track we send (offered at the next negotiation).
+    pub(crate) async fn add_audio_track(
+        &self,
+        stream_id: &str,
+        track_id: &str,
+    ) -> Result<outpost_webrtc::LocalAudioTrack> {
+        Ok(self.peer.add_audio_track(stream_id, track_id).await?)
+    }
+
+    /// Stops sending a track (removed at the next negotiation).
+    pub(crate) async fn remove_track(&self, track: &outpost_webrtc::LocalAudioTrack) -> Result<()> {
+        Ok(self.peer.remove_track(track).await?)
     }
 
     /// Creates and applies an offer; returns its SDP.
