@@ -17,7 +17,7 @@ use crate::contract::{
     ConversationSummary, Decision, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
     RememberedDecision, SearchHit, SessionInfo, SessionSnapshot, Settings, ToolInfo, UserMessage,
 };
-use crate::demo::Demo;
+use crate::demo::{Demo, DemoPrograms};
 use crate::error::{DesktopError, Result};
 use crate::history;
 use crate::live::LiveState;
@@ -59,6 +59,9 @@ struct Inner {
     live: Mutex<Live>,
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     demo: tokio::sync::Mutex<Option<Demo>>,
+    /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
+    /// each start.
+    demo_programs: Mutex<Option<DemoPrograms>>,
     focused: AtomicBool,
     tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -131,6 +134,7 @@ impl Desktop {
                 live: Mutex::new(Live { state, sink: None }),
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
+                demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -247,10 +251,22 @@ impl Desktop {
         self.start_session(creds, room, config.disabled_tools).await
     }
 
-    /// `session_start_demo`: the local demo, in-process.
+    /// Uses these demo programs instead of looking them up (tests, whose executables do
+    /// not sit next to the programs).
+    pub fn set_demo_programs(&self, programs: DemoPrograms) {
+        *lock(&self.inner.demo_programs) = Some(programs);
+    }
+
+    /// `session_start_demo`: the local demo (`outpost-room` and `outpost-agent` as child
+    /// processes, logging to the data directory's `logs/`).
     pub async fn start_demo(&self) -> Result<()> {
         self.disconnect().await;
-        let demo = Demo::start().await?;
+        let logs = self.inner.paths.data_dir.join("logs");
+        let programs = lock(&self.inner.demo_programs).clone();
+        let demo = match programs {
+            Some(p) => Demo::start_with(&p, &logs).await?,
+            None => Demo::start(&logs).await?,
+        };
         let creds = Credentials::Token {
             url: demo.url.clone(),
             token: demo.token.clone(),
