@@ -2,10 +2,12 @@
 # Builds Outpost's Linux packages, a .deb and an .rpm, with the Tauri bundler (the npm
 # @tauri-apps/cli pinned in ui/package.json; nothing is downloaded outside npm/crates.io).
 #
-# Usage: scripts/package.sh [--debug]
-#   (default) release build: what users install.
-#   --debug   the debug build instead (what scripts/test.sh's installed-package test uses: it
-#             reuses the test run's debug build instead of a second, release, compile).
+# Usage: scripts/package.sh [--debug [--no-build]]
+#   (default)   release build: what users install.
+#   --debug     the debug build instead (what scripts/test.sh's installed-package test uses).
+#   --no-build  pack the debug programs as they are (scripts/test.sh has just built them
+#               with `cargo test --workspace --no-run`, so no second, differently-featured
+#               compile); fails if one is missing.
 #
 # Each package installs /usr/bin/outpost-app (the desktop app, with its desktop entry and
 # icons), /usr/bin/outpost (the CLI) and /usr/bin/outpost-room + /usr/bin/outpost-agent (the
@@ -22,17 +24,24 @@ source scripts/setup.sh
 profile=release
 cargo_profile=(--release)
 tauri_profile=()
-case "${1:-}" in
-  "") ;;
-  --debug) profile=debug; cargo_profile=(); tauri_profile=(--debug) ;;
-  *) echo "usage: scripts/package.sh [--debug]" >&2; exit 2 ;;
+build=1
+case "${1:-} ${2:-}" in
+  " ") ;;
+  "--debug ") profile=debug; cargo_profile=(); tauri_profile=(--debug) ;;
+  "--debug --no-build") profile=debug; cargo_profile=(); tauri_profile=(--debug); build=0 ;;
+  *) echo "usage: scripts/package.sh [--debug [--no-build]]" >&2; exit 2 ;;
 esac
 target_dir="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
 bin="$target_dir/$profile"
 
-log "building the web UI and Outpost ($profile)"
-(cd ui && npm run build --silent >/dev/null)
-cargo build "${cargo_profile[@]}" --locked -q -p outpost-app -p outpost-cli -p outpost-room -p outpost-agent
+if [ "$build" = 1 ]; then
+  log "building the web UI and Outpost ($profile)"
+  (cd ui && npm run build --silent >/dev/null)
+  cargo build "${cargo_profile[@]}" --locked -q -p outpost-app -p outpost-cli -p outpost-room -p outpost-agent
+fi
+for b in outpost-app outpost outpost-room outpost-agent; do
+  [ -x "$bin/$b" ] || { echo "$bin/$b is missing: build it first (or drop --no-build)" >&2; exit 1; }
+done
 
 # The extra programs, named as Tauri's externalBin wants them (NAME-TARGET_TRIPLE); they are
 # installed as /usr/bin/NAME beside the app.

@@ -18,13 +18,16 @@ log "web UI: type check, tests, build"
 log "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-# The app's local demo starts outpost-room and outpost-agent from beside the app's binary,
-# and `cargo test` builds only each package's own binaries: scripts/package.sh --debug builds
-# all four programs (debug, like the tests) and packs them into a .deb, which the
-# installed-package test (src-tauri/tests/installed_package.rs) installs with apt, runs and
-# purges. Reusing the debug build keeps that test to a few minutes (no release compile).
-log "Linux packages of the debug build (scripts/package.sh --debug)"
-OUTPOST_DEB="$(scripts/package.sh --debug | head -n 1)"
+# Build everything the tests run first: this also builds the four programs the packages
+# hold (outpost-app, outpost, outpost-room, outpost-agent: each package with integration
+# tests gets its binary built), which the app's demo tests find beside the app binary.
+# scripts/package.sh packs those very binaries into a .deb, which the installed-package test
+# (src-tauri/tests/installed_package.rs) installs with apt, runs and purges: no release
+# compile and no second build for it.
+log "cargo test --no-run (build)"
+cargo test --workspace --locked --no-run
+log "Linux packages of the debug build (scripts/package.sh --debug --no-build)"
+OUTPOST_DEB="$(scripts/package.sh --debug --no-build | head -n 1)"
 export OUTPOST_DEB
 
 log "cargo test"

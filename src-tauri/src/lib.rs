@@ -11,8 +11,6 @@
 mod commands;
 mod error;
 mod notify;
-#[cfg(target_os = "linux")]
-pub mod single_instance;
 
 use std::sync::Arc;
 
@@ -25,9 +23,12 @@ use tauri::{Manager, Runtime, WindowEvent};
 pub const MAIN_WINDOW: &str = "main";
 
 /// Builds the app on `builder` with everything registered: plugins, state, commands.
-/// (The single-instance check is [`run`]'s: it happens before the app is built.)
 pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
+        // A second launch focuses the first window instead of opening another app.
+        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
+            focus_main(app);
+        }))
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .setup(|app| {
@@ -108,38 +109,9 @@ pub fn run() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let context = tauri::generate_context!();
-    // One app per session: a second start brings the first window forward and exits, or
-    // waits while the first one quits (single_instance.rs). Decided before any window.
-    #[cfg(target_os = "linux")]
-    let instance = match single_instance::claim(&context.config().identifier) {
-        single_instance::Claim::Handed => return,
-        single_instance::Claim::Primary(i) => i,
-    };
-    let builder = build(tauri::Builder::default());
-    #[cfg(not(target_os = "linux"))]
-    let builder = builder.plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
-        focus_main(app);
-    }));
-    let app = match builder.build(context) {
-        Ok(app) => app,
-        Err(e) => {
-            tracing::error!(error = %e, "the app could not start");
-            std::process::exit(1);
-        }
-    };
-    #[cfg(target_os = "linux")]
-    {
-        let handle = app.handle().clone();
-        instance.running(Box::new(move || focus_main(&handle)));
+    let app = build(tauri::Builder::default()).run(tauri::generate_context!());
+    if let Err(e) = app {
+        tracing::error!(error = %e, "the app could not start");
+        std::process::exit(1);
     }
-    app.run(move |_app, event| {
-        if matches!(
-            event,
-            tauri::RunEvent::ExitRequested { .. } | tauri::RunEvent::Exit
-        ) {
-            #[cfg(target_os = "linux")]
-            instance.exiting();
-        }
-    });
 }

@@ -17,11 +17,6 @@
 //!   consent, the refused SSH key); when the app quits, both programs are gone too. With
 //!   `OUTPOST_SCREENSHOTS=1` it saves docs/screenshots/app-*.png.
 //!
-//! - `second_start_focuses_or_waits`: a second start while the app runs hands over to it
-//!   and exits at once; a second start while the first instance does not answer (stopped
-//!   with SIGSTOP, like one stuck shutting down) waits, and once the first is gone it
-//!   takes over and shows its own window: it never exits windowless.
-//!
 //! `installed_package.rs` runs the demo scenario's first part against the installed .deb.
 //!
 //! Needs root (network namespaces), iproute2, xvfb-run, dbus-run-session, dunst,
@@ -33,10 +28,9 @@ mod common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{APP_BIN, App, Assistant, Driver, RoomServer, SINGLE_INSTANCE_NAME, WINDOW, wait_for};
+use common::{App, Assistant, Driver, RoomServer, WINDOW, wait_for};
 use fantoccini::key::Key;
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::netns::NetNs;
@@ -495,115 +489,5 @@ async fn demo_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
             .then_some(()))
     })
     .await?;
-    Ok(())
-}
-
-// --- scenario C: a second start -----------------------------------------------------------
-
-#[test]
-fn second_start_focuses_or_waits() {
-    let _one = common::serial();
-    let fx = Fixture::new();
-    let ns = NetNs::create().expect("a network namespace (run as root)");
-    let name = ns.name().to_owned();
-    let outcome = in_netns(&name.clone(), move || async move {
-        let driver = Driver::start(&name, &fx.logs(), &fx.env(None)).await?;
-        let r = second_start_scenario(&driver, &fx).await;
-        r.map_err(|e| e.context(format!("--- driver and app log ---\n{}", driver.log())))
-    });
-    drop(ns);
-    if let Err(e) = outcome {
-        panic!("{}", report(&e));
-    }
-}
-
-async fn second_start_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
-    let app = App::launch().await?;
-    app.wait_text("#welcome-title", "Welcome to Outpost")
-        .await?;
-    let first = common::processes(Path::new(APP_BIN), &fx.config);
-    ensure!(first.len() == 1, "app processes: {first:?}");
-    let first = first[0];
-    let start_second = || -> anyhow::Result<std::process::Child> {
-        let mut cmd = driver.command(Path::new(APP_BIN));
-        for (k, v) in fx.env(None) {
-            cmd.env(k, v);
-        }
-        let log = std::fs::File::create(fx.logs().join("second.log"))?;
-        Ok(cmd
-            .stdin(std::process::Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?)
-    };
-    let second_log = || std::fs::read_to_string(fx.logs().join("second.log")).unwrap_or_default();
-
-    // 1. The first runs: the second hands over and exits, successfully, at once.
-    let mut second = start_second()?;
-    let deadline = std::time::Instant::now() + common::PATIENCE;
-    let status = loop {
-        if let Some(status) = second.try_wait()? {
-            break status;
-        }
-        ensure!(
-            std::time::Instant::now() < deadline,
-            "the second start did not exit while the first runs: {}",
-            second_log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    ensure!(
-        status.success(),
-        "the second start exited with {status}: {}",
-        second_log()
-    );
-    ensure!(
-        second_log().contains("already running"),
-        "second start's log: {}",
-        second_log()
-    );
-    ensure!(
-        common::processes(Path::new(APP_BIN), &fx.config) == [first],
-        "the first instance is not the only one left"
-    );
-    app.wait_text("#welcome-title", "Welcome to Outpost")
-        .await?;
-
-    // 2. The first does not answer (stopped): the second waits, in the queue for the name.
-    let kill = |sig: &str, pid: u32| {
-        std::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-    };
-    kill("-STOP", first)?;
-    let mut second = start_second()?;
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    ensure!(
-        second.try_wait()?.is_none(),
-        "the second start exited while the first did not answer: {}",
-        second_log()
-    );
-    // 3. The first goes away: the second takes the name and starts its own window.
-    kill("-KILL", first)?;
-    wait_for("the first instance to be gone", || async {
-        let left = common::processes(Path::new(APP_BIN), &fx.config);
-        Ok((!left.contains(&first)).then_some(()))
-    })
-    .await?;
-    wait_for(
-        "the second start to own the single-instance name",
-        || async { Ok(driver.bus_name_owned(SINGLE_INSTANCE_NAME)?.then_some(())) },
-    )
-    .await?;
-    // Its window is up: GTK logs nothing fatal and the process stays.
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    ensure!(
-        second.try_wait()?.is_none(),
-        "the second start did not stay up: {}",
-        second_log()
-    );
-    second.kill()?;
-    second.wait()?;
-    drop(app);
     Ok(())
 }

@@ -175,7 +175,7 @@ fn scenario(deb: &Path) -> anyhow::Result<()> {
 
     // 4. Remove with purge: every file the package installed is gone, the user's data
     //    stays.
-    run(apt(&["remove", "--purge", PACKAGE]))?;
+    run(&mut apt(&["remove", "--purge", PACKAGE]))?;
     ensure!(
         !installed(),
         "{PACKAGE} is still installed after remove --purge"

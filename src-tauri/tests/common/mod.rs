@@ -37,8 +37,8 @@ pub const APP_BIN: &str = env!("CARGO_BIN_EXE_outpost-app");
 /// notifications sit beside it rather than over it.
 const XVFB_ARGS: &str = "-screen 0 1280x800x24";
 
-/// The D-Bus name the app holds while it runs (identifier from tauri.conf.json +
-/// ".SingleInstance"; src/single_instance.rs).
+/// The D-Bus name tauri-plugin-single-instance holds while the app runs (identifier
+/// from tauri.conf.json + ".SingleInstance").
 pub const SINGLE_INSTANCE_NAME: &str = "dev.outpost.app.SingleInstance";
 
 /// The app window's size (tauri.conf.json); screenshots are cropped to it.
