@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Outpost's run command: the local demo, offline, in one command.
 #
-# Installs what is missing (asking for sudo when not root), builds Outpost, starts the local
-# room server (outpost-room) and the reference assistant (outpost-agent, scripted by default:
-# it shows each capability from your words and is not an AI), then opens the Outpost desktop
-# app already connected to it, with nothing to configure. Close the window to stop everything.
-# Without a display (no $DISPLAY / $WAYLAND_DISPLAY, or OUTPOST_HEADLESS=1) the headless client
-# (`outpost connect`) runs in this terminal instead: type a message, Enter; Ctrl-D leaves.
+# Installs what is missing (asking for sudo when not root), builds Outpost, and opens the
+# Outpost desktop app in its local demo: the app starts the local room server (outpost-room)
+# and the reference assistant (outpost-agent, scripted by default: it shows each capability
+# from your words and is not an AI) as its own child processes — the same as the first-run
+# screen's "Try the local demo" — and connects to them, with nothing to configure. Close the
+# window to stop everything (the two programs also stop if the app crashes).
+# Without a display (no $DISPLAY / $WAYLAND_DISPLAY, or OUTPOST_HEADLESS=1) this script starts
+# the two programs itself and runs the headless client (`outpost connect`) in this terminal
+# instead: type a message, Enter; Ctrl-D leaves.
 #
 # Try: help · read ~/outpost-demo/notes.txt · list ~/outpost-demo · calculate 6*7 ·
 #      compute 2^10 · time · timeout · ssh · read /etc/hostname (asks for permission)
 #
 # Environment: OUTPOST_BRAIN=openai|anthropic|json (with OPENAI_API_KEY / ANTHROPIC_API_KEY,
 # OUTPOST_MODEL, OUTPOST_BASE_URL) uses a language model instead of the scripted brain.
-# OUTPOST_BIND (default 127.0.0.1:7880) moves the room server. The demo app keeps its own
+# OUTPOST_BIND (default 127.0.0.1:7880) moves the headless run's room server (the app's demo
+# takes a free loopback port). The demo app keeps its own
 # settings and history in ${XDG_DATA_HOME:-~/.local/share}/outpost-demo (OUTPOST_DEMO_PROFILE),
 # apart from your own Outpost's.
 set -euo pipefail
@@ -28,11 +32,11 @@ fi
 log "building Outpost (release; the first build takes several minutes)"
 if [ "$headless" = 0 ]; then
   (cd ui && npm run build --silent >/dev/null)
-  cargo build --release --locked -q -p outpost-room -p outpost-agent -p outpost-cli -p outpost-app
+  cargo build --release --locked -q -p outpost-room -p outpost-agent -p outpost-app
 else
   cargo build --release --locked -q -p outpost-room -p outpost-agent -p outpost-cli
 fi
-bin="$repo/target/release"
+bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/release"
 
 bind="${OUTPOST_BIND:-127.0.0.1:7880}"
 url="ws://$bind"
@@ -60,6 +64,25 @@ path = "$demo_dir"
 access = "allow"
 POLICY
 
+if [ "$headless" = 0 ]; then
+  # The desktop app with a demo profile: settings that say "the local demo", the demo policy
+  # (kept if it exists, so your "always" answers survive). The app starts outpost-room and
+  # outpost-agent itself, from beside its own executable ($bin).
+  profile="${OUTPOST_DEMO_PROFILE:-${XDG_DATA_HOME:-$HOME/.local/share}/outpost-demo}"
+  mkdir -p "$profile/config" "$profile/data"
+  cat > "$profile/config/settings.toml" <<SETTINGS
+# Written by scripts/run.sh for the local demo.
+configured = true
+demo = true
+SETTINGS
+  [ -f "$profile/config/policy.toml" ] || cp "$policy" "$profile/config/policy.toml"
+  rm -rf "$state"
+  log "opening the Outpost app in its local demo (settings, history and the demo's logs: $profile); close its window to stop it"
+  OUTPOST_CONFIG_DIR="$profile/config" OUTPOST_DATA_DIR="$profile/data" OUTPOST_SECRETS=memory \
+    exec "$bin/outpost-app"
+fi
+
+# Headless: this script runs the room server and the assistant, and stops them at the end.
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -83,28 +106,5 @@ pids+=($!)
 # USER is unset in some shells (containers, cron); `set -u` would stop the demo here.
 token="$("$bin/outpost-room" token --room "$room" --identity "${USER:-user}-outpost" --ttl 12h)"
 
-if [ "$headless" = 1 ]; then
-  log "no display: connecting the headless client; history goes to ${OUTPOST_DATA_DIR:-the platform data dir} (try: help)"
-  "$bin/outpost" connect --url "$url" --token "$token" --room "$room" --policy "$policy"
-  exit 0
-fi
-
-# The desktop app with a demo profile: settings saying where the room is, the demo policy
-# (kept if it exists, so your "always" answers survive), the token in the environment only.
-profile="${OUTPOST_DEMO_PROFILE:-${XDG_DATA_HOME:-$HOME/.local/share}/outpost-demo}"
-mkdir -p "$profile/config" "$profile/data"
-cat > "$profile/config/settings.toml" <<SETTINGS
-# Written by scripts/run.sh for the local demo.
-configured = true
-demo = false
-
-[connection]
-auth_mode = "token"
-livekit_url = "$url"
-room = "$room"
-identity = "${USER:-user}-outpost"
-SETTINGS
-[ -f "$profile/config/policy.toml" ] || cp "$policy" "$profile/config/policy.toml"
-log "opening the Outpost app (settings and history: $profile); close its window to stop the demo"
-OUTPOST_CONFIG_DIR="$profile/config" OUTPOST_DATA_DIR="$profile/data" \
-  OUTPOST_LIVEKIT_TOKEN="$token" OUTPOST_SECRETS=memory "$bin/outpost-app"
+log "no display: connecting the headless client; history goes to ${OUTPOST_DATA_DIR:-the platform data dir} (try: help)"
+"$bin/outpost" connect --url "$url" --token "$token" --room "$room" --policy "$policy"

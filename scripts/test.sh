@@ -18,10 +18,23 @@ log "web UI: type check, tests, build"
 log "cargo clippy (warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# Build everything the tests run first: this also builds the four programs the packages
+# hold (outpost-app, outpost, outpost-room, outpost-agent: each package with integration
+# tests gets its binary built), which the app's demo tests find beside the app binary.
+# scripts/package.sh packs those very binaries into a .deb, which the installed-package test
+# (src-tauri/tests/installed_package.rs) installs with apt, runs and purges: no release
+# compile and no second build for it.
+log "cargo test --no-run (build)"
+cargo test --workspace --locked --no-run
+log "Linux packages of the debug build (scripts/package.sh --debug --no-build)"
+OUTPOST_DEB="$(scripts/package.sh --debug --no-build | head -n 1)"
+export OUTPOST_DEB
+
 log "cargo test"
 # WebRTC tests create network namespaces: they need root (CI is root). The app's
-# end-to-end tests (src-tauri/tests/app_e2e.rs) start their own Xvfb, D-Bus session and
-# tauri-driver inside such a namespace.
+# end-to-end tests (src-tauri/tests/app_e2e.rs, installed_package.rs) start their own Xvfb,
+# D-Bus session and tauri-driver inside such a namespace; installed_package.rs installs and
+# purges the package `outpost` with apt.
 # The load test (tests/tests/load.rs) runs 20 s of calls here; its full length (300 s) is a
 # separate command in docs/BENCHMARKS.md.
 export OUTPOST_LOAD_SECS="${OUTPOST_LOAD_SECS:-20}"

@@ -13,7 +13,6 @@
 //! Needs what `app_e2e.rs` needs plus `.venv-agents` (scripts/test.sh makes it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
 mod common;
 
 use std::ffi::OsString;

@@ -11,10 +11,13 @@
 //!   assistant run in one network namespace and the app (with its display and D-Bus
 //!   session) in another, joined by a veth pair.
 //! - `local_demo_from_first_run`: an empty config shows the first-run screen; "Try the
-//!   local demo" starts the in-process room server and scripted assistant; a whole
+//!   local demo" starts the room server and the scripted assistant (`outpost-room` and
+//!   `outpost-agent` from beside the app binary, as its child processes); a whole
 //!   scripted conversation follows (help, a server-side calculation, a file read with
-//!   consent, the refused SSH key). With `OUTPOST_SCREENSHOTS=1` it saves
-//!   docs/screenshots/app-*.png.
+//!   consent, the refused SSH key); when the app quits, both programs are gone too. With
+//!   `OUTPOST_SCREENSHOTS=1` it saves docs/screenshots/app-*.png.
+//!
+//! `installed_package.rs` runs the demo scenario's first part against the installed .deb.
 //!
 //! Needs root (network namespaces), iproute2, xvfb-run, dbus-run-session, dunst,
 //! WebKitWebDriver, tauri-driver and the venv with the official SDK (scripts/setup.sh
@@ -369,6 +372,7 @@ async fn assistant_scenario(
 #[test]
 fn local_demo_from_first_run() {
     let _one = common::serial();
+    common::require_demo_programs().unwrap();
     let fx = Fixture::new();
     let ns = NetNs::create().expect("a network namespace (run as root)");
     let name = ns.name().to_owned();
@@ -464,6 +468,26 @@ async fn demo_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
         .await?;
     app.wait_text(".detail-body", NOTE.trim()).await?;
     driver.screenshot(&app, "history").await?;
+    let bin_dir = app
+        .bin
+        .parent()
+        .context("the app has no folder")?
+        .to_path_buf();
+    let programs = [bin_dir.join("outpost-room"), bin_dir.join("outpost-agent")];
+    for p in &programs {
+        ensure!(
+            common::running(p, &fx.config),
+            "the demo's {} is not running as the app's child",
+            p.display()
+        );
+    }
     app.quit(driver, &fx.config).await?;
+    wait_for("the demo's programs to end with the app", || async {
+        Ok(programs
+            .iter()
+            .all(|p| !common::running(p, &fx.config))
+            .then_some(()))
+    })
+    .await?;
     Ok(())
 }

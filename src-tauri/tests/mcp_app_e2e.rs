@@ -17,7 +17,6 @@
 //! `setup_test_peers` in scripts/setup.sh) and `node`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[allow(dead_code)]
 mod common;
 
 use std::ffi::OsString;

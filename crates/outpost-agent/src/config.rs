@@ -82,6 +82,10 @@ pub struct Cli {
     /// Keep trying to join for this long (the room server may still be starting), in s.
     #[arg(long, default_value_t = 30)]
     pub join_timeout_secs: u64,
+    /// Leave when standard input reaches its end: a parent that keeps the other end of a
+    /// pipe open ties the agent's life to its own, even if it crashes.
+    #[arg(long)]
+    pub exit_on_stdin_close: bool,
 }
 
 impl Cli {

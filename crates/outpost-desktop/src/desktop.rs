@@ -18,7 +18,7 @@ use crate::contract::{
     RememberedDecision, RememberedKind, SearchHit, SearchHitKind, SessionInfo, SessionSnapshot,
     Settings, ToolInfo, ToolRule, UserMessage,
 };
-use crate::demo::Demo;
+use crate::demo::{Demo, DemoPrograms};
 use crate::error::{DesktopError, Result};
 use crate::history;
 use crate::live::LiveState;
@@ -65,6 +65,9 @@ struct Inner {
     mcp: Mutex<Option<outpost_mcp::McpHost>>,
     /// MCP elicitation forms waiting for the user.
     elicitations: Arc<crate::mcp::Elicitations>,
+    /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
+    /// each start.
+    demo_programs: Mutex<Option<DemoPrograms>>,
     focused: AtomicBool,
     tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -139,6 +142,7 @@ impl Desktop {
                 demo: tokio::sync::Mutex::new(None),
                 mcp: Mutex::new(None),
                 elicitations: Arc::default(),
+                demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -255,10 +259,22 @@ impl Desktop {
         self.start_session(creds, room, config.disabled_tools).await
     }
 
-    /// `session_start_demo`: the local demo, in-process.
+    /// Uses these demo programs instead of looking them up (tests, whose executables do
+    /// not sit next to the programs).
+    pub fn set_demo_programs(&self, programs: DemoPrograms) {
+        *lock(&self.inner.demo_programs) = Some(programs);
+    }
+
+    /// `session_start_demo`: the local demo (`outpost-room` and `outpost-agent` as child
+    /// processes, logging to the data directory's `logs/`).
     pub async fn start_demo(&self) -> Result<()> {
         self.disconnect().await;
-        let demo = Demo::start().await?;
+        let logs = self.inner.paths.data_dir.join("logs");
+        let programs = lock(&self.inner.demo_programs).clone();
+        let demo = match programs {
+            Some(p) => Demo::start_with(&p, &logs).await?,
+            None => Demo::start(&logs).await?,
+        };
         let creds = Credentials::Token {
             url: demo.url.clone(),
             token: demo.token.clone(),

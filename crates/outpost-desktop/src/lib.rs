@@ -8,7 +8,8 @@
 //!   page needs.
 //! - [`config`]: where files live and the app's `settings.toml`.
 //! - [`secrets`]: the OS keyring.
-//! - [`demo`]: the in-process local demo (room server + reference assistant).
+//! - [`demo`]: the local demo (the room server and the reference assistant as child
+//!   processes).
 //! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it.
 //! - `desktop`: [`Desktop`], one method per command.
 //! - `history`: store records → contract types.

@@ -1,5 +1,5 @@
-//! The desktop backend end to end, headless: the in-process demo (a real outpost-room
-//! server on loopback and the scripted reference assistant, over real WebRTC), the real
+//! The desktop backend end to end, headless: the demo (the real outpost-room server on
+//! loopback and the scripted reference assistant, as child processes, over real WebRTC), the real
 //! policy file and SQLite store in a temporary folder. What the Tauri commands do, without
 //! a window.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,6 +11,7 @@ use outpost_desktop::config::Paths;
 use outpost_desktop::contract::{
     AppEvent, ConsentRequest, Decision, RememberedKind, Settings, ToolResult, ToolRule,
 };
+use outpost_desktop::demo::DemoPrograms;
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, Notifier};
 use tokio::sync::mpsc;
@@ -103,6 +104,30 @@ impl App {
     }
 }
 
+/// `outpost-room` and `outpost-agent` as cargo built them, beside this test's folder
+/// (`target/<profile>/deps/..`), or in `OUTPOST_DEMO_BIN_DIR`.
+fn demo_programs() -> DemoPrograms {
+    let dir = std::env::var_os(outpost_desktop::demo::BIN_DIR_ENV)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            let exe = std::env::current_exe().unwrap();
+            exe.parent().unwrap().parent().unwrap().to_path_buf()
+        });
+    let programs = DemoPrograms {
+        room: dir.join("outpost-room"),
+        agent: dir.join("outpost-agent"),
+    };
+    for p in [&programs.room, &programs.agent] {
+        assert!(
+            p.is_file(),
+            "{} is missing: run `cargo build -p outpost-room -p outpost-agent` first \
+             (scripts/test.sh does)",
+            p.display()
+        );
+    }
+    programs
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_consent_history_settings_and_notifications() {
     let dir = tempfile::tempdir().unwrap();
@@ -116,6 +141,7 @@ async fn demo_consent_history_settings_and_notifications() {
     std::fs::write(&notes_file, "the zebra crossing is at noon\n").unwrap();
 
     let mut app = open(&paths);
+    app.desktop.set_demo_programs(demo_programs());
     app.desktop.start_demo().await.unwrap();
     let session = app
         .wait("session", |e| match e {

@@ -8,6 +8,9 @@ use crate::error::{Error, Result};
 use crate::{Config, Keys, Server, TlsIdentity};
 use clap::{Parser, Subcommand};
 
+/// The environment variable `--keys` is also read from (`KEY:SECRET`).
+pub const KEYS_ENV: &str = "OUTPOST_ROOM_KEYS";
+
 /// LiveKit-compatible local room server for data (offline use and tests; production
 /// uses LiveKit Cloud or livekit-server).
 #[derive(Debug, Parser)]
@@ -24,8 +27,9 @@ enum Command {
         /// Address to listen on (WebSocket signaling; WebRTC binds UDP on the same IP).
         #[arg(long, default_value = "127.0.0.1:7880")]
         bind: SocketAddr,
-        /// API key pair; defaults to the dev pair devkey:secret.
-        #[arg(long, value_name = "KEY:SECRET")]
+        /// API key pair; defaults to the dev pair devkey:secret. The environment keeps a
+        /// secret out of process lists.
+        #[arg(long, value_name = "KEY:SECRET", env = KEYS_ENV, hide_env_values = true)]
         keys: Option<Keys>,
         /// How long an empty room lives after its last participant left.
         #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
@@ -54,6 +58,10 @@ enum Command {
         /// PEM private key for --tls-cert.
         #[arg(long, value_name = "PEM", requires = "tls_cert")]
         tls_key: Option<std::path::PathBuf>,
+        /// Stop when standard input reaches its end: a parent that keeps the other end of
+        /// a pipe open ties the server's life to its own, even if it crashes.
+        #[arg(long)]
+        exit_on_stdin_close: bool,
     },
     /// Print an access token that lets IDENTITY join ROOM.
     Token {
@@ -70,7 +78,7 @@ enum Command {
         #[arg(long, default_value = "6h", value_parser = humantime::parse_duration)]
         ttl: Duration,
         /// API key pair; defaults to the dev pair devkey:secret.
-        #[arg(long, value_name = "KEY:SECRET")]
+        #[arg(long, value_name = "KEY:SECRET", env = KEYS_ENV, hide_env_values = true)]
         keys: Option<Keys>,
         /// Participant kind claim: `agent` marks an assistant (others: standard, sip, …).
         #[arg(long, default_value = "")]
@@ -109,6 +117,7 @@ pub fn main() -> Result<()> {
             subscriber_primary,
             tls_cert,
             tls_key,
+            exit_on_stdin_close,
         } => {
             let tls = match (tls_cert, tls_key) {
                 (Some(cert), Some(key)) => Some(TlsIdentity::from_pem_files(&cert, &key)?),
@@ -141,12 +150,12 @@ pub fn main() -> Result<()> {
                 what: "starting tokio".into(),
                 source,
             })?;
-            rt.block_on(serve(bind, config, dev))
+            rt.block_on(serve(bind, config, dev, exit_on_stdin_close))
         }
     }
 }
 
-async fn serve(bind: SocketAddr, config: Config, dev: bool) -> Result<()> {
+async fn serve(bind: SocketAddr, config: Config, dev: bool, stdin_tie: bool) -> Result<()> {
     let mut modes = Vec::new();
     if !config.resume_window.is_zero() {
         modes.push(format!(
@@ -189,8 +198,30 @@ async fn serve(bind: SocketAddr, config: Config, dev: bool) -> Result<()> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.map_err(|source| Error::Io { what: "waiting for ctrl-c".into(), source })?,
         _ = term.recv() => {}
+        () = stdin_closed(), if stdin_tie => tracing::info!("standard input closed; stopping"),
     }
     let left = server.shutdown().await;
     tracing::info!(?left, "bye");
     Ok(())
+}
+
+/// Resolves when standard input reaches its end (or cannot be read); whatever arrives
+/// before is ignored. A plain thread reads it (a blocking read cannot be cancelled, and
+/// the process ends right after anyway).
+async fn stdin_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("stdin-watch".into())
+        .spawn(move || {
+            use std::io::Read as _;
+            let mut stdin = std::io::stdin().lock();
+            let mut buf = [0u8; 256];
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        });
+    if spawned.is_err() {
+        // Without the watcher the tie cannot hold: stop rather than outlive the parent.
+        return;
+    }
+    let _ = rx.await;
 }

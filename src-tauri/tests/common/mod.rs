@@ -13,6 +13,9 @@
 //! [`Driver`] owns that process tree and ends it on drop; [`App`] is one WebDriver
 //! session (one run of the app). [`Assistant`] is the example Python assistant
 //! (official LiveKit SDK) in scenario mode; [`RoomServer`] an in-process `outpost-room`.
+//!
+//! Shared by `app_e2e.rs` and `installed_package.rs`; each uses a part of it.
+#![allow(dead_code)]
 
 use std::ffi::OsString;
 use std::io::{BufRead as _, BufReader};
@@ -36,7 +39,7 @@ const XVFB_ARGS: &str = "-screen 0 1280x800x24";
 
 /// The D-Bus name tauri-plugin-single-instance holds while the app runs (identifier
 /// from tauri.conf.json + ".SingleInstance").
-const SINGLE_INSTANCE_NAME: &str = "dev.outpost.app.SingleInstance";
+pub const SINGLE_INSTANCE_NAME: &str = "dev.outpost.app.SingleInstance";
 
 /// The app window's size (tauri.conf.json); screenshots are cropped to it.
 pub const WINDOW: (u32, u32) = (1100, 760);
@@ -218,6 +221,19 @@ impl Driver {
         Ok(driver)
     }
 
+    /// `program` as a command inside the test's namespace, on its display and session bus
+    /// (for starting the app without WebDriver).
+    pub fn command(&self, program: &Path) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.netns])
+            .arg(program)
+            .env("DISPLAY", &self.display)
+            .env("XAUTHORITY", &self.xauthority)
+            .env("DBUS_SESSION_BUS_ADDRESS", &self.bus)
+            .env_remove("WAYLAND_DISPLAY");
+        cmd
+    }
+
     /// Whether `name` has an owner on the test's session bus.
     pub fn bus_name_owned(&self, name: &str) -> anyhow::Result<bool> {
         let out = Command::new("ip")
@@ -331,14 +347,23 @@ impl Drop for Driver {
 pub struct App {
     /// The WebDriver client.
     pub client: Client,
+    /// The app's executable.
+    pub bin: PathBuf,
 }
 
 impl App {
-    /// Launches the app through tauri-driver (inside the namespace's runtime).
+    /// Launches the app Cargo built ([`APP_BIN`]) through tauri-driver (inside the
+    /// namespace's runtime).
     pub async fn launch() -> anyhow::Result<Self> {
+        Self::launch_bin(Path::new(APP_BIN)).await
+    }
+
+    /// Launches the app executable `bin` (e.g. an installed package's) through
+    /// tauri-driver.
+    pub async fn launch_bin(bin: &Path) -> anyhow::Result<Self> {
         let mut caps = serde_json::Map::new();
         caps.insert("browserName".into(), json!("wry"));
-        caps.insert("tauri:options".into(), json!({ "application": APP_BIN }));
+        caps.insert("tauri:options".into(), json!({ "application": bin }));
         let connector = hyper_util::client::legacy::connect::HttpConnector::new();
         // One attempt (tauri-driver is listening already): WebKitWebDriver answers once
         // the app's web view is up, and never if the app fails to start.
@@ -351,7 +376,10 @@ impl App {
         .await
         .context("the app did not come up within the time allowed (see its log below)")?
         .context("starting a WebDriver session with the app")?;
-        let app = App { client };
+        let app = App {
+            client,
+            bin: bin.to_path_buf(),
+        };
         // The UI is up once it has rendered something other than "Loading…".
         wait_for("the UI to load", || async {
             let busy = app
@@ -375,7 +403,8 @@ impl App {
         );
         self.client.close().await?;
         wait_for("the app to exit", || async {
-            let gone = !app_running(config_dir) && !driver.bus_name_owned(SINGLE_INSTANCE_NAME)?;
+            let gone =
+                !running(&self.bin, config_dir) && !driver.bus_name_owned(SINGLE_INSTANCE_NAME)?;
             Ok(gone.then_some(()))
         })
         .await
@@ -580,20 +609,49 @@ impl App {
     }
 }
 
-/// Whether an `outpost-app` process started with this config folder is running.
-pub fn app_running(config_dir: &Path) -> bool {
-    let bin = std::fs::canonicalize(APP_BIN).unwrap_or_else(|_| PathBuf::from(APP_BIN));
+/// Whether a process of the executable `bin` started with this config folder in its
+/// environment is running (the app, or a demo program it started: they inherit it).
+pub fn running(bin: &Path, config_dir: &Path) -> bool {
+    !processes(bin, config_dir).is_empty()
+}
+
+/// The ids of the processes [`running`] looks for.
+pub fn processes(bin: &Path, config_dir: &Path) -> Vec<u32> {
+    let bin = std::fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
     let needle = format!("OUTPOST_CONFIG_DIR={}", config_dir.display());
     let Ok(procs) = std::fs::read_dir("/proc") else {
-        return false;
+        return Vec::new();
     };
-    procs.flatten().any(|p| {
-        let dir = p.path();
-        let exe_matches = std::fs::read_link(dir.join("exe")).is_ok_and(|e| e == bin);
-        exe_matches
-            && std::fs::read(dir.join("environ"))
-                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-    })
+    procs
+        .flatten()
+        .filter(|p| {
+            let dir = p.path();
+            let exe_matches = std::fs::read_link(dir.join("exe")).is_ok_and(|e| e == bin);
+            exe_matches
+                && std::fs::read(dir.join("environ"))
+                    .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
+        .filter_map(|p| p.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// Fails with advice when the local demo's programs are not beside [`APP_BIN`], where the
+/// app looks for them: `cargo test` builds only the app's own binaries.
+pub fn require_demo_programs() -> anyhow::Result<()> {
+    let dir = Path::new(APP_BIN)
+        .parent()
+        .context("APP_BIN has no folder")?;
+    for name in ["outpost-room", "outpost-agent"] {
+        if !dir.join(name).is_file() {
+            bail!(
+                "{} is missing: the app's local demo starts it from beside the app. Run \
+                 `cargo build -p outpost-room -p outpost-agent` (same profile) first; \
+                 scripts/test.sh does.",
+                dir.join(name).display()
+            );
+        }
+    }
+    Ok(())
 }
 
 // --- the room server and the Python assistant -------------------------------------------
