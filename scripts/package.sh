@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Outpost's Linux packages, a .deb and an .rpm, with the Tauri bundler (the npm
-# @tauri-apps/cli pinned in ui/package.json; nothing is downloaded outside npm/crates.io).
+# @tauri-apps/cli, pinned exactly below; nothing is downloaded outside npm/crates.io).
 #
 # Usage: scripts/package.sh [--debug [--no-build]]
 #   (default)   release build: what users install.
@@ -57,9 +57,21 @@ done
 overlay="$stage/tauri.package.json"
 printf '{"bundle": {"externalBin": [%s]}}\n' "$(IFS=,; echo "${extra[*]}")" > "$overlay"
 
-log "bundling .deb and .rpm (Tauri bundler $(ui/node_modules/.bin/tauri --version))"
+# The Tauri CLI, pinned, installed once into the target dir. Not in ui/package.json: its
+# lock would have to list the CLI's binaries for every platform, which the npm registry
+# here does not all serve, and `npm ci` refuses a lock without them.
+TAURI_CLI_VERSION=2.12.5
+cli_dir="$target_dir/tauri-cli-$TAURI_CLI_VERSION"
+tauri="$cli_dir/node_modules/.bin/tauri"
+if [ ! -x "$tauri" ]; then
+  log "installing @tauri-apps/cli $TAURI_CLI_VERSION (npm)"
+  mkdir -p "$cli_dir"
+  npm install --prefix "$cli_dir" --no-save --no-package-lock --no-audit --no-fund \
+    --loglevel=error "@tauri-apps/cli@$TAURI_CLI_VERSION" >&2
+fi
+log "bundling .deb and .rpm (Tauri bundler $("$tauri" --version))"
 rm -rf "$bin/bundle/deb" "$bin/bundle/rpm"
-(cd src-tauri && CARGO_TARGET_DIR="$target_dir" ../ui/node_modules/.bin/tauri bundle \
+(cd src-tauri && CARGO_TARGET_DIR="$target_dir" "$tauri" bundle \
   "${tauri_profile[@]}" --bundles deb,rpm --config "$overlay" --ci >&2)
 
 out="$target_dir/packages"
