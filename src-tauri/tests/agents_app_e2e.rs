@@ -16,14 +16,11 @@
 mod common;
 
 use std::ffi::OsString;
-use std::io::{BufRead as _, BufReader};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Driver, RoomServer, wait_for};
+use common::{App, Assistant, Driver, RoomServer, wait_for};
 use outpost_room::Keys;
 use outpost_tests::lkclient::{NsPair, in_netns};
 
@@ -31,74 +28,20 @@ const ROOM: &str = "agents-app-e2e";
 const NOTE: &str = "the heron waits by the weir";
 
 /// The LiveKit Agents agent, in the server namespace; its JSON lines collected.
-struct Agent {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    stderr: PathBuf,
-}
-
-impl Agent {
-    fn start(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Agent> {
-        let py = outpost_tests::python::agents_python()?;
-        let token =
-            Keys::dev().mint_with_kind(ROOM, "agent", None, Duration::from_secs(3600), "agent")?;
-        let stderr = dir.join("agent.stderr");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", netns])
-            .arg(py)
-            .arg(outpost_tests::python::scripts_dir().join("lk_agent.py"))
-            .current_dir(outpost_tests::python::scripts_dir())
-            .env("LK_URL", url)
-            .env("LK_TOKEN", token)
-            .env("OUTPOST_IDENTITY", "outpost-app")
-            .env("LK_TIMEOUT", "400")
-            .env("PYTHONWARNINGS", "ignore")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr)?)
-            .spawn()
-            .context("starting lk_agent.py")?;
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().context("stdout")?;
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-            }
-        });
-        Ok(Agent {
-            child,
-            lines,
-            stderr,
-        })
-    }
-
-    fn said(&self, needle: &str) -> bool {
-        self.lines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .any(|l| l.contains(needle))
-    }
-
-    fn report(&self) -> String {
-        format!(
-            "agent stdout:\n{}\nagent stderr:\n{}",
-            self.lines
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .join("\n"),
-            std::fs::read_to_string(&self.stderr).unwrap_or_default()
-        )
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::agents_python()?;
+    let token =
+        Keys::dev().mint_with_kind(ROOM, "agent", None, Duration::from_secs(3600), "agent")?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(py)
+        .arg(outpost_tests::python::scripts_dir().join("lk_agent.py"))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app")
+        .env("LK_TIMEOUT", "400");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
 }
 
 #[test]
@@ -143,7 +86,7 @@ fn livekit_agents_agent_through_the_app() {
     let logs = root.join("logs");
     let outcome = in_netns(&pair.client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = Agent::start(&server_ns, &url, &root)?;
+        let agent = start_agent(&server_ns, &url, &root)?;
         let r = scenario(&agent, &notes, &config).await;
         let r = match r {
             Ok(app) => app.quit(&driver, &config).await,
@@ -166,19 +109,35 @@ fn livekit_agents_agent_through_the_app() {
     }
 }
 
-async fn scenario(agent: &Agent, notes: &str, _config: &std::path::Path) -> anyhow::Result<App> {
+async fn scenario(
+    agent: &Assistant,
+    notes: &str,
+    _config: &std::path::Path,
+) -> anyhow::Result<App> {
     let app = App::launch().await?;
     app.wait_text("[data-testid=connection-state]", "Connected")
         .await?;
     // The agent waits for the app, lists its tools and starts its session.
     wait_for("the agent's session to start", || async {
-        Ok(agent.said("\"ready\"").then_some(()))
+        Ok(agent
+            .events()
+            .iter()
+            .any(|e| e["event"] == "ready")
+            .then_some(()))
     })
     .await
     .with_context(|| agent.report())?;
+    let discovered = agent
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "tools")
+        .map(|e| e["names"].clone())
+        .unwrap_or_default();
     ensure!(
-        agent.said("read_local_file"),
-        "the agent did not discover read_local_file"
+        discovered
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n == "read_local_file")),
+        "the agent did not discover read_local_file: {discovered}"
     );
     // The mode is shown (found from the agent's RPC discovery or its lk.agent.state).
     app.wait_text("[data-testid=assistant-mode]", "LiveKit Agents")

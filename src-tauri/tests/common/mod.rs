@@ -735,9 +735,8 @@ impl Assistant {
         let py = outpost_tests::python::python()?;
         let scenario = dir.join("scenario.json");
         std::fs::write(&scenario, serde_json::to_vec_pretty(steps)?)?;
-        let stderr = dir.join("assistant.stderr");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", netns])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", netns])
             .arg(py)
             .arg(workspace_root().join("examples/python-agent/agent.py"))
             .args(["--url", url, "--room", room, "--identity", "assistant"])
@@ -745,13 +744,21 @@ impl Assistant {
             .arg(&scenario)
             .args(["--timeout", "400"])
             .env("LK_API_KEY", outpost_tests::lkclient::DEV_KEY)
-            .env("LK_API_SECRET", outpost_tests::lkclient::DEV_SECRET)
+            .env("LK_API_SECRET", outpost_tests::lkclient::DEV_SECRET);
+        Self::spawn(cmd, &dir.join("assistant.stderr"))
+    }
+
+    /// Runs `cmd` (another assistant program printing JSON lines), its stdout collected and
+    /// its stderr kept in the file `stderr`.
+    pub fn spawn(mut cmd: Command, stderr: &Path) -> anyhow::Result<Self> {
+        let stderr = stderr.to_path_buf();
+        let mut child = cmd
             .env("PYTHONWARNINGS", "ignore")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&stderr)?)
             .spawn()
-            .context("starting the Python assistant")?;
+            .context("starting the assistant")?;
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child.stdout.take().context("stdout")?;
         let sink = Arc::clone(&lines);
