@@ -16,7 +16,7 @@ import time
 
 from livekit import rtc
 
-from lkcommon import ROOM, URL, token
+from lkcommon import ROOM, URL, finish, token
 
 APP = os.environ.get("LK_APP", "app")
 
@@ -135,4 +135,5 @@ async def main():
 try:
     asyncio.run(main())
 except KeyboardInterrupt:
-    sys.exit(0)
+    pass
+finish(0)

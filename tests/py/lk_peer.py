@@ -21,7 +21,7 @@ import tempfile
 
 from livekit import rtc
 
-from lkcommon import ROOM, URL, token
+from lkcommon import ROOM, URL, finish, token
 
 IDENTITY = os.environ.get("LK_IDENTITY", "assistant")
 
@@ -289,4 +289,5 @@ async def main():
 try:
     asyncio.run(main())
 except KeyboardInterrupt:
-    sys.exit(0)
+    pass
+finish(0)

@@ -44,9 +44,22 @@ def report(**kv):
     print(json.dumps(kv), flush=True)
 
 
+def finish(code):
+    """Leave the process at once with `code`, after flushing what it printed.
+
+    The official SDK (livekit 1.2.1) sometimes aborts inside its FFI runtime while the
+    interpreter shuts down ("panic in a function that cannot unwind", SIGABRT), after
+    the scenario has printed its verdict. The verdict is what the tests judge, so a
+    scenario leaves through here and never reaches that teardown.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def fail(msg):
     print(f"FAIL: {msg}", file=sys.stderr, flush=True)
-    sys.exit(1)
+    finish(1)
 
 
 def check(cond, msg):
@@ -72,3 +85,4 @@ def run(main):
         asyncio.run(asyncio.wait_for(main(), timeout=float(os.environ.get("LK_TIMEOUT", "60"))))
     except asyncio.TimeoutError:
         fail("scenario timed out")
+    finish(0)
