@@ -10,6 +10,11 @@ calls in turns: `echo` on ECHO and `calculator` on APP with the same payload, th
 untimed calls first; then ROUNDS rounds, each making one call of every kind, so the two
 sides of a comparison see the same moment of the machine. Prints one JSON line with the
 p50 and p95 of each kind in milliseconds.
+
+KINDS (comma-separated, default all four) narrows the kinds; `mcp` is one more: MCP_TOOL
+(default `mcp__everything__echo`) on APP with `{"message": MCP_MESSAGE}`, answered by an MCP
+server through Outpost (tests/src/bin/mcp_bench.rs). ECHO is waited for only when a kind
+calls it.
 """
 
 import asyncio
@@ -55,19 +60,24 @@ def pct(samples, p):
 async def call():
     room = rtc.Room()
     await room.connect(URL, os.environ["LK_TOKEN"], rtc.RoomOptions(auto_subscribe=False))
-    await wait_remote(room, ECHO, 60)
+    wanted = os.environ.get("KINDS", "echo,calculator,echo4k,read4k").split(",")
+    if "echo" in wanted or "echo4k" in wanted:
+        await wait_remote(room, ECHO, 60)
     await wait_remote(room, APP, 60)
     # Tell Outpost this is a LiveKit agent at once, as livekit-agents does.
     await room.local_participant.set_attributes({"lk.agent.state": "listening"})
     lp = room.local_participant
     calc = json.dumps({"expression": "6*7"})
-    read = json.dumps({"filePath": os.environ["READ_PATH"]})
+    read = json.dumps({"filePath": os.environ.get("READ_PATH", "")})
+    mcp = json.dumps({"message": os.environ.get("MCP_MESSAGE", "hi")})
     kinds = {
         "echo": (ECHO, "echo", calc),
         "calculator": (APP, "calculator", calc),
         "echo4k": (ECHO, "echo4k", read),
         "read4k": (APP, "read_local_file", read),
+        "mcp": (APP, os.environ.get("MCP_TOOL", "mcp__everything__echo"), mcp),
     }
+    kinds = {k: v for k, v in kinds.items() if k in wanted}
     answers = {}
 
     async def once(kind):
@@ -82,10 +92,15 @@ async def call():
     for _ in range(WARMUP):
         for kind in kinds:
             await once(kind)
-    check(json.loads(answers["calculator"]).get("answer") == 42,
-          f"calculator answered {answers['calculator']}")
-    check(len(json.loads(answers["read4k"]).get("content", "")) == 4096,
-          f"read answered {answers['read4k'][:200]}")
+    if "calculator" in kinds:
+        check(json.loads(answers["calculator"]).get("answer") == 42,
+              f"calculator answered {answers['calculator']}")
+    if "read4k" in kinds:
+        check(len(json.loads(answers["read4k"]).get("content", "")) == 4096,
+              f"read answered {answers['read4k'][:200]}")
+    if "mcp" in kinds:
+        check(os.environ.get("MCP_MESSAGE", "hi") in answers["mcp"],
+              f"the MCP tool answered {answers['mcp'][:200]}")
     samples = {k: [] for k in kinds}
     for _ in range(ROUNDS):
         for kind in kinds:
@@ -94,7 +109,8 @@ async def call():
     for kind, s in samples.items():
         out[f"{kind}_p50_ms"] = round(statistics.median(s), 3)
         out[f"{kind}_p95_ms"] = round(pct(s, 0.95), 3)
-    out["read4k_answer_bytes"] = len(answers["read4k"])
+    if "read4k" in kinds:
+        out["read4k_answer_bytes"] = len(answers["read4k"])
     report(**out)
     await room.disconnect()
 

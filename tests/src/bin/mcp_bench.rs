@@ -1,0 +1,375 @@
+//! Benchmark of an MCP tool call through Outpost against the same call made straight to the
+//! same server by the official MCP Rust SDK's client (docs/BENCHMARKS.md):
+//! `cargo run --release -p outpost-tests --bin mcp_bench`.
+//!
+//! The server is the pinned `@modelcontextprotocol/server-everything` (tests/mcp) over
+//! stdio, its `echo` tool, auto-allowed by `[mcp_servers] everything = "allow"`. One run,
+//! BENCH_TURNS turns, each with three parts timed round after round:
+//!
+//! * **direct**: rmcp's client (`rmcp` 3.11.0, the official Rust SDK, the one Outpost's host
+//!   is built on, so the difference is Outpost's own work) calls `echo` on its own
+//!   server-everything process.
+//! * **Outpost, in process**: a `ToolUseRequest` for `mcp__everything__echo` handed to
+//!   Outpost's executor (naming, policy, the MCP host, result mapping) until its
+//!   `ToolUseResult` comes back; another server-everything process. Interleaved with
+//!   *direct*, call for call, so both see the same moment of the machine.
+//! * **Outpost, whole path**: an official-SDK assistant (`tests/py/rpc_bench.py`, LiveKit
+//!   Agents mode, agent token) in the server namespace calls `mcp__everything__echo` and
+//!   the built-in `calculator` (the same room path with a tool that does no IO) over
+//!   LiveKit RPC on Outpost's session engine (`outpost_core::Core`, history and audit on)
+//!   in the client namespace, through one `outpost-room` server.
+//!
+//! Prints a Markdown table of the medians over the turns. `mcp_bench serve …` runs the room
+//! server itself (same build profile).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use outpost_core::executor::{DispatchEvent, Executor, Permissions};
+use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig};
+use outpost_mcp::{HostOptions, McpHost, MemorySecrets, ServerConfig};
+use outpost_protocol::{Execution, ToolUseRequest};
+use outpost_room::Keys;
+use outpost_tests::lkclient::{Env, in_netns};
+use outpost_tests::proc::Proc;
+use outpost_tests::python;
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+
+const ROOM: &str = "mcp-bench";
+const MESSAGE: &str = "hi from the bench";
+const START: Duration = Duration::from_secs(60);
+
+fn token(identity: &str, kind: &str) -> anyhow::Result<String> {
+    Ok(Keys::dev().mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), kind)?)
+}
+
+fn everything_js() -> anyhow::Result<PathBuf> {
+    let js = python::workspace_root()
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !js.exists() {
+        bail!(
+            "{} is missing: run scripts/setup.sh (npm ci in tests/mcp)",
+            js.display()
+        );
+    }
+    Ok(js)
+}
+
+fn everything() -> anyhow::Result<ServerConfig> {
+    Ok(ServerConfig::stdio(
+        "node",
+        vec![everything_js()?.display().to_string(), "stdio".into()],
+    ))
+}
+
+fn host(logs: &Path) -> McpHost {
+    McpHost::new(
+        HostOptions::new(
+            outpost_mcp::ConnectOptions {
+                log_dir: Some(logs.to_path_buf()),
+                ..outpost_mcp::ConnectOptions::default()
+            },
+            Arc::new(MemorySecrets::default()),
+        ),
+        Vec::new(),
+    )
+}
+
+fn tools_config(dir: &Path) -> ToolsConfig {
+    ToolsConfig {
+        policy: PolicySource::File(dir.join("policy.toml")),
+        home: dir.to_path_buf(),
+        protected: Vec::new(),
+    }
+}
+
+fn pct(samples: &[f64], p: f64) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        clippy::cast_precision_loss
+    )]
+    let i = ((s.len() as f64 * p) as usize).min(s.len() - 1);
+    s[i]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The direct and in-process parts of one turn: p50/p95 of each, in milliseconds.
+struct Local {
+    direct: Vec<f64>,
+    outpost: Vec<f64>,
+}
+
+async fn local_turn(dir: &Path, rounds: usize, warmup: usize) -> anyhow::Result<Local> {
+    // Direct: the official SDK's client on its own server process.
+    let mut child = tokio::process::Command::new("node")
+        .arg(everything_js()?)
+        .arg("stdio")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting node")?;
+    let stdout = child.stdout.take().context("no stdout")?;
+    let stdin = child.stdin.take().context("no stdin")?;
+    let client = ().serve((stdout, stdin)).await?;
+    let args = json!({ "message": MESSAGE })
+        .as_object()
+        .cloned()
+        .context("an object")?;
+
+    // Outpost: its executor with its MCP host on a second server process.
+    let host = host(&dir.join("mcp-logs-local"));
+    host.start("everything", everything()?)?;
+    host.wait_running("everything", START).await?;
+    let perms = Permissions::new(&tools_config(dir))?;
+    let (exec, mut rx) = Executor::new(&perms, &[], Some(host.clone()))?;
+    let mut n = 0_u64;
+    let mut through_outpost = async || -> anyhow::Result<Duration> {
+        n += 1;
+        let id = format!("r{n}");
+        let t0 = Instant::now();
+        exec.run(
+            "bench",
+            ToolUseRequest {
+                id: id.clone(),
+                message_id: "m".into(),
+                tool_name: "mcp__everything__echo".into(),
+                execution: Execution::Client,
+                parameters: args.clone(),
+                timeout_ms: Some(30_000),
+            },
+        );
+        loop {
+            match rx.recv().await.context("the executor ended")? {
+                DispatchEvent::Result(r) if r.id == id => {
+                    let took = t0.elapsed();
+                    let text = r.result.as_ref().and_then(|m| m.get("text")).cloned();
+                    if !r.success || text != Some(Value::from(format!("Echo: {MESSAGE}"))) {
+                        bail!("Outpost answered {r:?}");
+                    }
+                    return Ok(took);
+                }
+                _ => {}
+            }
+        }
+    };
+    let direct = async || -> anyhow::Result<Duration> {
+        let t0 = Instant::now();
+        let out = client
+            .call_tool(CallToolRequestParams::new("echo").with_arguments(args.clone()))
+            .await?;
+        let took = t0.elapsed();
+        if out.is_error == Some(true) {
+            bail!("the server answered an error: {out:?}");
+        }
+        Ok(took)
+    };
+    for _ in 0..warmup {
+        direct().await?;
+        through_outpost().await?;
+    }
+    let mut local = Local {
+        direct: Vec::with_capacity(rounds),
+        outpost: Vec::with_capacity(rounds),
+    };
+    for _ in 0..rounds {
+        local.direct.push(ms(direct().await?));
+        local.outpost.push(ms(through_outpost().await?));
+    }
+    drop(exec);
+    host.shutdown();
+    client.cancel().await?;
+    Ok(local)
+}
+
+/// Outpost's session engine with server-everything in the client namespace until `stop`
+/// fires (or is dropped).
+fn start_outpost(
+    env: &Env,
+    dir: &Path,
+) -> anyhow::Result<(
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<anyhow::Result<()>>,
+)> {
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let url = env.server.url.clone();
+    let ns = env.pair.client_ns.clone();
+    let tools = tools_config(dir);
+    let data_dir = dir.join("data");
+    let token = token("app", "")?;
+    let server = everything()?;
+    let handle = std::thread::spawn(move || {
+        in_netns(&ns, move || async move {
+            let core = Core::open(Some(data_dir.clone()), tools)?;
+            let host = host(&data_dir.join("mcp-logs"));
+            host.start("everything", server)?;
+            host.wait_running("everything", START).await?;
+            let mut opts = ConnectOptions::new(Credentials::Token { url, token });
+            opts.room_name = Some(ROOM.into());
+            opts.assistant_identity = Some("agent".into());
+            opts.mcp = Some(host.clone());
+            let (session, mut events) = core.connect(opts).await?;
+            let _ = ready_tx.send(());
+            // Read the UI events as the app would, until told to stop.
+            let drain = async { while events.recv().await.is_some() {} };
+            tokio::select! {
+                _ = stop_rx => {}
+                () = drain => {}
+            }
+            session.leave().await?;
+            host.shutdown();
+            Ok(())
+        })
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(90))
+        .context("Outpost did not join the room")?;
+    Ok((stop_tx, handle))
+}
+
+fn caller(env: &Env, rounds: usize) -> anyhow::Result<Value> {
+    let py = python::python()?;
+    let mut cmd = env.pair.server_command(&py);
+    cmd.arg(python::scripts_dir().join("rpc_bench.py"))
+        .current_dir(python::scripts_dir())
+        .env("ROLE", "caller")
+        .env("KINDS", "calculator,mcp")
+        .env("MCP_TOOL", "mcp__everything__echo")
+        .env("MCP_MESSAGE", MESSAGE)
+        .env("LK_URL", &env.server.url)
+        .env("LK_ROOM", ROOM)
+        .env("LK_TOKEN", token("agent", "agent")?)
+        .env("BENCH_ROUNDS", rounds.to_string())
+        .env("LK_TIMEOUT", "900")
+        .env("PYTHONWARNINGS", "ignore");
+    let (status, out, err) =
+        Proc::spawn("rpc_bench caller", cmd)?.finish(Duration::from_secs(900))?;
+    if !status.success() {
+        bail!("rpc_bench.py caller failed: {out}\n{err}");
+    }
+    let line = out
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .context("no result line")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("serve") {
+        return outpost_room::cli::main().map_err(Into::into);
+    }
+    let env_num = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let rounds = env_num("BENCH_ROUNDS", 500);
+    let turns = env_num("BENCH_TURNS", 3);
+    let warmup = env_num("BENCH_WARMUP", 50);
+    let dir = tempfile::tempdir()?;
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        "[tools]\ncalculator = \"allow\"\n\n[mcp_servers]\neverything = \"allow\"\n",
+    )?;
+
+    let me = std::env::current_exe().context("locating myself")?;
+    let env = Env::start(Path::new(&me))?;
+    let (stop, outpost) = start_outpost(&env, dir.path())?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    // (name, p50 per turn, p95 per turn)
+    let mut rows: Vec<(&str, Vec<f64>, Vec<f64>)> = [
+        "direct",
+        "outpost_local",
+        "outpost_mcp_room",
+        "outpost_calc_room",
+    ]
+    .into_iter()
+    .map(|k| (k, Vec::new(), Vec::new()))
+    .collect();
+    for turn in 0..turns {
+        let local = rt.block_on(local_turn(dir.path(), rounds, warmup))?;
+        let room = caller(&env, rounds)?;
+        let get = |k: &str| -> anyhow::Result<f64> {
+            room[k]
+                .as_f64()
+                .with_context(|| format!("{k} missing in {room}"))
+        };
+        let turn_rows = [
+            (pct(&local.direct, 0.5), pct(&local.direct, 0.95)),
+            (pct(&local.outpost, 0.5), pct(&local.outpost, 0.95)),
+            (get("mcp_p50_ms")?, get("mcp_p95_ms")?),
+            (get("calculator_p50_ms")?, get("calculator_p95_ms")?),
+        ];
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("turn {turn}: direct/local/room-mcp/room-calc p50 {turn_rows:?}");
+        }
+        for (row, (p50, p95)) in rows.iter_mut().zip(turn_rows) {
+            row.1.push(p50);
+            row.2.push(p95);
+        }
+    }
+    let _ = stop.send(());
+    outpost
+        .join()
+        .map_err(|_| anyhow::anyhow!("Outpost's thread panicked"))??;
+
+    let m: Vec<(f64, f64)> = rows
+        .into_iter()
+        .map(|(_, p50, p95)| (median(p50), median(p95)))
+        .collect();
+    let (direct, local, room_mcp, room_calc) = (m[0], m[1], m[2], m[3]);
+    let mut report = format!(
+        "| server-everything `echo` (median of {turns} turns × {rounds} calls) | p50 | p95 | ratio to direct at p50 |\n|---|---|---|---|\n"
+    );
+    for (name, (p50, p95)) in [
+        ("direct: rmcp client → server", direct),
+        (
+            "through Outpost, in process: executor → host → server",
+            local,
+        ),
+        (
+            "through Outpost, whole path: SDK assistant → room → Outpost → server",
+            room_mcp,
+        ),
+        ("same whole path, built-in `calculator` (no MCP)", room_calc),
+    ] {
+        report.push_str(&format!(
+            "| {name} | {p50:.3} ms | {p95:.3} ms | {:.2} |\n",
+            p50 / direct.0
+        ));
+    }
+    report.push_str(&format!(
+        "\nOutpost's added time at p50 (goal ≤ 2 ms): in process {:.3} ms; on the whole path, over the built-in tool's room round trip, {:.3} ms; whole path over the direct call {:.3} ms.\n",
+        local.0 - direct.0,
+        room_mcp.0 - room_calc.0 - direct.0,
+        room_mcp.0 - direct.0,
+    ));
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{report}");
+    }
+    Ok(())
+}
