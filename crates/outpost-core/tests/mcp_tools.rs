@@ -1,7 +1,8 @@
 //! MCP tools through the core's executor, with a consent UI attached: the catalogue,
 //! consent Allow and Deny (the question names the server and carries its description and
 //! claims), "allow for this conversation", and tools leaving the catalogue when their
-//! server stops. The server is the pinned `@modelcontextprotocol/server-everything`
+//! server stops; and a Streamable HTTP server (server-everything's `streamableHttp` mode on
+//! loopback) offered and called like a stdio one. The server is the pinned `@modelcontextprotocol/server-everything`
 //! (tests/mcp, `npm ci` by scripts/setup.sh). The room path is covered end to end by
 //! `tests/tests/mcp_e2e.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -197,6 +198,112 @@ async fn mcp_tools_ask_by_default_and_the_users_answer_decides() {
     assert_eq!(
         result_of(&r).error_code.as_ref().map(|c| c.as_str()),
         Some("unknown_tool")
+    );
+    host.shutdown();
+}
+
+/// Kills the HTTP server when the test ends, however it ends.
+struct Child(std::process::Child);
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Streamable HTTP server through Outpost: server-everything in its `streamableHttp`
+/// mode on loopback, reached by URL; its tools join the catalogue under the server's name,
+/// the server's policy rule applies (here allow), a call runs with progress and the
+/// result comes back in the documented shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamable_http_server_is_offered_and_called_through_the_executor() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ServerConfig { transport, .. } = everything();
+    let outpost_mcp::Transport::Stdio { args, .. } = transport else {
+        unreachable!()
+    };
+    let _server = Child(
+        std::process::Command::new("node")
+            .arg(&args[0])
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no listener on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let host = McpHost::new(
+        HostOptions::new(
+            ConnectOptions::default(),
+            Arc::new(MemorySecrets::default()),
+        ),
+        Vec::new(),
+    );
+    host.start(
+        "web",
+        ServerConfig::http(format!("http://127.0.0.1:{port}/mcp")),
+    )
+    .unwrap();
+    host.wait_running("web", WAIT).await.unwrap();
+    let mut policy = Policy::default();
+    policy
+        .mcp_servers
+        .insert("web".into(), outpost_policy::Rule::Allow);
+    let perms = perms(dir.path().to_owned(), policy);
+    let (exec, mut rx) = Executor::new(&perms, &[], Some(host.clone())).unwrap();
+
+    let echo = exec
+        .catalogue()
+        .into_iter()
+        .find(|t| t.name == "mcp__web__echo")
+        .expect("the HTTP server's echo is offered");
+    assert_eq!(echo.server_name.as_deref(), Some("web"));
+
+    exec.run(
+        "s",
+        request("h1", "mcp__web__echo", json!({"message": "over http"})),
+    );
+    let evs = until_result(&mut rx, "h1").await;
+    let r = result_of(&evs);
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.result.as_ref().unwrap()["text"], "Echo: over http");
+    assert!(evs.iter().any(|e| matches!(
+        e,
+        DispatchEvent::Decided {
+            by: outpost_core::Decider::Policy,
+            ..
+        }
+    )));
+
+    exec.run(
+        "s",
+        request(
+            "h2",
+            "mcp__web__trigger-long-running-operation",
+            json!({"duration": 0.4, "steps": 2}),
+        ),
+    );
+    let evs = until_result(&mut rx, "h2").await;
+    assert!(result_of(&evs).success, "{evs:?}");
+    assert!(
+        evs.iter()
+            .filter(|e| matches!(e, DispatchEvent::Progress(..)))
+            .count()
+            >= 1,
+        "progress over HTTP reaches the executor's events: {evs:?}"
     );
     host.shutdown();
 }

@@ -142,7 +142,8 @@ async fn sampling_is_refused_with_a_clear_error() {
             CallOptions::with_timeout(CALL),
         )
         .await;
-    // The server turns our JSON-RPC error into a tool error (or passes it on).
+    // The server turns our JSON-RPC error into a tool error (or passes it on): our
+    // sentence coming back inside its answer is the server having received the refusal.
     let text = match out {
         Ok(o) => {
             assert!(o.is_error, "{:?}", o.result);
