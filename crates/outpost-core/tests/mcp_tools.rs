@@ -2,8 +2,8 @@
 //! consent Allow and Deny (the question names the server and carries its description and
 //! claims), "allow for this conversation", and tools leaving the catalogue when their
 //! server stops; and a Streamable HTTP server (server-everything's `streamableHttp` mode on
-//! loopback) offered and called like a stdio one. The server is the pinned `@modelcontextprotocol/server-everything`
-//! (tests/mcp, `npm ci` by scripts/setup.sh). The room path is covered end to end by
+//! loopback) offered and called like a stdio one. The server is the pinned
+//! `@modelcontextprotocol/server-everything` (tests/mcp, `npm ci` by scripts/setup.sh). The room path is covered end to end by
 //! `tests/tests/mcp_e2e.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
