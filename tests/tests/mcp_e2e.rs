@@ -84,9 +84,18 @@ impl Fixture {
             memfile = toml_str(&dir.path().join("memory.jsonl").display().to_string()),
         );
         std::fs::write(config.join("mcp.toml"), mcp).unwrap();
-        let policy = "consent_timeout_secs = 5\n\
+        // One allowed folder: the servers' roots (a denied one is not offered).
+        let shared = dir.path().join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let policy = format!(
+            "consent_timeout_secs = 5\n\
              [tools]\n\"mcp__everything__get-sum\" = \"deny\"\n\n\
-             [mcp_servers]\neverything = \"allow\"\ncrashy = \"allow\"\ntime = \"deny\"\n";
+             [mcp_servers]\neverything = \"allow\"\ncrashy = \"allow\"\ntime = \"deny\"\n\n\
+             [[folders]]\npath = {shared}\naccess = \"allow\"\n\n\
+             [[folders]]\npath = {wire}\naccess = \"deny\"\n",
+            shared = toml_str(&shared.display().to_string()),
+            wire = toml_str(&wire.display().to_string()),
+        );
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
         Fixture { dir }
     }
@@ -411,6 +420,21 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
             .iter()
             .any(|m| m["method"] == "tools/call" && m["params"]["name"] == "get-sum"),
         "a denied call reached the server"
+    );
+    // The roots Outpost answered the server's `roots/list` with: the allowed folder only.
+    let shared = outpost_mcp::Root::from_path(&fx.dir.path().join("shared")).unwrap();
+    let roots: Vec<&Value> = received
+        .iter()
+        .filter_map(|m| m["result"]["roots"].as_array())
+        .flatten()
+        .collect();
+    assert!(
+        !roots.is_empty(),
+        "the server never got an answer to roots/list"
+    );
+    assert!(
+        roots.iter().all(|r| r["uri"] == shared.uri.as_str()),
+        "{roots:?}"
     );
 
     // History and audit: every MCP call with its server; search finds them.

@@ -82,6 +82,7 @@ pub(crate) struct ConnectArgs {
 /// to run or fail; a failure is a note on stderr, never fatal.
 async fn start_mcp(
     data_dir: Option<&std::path::Path>,
+    roots: Vec<outpost_mcp::Root>,
     wait: Duration,
 ) -> Result<Option<outpost_mcp::McpHost>, Failure> {
     use outpost_mcp::config::{self, McpConfig};
@@ -105,7 +106,7 @@ async fn start_mcp(
     };
     let host = outpost_mcp::McpHost::new(
         outpost_mcp::HostOptions::new(connect, outpost_mcp::secrets::from_env()),
-        Vec::new(),
+        roots,
     );
     host.start_all(&cfg)
         .map_err(|e| Failure::Invalid(e.to_string()))?;
@@ -164,7 +165,28 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         opts.room_name = args.room.clone();
         opts.client_name = "Outpost CLI".into();
         if !args.no_mcp {
-            opts.mcp = start_mcp(args.data_dir.as_deref(), Duration::from_secs(args.mcp_wait)).await?;
+            // The policy's allowed folders, as they are at connect, are the servers' roots.
+            let folders: Vec<(String, bool)> = core
+                .permissions()
+                .policy()
+                .current()
+                .policy()
+                .folders
+                .iter()
+                .map(|f| {
+                    let allow = matches!(f.access, outpost_core::FolderAccess::Allow);
+                    (f.path.clone(), allow)
+                })
+                .collect();
+            let home =
+                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+            let roots = outpost_mcp::roots_of_folders(&folders, &home);
+            opts.mcp = start_mcp(
+                args.data_dir.as_deref(),
+                roots,
+                Duration::from_secs(args.mcp_wait),
+            )
+            .await?;
         }
         let (session, mut events) = core.connect(opts).await.map_err(|e| match e {
             // The URL given on the command line cannot work: the user must fix it.

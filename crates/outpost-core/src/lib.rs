@@ -47,6 +47,6 @@ pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Rec
 pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};
 
 /// The consent answers and deciders, as the policy defines them.
-pub use outpost_policy::{Decider, Decision, ServerClaims};
+pub use outpost_policy::{Decider, Decision, FolderAccess, ServerClaims};
 /// The store types the history views use.
 pub use outpost_store as store;

@@ -63,6 +63,9 @@ struct Inner {
     /// The MCP servers of the current session (started at connect, stopped at
     /// disconnect or when the session ends).
     mcp: Mutex<Option<outpost_mcp::McpHost>>,
+    /// The task that offers the policy's allowed folders to the session's servers as roots
+    /// again whenever the policy changes (`roots/list_changed`); ended with the servers.
+    mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
     /// MCP elicitation forms waiting for the user.
     elicitations: Arc<crate::mcp::Elicitations>,
     /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
@@ -141,6 +144,7 @@ impl Desktop {
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
                 mcp: Mutex::new(None),
+                mcp_roots: Mutex::new(None),
                 elicitations: Arc::default(),
                 demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
@@ -352,17 +356,7 @@ impl Desktop {
     /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
     /// app"); problems are told to the UI as non-fatal errors.
     async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
-        let folders: Vec<(String, bool)> = {
-            let policy = self.inner.core.permissions().policy().current();
-            policy
-                .policy()
-                .folders
-                .iter()
-                .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
-                .collect()
-        };
-        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-        let roots = crate::mcp::roots(&folders, &home);
+        let roots = policy_roots(&self.inner.core);
         let timeout_secs = self
             .inner
             .core
@@ -399,11 +393,23 @@ impl Desktop {
             }
         }
         lock(&self.inner.mcp).clone_from(&started.host);
+        if let Some(host) = started.host.clone() {
+            // The allowed folders change in Settings, by an "always" answer or by editing
+            // policy.toml: every change of the policy re-offers them, and the host tells
+            // its servers when the list differs.
+            let task = follow_roots(self.inner.core.clone(), host);
+            if let Some(old) = lock(&self.inner.mcp_roots).replace(task.abort_handle()) {
+                old.abort();
+            }
+        }
         started.host
     }
 
     /// Stops every MCP server of the session, if any.
     fn stop_mcp(&self) {
+        if let Some(task) = lock(&self.inner.mcp_roots).take() {
+            task.abort();
+        }
         if let Some(host) = lock(&self.inner.mcp).take() {
             host.shutdown();
         }
@@ -1032,6 +1038,30 @@ impl Desktop {
         )
     }
 
+    /// `mcp_servers_get`.
+    pub fn mcp_server_get(&self, name: &str) -> Result<crate::contract::McpServerDraft> {
+        crate::mcp::get(&self.inner.paths, name)
+    }
+
+    /// `mcp_servers_update`. In a live session the server restarts with its new settings:
+    /// call it within the app's tokio runtime.
+    pub fn mcp_server_update(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::update(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+    }
+
+    /// `mcp_servers_restart`: within the app's tokio runtime.
+    pub fn mcp_server_restart(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::restart(&self.inner.paths, self.mcp_host().as_ref(), name)
+    }
+
     /// `mcp_servers_set_enabled`.
     pub fn mcp_server_set_enabled(
         &self,
@@ -1265,5 +1295,94 @@ pub fn check_link(url: &str) -> Result<()> {
             "url",
             format!("only http, https and mailto links can be opened, not \"{url}\""),
         ))
+    }
+}
+
+/// Offers the policy's allowed folders to `host`'s servers again after every change of the
+/// policy (when the list differs, the host sends them `notifications/roots/list_changed`).
+fn follow_roots(core: Core, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
+    let mut status = core.permissions().policy().status();
+    tokio::spawn(async move {
+        while status.changed().await.is_ok() {
+            let roots = policy_roots(&core);
+            if roots != host.roots() {
+                host.set_roots(roots);
+            }
+        }
+    })
+}
+
+/// The policy's allowed folders as MCP roots (see [`crate::mcp::roots`]).
+fn policy_roots(core: &Core) -> Vec<outpost_mcp::Root> {
+    let folders: Vec<(String, bool)> = {
+        let policy = core.permissions().policy().current();
+        policy
+            .policy()
+            .folders
+            .iter()
+            .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
+            .collect()
+    };
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    crate::mcp::roots(&folders, &home)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn a_change_of_the_allowed_folders_reaches_the_mcp_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::create_dir_all(&a).unwrap();
+        let core = Core::open(
+            None,
+            outpost_core::ToolsConfig {
+                policy: outpost_core::PolicySource::InMemory(outpost_policy::Policy::default()),
+                home: dir.path().to_path_buf(),
+                protected: Vec::new(),
+            },
+        )
+        .unwrap();
+        let host = outpost_mcp::McpHost::new(
+            outpost_mcp::HostOptions::new(
+                outpost_mcp::ConnectOptions::default(),
+                Arc::new(outpost_mcp::MemorySecrets::default()),
+            ),
+            policy_roots(&core),
+        );
+        assert!(host.roots().is_empty());
+        let task = follow_roots(core.clone(), host.clone());
+        let folder = |path: &std::path::Path, access| FolderRule {
+            path: path.display().to_string(),
+            access,
+            tools: None,
+        };
+        core.permissions()
+            .policy()
+            .update(|p| {
+                p.folders = vec![
+                    folder(&a, FolderAccess::Allow),
+                    folder(dir.path(), FolderAccess::Deny),
+                ];
+            })
+            .unwrap();
+        let want = vec![outpost_mcp::Root::from_path(&a).unwrap()];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while host.roots() != want {
+            assert!(std::time::Instant::now() < deadline, "{:?}", host.roots());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        core.permissions()
+            .policy()
+            .update(|p| p.folders.clear())
+            .unwrap();
+        while !host.roots().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{:?}", host.roots());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        task.abort();
     }
 }

@@ -38,24 +38,9 @@ pub fn config_file(paths: &Paths) -> PathBuf {
 }
 
 /// The allowed folders of the policy as MCP roots: absolute paths, or `~/...` under
-/// `home`; anything else is left out.
+/// `home`; anything else is left out ([`outpost_mcp::roots_of_folders`]).
 pub fn roots(folders: &[(String, bool)], home: &Path) -> Vec<Root> {
-    folders
-        .iter()
-        .filter(|(_, allow)| *allow)
-        .filter_map(|(p, _)| {
-            let path = if p == "~" {
-                home.to_path_buf()
-            } else if let Some(rest) = p.strip_prefix("~/") {
-                home.join(rest)
-            } else {
-                PathBuf::from(p)
-            };
-            path.is_absolute()
-                .then(|| Root::from_path(&path).ok())
-                .flatten()
-        })
-        .collect()
+    outpost_mcp::roots_of_folders(folders, home)
 }
 
 /// What starting the servers gave: the host (none when `mcp.toml` is broken) and one
@@ -420,6 +405,140 @@ pub fn add(
     Ok(info(&d.name, &server, host, paths))
 }
 
+/// `mcp_servers_get`: a server's settings as the form edits them. A secret value (kept in
+/// the keyring) comes back empty, by name only; saving it empty keeps it.
+pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
+    let cfg = load(paths)?;
+    let Some(server) = cfg.servers.get(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    let shown = |m: &std::collections::BTreeMap<String, ConfigValue>| {
+        m.iter()
+            .map(|(k, v)| match v {
+                ConfigValue::Plain(s) => (k.clone(), s.clone()),
+                ConfigValue::Secret { .. } => (k.clone(), String::new()),
+            })
+            .collect()
+    };
+    let draft = match &server.transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => McpServerDraft {
+            name: name.to_owned(),
+            command: command.clone(),
+            args: args.clone(),
+            url: String::new(),
+            env: shown(env),
+            cwd: cwd
+                .as_ref()
+                .map(|c| c.display().to_string())
+                .unwrap_or_default(),
+            enabled: server.enabled,
+        },
+        Transport::Http { url, headers } => McpServerDraft {
+            name: name.to_owned(),
+            command: String::new(),
+            args: Vec::new(),
+            url: url.clone(),
+            env: shown(headers),
+            cwd: String::new(),
+            enabled: server.enabled,
+        },
+    };
+    Ok(draft)
+}
+
+fn values_of(cfg: &ServerConfig) -> &std::collections::BTreeMap<String, ConfigValue> {
+    match &cfg.transport {
+        Transport::Stdio { env, .. } => env,
+        Transport::Http { headers, .. } => headers,
+    }
+}
+
+fn values_of_mut(cfg: &mut ServerConfig) -> &mut std::collections::BTreeMap<String, ConfigValue> {
+    match &mut cfg.transport {
+        Transport::Stdio { env, .. } => env,
+        Transport::Http { headers, .. } => headers,
+    }
+}
+
+/// `mcp_servers_update`: replaces an existing server's settings (command or URL, arguments,
+/// env or headers, working directory, enabled) and, in a live session, restarts it with
+/// them. A secret-looking value left empty keeps the keyring entry it had; a new value
+/// replaces it there; a secret whose name is gone is deleted from the keyring. Nothing
+/// secret is written to `mcp.toml`.
+pub fn update(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    secrets: &dyn SecretStore,
+    d: &McpServerDraft,
+) -> Result<McpServerInfo> {
+    let mut cfg = load(paths)?;
+    let Some(old) = cfg.servers.get(&d.name).cloned() else {
+        return Err(mcp_err(McpError::UnknownServer(d.name.clone())));
+    };
+    let old_values = values_of(&old);
+    // Empty values whose entry is already a secret: kept as they are, not written again.
+    let mut kept = Vec::new();
+    let mut draft = d.clone();
+    draft.env.retain(|k, v| {
+        if v.is_empty()
+            && let Some(ConfigValue::Secret { secret }) = old_values.get(k)
+        {
+            kept.push((k.clone(), secret.clone()));
+            return false;
+        }
+        true
+    });
+    let mut server = draft_config(&draft, secrets)?;
+    let values = values_of_mut(&mut server);
+    for (k, secret) in kept {
+        values.insert(k, ConfigValue::Secret { secret });
+    }
+    let own = format!("mcp/{}/", d.name);
+    let gone: Vec<String> = old_values
+        .iter()
+        .filter_map(|(k, v)| match v {
+            ConfigValue::Secret { secret }
+                if secret.starts_with(&own)
+                    && !matches!(values.get(k), Some(ConfigValue::Secret { secret: s }) if s == secret) =>
+            {
+                Some(secret.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    cfg.servers.insert(d.name.clone(), server.clone());
+    save(paths, &cfg)?;
+    for entry in gone {
+        if let Err(e) = secrets.delete(&entry) {
+            tracing::warn!(entry = %entry, error = %e, "could not delete a keyring entry");
+        }
+    }
+    if let Some(h) = host {
+        h.start(&d.name, server.clone()).map_err(mcp_err)?;
+    }
+    Ok(info(&d.name, &server, host, paths))
+}
+
+/// `mcp_servers_restart`: stops the server and starts it again with what `mcp.toml` says
+/// now. Servers run only in a live session: without one, nothing to restart.
+pub fn restart(paths: &Paths, host: Option<&McpHost>, name: &str) -> Result<McpServerInfo> {
+    let cfg = load(paths)?;
+    let Some(server) = cfg.servers.get(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    // Tool servers run only while connected (they start at connect).
+    let Some(h) = host else {
+        return Err(DesktopError::NotConnected);
+    };
+    h.start(name, server.clone()).map_err(mcp_err)?;
+    Ok(info(name, server, host, paths))
+}
+
 /// `mcp_servers_set_enabled`: writes `enabled`; in a live session the server starts or
 /// stops at once.
 pub fn set_enabled(
@@ -637,6 +756,113 @@ mod tests {
         assert!(list(&p, None).unwrap()[0].has_log);
         remove(&p, None, &secrets, "everything").unwrap();
         assert_eq!(list(&p, None).unwrap().len(), 1);
+    }
+
+    /// An in-memory store that says it persists, standing in for the OS keyring.
+    #[derive(Debug, Default)]
+    struct FakeKeyring(MemorySecrets);
+    impl SecretStore for FakeKeyring {
+        fn get(&self, entry: &str) -> outpost_mcp::Result<Option<String>> {
+            self.0.get(entry)
+        }
+        fn set(&self, entry: &str, value: &str) -> outpost_mcp::Result<()> {
+            self.0.set(entry, value)
+        }
+        fn delete(&self, entry: &str) -> outpost_mcp::Result<()> {
+            self.0.delete(entry)
+        }
+        fn persistent(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn edit_keeps_replaces_and_deletes_secrets_never_writing_them_to_the_file() {
+        let (_d, p) = paths();
+        let keyring = FakeKeyring::default();
+        let toml = || std::fs::read_to_string(config_file(&p)).unwrap();
+        let mut d = draft("gh", "npx", "");
+        d.env.insert("GITHUB_TOKEN".into(), "s3cret-one".into());
+        d.env.insert("LOG_LEVEL".into(), "debug".into());
+        add(&p, None, &keyring, &d).unwrap();
+        assert_eq!(
+            keyring.get("mcp/gh/GITHUB_TOKEN").unwrap().as_deref(),
+            Some("s3cret-one")
+        );
+        assert!(!toml().contains("s3cret"), "{}", toml());
+
+        // The form gets the secret by name only.
+        let mut form = get(&p, "gh").unwrap();
+        assert_eq!(form.env["GITHUB_TOKEN"], "");
+        assert_eq!(form.env["LOG_LEVEL"], "debug");
+        assert_eq!(form.args, ["-y", "srv"]);
+
+        // Saved with the secret left empty: kept; the other changes are written.
+        form.args = vec!["--stdio".into()];
+        form.env.insert("LOG_LEVEL".into(), "info".into());
+        let info = update(&p, None, &keyring, &form).unwrap();
+        assert_eq!(info.target, "npx --stdio");
+        assert_eq!(
+            keyring.get("mcp/gh/GITHUB_TOKEN").unwrap().as_deref(),
+            Some("s3cret-one")
+        );
+        let cfg = McpConfig::load(&config_file(&p)).unwrap();
+        let Transport::Stdio { env, .. } = &cfg.servers["gh"].transport else {
+            panic!()
+        };
+        assert_eq!(env["LOG_LEVEL"], ConfigValue::Plain("info".into()));
+        assert_eq!(
+            env["GITHUB_TOKEN"],
+            ConfigValue::Secret {
+                secret: "mcp/gh/GITHUB_TOKEN".into()
+            }
+        );
+
+        // A new value replaces it in the keyring, still not in the file.
+        form.env.insert("GITHUB_TOKEN".into(), "s3cret-two".into());
+        update(&p, None, &keyring, &form).unwrap();
+        assert_eq!(
+            keyring.get("mcp/gh/GITHUB_TOKEN").unwrap().as_deref(),
+            Some("s3cret-two")
+        );
+        assert!(!toml().contains("s3cret"), "{}", toml());
+
+        // Removed from the form: deleted from the keyring.
+        form.env.remove("GITHUB_TOKEN");
+        update(&p, None, &keyring, &form).unwrap();
+        assert_eq!(keyring.get("mcp/gh/GITHUB_TOKEN").unwrap(), None);
+
+        // An HTTP server's headers the same way.
+        let mut web = draft("web", "", "http://127.0.0.1:9/mcp");
+        web.args.clear();
+        web.env
+            .insert("Authorization".into(), "Bearer s3cret-h".into());
+        add(&p, None, &keyring, &web).unwrap();
+        let mut form = get(&p, "web").unwrap();
+        assert_eq!(form.env["Authorization"], "");
+        form.url = "http://127.0.0.1:10/mcp".into();
+        update(&p, None, &keyring, &form).unwrap();
+        assert_eq!(
+            keyring.get("mcp/web/Authorization").unwrap().as_deref(),
+            Some("Bearer s3cret-h")
+        );
+        assert!(!toml().contains("s3cret"), "{}", toml());
+
+        // Unknown servers, and a restart with no session.
+        let code = |r: Result<McpServerInfo>| r.unwrap_err().code();
+        assert_eq!(
+            code(update(&p, None, &keyring, &draft("nope", "npx", ""))),
+            "not_found"
+        );
+        assert_eq!(get(&p, "nope").unwrap_err().code(), "not_found");
+        assert_eq!(code(restart(&p, None, "nope")), "not_found");
+        assert_eq!(code(restart(&p, None, "gh")), "not_connected");
+        // A bad edit is refused and the file stays as it was.
+        let before = toml();
+        let mut bad = get(&p, "gh").unwrap();
+        bad.url = "http://x/mcp".into();
+        assert_eq!(code(update(&p, None, &keyring, &bad)), "invalid_argument");
+        assert_eq!(toml(), before);
     }
 
     #[test]

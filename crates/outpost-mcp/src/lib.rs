@@ -36,5 +36,7 @@ pub use connection::{
 };
 pub use error::{McpError, Result};
 pub use host::{HostOptions, HostSnapshot, McpHost, ServerState, ServerStatus};
-pub use requests::{DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
+pub use requests::{
+    DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests, roots_of_folders,
+};
 pub use secrets::{Keyring, MemorySecrets, SecretStore};

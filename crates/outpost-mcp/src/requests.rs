@@ -102,6 +102,28 @@ pub struct DefaultRequests;
 
 impl ServerRequests for DefaultRequests {}
 
+/// A policy's folders, `(path, allowed)`, as roots: the allowed ones that are absolute or
+/// `~` / `~/...` under `home`; anything else (denied, relative, not a path a URI can name)
+/// is left out.
+pub fn roots_of_folders(folders: &[(String, bool)], home: &Path) -> Vec<Root> {
+    folders
+        .iter()
+        .filter(|(_, allow)| *allow)
+        .filter_map(|(p, _)| {
+            let path = if p == "~" {
+                home.to_path_buf()
+            } else if let Some(rest) = p.strip_prefix("~/") {
+                home.join(rest)
+            } else {
+                std::path::PathBuf::from(p)
+            };
+            path.is_absolute()
+                .then(|| Root::from_path(&path).ok())
+                .flatten()
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
