@@ -26,6 +26,30 @@ pub async fn mcp_servers_add(
     desktop.mcp_server_add(&server).map_err(err)
 }
 
+/// A server's settings for the edit form (secret values by name only).
+#[tauri::command]
+pub fn mcp_servers_get(desktop: State<'_, Desktop>, name: String) -> CmdResult<McpServerDraft> {
+    desktop.mcp_server_get(&name).map_err(err)
+}
+
+/// Replaces a server's settings (restarted at once in a live session).
+#[tauri::command]
+pub async fn mcp_servers_update(
+    desktop: State<'_, Desktop>,
+    server: McpServerDraft,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_update(&server).map_err(err)
+}
+
+/// Restarts a server of the live session.
+#[tauri::command]
+pub async fn mcp_servers_restart(
+    desktop: State<'_, Desktop>,
+    name: String,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_restart(&name).map_err(err)
+}
+
 /// Enables or disables a server.
 #[tauri::command]
 pub async fn mcp_servers_set_enabled(

@@ -143,6 +143,9 @@ export interface Commands {
 
   mcp_servers_list: { args: NoArgs; returns: McpServerInfo[] };
   mcp_servers_add: { args: { server: McpServerDraft }; returns: McpServerInfo };
+  mcp_servers_get: { args: { name: string }; returns: McpServerDraft };
+  mcp_servers_update: { args: { server: McpServerDraft }; returns: McpServerInfo };
+  mcp_servers_restart: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_log: { args: { name: string }; returns: string };
@@ -180,6 +183,9 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'tools_set',
   'mcp_servers_list',
   'mcp_servers_add',
+  'mcp_servers_get',
+  'mcp_servers_update',
+  'mcp_servers_restart',
   'mcp_servers_set_enabled',
   'mcp_servers_remove',
   'mcp_servers_log',

@@ -109,10 +109,15 @@ interface PendingAsk {
 // JSON round trip rather than structuredClone: arguments may be Svelte state proxies.
 const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
 
+/** Names whose values the real app keeps in the keyring (outpost_mcp::secrets::looks_secret). */
+const SECRET_NAME = /TOKEN|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL|COOKIE/i;
+
 export class MockBackend implements Backend {
   readonly settings: Settings;
   readonly tools: ToolInfo[];
   /** `mcp.toml`, as Settings → Tool servers sees it. */
+  /** What each server was added or saved with (the form's view; secrets are blanked on read). */
+  mcpDrafts = new Map<string, McpServerDraft>();
   mcpServers: McpServerInfo[] = [
     { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true },
     { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false },
@@ -346,6 +351,38 @@ export class MockBackend implements Backend {
     },
     mcp_servers_list: () => this.mcpServers,
     mcp_servers_add: ({ server }) => this.#addServer(server),
+    mcp_servers_get: ({ name }) => {
+      const s = this.#server(name);
+      const d = this.mcpDrafts.get(name) ?? (s.transport === 'http'
+        ? { name, command: '', args: [], url: s.target, env: {}, cwd: '', enabled: s.enabled }
+        : { name, command: s.target.split(' ')[0] ?? '', args: s.target.split(' ').slice(1), url: '', env: {}, cwd: '', enabled: s.enabled });
+      // Secret values stay in the keyring: by name only.
+      const env = Object.fromEntries(Object.entries(d.env).map(([k, v]) => [k, SECRET_NAME.test(k) ? '' : v]));
+      return { ...d, env };
+    },
+    mcp_servers_update: ({ server }) => {
+      const old = this.#server(server.name);
+      const command = server.command.trim();
+      const url = server.url.trim();
+      if (!!command === !!url) throw fail('invalid_argument', 'server: give either a command or a URL, not both');
+      const before = this.mcpDrafts.get(server.name)?.env ?? {};
+      const env = Object.fromEntries(Object.entries(server.env).map(([k, v]) => [k, v === '' && SECRET_NAME.test(k) ? (before[k] ?? '') : v]));
+      this.mcpDrafts.set(server.name, { ...server, env });
+      const live = this.#connection.state === 'connected';
+      Object.assign(old, {
+        transport: command ? ('stdio' as const) : ('http' as const),
+        target: command ? [command, ...server.args].join(' ') : url,
+        enabled: server.enabled,
+        status: server.enabled ? (live ? ('running' as const) : ('stopped' as const)) : ('disabled' as const),
+      });
+      return old;
+    },
+    mcp_servers_restart: ({ name }) => {
+      const s = this.#server(name);
+      if (this.#connection.state !== 'connected') throw fail('not_connected', 'Not connected to the assistant.');
+      s.status = s.enabled ? 'starting' : 'disabled';
+      return s;
+    },
     mcp_servers_set_enabled: ({ name, enabled }) => {
       const s = this.#server(name);
       s.enabled = enabled;
@@ -427,6 +464,7 @@ export class MockBackend implements Backend {
       hasLog: false,
     };
     this.mcpServers = [...this.mcpServers, info].sort((a, b) => a.name.localeCompare(b.name));
+    this.mcpDrafts.set(d.name, { ...d });
     return info;
   }
 

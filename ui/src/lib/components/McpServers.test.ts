@@ -1,5 +1,6 @@
 // Settings → Tool servers over the mock backend: list with status, enable/disable, add
-// (command or URL), refused input, remove, log, and the import's review step.
+// (command or URL), refused input, edit (env/headers, secrets by name only), restart,
+// remove, log, and the import's review step.
 import { render, screen, within } from '@testing-library/svelte';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -97,5 +98,46 @@ describe('Settings → Tool servers', () => {
     expect(await screen.findByRole('alert')).toHaveTextContent('not JSON');
     expect(screen.queryByRole('region', { name: 'Review the import' })).toBeNull();
     expect(backend.calls.some((c) => c.cmd === 'mcp_servers_add')).toBe(false);
+  });
+
+  it('edits a server: env lines saved, a stored secret shown blank and kept when left blank; restart', async () => {
+    const { backend, list, user } = await open();
+    // Running: a Restart button, which asks the backend (the mock has no session to restart in).
+    await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Restart web-tools' }));
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_restart', args: { name: 'web-tools' } }));
+    await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Edit web-tools' }));
+    const form = await screen.findByRole('form', { name: 'Edit web-tools' });
+    expect(within(form).getByLabelText('Name')).toBeDisabled();
+    expect(within(form).getByLabelText('Command')).toHaveValue('npx');
+    const env = within(form).getByLabelText(/Environment variables/);
+    await user.type(env, 'GITHUB_TOKEN=t0ken{Enter}LOG_LEVEL=debug');
+    await user.click(within(form).getByRole('button', { name: 'Save' }));
+    await vi.waitFor(() => expect(backend.calls.some((c) => c.cmd === 'mcp_servers_update')).toBe(true));
+    expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_update').at(-1)?.args).toMatchObject({
+      server: { name: 'web-tools', command: 'npx', args: ['-y', 'web-tools-mcp'], env: { GITHUB_TOKEN: 't0ken', LOG_LEVEL: 'debug' } },
+    });
+    // Back to the add form; editing again shows the secret by name only.
+    expect(await screen.findByRole('form', { name: 'Add a tool server' })).toBeInTheDocument();
+    await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Edit web-tools' }));
+    const again = await screen.findByRole('form', { name: 'Edit web-tools' });
+    expect(within(again).getByLabelText(/Environment variables/)).toHaveValue('GITHUB_TOKEN=\nLOG_LEVEL=debug');
+    expect(again).toHaveTextContent('leave them blank to keep them (GITHUB_TOKEN)');
+    await user.click(within(again).getByRole('button', { name: 'Save' }));
+    await vi.waitFor(() => expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_update')).toHaveLength(2));
+    expect(backend.mcpDrafts.get('web-tools')?.env.GITHUB_TOKEN).toBe('t0ken');
+    // A bad line is refused before anything is sent.
+    await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Edit web-tools' }));
+    const third = await screen.findByRole('form', { name: 'Edit web-tools' });
+    await user.type(within(third).getByLabelText(/Environment variables/), '{Enter}no equals sign');
+    await user.click(within(third).getByRole('button', { name: 'Save' }));
+    await vi.waitFor(async () => {
+      const alerts = await screen.findAllByRole('alert');
+      expect(alerts.some((a) => a.textContent?.includes('is not NAME=value'))).toBe(true);
+    });
+    expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_update')).toHaveLength(2);
+    await user.click(within(third).getByRole('button', { name: 'Cancel' }));
+    expect(await screen.findByRole('form', { name: 'Add a tool server' })).toBeInTheDocument();
+    // Not connected now (saving stopped it): no Restart to offer.
+    expect(within(row(list, 'web-tools')).queryByRole('button', { name: 'Restart web-tools' })).toBeNull();
   });
 });
