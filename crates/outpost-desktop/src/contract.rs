@@ -305,8 +305,14 @@ pub struct ElicitationEvent {
     pub server: String,
     /// What it asks, in its words.
     pub message: String,
-    /// The JSON Schema of the answer: an object of primitive properties.
+    /// The JSON Schema of the answer: an object of primitive properties (empty for a URL
+    /// request).
     pub schema: Map<String, Value>,
+    /// URL mode: the server asks the user to open this URL (a sign-in, a payment) instead
+    /// of filling a form. Shown in full; opened only if the user chooses to (then the
+    /// answer is `accept`, with no content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// `elicitation_closed`.

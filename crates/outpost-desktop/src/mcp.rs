@@ -85,6 +85,8 @@ pub async fn start(
     let connect = ConnectOptions {
         log_dir: Some(config::log_dir(&paths.data_dir)),
         requests,
+        // The app shows a URL request in full and opens it only on the user's say.
+        elicitation_url: true,
         ..ConnectOptions::default()
     };
     let host = McpHost::new(
@@ -198,13 +200,18 @@ impl std::fmt::Debug for UiRequests {
 #[async_trait::async_trait]
 impl ServerRequests for UiRequests {
     async fn elicit(&self, server: &str, request: ElicitationRequest) -> ElicitationAnswer {
-        let (message, schema) = match request {
+        let (message, schema, url) = match request {
             ElicitationRequest::Form {
                 message,
                 requested_schema: Value::Object(schema),
-            } => (message, schema),
+            } => (message, schema, None),
+            // Only http(s): the page opens it with the system browser on the user's say.
+            ElicitationRequest::Url { message, url, .. } if openable(&url) => {
+                (message, Map::new(), Some(url))
+            }
             _ => return ElicitationAnswer::Decline,
         };
+        let url_mode = url.is_some();
         let id = format!(
             "elicit-{}",
             self.pending.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -216,8 +223,11 @@ impl ServerRequests for UiRequests {
             server: server.to_owned(),
             message,
             schema,
+            url,
         }));
         let answer = match tokio::time::timeout(self.timeout, rx).await {
+            // A URL request's acceptance carries no content.
+            Ok(Ok(ElicitationAnswer::Accept(_))) if url_mode => ElicitationAnswer::Accept(None),
             Ok(Ok(a)) => a,
             _ => ElicitationAnswer::Cancel,
         };
@@ -225,6 +235,15 @@ impl ServerRequests for UiRequests {
         (self.emit)(AppEvent::ElicitationClosed(ElicitationClosed { id }));
         answer
     }
+}
+
+/// A URL the page may offer to open: http(s), no whitespace or control characters (the
+/// shell's `chat_open_link` checks it again before opening).
+fn openable(url: &str) -> bool {
+    let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+    (lower.starts_with("https://") || lower.starts_with("http://"))
+        && url.len() <= 4096
+        && !url.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 fn mcp_err(e: McpError) -> DesktopError {
@@ -1068,7 +1087,7 @@ mod tests {
             ui.pending.answer(&id, action, None).unwrap();
             assert_eq!(asking.await.unwrap(), want);
         }
-        // Nobody answers: cancelled at the timeout. A URL elicitation is declined at once.
+        // Nobody answers: cancelled at the timeout. A form without a schema is declined.
         let quick = UiRequests {
             timeout: Duration::from_millis(50),
             ..ui.clone()
@@ -1086,6 +1105,57 @@ mod tests {
             quick.elicit("everything", not_form).await,
             ElicitationAnswer::Decline
         );
+
+        // URL mode: shown with its URL and no schema; accepting carries no content.
+        let asking = tokio::spawn({
+            let ui = ui.clone();
+            async move {
+                ui.elicit(
+                    "everything",
+                    ElicitationRequest::Url {
+                        message: "Sign in".into(),
+                        url: "https://example.com/auth?x=1".into(),
+                        elicitation_id: "e1".into(),
+                    },
+                )
+                .await
+            }
+        });
+        let (id, url, schema_empty) = loop {
+            let found = events.lock().unwrap().iter().find_map(|e| match e {
+                AppEvent::Elicitation(e) if e.url.is_some() => {
+                    Some((e.id.clone(), e.url.clone(), e.schema.is_empty()))
+                }
+                _ => None,
+            });
+            if let Some(f) = found {
+                break f;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        assert_eq!(url.as_deref(), Some("https://example.com/auth?x=1"));
+        assert!(schema_empty);
+        ui.pending.answer(&id, "accept", None).unwrap();
+        assert_eq!(asking.await.unwrap(), ElicitationAnswer::Accept(None));
+        // A URL the page could not open safely is declined without asking.
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://a b",
+            "",
+        ] {
+            let req = ElicitationRequest::Url {
+                message: "x".into(),
+                url: bad.into(),
+                elicitation_id: String::new(),
+            };
+            assert_eq!(
+                quick.elicit("everything", req).await,
+                ElicitationAnswer::Decline,
+                "{bad}"
+            );
+        }
+        assert_eq!(quick.pending.open_count(), 0);
     }
 
     #[test]

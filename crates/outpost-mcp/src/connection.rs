@@ -52,6 +52,10 @@ pub struct ConnectOptions {
     pub requests: Arc<dyn ServerRequests>,
     /// Declare the elicitation capability (form mode). On by default: the handler decides.
     pub elicitation: bool,
+    /// Declare URL-mode elicitation too (the server may ask the user to open a URL, for a
+    /// sign-in or a payment that must not pass through the client). Off by default: only
+    /// a caller that shows the URL to the user and opens it on their say sets it.
+    pub elicitation_url: bool,
     /// Declare the sampling capability. Off by default, so servers do not ask; the handler
     /// still answers (refuses, by default) any server that asks anyway.
     pub sampling: bool,
@@ -66,6 +70,7 @@ impl Default for ConnectOptions {
             roots: watch::channel(Vec::new()).1,
             requests: Arc::new(DefaultRequests),
             elicitation: true,
+            elicitation_url: false,
             sampling: false,
         }
     }
@@ -220,7 +225,12 @@ fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
     let mut caps = Map::new();
     caps.insert("roots".into(), json!({"listChanged": true}));
     if opts.elicitation {
-        caps.insert("elicitation".into(), json!({"form": {}}));
+        let modes = if opts.elicitation_url {
+            json!({"form": {}, "url": {}})
+        } else {
+            json!({"form": {}})
+        };
+        caps.insert("elicitation".into(), modes);
     }
     if opts.sampling {
         caps.insert("sampling".into(), json!({}));

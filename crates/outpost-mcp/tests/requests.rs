@@ -1,5 +1,6 @@
 //! Server-initiated requests: elicitation (declined by default, or answered by the
-//! caller's handler), sampling (refused), and roots (the caller's list, and its changes).
+//! caller's handler; form and URL modes), sampling (refused), and roots (the caller's list,
+//! and its changes).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -110,6 +111,96 @@ async fn elicitation_goes_to_the_callers_handler() {
     };
     assert!(!message.is_empty());
     assert_eq!(requested_schema["type"], json!("object"));
+}
+
+/// Accepts URL requests (as a user who opened the link would) and records them.
+#[derive(Debug, Default)]
+struct UrlOpener {
+    seen: Mutex<Vec<ElicitationRequest>>,
+}
+
+#[async_trait::async_trait]
+impl ServerRequests for UrlOpener {
+    async fn elicit(&self, _server: &str, request: ElicitationRequest) -> ElicitationAnswer {
+        let url = matches!(request, ElicitationRequest::Url { .. });
+        self.seen.lock().unwrap().push(request);
+        if url {
+            ElicitationAnswer::Accept(None)
+        } else {
+            ElicitationAnswer::Decline
+        }
+    }
+}
+
+#[tokio::test]
+async fn url_elicitation_is_offered_only_when_declared_and_reaches_the_handler() {
+    let logs = tempfile::tempdir().unwrap();
+    let tools_of = |conn: Connection| async move {
+        // server-everything registers its elicitation tools after `initialized`: wait for
+        // the form one, which it registers in the same step as the URL one.
+        let mut changed = conn.tools_changed();
+        let deadline = tokio::time::Instant::now() + START;
+        loop {
+            let tools = conn.list_tools(START).await.unwrap();
+            if tools
+                .iter()
+                .any(|t| t.name == "trigger-elicitation-request")
+            {
+                return (conn, tools);
+            }
+            tokio::time::timeout_at(deadline, changed.changed())
+                .await
+                .unwrap()
+                .unwrap();
+        }
+    };
+    // Not declared (the default): the server does not offer its URL tool.
+    let opts = connect_options(logs.path());
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+        .await
+        .unwrap();
+    let (conn, tools) = tools_of(conn).await;
+    assert!(
+        !tools.iter().any(|t| t.name == "trigger-url-elicitation"),
+        "URL mode was not declared"
+    );
+    drop(conn);
+
+    let opener = Arc::new(UrlOpener::default());
+    let mut opts = connect_options(logs.path());
+    opts.elicitation_url = true;
+    opts.requests = opener.clone();
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+        .await
+        .unwrap();
+    let (conn, tools) = tools_of(conn).await;
+    assert!(tools.iter().any(|t| t.name == "trigger-url-elicitation"));
+    let out = conn
+        .call(
+            "trigger-url-elicitation",
+            json!({"url": "https://example.com/sign-in", "message": "Sign in, please"})
+                .as_object()
+                .cloned(),
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{:?}", out.result);
+    let text = out.result["text"].as_str().unwrap_or_default().to_owned();
+    assert!(text.to_lowercase().contains("accept"), "{:?}", out.result);
+    let seen = opener.seen.lock().unwrap();
+    assert_eq!(seen.len(), 1);
+    let ElicitationRequest::Url {
+        message,
+        url,
+        elicitation_id,
+    } = &seen[0]
+    else {
+        panic!("a URL elicitation expected: {:?}", seen[0])
+    };
+    assert_eq!(url, "https://example.com/sign-in");
+    assert_eq!(message, "Sign in, please");
+    assert!(!elicitation_id.is_empty());
 }
 
 #[tokio::test]

@@ -431,9 +431,9 @@ export class MockBackend implements Backend {
   // ----------------------------------------------------------------- tool servers
 
   /** Plays an MCP server asking the user to fill in a form. */
-  elicit(id: string, server: string, message: string, schema: JsonObject): void {
+  elicit(id: string, server: string, message: string, schema: JsonObject, url?: string): void {
     this.elicitationAnswers.set(id, undefined);
-    this.emit({ type: 'elicitation', data: { id, server, message, schema } });
+    this.emit({ type: 'elicitation', data: { id, server, message, schema, ...(url ? { url } : {}) } });
   }
 
   #server(name: string): McpServerInfo {

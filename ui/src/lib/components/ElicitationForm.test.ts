@@ -101,4 +101,25 @@ describe('elicitation form', () => {
     backend.emit({ type: 'elicitation_closed', data: { id: 'e9' } });
     await vi.waitFor(() => expect(screen.queryByTestId('elicitation-form')).toBeNull());
   });
+
+  it('URL mode: shows the full link and its host; Open link opens it and accepts; Decline sends decline', async () => {
+    const { backend, user } = await start();
+    backend.elicit('u1', 'payments', 'Confirm the payment on the provider\'s page', {}, 'https://pay.example.com/confirm?id=42');
+    const form = await screen.findByTestId('elicitation-form');
+    expect(form).toHaveTextContent('MCP · payments');
+    expect(form).toHaveTextContent('asks you to open a link');
+    expect(within(form).getByTestId('elicitation-url')).toHaveTextContent('https://pay.example.com/confirm?id=42');
+    expect(within(form).getByTestId('elicitation-host')).toHaveTextContent('pay.example.com');
+    // Nothing is opened until the user says so.
+    expect(backend.calls.some((c) => c.cmd === 'chat_open_link')).toBe(false);
+    await user.click(within(form).getByRole('button', { name: 'Open link' }));
+    await vi.waitFor(() => expect(backend.elicitationAnswers.get('u1')).toEqual({ action: 'accept', content: null }));
+    expect(backend.calls).toContainEqual({ cmd: 'chat_open_link', args: { url: 'https://pay.example.com/confirm?id=42' } });
+
+    backend.elicit('u2', 'payments', 'Again', {}, 'https://pay.example.com/again');
+    const again = await screen.findByTestId('elicitation-form');
+    await user.click(within(again).getByRole('button', { name: 'Decline' }));
+    await vi.waitFor(() => expect(backend.elicitationAnswers.get('u2')).toEqual({ action: 'decline', content: null }));
+    expect(backend.calls.filter((c) => c.cmd === 'chat_open_link')).toHaveLength(1);
+  });
 });

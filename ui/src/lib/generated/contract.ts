@@ -499,9 +499,16 @@ server: string,
  */
 message: string, 
 /**
- * The JSON Schema of the answer: an object of primitive properties.
+ * The JSON Schema of the answer: an object of primitive properties (empty for a URL
+ * request).
  */
-schema: { [key in string]: JsonValue }, };
+schema: { [key in string]: JsonValue }, 
+/**
+ * URL mode: the server asks the user to open this URL (a sign-in, a payment) instead
+ * of filling a form. Shown in full; opened only if the user chooses to (then the
+ * answer is `accept`, with no content).
+ */
+url?: string, };
 
 export type ElicitationClosed = { 
 /**
