@@ -32,6 +32,7 @@ const COMMANDS: &[&str] = &[
     "mcp_servers_get",
     "mcp_servers_update",
     "mcp_servers_restart",
+    "mcp_servers_set_rule",
     "mcp_servers_set_enabled",
     "mcp_servers_remove",
     "mcp_servers_log",

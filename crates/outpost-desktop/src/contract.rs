@@ -605,6 +605,9 @@ pub struct McpServerInfo {
     pub last_error: Option<String>,
     /// A stderr log exists (`mcp_servers_log`).
     pub has_log: bool,
+    /// The server's rule in the policy (`[mcp_servers]`): every tool of it runs without
+    /// asking, asks (the default), or never runs; a rule for one tool (`[tools]`) wins.
+    pub rule: ToolRule,
 }
 
 /// `McpServerDraft`: a server to add (the settings form, or an import's review step).

@@ -1019,9 +1019,63 @@ impl Desktop {
         outpost_mcp::secrets::from_env()
     }
 
+    /// A server's rule in the policy (`[mcp_servers]`; absent is ask).
+    fn mcp_rule(&self, name: &str) -> crate::contract::ToolRule {
+        let policy = self.inner.core.permissions().policy().current();
+        match policy.policy().mcp_servers.get(name) {
+            Some(Rule::Allow) => crate::contract::ToolRule::Allow,
+            Some(Rule::Deny) => crate::contract::ToolRule::Deny,
+            _ => crate::contract::ToolRule::Ask,
+        }
+    }
+
+    fn with_rule(
+        &self,
+        mut info: crate::contract::McpServerInfo,
+    ) -> crate::contract::McpServerInfo {
+        info.rule = self.mcp_rule(&info.name);
+        info
+    }
+
     /// `mcp_servers_list`.
     pub fn mcp_servers(&self) -> Result<Vec<crate::contract::McpServerInfo>> {
-        crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())
+        Ok(
+            crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())?
+                .into_iter()
+                .map(|i| self.with_rule(i))
+                .collect(),
+        )
+    }
+
+    /// `mcp_servers_set_rule`: the server's rule in the policy (`[mcp_servers]`): allow,
+    /// ask (removes the entry: the default) or deny. Takes effect at the next call.
+    pub fn mcp_server_set_rule(
+        &self,
+        name: &str,
+        rule: crate::contract::ToolRule,
+    ) -> Result<crate::contract::McpServerInfo> {
+        let info = crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())?
+            .into_iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| {
+                DesktopError::NotFound(format!("There is no tool server named '{name}'."))
+            })?;
+        self.inner
+            .core
+            .permissions()
+            .policy()
+            .update(|p| match rule {
+                crate::contract::ToolRule::Allow => {
+                    p.mcp_servers.insert(name.to_owned(), Rule::Allow);
+                }
+                crate::contract::ToolRule::Deny => {
+                    p.mcp_servers.insert(name.to_owned(), Rule::Deny);
+                }
+                crate::contract::ToolRule::Ask => {
+                    p.mcp_servers.remove(name);
+                }
+            })?;
+        Ok(self.with_rule(info))
     }
 
     /// `mcp_servers_add`. In a live session an enabled server starts at once: call it
@@ -1036,6 +1090,7 @@ impl Desktop {
             &*self.mcp_secrets(),
             draft,
         )
+        .map(|i| self.with_rule(i))
     }
 
     /// `mcp_servers_get`.
@@ -1055,11 +1110,13 @@ impl Desktop {
             &*self.mcp_secrets(),
             draft,
         )
+        .map(|i| self.with_rule(i))
     }
 
     /// `mcp_servers_restart`: within the app's tokio runtime.
     pub fn mcp_server_restart(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
         crate::mcp::restart(&self.inner.paths, self.mcp_host().as_ref(), name)
+            .map(|i| self.with_rule(i))
     }
 
     /// `mcp_servers_set_enabled`.
@@ -1069,6 +1126,7 @@ impl Desktop {
         enabled: bool,
     ) -> Result<crate::contract::McpServerInfo> {
         crate::mcp::set_enabled(&self.inner.paths, self.mcp_host().as_ref(), name, enabled)
+            .map(|i| self.with_rule(i))
     }
 
     /// `mcp_servers_remove`.
@@ -1384,5 +1442,68 @@ mod tests {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         task.abort();
+    }
+
+    #[derive(Debug)]
+    struct Quiet;
+    impl Notifier for Quiet {
+        fn notify(&self, _title: &str, _body: &str) {}
+    }
+
+    #[tokio::test]
+    async fn a_tool_servers_rule_is_written_to_the_policy_and_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            data_dir: dir.path().join("data"),
+        };
+        let desktop = Desktop::open(
+            paths.clone(),
+            Arc::new(crate::secrets::MemorySecrets::default()),
+            Arc::new(Quiet),
+        )
+        .unwrap();
+        let draft = crate::contract::McpServerDraft {
+            name: "files".into(),
+            command: "npx".into(),
+            args: Vec::new(),
+            url: String::new(),
+            env: std::collections::BTreeMap::new(),
+            cwd: String::new(),
+            enabled: true,
+        };
+        let added = desktop.mcp_server_add(&draft).unwrap();
+        assert_eq!(added.rule, crate::contract::ToolRule::Ask);
+        let set = |rule| desktop.mcp_server_set_rule("files", rule).unwrap().rule;
+        assert_eq!(
+            set(crate::contract::ToolRule::Allow),
+            crate::contract::ToolRule::Allow
+        );
+        let file = std::fs::read_to_string(paths.policy_file()).unwrap();
+        let policy = outpost_policy::parse_policy(&paths.policy_file(), &file).unwrap();
+        assert_eq!(policy.mcp_servers.get("files"), Some(&Rule::Allow));
+        assert_eq!(
+            set(crate::contract::ToolRule::Deny),
+            crate::contract::ToolRule::Deny
+        );
+        assert_eq!(
+            desktop.mcp_servers().unwrap()[0].rule,
+            crate::contract::ToolRule::Deny
+        );
+        // Ask is the default: the entry goes.
+        assert_eq!(
+            set(crate::contract::ToolRule::Ask),
+            crate::contract::ToolRule::Ask
+        );
+        let file = std::fs::read_to_string(paths.policy_file()).unwrap();
+        let policy = outpost_policy::parse_policy(&paths.policy_file(), &file).unwrap();
+        assert!(!policy.mcp_servers.contains_key("files"));
+        assert_eq!(
+            desktop
+                .mcp_server_set_rule("nope", crate::contract::ToolRule::Allow)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
     }
 }

@@ -21,6 +21,7 @@ use outpost_mcp::{
 use crate::config::Paths;
 use crate::contract::{
     AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
+    ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -298,6 +299,8 @@ fn info(name: &str, cfg: &ServerConfig, host: Option<&McpHost>, paths: &Paths) -
         tool_count,
         last_error,
         has_log,
+        // The policy's rule is filled in by the caller (`Desktop`), which holds the policy.
+        rule: ToolRule::Ask,
     }
 }
 

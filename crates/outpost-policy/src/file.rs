@@ -335,6 +335,29 @@ fn write_settings(doc: &mut toml_edit::DocumentMut, policy: &Policy) {
             tools.insert(name, toml_edit::value(word));
         }
     }
+    // Per-server rules (Settings → Tool servers): written when there are some, or when the
+    // file has the table (emptied then).
+    if !policy.mcp_servers.is_empty()
+        && !doc
+            .get("mcp_servers")
+            .is_some_and(toml_edit::Item::is_table)
+    {
+        doc.insert("mcp_servers", toml_edit::table());
+    }
+    if let Some(servers) = doc
+        .get_mut("mcp_servers")
+        .and_then(toml_edit::Item::as_table_mut)
+    {
+        servers.clear();
+        for (name, rule) in &policy.mcp_servers {
+            let word = match rule {
+                Rule::Allow => "allow",
+                Rule::Ask => "ask",
+                Rule::Deny => "deny",
+            };
+            servers.insert(name, toml_edit::value(word));
+        }
+    }
     let mut folders = toml_edit::ArrayOfTables::new();
     for f in &policy.folders {
         let mut t = toml_edit::Table::new();
@@ -522,9 +545,12 @@ mod tests {
                     access: FolderAccess::Allow,
                     tools: None,
                 }];
+                p.mcp_servers.insert("files".into(), Rule::Allow);
+                p.mcp_servers.insert("web".into(), Rule::Deny);
             })
             .unwrap();
         assert_eq!(store.current().policy(), &saved);
+        assert_eq!(saved.mcp_servers.get("files"), Some(&Rule::Allow));
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with("# Outpost tool permissions"), "{text}");
         let reread = read_policy(&path).unwrap();
@@ -533,6 +559,16 @@ mod tests {
         assert_eq!(reread.tools.get("calculator"), None);
         assert_eq!(reread.tools.get("write_file"), Some(&Rule::Ask));
         assert_eq!(reread.folders.len(), 1);
+        assert_eq!(reread.mcp_servers.len(), 2);
+        // Removing the last server rule empties the table.
+        let fewer = store.update(|p| p.mcp_servers.clear()).unwrap();
+        assert!(read_policy(&path).unwrap().mcp_servers.is_empty());
+        let saved = store
+            .update(|p| {
+                p.mcp_servers.clone_from(&saved.mcp_servers);
+            })
+            .unwrap();
+        assert!(fewer.mcp_servers.is_empty());
 
         // A relative folder path is refused, naming the field; nothing changes on disk.
         let err = store

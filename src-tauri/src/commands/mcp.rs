@@ -3,7 +3,9 @@
 //! reaches them.
 
 use outpost_desktop::Desktop;
-use outpost_desktop::contract::{JsonObject, McpImportPreview, McpServerDraft, McpServerInfo};
+use outpost_desktop::contract::{
+    JsonObject, McpImportPreview, McpServerDraft, McpServerInfo, ToolRule,
+};
 use tauri::State;
 
 use crate::error::{CmdResult, err};
@@ -48,6 +50,16 @@ pub async fn mcp_servers_restart(
     name: String,
 ) -> CmdResult<McpServerInfo> {
     desktop.mcp_server_restart(&name).map_err(err)
+}
+
+/// Sets a server's rule in the policy (allow, ask, deny).
+#[tauri::command]
+pub fn mcp_servers_set_rule(
+    desktop: State<'_, Desktop>,
+    name: String,
+    rule: ToolRule,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_set_rule(&name, rule).map_err(err)
 }
 
 /// Enables or disables a server.

@@ -146,6 +146,7 @@ export interface Commands {
   mcp_servers_get: { args: { name: string }; returns: McpServerDraft };
   mcp_servers_update: { args: { server: McpServerDraft }; returns: McpServerInfo };
   mcp_servers_restart: { args: { name: string }; returns: McpServerInfo };
+  mcp_servers_set_rule: { args: { name: string; rule: ToolRule }; returns: McpServerInfo };
   mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_log: { args: { name: string }; returns: string };
@@ -186,6 +187,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_get',
   'mcp_servers_update',
   'mcp_servers_restart',
+  'mcp_servers_set_rule',
   'mcp_servers_set_enabled',
   'mcp_servers_remove',
   'mcp_servers_log',

@@ -119,8 +119,8 @@ export class MockBackend implements Backend {
   /** What each server was added or saved with (the form's view; secrets are blanked on read). */
   mcpDrafts = new Map<string, McpServerDraft>();
   mcpServers: McpServerInfo[] = [
-    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true },
-    { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false },
+    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask' },
+    { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask' },
   ];
   /** Open elicitation forms (undefined) and their answers, by id. */
   readonly elicitationAnswers = new Map<string, { action: string; content: JsonObject | null } | undefined>();
@@ -377,6 +377,12 @@ export class MockBackend implements Backend {
       });
       return old;
     },
+    mcp_servers_set_rule: ({ name, rule }) => {
+      const s = this.#server(name);
+      if (!['allow', 'ask', 'deny'].includes(rule)) throw fail('invalid_argument', `rule: must be allow, ask or deny, got ${rule}`);
+      s.rule = rule;
+      return s;
+    },
     mcp_servers_restart: ({ name }) => {
       const s = this.#server(name);
       if (this.#connection.state !== 'connected') throw fail('not_connected', 'Not connected to the assistant.');
@@ -462,6 +468,7 @@ export class MockBackend implements Backend {
       status: d.enabled ? (live ? 'running' : 'stopped') : 'disabled',
       toolCount: 0,
       hasLog: false,
+      rule: 'ask',
     };
     this.mcpServers = [...this.mcpServers, info].sort((a, b) => a.name.localeCompare(b.name));
     this.mcpDrafts.set(d.name, { ...d });

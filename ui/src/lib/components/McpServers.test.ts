@@ -140,4 +140,17 @@ describe('Settings → Tool servers', () => {
     // Not connected now (saving stopped it): no Restart to offer.
     expect(within(row(list, 'web-tools')).queryByRole('button', { name: 'Restart web-tools' })).toBeNull();
   });
+
+  it("sets a server's rule (allow, deny, back to ask)", async () => {
+    const { backend, list, user } = await open();
+    const select = within(row(list, 'web-tools')).getByRole('combobox', { name: 'Rule for web-tools' });
+    expect(select).toHaveValue('ask');
+    await user.selectOptions(select, 'allow');
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_rule', args: { name: 'web-tools', rule: 'allow' } }));
+    expect(backend.mcpServers.find((s) => s.name === 'web-tools')?.rule).toBe('allow');
+    await user.selectOptions(select, 'deny');
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_rule', args: { name: 'web-tools', rule: 'deny' } }));
+    await user.selectOptions(select, 'ask');
+    await vi.waitFor(() => expect(backend.mcpServers.find((s) => s.name === 'web-tools')?.rule).toBe('ask'));
+  });
 });

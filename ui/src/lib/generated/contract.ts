@@ -685,7 +685,12 @@ lastError?: string,
 /**
  * A stderr log exists (`mcp_servers_log`).
  */
-hasLog: boolean, };
+hasLog: boolean, 
+/**
+ * The server's rule in the policy (`[mcp_servers]`): every tool of it runs without
+ * asking, asks (the default), or never runs; a rule for one tool (`[tools]`) wins.
+ */
+rule: ToolRule, };
 
 export type McpServerDraft = { 
 /**
