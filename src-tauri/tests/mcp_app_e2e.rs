@@ -8,7 +8,8 @@
 //! the echo reaches the assistant. The card and the history show the server, and history
 //! search finds the call by the server's name. Then the assistant calls server-everything's
 //! `trigger-elicitation-request`: the server's question appears as a form naming it, the
-//! user fills in the required name and submits, and the tool's result carries the answer.
+//! user fills in the required name and submits, and the tool's result carries the answer;
+//! asked again, the user declines, and the tool's result says the user declined.
 //! Last, Settings → Tool servers shows the server running with its tools and its stderr
 //! log, and switching it off and on stops and restarts it in the live session. Same namespaces and harness as
 //! `app_e2e.rs`.
@@ -85,7 +86,12 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
         {"name": "m-elicit", "op": "request", "id": "m-elicit", "toolName": ELICIT,
          "parameters": {}, "wait_ms": 300_000,
          "expect": {"success": true, "result": {"isError": false}}},
-        {"op": "say", "text": "Thanks for filling in the form."}
+        {"op": "say", "text": "Thanks for filling in the form."},
+        {"op": "wait_user", "text": "Ask me once more", "wait_ms": 120_000},
+        {"name": "m-elicit-no", "op": "request", "id": "m-elicit-no", "toolName": ELICIT,
+         "parameters": {}, "wait_ms": 300_000,
+         "expect": {"success": true, "result": {"isError": false}}},
+        {"op": "say", "text": "Fine, you declined."}
     ]);
     let env: Vec<(&'static str, OsString)> = vec![
         ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
@@ -206,6 +212,26 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
     ensure!(o["ok"] == true, "the assistant got {o}");
     app.wait_assistant("Thanks for filling in the form.")
         .await?;
+
+    // Declined from the form: the server is told, and says so in its result.
+    app.say("Ask me once more").await?;
+    app.wait_consent().await?;
+    app.answer_consent("Allow once").await?;
+    app.wait_css("[data-testid=elicitation-form]").await?;
+    app.click_button("[data-testid=elicitation-form]", "Decline")
+        .await?;
+    let card = app
+        .wait_card("m-elicit-no", "completed", |c| c["id"] == "m-elicit-no")
+        .await?;
+    ensure!(
+        card["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("declined")),
+        "the card does not show the refusal: {card}"
+    );
+    let o = assistant.outcome("m-elicit-no").await?;
+    ensure!(o["ok"] == true, "the assistant got {o}");
+    app.wait_assistant("Fine, you declined.").await?;
     let status = assistant.finish().await?;
     ensure!(
         status.success(),
