@@ -61,6 +61,11 @@ pub struct RoomOptions {
     /// RPC methods answered from the moment the room is joined (more can be added
     /// later with [`Room::register_rpc_method`]). Empty by default.
     pub rpc_methods: RpcMethods,
+    /// Speak RPC version 2 (payloads in data streams, no 15 KiB limit): advertise
+    /// `client_protocol` 1 so that peers call us with it, and call peers that
+    /// advertise it with it. On by default; off, we advertise 0 and use version 1
+    /// only, as clients without it do. Version 1 requests are answered either way.
+    pub rpc_v2: bool,
     /// Subscribe to every remote track (audio arrives as
     /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
     /// decodes nothing.
@@ -84,6 +89,7 @@ impl Default for RoomOptions {
             leave_flush_timeout: Duration::from_secs(2),
             extra_root_ca_pem: Vec::new(),
             rpc_methods: RpcMethods::default(),
+            rpc_v2: true,
             auto_subscribe: false,
         }
     }
@@ -150,7 +156,7 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods),
+            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods, options.rpc_v2),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
