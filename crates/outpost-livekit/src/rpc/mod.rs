@@ -73,7 +73,7 @@ pub enum RpcErrorCode {
     ResponseTimeout,
     /// 1503: the other side left (or we did) before answering.
     RecipientDisconnected,
-    /// 1504: the handler's response is over [`MAX_PAYLOAD_BYTES`].
+    /// 1504: the handler's response is over [`MAX_PAYLOAD_BYTES`] (version 1).
     ResponsePayloadTooLarge,
     /// 1505: the request could not be sent.
     SendFailed,
@@ -81,7 +81,7 @@ pub enum RpcErrorCode {
     UnsupportedMethod,
     /// 1401: no such participant.
     RecipientNotFound,
-    /// 1402: the request payload is over [`MAX_PAYLOAD_BYTES`].
+    /// 1402: the request payload is over [`MAX_PAYLOAD_BYTES`] (version 1).
     RequestPayloadTooLarge,
     /// 1403: the server is older than 1.8.0.
     UnsupportedServer,
@@ -231,7 +231,8 @@ pub struct PerformRpc {
     pub destination_identity: String,
     /// Method name.
     pub method: String,
-    /// Request payload (at most [`MAX_PAYLOAD_BYTES`]).
+    /// Request payload (at most [`MAX_PAYLOAD_BYTES`] when the call goes out as
+    /// version 1; no limit with version 2).
     pub payload: String,
     /// How long to wait for the response once the request is acknowledged
     /// (default 15 s, as the official SDKs).
