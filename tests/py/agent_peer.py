@@ -5,7 +5,9 @@ the client's RPC calls, and reports what it saw of the client.
 
 Steps are driven by JSON data packets from the client on topic "ctl" ({"op": ...});
 results go back on topic "result". Prints "ready" once connected.
-Environment: LK_URL, LK_ROOM, LK_API_KEY, LK_API_SECRET, LK_APP (the client's identity).
+Environment: LK_URL, LK_ROOM, LK_API_KEY, LK_API_SECRET, LK_APP (the client's identity),
+LK_RPC ("v2" when the client advertises RPC version 2, so that this SDK speaks it with the
+client; "v1" otherwise): with v2 it also makes calls and sends streams only version 2 allows.
 """
 
 import asyncio
@@ -19,6 +21,7 @@ from livekit import rtc
 from lkcommon import ROOM, URL, finish, token
 
 APP = os.environ.get("LK_APP", "app")
+V2 = os.environ.get("LK_RPC", "v1") == "v2"
 
 
 async def main():
@@ -65,8 +68,28 @@ async def main():
     async def fail(data):
         raise rtc.RpcError(2002, "agent says no", '{"why": "test"}')
 
+    async def large(data):
+        return f"{len(data.payload)}:" + "A" * 300_000
+
+    async def slow(data):
+        await asyncio.sleep(30)
+        return "too late"
+
+    async def bad_response(data):
+        # A version 2 response stream for the caller's request that the sender aborts
+        # half-way: the caller must fail the call with a clear error.
+        w = await lp.stream_text(topic="lk.rpc_response", destination_identities=[data.caller_identity],
+                                 attributes={"lk.rpc_request_id": data.request_id})
+        await w.write("par")
+        await w.aclose(reason="agent gave up")
+        await asyncio.sleep(0.5)
+        return "the aborted stream came first"
+
     lp.register_rpc_method("agent.echo", echo)
     lp.register_rpc_method("agent.fail", fail)
+    lp.register_rpc_method("agent.large", large)
+    lp.register_rpc_method("agent.slow", slow)
+    lp.register_rpc_method("agent.bad_response", bad_response)
     print("ready", flush=True)
 
     async def expect(op):
@@ -99,8 +122,26 @@ async def main():
         # The SDK tells the handler 9 s - 7 s (its ack allowance) = 2 s.
         "slow": await call("slow", "", response_timeout=9),
     }
-    if "ok" in results["max"]:
-        results["max"]["ok"] = len(results["max"]["ok"])
+    if V2:
+        results["large"] = await call("large", "L" * 100_000)
+        # Malformed version 2 requests: no request id, a version we do not speak, a
+        # stream its sender aborts. The client must survive them and still answer.
+        base = {"lk.rpc_request_method": "echo", "lk.rpc_request_response_timeout_ms": "5000"}
+        await lp.send_text("x", topic="lk.rpc_request", destination_identities=[APP],
+                           attributes={**base, "lk.rpc_request_version": "2"})
+        await lp.send_text("x", topic="lk.rpc_request", destination_identities=[APP],
+                           attributes={**base, "lk.rpc_request_version": "7",
+                                       "lk.rpc_request_id": "bad-version"})
+        w = await lp.stream_text(topic="lk.rpc_request", destination_identities=[APP],
+                                 attributes={**base, "lk.rpc_request_version": "2",
+                                             "lk.rpc_request_id": "aborted"})
+        await w.write("par")
+        await w.aclose(reason="caller gave up")
+        await lp.send_bytes(b"\xff", topic="lk.rpc_request", destination_identities=[APP])
+        results["after_malformed"] = await call("echo", "still there")
+    for k in ("max", "big", "large"):
+        if k in results and "ok" in results[k]:
+            results[k]["ok"] = len(results[k]["ok"])
     await send(op="rpc", results=results)
 
     await lp.send_text("hi from the agent ✓", topic="lk.chat", attributes={"lk.test": "1"},
@@ -126,6 +167,7 @@ async def main():
         await asyncio.sleep(0.05)
     app = room.remote_participants.get(APP)
     await send(op="seen", chats=chats, app_attr_events=app_attr_events,
+               app_client_protocol=app._info.client_protocol if app else None,
                app_attributes=dict(app.attributes) if app else None,
                app_metadata=app.metadata if app else None)
     await expect("exit")

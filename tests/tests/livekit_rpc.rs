@@ -2,6 +2,11 @@
 //! official-SDK peer that acts like a LiveKit agent (`tests/py/agent_peer.py`):
 //! `outpost-room` and the peer in one network namespace, the Rust client (entered
 //! with `setns`) in the other. Needs root, iproute2 and the venv.
+//!
+//! Run twice: with RPC version 2 (the default: we advertise `client_protocol` 1, the
+//! SDK advertises 2, both sides carry payloads in data streams) and with it turned off
+//! (we advertise 0, and the SDK falls back to version 1 packets towards us, as it does
+//! with any client that does not speak version 2).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::collections::HashMap;
@@ -45,11 +50,12 @@ struct Client {
 }
 
 impl Client {
-    async fn connect(url: &str, identity: &str, update_own_metadata: bool) -> Client {
+    async fn connect(url: &str, identity: &str, update_own_metadata: bool, v2: bool) -> Client {
         let (room, events) = Room::connect(url, &token(identity, update_own_metadata), {
             // Answered from the moment we join: the agent calls it as soon as it
             // sees us, without retrying.
-            let o = RoomOptions::default().assistant("agent");
+            let mut o = RoomOptions::default().assistant("agent");
+            o.rpc_v2 = v2;
             o.rpc_methods.register("early", |inv| async move {
                 Ok(format!("early:{}", inv.payload))
             });
@@ -144,7 +150,7 @@ impl Drop for Dropped {
     }
 }
 
-fn start_agent(env: &Env) -> Proc {
+fn start_agent(env: &Env, v2: bool) -> Proc {
     let py = python::python().expect("the venv");
     let mut cmd = env.pair.server_command(&py);
     cmd.arg(python::scripts_dir().join("agent_peer.py"))
@@ -152,6 +158,7 @@ fn start_agent(env: &Env) -> Proc {
         .env("LK_URL", &env.server.url)
         .env("LK_ROOM", ROOM)
         .env("LK_APP", "app")
+        .env("LK_RPC", if v2 { "v2" } else { "v1" })
         .env("PYTHONWARNINGS", "ignore");
     let mut proc = Proc::spawn("agent_peer", cmd).expect("agent peer");
     proc.wait_for_line("ready", Duration::from_secs(30))
@@ -160,14 +167,32 @@ fn start_agent(env: &Env) -> Proc {
 }
 
 #[test]
-fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
+fn rpc_v2_text_streams_and_attributes_with_an_official_sdk_agent() {
+    run(true);
+}
+
+#[test]
+fn rpc_v1_with_an_official_sdk_agent_when_we_do_not_advertise_v2() {
+    run(false);
+}
+
+fn run(v2: bool) {
+    // RUST_LOG=outpost_livekit=info shows how the malformed RPC streams were handled.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let env = Env::start(Path::new(BIN)).expect("namespaces and server");
-    let agent = start_agent(&env);
+    let agent = start_agent(&env, v2);
     let url = env.server.url.clone();
     let result = in_netns(&env.pair.client_ns.clone(), move || async move {
-        let mut c = Client::connect(&url, "app", true).await;
+        let mut c = Client::connect(&url, "app", true, v2).await;
         c.wait_for("the agent", |e| matches!(e, RoomEvent::AssistantJoined(_)))
             .await;
+        // outpost-room relays the client_protocol each side advertised: the SDK 1.2.1
+        // advertises 2 (RPC version 2 and data streams version 2).
+        let agent_protocol = c.room.assistant().unwrap().client_protocol;
+        assert!(agent_protocol >= 1, "the SDK advertised {agent_protocol}");
 
         // Our methods, called by the SDK's perform_rpc.
         c.room.register_rpc_method("echo", |inv| async move {
@@ -184,6 +209,9 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
             .register_rpc_method("big", |_inv| async move { Ok("x".repeat(15_361)) });
         c.room
             .register_rpc_method("max", |_inv| async move { Ok("y".repeat(15_360)) });
+        c.room.register_rpc_method("large", |inv| async move {
+            Ok(format!("{}:{}", inv.payload.len(), "r".repeat(100_000)))
+        });
         c.room.register_rpc_method("panic", |inv| async move {
             if inv.payload.is_empty() {
                 panic!("a handler bug");
@@ -221,8 +249,16 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
         assert_eq!(r["fail"]["code"], 2001);
         assert_eq!(r["fail"]["message"], "tool failed");
         assert_eq!(r["fail"]["data"], r#"{"seed":"EXECUTION_ERROR"}"#);
-        assert_eq!(r["big"]["code"], 1504);
-        assert_eq!(r["big"]["message"], "Response payload too large");
+        if v2 {
+            // Version 2 has no 15 KiB limit, either way.
+            assert_eq!(r["big"]["ok"], 15_361);
+            assert_eq!(r["large"]["ok"], "100000:".len() + 100_000);
+            // Malformed request streams were refused or dropped; we still answer.
+            assert_eq!(r["after_malformed"]["ok"], "app-echo:agent:still there");
+        } else {
+            assert_eq!(r["big"]["code"], 1504);
+            assert_eq!(r["big"]["message"], "Response payload too large");
+        }
         assert_eq!(r["max"]["ok"], 15_360);
         assert_eq!(r["panic"]["code"], 1500);
         assert_eq!(r["slow"]["code"], 1502);
@@ -345,15 +381,48 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
             unknown.built_in_code(),
             Some(RpcErrorCode::UnsupportedMethod)
         );
-        let too_big = c
+        let over_v1 = c
             .room
             .perform_rpc(PerformRpc::new("agent", "agent.echo", "z".repeat(15_361)))
+            .await;
+        if v2 {
+            assert_eq!(
+                over_v1,
+                Ok(format!("agent-echo:app:{}", "z".repeat(15_361)))
+            );
+            let large = c
+                .room
+                .perform_rpc(PerformRpc::new("agent", "agent.large", "q".repeat(50_000)))
+                .await
+                .unwrap();
+            assert_eq!(large, format!("50000:{}", "A".repeat(300_000)));
+            // A response stream the agent aborts half-way fails the call, and says why.
+            let bad = c
+                .room
+                .perform_rpc(PerformRpc::new("agent", "agent.bad_response", ""))
+                .await
+                .unwrap_err();
+            assert_eq!(bad.built_in_code(), Some(RpcErrorCode::ApplicationError));
+            assert!(
+                bad.data.as_deref().unwrap_or("").contains("agent gave up"),
+                "{bad:?}"
+            );
+        } else {
+            assert_eq!(
+                over_v1.unwrap_err().built_in_code(),
+                Some(RpcErrorCode::RequestPayloadTooLarge)
+            );
+        }
+        let started = std::time::Instant::now();
+        let slow = c
+            .room
+            .perform_rpc(
+                PerformRpc::new("agent", "agent.slow", "").response_timeout(Duration::from_secs(3)),
+            )
             .await
             .unwrap_err();
-        assert_eq!(
-            too_big.built_in_code(),
-            Some(RpcErrorCode::RequestPayloadTooLarge)
-        );
+        assert_eq!(slow.built_in_code(), Some(RpcErrorCode::ResponseTimeout));
+        assert!(started.elapsed() < Duration::from_secs(6));
         let ghost = c
             .room
             .perform_rpc(
@@ -374,6 +443,7 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
         );
         assert_eq!(seen["app_attributes"], json!({"outpost.mode": "agents"}));
         assert_eq!(seen["app_metadata"], "m-app");
+        assert_eq!(seen["app_client_protocol"], if v2 { 1 } else { 0 });
         assert!(
             seen["app_attr_events"]
                 .as_array()
@@ -383,7 +453,7 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
         c.ctl("exit").await;
 
         // Without the token grant the server refuses, and says why.
-        let other = Client::connect(&url, "app-2", false).await;
+        let other = Client::connect(&url, "app-2", false, v2).await;
         let refused = other
             .room
             .set_attributes(attrs(&[("lk.agent.state", "forged")]))
@@ -394,6 +464,16 @@ fn rpc_text_streams_and_attributes_with_an_official_sdk_agent() {
             "{refused:?}"
         );
         other.room.leave().await.unwrap();
+        // RPC streams are never shown to the application.
+        while let Ok(ev) = c.events.try_recv() {
+            c.backlog.push(ev);
+        }
+        assert!(
+            !c.backlog.iter().any(
+                |e| matches!(e, RoomEvent::StreamOpened(r) if r.info.topic.starts_with("lk.rpc_"))
+            ),
+            "an RPC stream reached the application"
+        );
         c.room.leave().await.unwrap();
         Ok::<(), anyhow::Error>(())
     });

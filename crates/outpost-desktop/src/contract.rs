@@ -589,15 +589,14 @@ pub struct ToolInfo {
 pub struct McpServerInfo {
     /// Its name (`mcp__NAME__tool`).
     pub name: String,
-    /// `stdio` or `http`.
-    pub transport: String,
+    /// How Outpost talks to it.
+    pub transport: McpTransport,
     /// The command and its arguments, or the URL.
     pub target: String,
     /// Started at connect.
     pub enabled: bool,
-    /// `running`, `starting`, `crashed` (waiting to restart), `stopped` (no session, or
-    /// stopped), `disabled`.
-    pub status: String,
+    /// How it is doing.
+    pub status: McpServerStatus,
     /// Tools it offers now.
     pub tool_count: u32,
     /// Why it last failed, if it did.
@@ -841,6 +840,32 @@ impl ToolCardStatus {
 }
 
 closed_set! {
+    /// `McpServerInfo` `transport`.
+    McpTransport {
+        /// A child process on stdin/stdout.
+        Stdio,
+        /// Streamable HTTP.
+        Http,
+    }
+}
+
+closed_set! {
+    /// `McpServerInfo` `status`.
+    McpServerStatus {
+        /// Connected, its tools offered.
+        Running,
+        /// Being started (at connect, or after `set_enabled`).
+        Starting,
+        /// Failed; waiting to restart.
+        Crashed,
+        /// No session, or stopped.
+        Stopped,
+        /// Turned off in `mcp.toml`.
+        Disabled,
+    }
+}
+
+closed_set! {
     /// `ToolProgress` `state`.
     ToolProgressState {
         /// Waiting for the user's answer.
@@ -977,6 +1002,8 @@ pub fn typescript() -> String {
         Settings,
         ConnectionTestResult,
         ToolInfo,
+        McpTransport,
+        McpServerStatus,
         McpServerInfo,
         McpServerDraft,
         McpImportPreview,

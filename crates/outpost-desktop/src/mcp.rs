@@ -21,7 +21,7 @@ use outpost_mcp::{
 use crate::config::Paths;
 use crate::contract::{
     AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
-    ToolRule,
+    McpServerStatus, McpTransport, ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -265,13 +265,13 @@ fn save(paths: &Paths, cfg: &McpConfig) -> Result<()> {
     cfg.save(&config_file(paths)).map_err(mcp_err)
 }
 
-fn status_word(s: &ServerStatus) -> &'static str {
+fn status_of(s: &ServerStatus) -> McpServerStatus {
     match s {
-        ServerStatus::Running => "running",
-        ServerStatus::Starting => "starting",
-        ServerStatus::Restarting { .. } => "crashed",
-        ServerStatus::Disabled => "disabled",
-        _ => "stopped",
+        ServerStatus::Running => McpServerStatus::Running,
+        ServerStatus::Starting => McpServerStatus::Starting,
+        ServerStatus::Restarting { .. } => McpServerStatus::Crashed,
+        ServerStatus::Disabled => McpServerStatus::Disabled,
+        _ => McpServerStatus::Stopped,
     }
 }
 
@@ -279,23 +279,23 @@ fn info(name: &str, cfg: &ServerConfig, host: Option<&McpHost>, paths: &Paths) -
     let state = host.and_then(|h| h.snapshot().get(name).cloned());
     let (status, tool_count, last_error) = match &state {
         Some(st) => (
-            status_word(&st.status),
+            status_of(&st.status),
             u32::try_from(st.tools.len()).unwrap_or(u32::MAX),
             st.last_error.clone(),
         ),
-        None if cfg.enabled => ("stopped", 0, None),
-        None => ("disabled", 0, None),
+        None if cfg.enabled => (McpServerStatus::Stopped, 0, None),
+        None => (McpServerStatus::Disabled, 0, None),
     };
     let (transport, has_log) = match &cfg.transport {
-        Transport::Stdio { .. } => ("stdio", log_file(paths, name).is_file()),
-        Transport::Http { .. } => ("http", false),
+        Transport::Stdio { .. } => (McpTransport::Stdio, log_file(paths, name).is_file()),
+        Transport::Http { .. } => (McpTransport::Http, false),
     };
     McpServerInfo {
         name: name.to_owned(),
-        transport: transport.into(),
+        transport,
         target: cfg.describe(),
         enabled: cfg.enabled,
-        status: status.into(),
+        status,
         tool_count,
         last_error,
         has_log,
@@ -746,8 +746,8 @@ mod tests {
         assert!(list(&p, None).unwrap().is_empty());
         let a = add(&p, None, &secrets, &draft("everything", "npx", "")).unwrap();
         assert_eq!(
-            (a.status.as_str(), a.target.as_str()),
-            ("stopped", "npx -y srv")
+            (a.status, a.transport, a.target.as_str()),
+            (McpServerStatus::Stopped, McpTransport::Stdio, "npx -y srv")
         );
         add(
             &p,
@@ -766,7 +766,10 @@ mod tests {
         let cfg = McpConfig::load(&config_file(&p)).unwrap();
         assert_eq!(cfg.servers["remote"].describe(), "http://127.0.0.1:9/mcp");
         let off = set_enabled(&p, None, "everything", false).unwrap();
-        assert_eq!((off.enabled, off.status.as_str()), (false, "disabled"));
+        assert_eq!(
+            (off.enabled, off.status),
+            (false, McpServerStatus::Disabled)
+        );
         assert!(!McpConfig::load(&config_file(&p)).unwrap().servers["everything"].enabled);
         assert_eq!(log(&p, "everything").unwrap(), "");
         let dir = config::log_dir(&p.data_dir);

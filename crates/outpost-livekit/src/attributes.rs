@@ -93,6 +93,7 @@ mod tests {
             kind: ParticipantKind::Agent,
             metadata: metadata.into(),
             attributes: map(attributes),
+            client_protocol: 0,
         }
     }
 

@@ -87,12 +87,17 @@ pub(crate) struct Shared {
 impl Shared {
     /// A connected room whose local participant is `me` (sid `PA_me`), for unit tests.
     pub(crate) fn for_tests() -> Arc<Self> {
+        Self::for_tests_with(crate::rpc::Rpc::default())
+    }
+
+    /// The same, with this RPC state.
+    pub(crate) fn for_tests_with(rpc: crate::rpc::Rpc) -> Arc<Self> {
         let shared = Arc::new(Self {
             outbox: Arc::new(Outbox::default()),
             state: watch::channel(ConnectionState::Connected).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::default(),
+            rpc,
         });
         shared.roster().local = Some(Participant {
             sid: "PA_me".into(),
@@ -101,6 +106,7 @@ impl Shared {
             kind: ParticipantKind::Standard,
             metadata: String::new(),
             attributes: HashMap::new(),
+            client_protocol: 0,
         });
         shared
     }
@@ -255,6 +261,11 @@ impl Engine {
             &self.token,
             self.opts.connect_timeout,
             self.opts.auto_subscribe,
+            if self.opts.rpc_v2 {
+                crate::rpc::CLIENT_PROTOCOL_RPC_V2
+            } else {
+                0
+            },
         )
         .await?;
         let config = WireConfig {
@@ -928,6 +939,16 @@ impl Engine {
                     .assistant
                     .as_ref()
                     .is_some_and(|a| &a.identity == sender);
+                if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
+                    // RPC version 2: read by the RPC layer, never shown as a stream, and
+                    // taken from anyone (as version 1 packets are) within the per-sender
+                    // stream limits. The handler decides who may call.
+                    let reader = self
+                        .receivers
+                        .on_header(sender, assistant, h, Instant::now());
+                    crate::rpc::on_stream(&self.shared, sender, reader);
+                    return;
+                }
                 if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
                     // find no stream and are ignored.
@@ -1152,6 +1173,7 @@ impl Engine {
             kind: ParticipantKind::Standard,
             metadata: String::new(),
             attributes: HashMap::new(),
+            client_protocol: 0,
         });
         let (stream, task) = crate::audio::spawn_receiver(track);
         if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {

@@ -27,7 +27,8 @@
 //! - `outbox`: the ordered reliable send queue that survives reconnects.
 //! - [`streams`]: LiveKit data streams (header / 15 000-byte chunks / trailer).
 //! - [`text`]: text stream readers that yield text as it arrives.
-//! - [`rpc`]: LiveKit RPC (version 1): method handlers and `perform_rpc`.
+//! - [`rpc`]: LiveKit RPC (version 1 packets, version 2 over data streams): method
+//!   handlers and `perform_rpc`.
 //! - `attributes`: participant name/metadata/attribute changes as events.
 //! - [`token`]: token endpoints (LiveKit's token-server convention).
 //! - [`audio`]: audio tracks: [`LocalAudioTrack`] (PCM in, Opus RTP out) and
@@ -41,8 +42,8 @@
 //!   the subscriber) and what connection events mean for the engine.
 //!
 //! Not implemented: video, single peer connection mode (`/rtc/v1`; the
-//! signal client falls back to `/rtc` like the official SDKs), RPC version 2 (over
-//! data streams), end-to-end encryption, compressed streams.
+//! signal client falls back to `/rtc` like the official SDKs), data streams version 2
+//! (`client_protocol` 2), end-to-end encryption, compressed streams.
 
 pub mod audio;
 pub mod error;

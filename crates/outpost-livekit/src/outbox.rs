@@ -91,10 +91,20 @@ impl Outbox {
         self.lock().pending.len()
     }
 
-    /// Takes every queued packet (tests inspect what would be sent).
+    /// Takes every queued packet (tests inspect what would be sent); senders waiting
+    /// for them are told they were handed to the transport.
     #[cfg(test)]
     pub(crate) fn take_pending(&self) -> Vec<Bytes> {
-        self.lock().pending.drain(..).map(|o| o.bytes).collect()
+        let taken: Vec<Out> = self.lock().pending.drain(..).collect();
+        taken
+            .into_iter()
+            .map(|o| {
+                if let Some(done) = o.done {
+                    let _ = done.send(Ok(()));
+                }
+                o.bytes
+            })
+            .collect()
     }
 
     /// Keeps only the newest in-flight packets that cover `outstanding` bytes.

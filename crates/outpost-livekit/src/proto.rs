@@ -78,6 +78,7 @@ pub(crate) fn participant(info: &ParticipantInfo) -> Participant {
         kind,
         metadata: info.metadata.clone(),
         attributes: info.attributes.clone(),
+        client_protocol: info.client_protocol,
     }
 }
 

@@ -61,6 +61,11 @@ pub struct RoomOptions {
     /// RPC methods answered from the moment the room is joined (more can be added
     /// later with [`Room::register_rpc_method`]). Empty by default.
     pub rpc_methods: RpcMethods,
+    /// Speak RPC version 2 (payloads in data streams, no 15 KiB limit): advertise
+    /// `client_protocol` 1 so that peers call us with it, and call peers that
+    /// advertise it with it. On by default; off, we advertise 0 and use version 1
+    /// only, as clients without it do. Version 1 requests are answered either way.
+    pub rpc_v2: bool,
     /// Subscribe to every remote track (audio arrives as
     /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
     /// decodes nothing.
@@ -84,6 +89,7 @@ impl Default for RoomOptions {
             leave_flush_timeout: Duration::from_secs(2),
             extra_root_ca_pem: Vec::new(),
             rpc_methods: RpcMethods::default(),
+            rpc_v2: true,
             auto_subscribe: false,
         }
     }
@@ -150,7 +156,7 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods),
+            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods, options.rpc_v2),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
@@ -379,9 +385,10 @@ impl Room {
     }
 
     /// Registers the handler for RPC `method` (replacing any earlier one). Each call
-    /// is acknowledged at once and answered with what the handler returns: a payload
-    /// (at most [`crate::rpc::MAX_PAYLOAD_BYTES`], or the caller gets
-    /// `RESPONSE_PAYLOAD_TOO_LARGE`) or an [`RpcError`]. The handler runs in its own
+    /// is acknowledged at once and answered with what the handler returns, in the
+    /// RPC version the call came in: a payload (for version 1 at most
+    /// [`crate::rpc::MAX_PAYLOAD_BYTES`], or the caller gets
+    /// `RESPONSE_PAYLOAD_TOO_LARGE`; version 2 has no limit) or an [`RpcError`]. The handler runs in its own
     /// task and is dropped at [`RpcInvocation::deadline`] (the caller's response
     /// timeout; the caller then gets `RESPONSE_TIMEOUT`), when the caller leaves, or
     /// when the room closes. Calls for methods without a handler get
@@ -410,9 +417,11 @@ impl Room {
 
     /// Calls an RPC method on another participant and returns its response payload,
     /// or an [`RpcError`]: the remote handler's, or a built-in one
-    /// (`REQUEST_PAYLOAD_TOO_LARGE`, `CONNECTION_TIMEOUT` without an ack,
+    /// (`REQUEST_PAYLOAD_TOO_LARGE` over version 1's limit, `CONNECTION_TIMEOUT` without an ack,
     /// `RESPONSE_TIMEOUT`, `RECIPIENT_DISCONNECTED`, `SEND_FAILED`,
-    /// `UNSUPPORTED_SERVER` below server version 1.8.0).
+    /// `UNSUPPORTED_SERVER` below server version 1.8.0, `APPLICATION_ERROR` when a
+    /// version 2 response stream fails). Uses version 2 (no payload limit) when the
+    /// destination advertised `client_protocol` ≥ 1 and [`RoomOptions::rpc_v2`] is on.
     pub async fn perform_rpc(&self, call: PerformRpc) -> std::result::Result<String, RpcError> {
         crate::rpc::perform(&self.inner.shared, call).await
     }

@@ -33,17 +33,23 @@ impl std::fmt::Debug for Signal {
 pub(crate) type Events = SignalEvents;
 pub(crate) use livekit_signaling::SignalEvent as Event;
 
-fn options(single_pc: bool, connect_timeout: Duration, auto_subscribe: bool) -> SignalOptions {
+fn options(
+    single_pc: bool,
+    connect_timeout: Duration,
+    auto_subscribe: bool,
+    client_protocol: i32,
+) -> SignalOptions {
     let mut o = SignalOptions::default();
     o.auto_subscribe = auto_subscribe;
     o.adaptive_stream = false;
     o.single_peer_connection = single_pc;
     o.connect_timeout = connect_timeout;
     o.protocol_version = PROTOCOL;
-    // We implement neither compressed streams nor RPC v2, so we must not advertise
-    // them: peers would send us what we cannot read.
+    // We read neither compressed streams nor data streams version 2 (client_protocol
+    // 2), so we must not advertise them: peers would send us what we cannot read.
+    // RPC version 2 (client_protocol 1) we do speak, unless the caller turned it off.
     o.client_capabilities = Vec::new();
-    o.client_protocol = 0;
+    o.client_protocol = client_protocol;
     o.sdk_options.sdk = "rust".to_owned();
     o.sdk_options.sdk_version = Some(format!("outpost-livekit-{}", env!("CARGO_PKG_VERSION")));
     o
@@ -112,11 +118,12 @@ impl Signal {
         token: &str,
         connect_timeout: Duration,
         auto_subscribe: bool,
+        client_protocol: i32,
     ) -> Result<(Self, JoinResponse, Events), Error> {
         let (client, join, events) = SignalClient::connect(
             url,
             token,
-            options(false, connect_timeout, auto_subscribe),
+            options(false, connect_timeout, auto_subscribe, client_protocol),
             None,
         )
         .await

@@ -31,6 +31,11 @@ pub struct Participant {
     pub metadata: String,
     /// Participant attributes.
     pub attributes: HashMap<String, String>,
+    /// The `client_protocol` its SDK advertised when it joined (as the server relays it
+    /// in `ParticipantInfo`): 0 = RPC version 1 only, 1 = RPC version 2 over data
+    /// streams, 2 = also data streams version 2. Calls to it use RPC version 2 when
+    /// this is at least 1.
+    pub client_protocol: i32,
 }
 
 /// A user data packet received from another participant.

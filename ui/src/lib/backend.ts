@@ -80,9 +80,6 @@ export type UiEventType = UiEvent['type'];
 /** How a form from an MCP server is answered. */
 export type ElicitationAction = 'accept' | 'decline' | 'cancel';
 
-/** `McpServerInfo.status`. */
-export type McpServerStatus = 'running' | 'starting' | 'crashed' | 'stopped' | 'disabled';
-
 export type SecretName = 'livekit_token';
 
 /** The one error shape of every command. */

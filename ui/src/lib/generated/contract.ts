@@ -652,15 +652,19 @@ destructive: boolean,
  */
 openWorld: boolean, };
 
+export type McpTransport = "stdio" | "http";
+
+export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled";
+
 export type McpServerInfo = { 
 /**
  * Its name (`mcp__NAME__tool`).
  */
 name: string, 
 /**
- * `stdio` or `http`.
+ * How Outpost talks to it.
  */
-transport: string, 
+transport: McpTransport, 
 /**
  * The command and its arguments, or the URL.
  */
@@ -670,10 +674,9 @@ target: string,
  */
 enabled: boolean, 
 /**
- * `running`, `starting`, `crashed` (waiting to restart), `stopped` (no session, or
- * stopped), `disabled`.
+ * How it is doing.
  */
-status: string, 
+status: McpServerStatus, 
 /**
  * Tools it offers now.
  */

@@ -1,19 +1,25 @@
-//! RPC between participants as LiveKit defines it (version 1: one data packet each
-//! way), both sides:
+//! RPC between participants as LiveKit defines it, both sides, in both versions:
+//!
+//! - **Version 1**: one data packet each way (`RpcRequest`, `RpcAck`, `RpcResponse`),
+//!   payloads limited to [`MAX_PAYLOAD_BYTES`] each way.
+//! - **Version 2**: the request payload travels as a text stream on topic
+//!   [`REQUEST_TOPIC`] whose attributes carry the request id, method, response
+//!   timeout and version; a successful answer as a text stream on
+//!   [`RESPONSE_TOPIC`] carrying the request id. Acks and error answers stay version 1
+//!   packets. Payloads have no RPC limit (the stream limits apply). A caller uses
+//!   version 2 when the callee advertised `client_protocol` ≥ 1
+//!   ([`CLIENT_PROTOCOL_RPC_V2`]) in its join; we advertise it unless
+//!   [`crate::RoomOptions::rpc_v2`] is off.
 //!
 //! - Answering: methods registered with [`crate::Room::register_rpc_method`]. An
-//!   incoming `RpcRequest` is acknowledged with an `RpcAck` at once, then answered
-//!   with one `RpcResponse` carrying the handler's payload or an [`RpcError`]. The
-//!   handler runs in its own task under the caller's `response_timeout`; when that
-//!   passes the handler is dropped and the caller gets `RESPONSE_TIMEOUT` (what the
-//!   official Python SDK does).
-//! - Calling: [`crate::Room::perform_rpc`] sends an `RpcRequest` and waits for the ack
+//!   incoming request is acknowledged with an `RpcAck` at once, then answered with the
+//!   handler's payload (in the request's version) or an [`RpcError`]. The handler runs
+//!   in its own task under the caller's `response_timeout` (for version 2 that
+//!   includes reading the request stream); when that passes the handler is dropped
+//!   and the caller gets `RESPONSE_TIMEOUT` (what the official Python SDK does).
+//! - Calling: [`crate::Room::perform_rpc`] sends the request and waits for the ack
 //!   (`max_round_trip_latency`) and then the response (`response_timeout`), with the
 //!   official SDKs' errors for each way it can fail.
-//!
-//! Payloads are limited to [`MAX_PAYLOAD_BYTES`] each way, with LiveKit's error codes.
-//! RPC version 2 (payloads over `lk.rpc_request` / `lk.rpc_response` text streams) is
-//! not implemented; we advertise `client_protocol = 0`, so SDK peers use version 1.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -28,13 +34,28 @@ use crate::engine::Shared;
 use crate::proto::{
     self, RpcAck, RpcErrorPacket, RpcRequest, RpcResponse, data_packet, rpc_response,
 };
+use crate::streams::{Sink, StreamKind, StreamOptions, StreamReader, StreamWriter};
 
-/// Largest request or response payload, in bytes (LiveKit's RPC v1 limit, 15 KiB).
+/// Largest request or response payload of RPC version 1, in bytes (15 KiB). Version 2
+/// has no such limit.
 pub const MAX_PAYLOAD_BYTES: usize = 15_360;
 /// Longest error message sent; longer ones are cut (as the official SDKs do).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 256;
-/// The RPC version we speak.
-const VERSION: u32 = 1;
+/// The `client_protocol` a client advertises when it takes RPC version 2 requests
+/// (LiveKit's `CLIENT_PROTOCOL_DATA_STREAM_RPC`).
+pub const CLIENT_PROTOCOL_RPC_V2: i32 = 1;
+/// Text stream topic of version 2 requests.
+pub const REQUEST_TOPIC: &str = "lk.rpc_request";
+/// Text stream topic of version 2 successful responses.
+pub const RESPONSE_TOPIC: &str = "lk.rpc_response";
+/// Version 2 request stream attributes (the response stream carries only the id).
+const ATTR_REQUEST_ID: &str = "lk.rpc_request_id";
+const ATTR_METHOD: &str = "lk.rpc_request_method";
+const ATTR_RESPONSE_TIMEOUT_MS: &str = "lk.rpc_request_response_timeout_ms";
+const ATTR_VERSION: &str = "lk.rpc_request_version";
+/// The `version` of a request packet, and of a request stream's version attribute.
+const VERSION_V1: u32 = 1;
+const VERSION_V2: u32 = 2;
 /// Incoming requests handled at once; more are answered with an error at once.
 const MAX_RUNNING: usize = 64;
 /// Used when a request carries no response timeout.
@@ -52,7 +73,7 @@ pub enum RpcErrorCode {
     ResponseTimeout,
     /// 1503: the other side left (or we did) before answering.
     RecipientDisconnected,
-    /// 1504: the handler's response is over [`MAX_PAYLOAD_BYTES`].
+    /// 1504: the handler's response is over [`MAX_PAYLOAD_BYTES`] (version 1).
     ResponsePayloadTooLarge,
     /// 1505: the request could not be sent.
     SendFailed,
@@ -60,7 +81,7 @@ pub enum RpcErrorCode {
     UnsupportedMethod,
     /// 1401: no such participant.
     RecipientNotFound,
-    /// 1402: the request payload is over [`MAX_PAYLOAD_BYTES`].
+    /// 1402: the request payload is over [`MAX_PAYLOAD_BYTES`] (version 1).
     RequestPayloadTooLarge,
     /// 1403: the server is older than 1.8.0.
     UnsupportedServer,
@@ -210,7 +231,8 @@ pub struct PerformRpc {
     pub destination_identity: String,
     /// Method name.
     pub method: String,
-    /// Request payload (at most [`MAX_PAYLOAD_BYTES`]).
+    /// Request payload (at most [`MAX_PAYLOAD_BYTES`] when the call goes out as
+    /// version 1; no limit with version 2).
     pub payload: String,
     /// How long to wait for the response once the request is acknowledged
     /// (default 15 s, as the official SDKs).
@@ -326,6 +348,8 @@ pub(crate) struct Rpc {
     running: Mutex<HashMap<(String, String), tokio::task::AbortHandle>>,
     /// `ServerInfo.version` from the last join response.
     server_version: Mutex<Option<String>>,
+    /// Whether calls may use version 2 (and we advertise it).
+    v2: bool,
 }
 
 impl std::fmt::Debug for Rpc {
@@ -364,10 +388,12 @@ fn server_supports_rpc(version: &str) -> bool {
 }
 
 impl Rpc {
-    /// The room's RPC state, answering from `methods` (shared, not copied).
-    pub(crate) fn with_methods(methods: &RpcMethods) -> Self {
+    /// The room's RPC state, answering from `methods` (shared, not copied); calls use
+    /// version 2 towards peers that take it when `v2` is set.
+    pub(crate) fn with_methods(methods: &RpcMethods, v2: bool) -> Self {
         Self {
             handlers: methods.clone(),
+            v2,
             ..Self::default()
         }
     }
@@ -410,19 +436,9 @@ impl Rpc {
     /// An `RpcResponse` from `sender`. A response without its ack counts as both.
     /// Late responses (the call gave up) are ignored.
     pub(crate) fn on_response(&self, sender: &str, resp: RpcResponse) {
-        let mut pending = lock(&self.pending);
-        let Some(p) = pending.get(&resp.request_id) else {
-            tracing::debug!(request = %resp.request_id, "RPC response for an unknown or expired request; ignored");
-            return;
-        };
-        if p.destination != sender {
-            tracing::warn!(request = %resp.request_id, from = sender, "RPC response from a participant we did not call; ignored");
+        if !self.expects(sender, &resp.request_id) {
             return;
         }
-        let Some(mut p) = pending.remove(&resp.request_id) else {
-            return;
-        };
-        drop(pending);
         let result = match resp.value {
             Some(rpc_response::Value::Payload(s)) => Ok(s),
             Some(rpc_response::Value::Error(e)) => Err(RpcError::from_packet(e)),
@@ -431,6 +447,33 @@ impl Rpc {
                 Some("compressed RPC payloads are not supported".into()),
             )),
             None => Ok(String::new()),
+        };
+        self.complete(sender, &resp.request_id, result);
+    }
+
+    /// Whether `request_id` is a call of ours to `sender` still waiting for its answer.
+    fn expects(&self, sender: &str, request_id: &str) -> bool {
+        match lock(&self.pending).get(request_id) {
+            None => {
+                tracing::debug!(request = %request_id, "RPC response for an unknown or expired request; ignored");
+                false
+            }
+            Some(p) if p.destination != sender => {
+                tracing::warn!(request = %request_id, from = sender, "RPC response from a participant we did not call; ignored");
+                false
+            }
+            Some(_) => true,
+        }
+    }
+
+    /// Ends the call `request_id` to `sender` with `result`; the answer counts as the
+    /// ack too. Ignored when the call is over or went to someone else.
+    fn complete(&self, sender: &str, request_id: &str, result: Result<String, RpcError>) {
+        if !self.expects(sender, request_id) {
+            return;
+        }
+        let Some(mut p) = lock(&self.pending).remove(request_id) else {
+            return;
         };
         if let Some(tx) = p.ack.take() {
             let _ = tx.send(());
@@ -487,7 +530,22 @@ fn send(shared: &Shared, value: data_packet::Value, to: &str) -> crate::Result<(
     )
 }
 
-fn respond(shared: &Shared, caller: &str, request_id: String, result: Result<String, RpcError>) {
+/// The version a request came in, and so the one its answer goes out in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    /// `RpcResponse` packets, payload at most [`MAX_PAYLOAD_BYTES`].
+    V1,
+    /// Success as a text stream on [`RESPONSE_TOPIC`]; errors as `RpcResponse` packets.
+    V2,
+}
+
+/// Answers `request_id` from `caller` with an `RpcResponse` packet.
+fn respond_packet(
+    shared: &Shared,
+    caller: &str,
+    request_id: String,
+    result: Result<String, RpcError>,
+) {
     let value = match result {
         Ok(payload) if payload.len() > MAX_PAYLOAD_BYTES => {
             tracing::info!(request = %request_id, size = payload.len(), "RPC response over the payload limit; answering with an error");
@@ -507,30 +565,96 @@ fn respond(shared: &Shared, caller: &str, request_id: String, result: Result<Str
     }
 }
 
-/// An incoming `RpcRequest` from `caller` (the identity the server stamped): ack at
-/// once, then answer from the handler, or with an error when the request cannot be
-/// served.
+/// Sends `text` as one text stream on `topic` to `to`.
+async fn send_stream(
+    shared: &Shared,
+    to: &str,
+    topic: &str,
+    attributes: HashMap<String, String>,
+    text: &str,
+) -> crate::Result<()> {
+    let sink = Sink {
+        outbox: shared.outbox.clone(),
+        identity: local_identity(shared),
+    };
+    let options = StreamOptions {
+        topic: topic.to_owned(),
+        destination_identities: vec![to.to_owned()],
+        total_length: Some(u64::try_from(text.len()).unwrap_or(u64::MAX)),
+        attributes,
+        ..StreamOptions::default()
+    };
+    let mut w = StreamWriter::open(sink, StreamKind::Text, options)?;
+    w.write_text(text).await?;
+    w.close().await
+}
+
+/// Answers `request_id` from `caller` in `version`.
+async fn respond(
+    shared: &Shared,
+    caller: &str,
+    request_id: String,
+    version: Version,
+    result: Result<String, RpcError>,
+) {
+    match (version, result) {
+        (Version::V2, Ok(payload)) => {
+            let attributes = HashMap::from([(ATTR_REQUEST_ID.to_owned(), request_id.clone())]);
+            if let Err(e) = send_stream(shared, caller, RESPONSE_TOPIC, attributes, &payload).await
+            {
+                tracing::info!(request = %request_id, "RPC response stream not sent: {e}");
+                respond_packet(
+                    shared,
+                    caller,
+                    request_id,
+                    Err(RpcError::built_in(
+                        RpcErrorCode::SendFailed,
+                        Some(e.to_string()),
+                    )),
+                );
+            }
+        }
+        (_, result) => respond_packet(shared, caller, request_id, result),
+    }
+}
+
+/// Where a request's payload is.
+enum Payload {
+    /// In the request packet (version 1).
+    Inline(String),
+    /// In the request stream, still to be read (version 2).
+    Stream(StreamReader),
+}
+
+/// A request that passed the checks every version shares.
+struct Request {
+    id: String,
+    method: String,
+    response_timeout: Duration,
+    version: Version,
+    payload: Payload,
+}
+
+/// An incoming version 1 `RpcRequest` from `caller` (the identity the server stamped):
+/// ack at once, then answer from the handler, or with an error when the request cannot
+/// be served.
 pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
     if caller.is_empty() || req.id.is_empty() {
         tracing::debug!("RPC request without a caller identity or id; ignored");
         return;
     }
-    let ack = RpcAck {
-        request_id: req.id.clone(),
-    };
-    if let Err(e) = send(shared, data_packet::Value::RpcAck(ack), caller) {
-        tracing::debug!("RPC ack not sent: {e}");
+    if !ack(shared, caller, &req.id) {
         return;
     }
     let refuse = |code: RpcErrorCode, data: Option<String>| {
-        respond(
+        respond_packet(
             shared,
             caller,
             req.id.clone(),
             Err(RpcError::built_in(code, data)),
         );
     };
-    if req.version != VERSION {
+    if req.version != VERSION_V1 {
         return refuse(RpcErrorCode::UnsupportedVersion, None);
     }
     if req.payload.is_empty() && !req.compressed_payload.is_empty() {
@@ -543,6 +667,163 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
     if req.payload.len() > MAX_PAYLOAD_BYTES {
         return refuse(RpcErrorCode::RequestPayloadTooLarge, None);
     }
+    let response_timeout = if req.response_timeout_ms == 0 {
+        DEFAULT_RESPONSE_TIMEOUT
+    } else {
+        Duration::from_millis(u64::from(req.response_timeout_ms))
+    };
+    serve(
+        shared,
+        caller,
+        Request {
+            id: req.id,
+            method: req.method,
+            response_timeout,
+            version: Version::V1,
+            payload: Payload::Inline(req.payload),
+        },
+    );
+}
+
+/// Sends the ack for `request_id`; false when it could not be queued (the room is
+/// closed, so nothing more can be sent either).
+fn ack(shared: &Shared, caller: &str, request_id: &str) -> bool {
+    let ack = RpcAck {
+        request_id: request_id.to_owned(),
+    };
+    match send(shared, data_packet::Value::RpcAck(ack), caller) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!("RPC ack not sent: {e}");
+            false
+        }
+    }
+}
+
+/// An incoming text or byte stream on [`REQUEST_TOPIC`] or [`RESPONSE_TOPIC`] from
+/// `sender`: a version 2 request or response. Never shown to the application, as the
+/// official SDKs do not show them either. Dropping the reader frees its slot.
+pub(crate) fn on_stream(shared: &Arc<Shared>, sender: &str, reader: StreamReader) {
+    let info = &reader.info;
+    if info.kind != StreamKind::Text {
+        tracing::warn!(stream = %info.id, topic = %info.topic, from = sender, "byte stream on an RPC topic; ignored");
+        return;
+    }
+    let Some(request_id) = info
+        .attributes
+        .get(ATTR_REQUEST_ID)
+        .filter(|id| !id.is_empty())
+        .cloned()
+    else {
+        tracing::warn!(stream = %info.id, topic = %info.topic, from = sender, "RPC stream without {ATTR_REQUEST_ID}; ignored (there is nobody to answer)");
+        return;
+    };
+    if sender.is_empty() {
+        tracing::debug!("RPC stream without a sender identity; ignored");
+        return;
+    }
+    if info.topic == REQUEST_TOPIC {
+        on_request_stream(shared, sender, request_id, reader);
+    } else {
+        on_response_stream(shared, sender, request_id, reader);
+    }
+}
+
+/// A version 2 request: ack at once, check its attributes, then serve it.
+fn on_request_stream(shared: &Arc<Shared>, caller: &str, id: String, reader: StreamReader) {
+    if !ack(shared, caller, &id) {
+        return;
+    }
+    let attrs = &reader.info.attributes;
+    let refuse = |code: RpcErrorCode, data: String| {
+        tracing::info!(request = %id, from = caller, "RPC request stream refused: {data}");
+        respond_packet(
+            shared,
+            caller,
+            id.clone(),
+            Err(RpcError::built_in(code, Some(data))),
+        );
+    };
+    match attrs.get(ATTR_VERSION).map(|v| v.parse::<u32>()) {
+        Some(Ok(VERSION_V2)) => {}
+        Some(_) => {
+            return refuse(
+                RpcErrorCode::UnsupportedVersion,
+                format!(
+                    "{ATTR_VERSION} is {:?}; this client speaks version 2 on request streams",
+                    attrs.get(ATTR_VERSION).map(String::as_str).unwrap_or("")
+                ),
+            );
+        }
+        None => {
+            return refuse(
+                RpcErrorCode::UnsupportedVersion,
+                format!("the request stream has no {ATTR_VERSION} attribute"),
+            );
+        }
+    }
+    let Some(method) = attrs.get(ATTR_METHOD).cloned() else {
+        return refuse(
+            RpcErrorCode::UnsupportedMethod,
+            format!("the request stream has no {ATTR_METHOD} attribute"),
+        );
+    };
+    let response_timeout = match attrs.get(ATTR_RESPONSE_TIMEOUT_MS) {
+        None => DEFAULT_RESPONSE_TIMEOUT,
+        Some(v) => match v.parse::<u64>() {
+            Ok(0) => DEFAULT_RESPONSE_TIMEOUT,
+            Ok(ms) => Duration::from_millis(ms.min(u64::from(u32::MAX))),
+            Err(_) => {
+                return refuse(
+                    RpcErrorCode::ApplicationError,
+                    format!("{ATTR_RESPONSE_TIMEOUT_MS} is not a number of milliseconds: {v:?}"),
+                );
+            }
+        },
+    };
+    serve(
+        shared,
+        caller,
+        Request {
+            id,
+            method,
+            response_timeout,
+            version: Version::V2,
+            payload: Payload::Stream(reader),
+        },
+    );
+}
+
+/// A version 2 response: read it and end the call it answers.
+fn on_response_stream(shared: &Arc<Shared>, sender: &str, id: String, reader: StreamReader) {
+    if !shared.rpc.expects(sender, &id) {
+        return;
+    }
+    let shared = shared.clone();
+    let sender = sender.to_owned();
+    tokio::spawn(async move {
+        let result = reader.read_to_string().await.map_err(|e| {
+            tracing::info!(request = %id, "RPC response stream failed: {e}");
+            RpcError::built_in(
+                RpcErrorCode::ApplicationError,
+                Some(format!("could not read the response stream: {e}")),
+            )
+        });
+        shared.rpc.complete(&sender, &id, result);
+    });
+}
+
+/// Runs the handler for an acknowledged request and answers it; refuses it at once
+/// when it has no handler or too many are running.
+fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
+    let refuse = |code: RpcErrorCode, data: Option<String>| {
+        respond_packet(
+            shared,
+            caller,
+            req.id.clone(),
+            Err(RpcError::built_in(code, data)),
+        );
+    };
     let Some(handler) = lock(&shared.rpc.handlers.handlers)
         .get(&req.method)
         .cloned()
@@ -562,40 +843,71 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
         tracing::debug!(request = %req.id, "duplicate RPC request; ignored");
         return;
     }
-    let response_timeout = if req.response_timeout_ms == 0 {
-        DEFAULT_RESPONSE_TIMEOUT
-    } else {
-        Duration::from_millis(u64::from(req.response_timeout_ms))
-    };
-    let deadline = Instant::now() + response_timeout;
-    let invocation = RpcInvocation {
-        request_id: req.id.clone(),
-        caller_identity: caller.to_owned(),
-        method: req.method,
-        payload: req.payload,
-        response_timeout,
-        deadline,
-    };
+    let deadline = Instant::now() + req.response_timeout;
     let shared2 = shared.clone();
     let caller2 = caller.to_owned();
     let key2 = key.clone();
+    let request_id = req.id.clone();
     let task = tokio::spawn(async move {
-        // The handler runs in its own task so that a panic in it becomes an
-        // APPLICATION_ERROR answer instead of taking this task down unanswered.
-        let work = tokio::spawn(handler(invocation));
-        let _guard = AbortOnDrop(work.abort_handle());
-        let result = match tokio::time::timeout_at(deadline, work).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => {
-                tracing::warn!(request = %key2.1, "RPC handler failed: {e}");
-                Err(RpcError::built_in(RpcErrorCode::ApplicationError, None))
+        let Request {
+            id,
+            method,
+            response_timeout,
+            version,
+            payload,
+        } = req;
+        let work = async move {
+            let payload = match payload {
+                Payload::Inline(p) => p,
+                Payload::Stream(reader) => match reader.read_to_string().await {
+                    Ok(p) => p,
+                    Err(e) => {
+                        tracing::info!(request = %request_id, "RPC request stream failed: {e}");
+                        return Err(RpcError::built_in(
+                            RpcErrorCode::ApplicationError,
+                            Some(format!("could not read the request stream: {e}")),
+                        ));
+                    }
+                },
+            };
+            let invocation = RpcInvocation {
+                request_id: id,
+                caller_identity: caller2.clone(),
+                method,
+                payload,
+                response_timeout,
+                deadline,
+            };
+            // The handler runs in its own task so that a panic in it becomes an
+            // APPLICATION_ERROR answer instead of taking this task down unanswered.
+            let work = tokio::spawn(handler(invocation));
+            let _guard = AbortOnDrop(work.abort_handle());
+            match work.await {
+                Ok(result) => result,
+                Err(e) => {
+                    tracing::warn!(request = %request_id, "RPC handler failed: {e}");
+                    Err(RpcError::built_in(RpcErrorCode::ApplicationError, None))
+                }
             }
-            Err(_) => Err(RpcError::built_in(RpcErrorCode::ResponseTimeout, None)),
         };
-        respond(&shared2, &caller2, key2.1.clone(), result);
+        let result = tokio::time::timeout_at(deadline, work)
+            .await
+            .unwrap_or_else(|_| Err(RpcError::built_in(RpcErrorCode::ResponseTimeout, None)));
+        respond(&shared2, &key2.0, key2.1.clone(), version, result).await;
         lock(&shared2.rpc.running).remove(&key2);
     });
     running.insert(key, task.abort_handle());
+}
+
+/// Whether calls to `destination` go out as version 2.
+fn use_v2(shared: &Shared, destination: &str) -> bool {
+    shared.rpc.v2
+        && shared
+            .roster()
+            .remote
+            .iter()
+            .find(|p| p.identity == destination)
+            .is_some_and(|p| p.client_protocol >= CLIENT_PROTOCOL_RPC_V2)
 }
 
 /// Calls `call.method` on `call.destination_identity`; see [`crate::Room::perform_rpc`].
@@ -605,7 +917,8 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
             return Err(RpcError::built_in(RpcErrorCode::UnsupportedServer, None));
         }
     }
-    if call.payload.len() > MAX_PAYLOAD_BYTES {
+    let v2 = use_v2(shared, &call.destination_identity);
+    if !v2 && call.payload.len() > MAX_PAYLOAD_BYTES {
         return Err(RpcError::built_in(
             RpcErrorCode::RequestPayloadTooLarge,
             None,
@@ -626,22 +939,44 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
         .response_timeout
         .saturating_sub(call.max_round_trip_latency)
         .max(Duration::from_secs(1));
-    let req = RpcRequest {
-        id: id.clone(),
-        method: call.method,
-        payload: call.payload,
-        response_timeout_ms: u32::try_from(handler_timeout.as_millis()).unwrap_or(u32::MAX),
-        version: VERSION,
-        ..Default::default()
-    };
+    let handler_timeout_ms = u32::try_from(handler_timeout.as_millis()).unwrap_or(u32::MAX);
     let forget = || {
         lock(&shared.rpc.pending).remove(&id);
     };
-    if let Err(e) = send(
-        shared,
-        data_packet::Value::RpcRequest(req),
-        &call.destination_identity,
-    ) {
+    let sent = if v2 {
+        let attributes = HashMap::from([
+            (ATTR_REQUEST_ID.to_owned(), id.clone()),
+            (ATTR_METHOD.to_owned(), call.method),
+            (
+                ATTR_RESPONSE_TIMEOUT_MS.to_owned(),
+                handler_timeout_ms.to_string(),
+            ),
+            (ATTR_VERSION.to_owned(), VERSION_V2.to_string()),
+        ]);
+        send_stream(
+            shared,
+            &call.destination_identity,
+            REQUEST_TOPIC,
+            attributes,
+            &call.payload,
+        )
+        .await
+    } else {
+        let req = RpcRequest {
+            id: id.clone(),
+            method: call.method,
+            payload: call.payload,
+            response_timeout_ms: handler_timeout_ms,
+            version: VERSION_V1,
+            ..Default::default()
+        };
+        send(
+            shared,
+            data_packet::Value::RpcRequest(req),
+            &call.destination_identity,
+        )
+    };
+    if let Err(e) = sent {
         forget();
         return Err(RpcError::built_in(
             RpcErrorCode::SendFailed,
@@ -688,172 +1023,5 @@ where
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-    use super::*;
-
-    #[test]
-    fn codes_match_the_official_sdks() {
-        let codes: Vec<(u32, &str)> = RpcErrorCode::ALL
-            .iter()
-            .map(|c| (c.code(), c.message()))
-            .collect();
-        assert!(codes.contains(&(1400, "Method not supported at destination")));
-        assert!(codes.contains(&(1402, "Request payload too large")));
-        assert!(codes.contains(&(1504, "Response payload too large")));
-        assert!(codes.contains(&(1500, "Application error in method handler")));
-        for c in RpcErrorCode::ALL {
-            assert_eq!(RpcErrorCode::from_code(c.code()), Some(c));
-        }
-        assert_eq!(RpcErrorCode::from_code(2001), None);
-    }
-
-    #[test]
-    fn errors_are_cut_to_their_limits_at_character_boundaries() {
-        let e = RpcError::new(7, "é".repeat(200), Some("x".repeat(20_000)));
-        assert!(e.message.len() <= MAX_ERROR_MESSAGE_BYTES);
-        assert!(e.message.chars().all(|c| c == 'é'));
-        assert_eq!(e.data.as_ref().map(String::len), Some(MAX_PAYLOAD_BYTES));
-        let back = RpcError::from_packet(e.to_packet());
-        assert_eq!(back, e);
-        // An empty data field on the wire means "no data".
-        let none = RpcError::from_packet(RpcError::new(1, "m", None).to_packet());
-        assert_eq!(none.data, None);
-    }
-
-    use crate::engine::Shared;
-
-    fn shared() -> Arc<Shared> {
-        Shared::for_tests()
-    }
-
-    /// What was queued: (destination, packet value).
-    fn sent(shared: &Shared) -> Vec<(String, data_packet::Value)> {
-        shared
-            .outbox
-            .take_pending()
-            .iter()
-            .map(|b| {
-                let p = proto::decode_data_packet(b).unwrap();
-                assert_eq!(p.participant_identity, "me");
-                (p.destination_identities.join(","), p.value.unwrap())
-            })
-            .collect()
-    }
-
-    fn request(id: &str, method: &str, payload: &str) -> RpcRequest {
-        RpcRequest {
-            id: id.into(),
-            method: method.into(),
-            payload: payload.into(),
-            response_timeout_ms: 5_000,
-            version: 1,
-            ..Default::default()
-        }
-    }
-
-    fn error_code(v: &data_packet::Value) -> Option<u32> {
-        match v {
-            data_packet::Value::RpcResponse(RpcResponse {
-                value: Some(rpc_response::Value::Error(e)),
-                ..
-            }) => Some(e.code),
-            _ => None,
-        }
-    }
-
-    #[tokio::test]
-    async fn requests_are_acked_at_once_then_answered_or_refused() {
-        let s = shared();
-        s.rpc.register(
-            "echo".into(),
-            handler(|inv: RpcInvocation| async move {
-                Ok(format!("{}:{}", inv.caller_identity, inv.payload))
-            }),
-        );
-        // Refusals: ack, then the error, without any handler.
-        on_request(&s, "bob", request("1", "nope", ""));
-        let mut v2 = request("2", "echo", "");
-        v2.version = 2;
-        on_request(&s, "bob", v2);
-        on_request(
-            &s,
-            "bob",
-            request("3", "echo", &"x".repeat(MAX_PAYLOAD_BYTES + 1)),
-        );
-        let out = sent(&s);
-        assert_eq!(out.len(), 6);
-        assert!(out.iter().all(|(to, _)| to == "bob"));
-        assert!(matches!(&out[0].1, data_packet::Value::RpcAck(a) if a.request_id == "1"));
-        assert_eq!(error_code(&out[1].1), Some(1400));
-        assert_eq!(error_code(&out[3].1), Some(1404));
-        assert_eq!(error_code(&out[5].1), Some(1402));
-        // A served request: the ack is queued before the handler has run.
-        on_request(&s, "bob", request("4", "echo", "hi"));
-        let out = sent(&s);
-        assert_eq!(out.len(), 1);
-        assert!(matches!(&out[0].1, data_packet::Value::RpcAck(a) if a.request_id == "4"));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let out = sent(&s);
-        assert!(
-            matches!(&out[..], [(to, data_packet::Value::RpcResponse(RpcResponse {
-                request_id, value: Some(rpc_response::Value::Payload(p)) }))]
-                if to == "bob" && request_id == "4" && p == "bob:hi"),
-            "{out:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn only_the_participant_called_can_answer() {
-        let s = shared();
-        let s2 = s.clone();
-        let call =
-            tokio::spawn(async move { perform(&s2, PerformRpc::new("bob", "m", "p")).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let out = sent(&s);
-        let Some((to, data_packet::Value::RpcRequest(req))) = out.first() else {
-            panic!("{out:?}")
-        };
-        assert_eq!(to, "bob");
-        // 15 s response timeout minus the 7 s ack allowance.
-        assert_eq!((req.version, req.response_timeout_ms), (1, 8_000));
-        let answer = |value: &str| RpcResponse {
-            request_id: req.id.clone(),
-            value: Some(rpc_response::Value::Payload(value.into())),
-        };
-        s.rpc.on_ack(
-            "mallory",
-            RpcAck {
-                request_id: req.id.clone(),
-            },
-        );
-        s.rpc.on_response("mallory", answer("forged"));
-        assert!(!call.is_finished());
-        s.rpc.on_response("bob", answer("real"));
-        assert_eq!(call.await.unwrap(), Ok("real".to_owned()));
-        // A late duplicate is ignored.
-        s.rpc.on_response("bob", answer("again"));
-
-        // The destination leaves mid-call.
-        let s3 = s.clone();
-        let call =
-            tokio::spawn(async move { perform(&s3, PerformRpc::new("carol", "m", "p")).await });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        s.rpc.participant_left("carol");
-        let err = call.await.unwrap().unwrap_err();
-        assert_eq!(
-            err.built_in_code(),
-            Some(RpcErrorCode::RecipientDisconnected)
-        );
-    }
-
-    #[test]
-    fn server_version_gate() {
-        assert!(server_supports_rpc("1.8.0"));
-        assert!(server_supports_rpc("1.9.0"));
-        assert!(server_supports_rpc("2.0.1-rc1"));
-        assert!(!server_supports_rpc("1.7.9"));
-        assert!(!server_supports_rpc("0.15.0"));
-        assert!(server_supports_rpc("dev"));
-    }
-}
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests;
