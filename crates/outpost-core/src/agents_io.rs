@@ -103,9 +103,22 @@ pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>) -> bool 
         && assistant == Some(reader.info.sender_identity.as_str())
 }
 
+/// The attribute naming the track a transcription segment transcribes.
+pub const TRANSCRIBED_TRACK: &str = "lk.transcribed_track_id";
+
 /// Reads a transcription stream as it arrives: every piece sends the segment's text so
-/// far; the end sends it as final.
-pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<AgentsInput>) {
+/// far; the end sends it as final. A segment that transcribes one of `local_tracks`
+/// (our microphone) is the user's speech.
+pub fn spawn_transcript_reader(
+    reader: StreamReader,
+    tx: mpsc::UnboundedSender<AgentsInput>,
+    local_tracks: &crate::voice::LocalTracks,
+) {
+    let user_speech = reader
+        .info
+        .attributes
+        .get(TRANSCRIBED_TRACK)
+        .is_some_and(|t| local_tracks.contains(t));
     tokio::spawn(async move {
         let info = reader.info.clone();
         let attrs: &HashMap<String, String> = &info.attributes;
@@ -122,6 +135,7 @@ pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<A
                 segment_id: segment_id.clone(),
                 text: text.to_owned(),
                 is_final,
+                user_speech,
             }))
             .is_ok()
         };
