@@ -255,13 +255,16 @@ impl VoiceHub {
             playback,
         };
         st.track = track;
-        // The microphone pump: frames go to whichever track is live now.
+        // The microphone pump: frames go to whichever track is live now. While it should
+        // not send, a frame is handed over only once the track is muted (the track drops
+        // it but keeps its RTP clock running), so nothing leaks while the mute is on its way.
         let me = Arc::clone(self);
         st.tasks.push(tokio::spawn(async move {
             while let Some(frame) = rx.recv().await {
                 let track = {
                     let st = lock(&me.state);
-                    st.status.transmitting.then(|| st.track.clone()).flatten()
+                    let live = st.status.transmitting;
+                    st.track.clone().filter(|t| live || t.is_muted())
                 };
                 if let Some(t) = track {
                     if let Err(e) = t.push_frame_f32(&frame).await {
