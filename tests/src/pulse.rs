@@ -66,6 +66,11 @@ impl Pulse {
         Ok(me)
     }
 
+    /// The daemon's process id (a test kills it to take the sound away mid-call).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `PULSE_SERVER` for this daemon.
     pub fn server(&self) -> String {
         format!("unix:{}", self.socket.display())

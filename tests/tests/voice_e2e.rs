@@ -10,7 +10,8 @@
 //! the agent's transcript of the user's speech (its `lk.transcribed_track_id` is
 //! Outpost's track) arrives as the user's words, interim then final, and is in the
 //! history as a user message, next to the agent's own words; push-to-talk not held and
-//! mute keep the track muted.
+//! mute keep the track muted; when the sound server dies mid-call both devices show as
+//! failed with a reason and a typed message still goes out.
 //!
 //! This is the library level (`outpost_desktop::voice::VoiceHub` over
 //! `outpost_core::Session`), not the app under Xvfb. No test harness: `PULSE_SERVER`
@@ -72,6 +73,7 @@ fn scenario() -> anyhow::Result<()> {
     unsafe {
         std::env::set_var("PULSE_SERVER", pulse.server());
     }
+    let pulse_pid = pulse.pid();
     let env = Env::start(Path::new(ROOM_BIN))?;
     let py = python::python()?;
     let mut cmd = env.pair.server_command(&py);
@@ -106,8 +108,9 @@ fn scenario() -> anyhow::Result<()> {
     let data_dir = data.path().to_path_buf();
     let url = env.server.url.clone();
     let after = agent_line.clone();
-    let outcome =
-        outpost_tests::lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
+    let outcome = outpost_tests::lkclient::in_netns(
+        &env.pair.client_ns.clone(),
+        move || async move {
             let core = Core::open(Some(data_dir), ToolsConfig::defaults())?;
             let mut opts = ConnectOptions::new(Credentials::Token {
                 url,
@@ -210,6 +213,51 @@ fn scenario() -> anyhow::Result<()> {
                 .collect();
             let top = levels.iter().copied().fold(0.0f32, f32::max);
             assert!(top > 0.7, "the input meter showed at most {top}");
+            // The sound goes away mid-call (the sound server dies, as when a headset is
+            // unplugged): both devices show as failed with a reason, the session goes on
+            // and a typed message still goes out.
+            let killed = std::process::Command::new("kill")
+                .args(["-9", &pulse_pid.to_string()])
+                .status()?;
+            assert!(killed.success());
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let st = hub.status();
+                if st.input.state == DeviceState::Failed && st.output.state == DeviceState::Failed {
+                    println!(
+                        "after the sound server died: {:?} / {:?}",
+                        st.input.error, st.output.error
+                    );
+                    assert!(st.on && !st.transmitting, "{st:?}");
+                    assert!(
+                        st.input
+                            .error
+                            .as_deref()
+                            .is_some_and(|e| e.contains("microphone")),
+                        "{st:?}"
+                    );
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "devices still not failed: {st:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(
+                app_events.lock().unwrap().iter().any(
+                    |e| matches!(e, AppEvent::Voice(v) if v.input.state == DeviceState::Failed)
+                ),
+                "no voice event told the UI"
+            );
+            session.send_message("typed after the sound went away")?;
+            loop {
+                next_ui(&mut events, &mut seen).await?;
+                if matches!(seen.last(), Some(UiEvent::UserMessage { text, .. }) if text == "typed after the sound went away")
+                {
+                    break;
+                }
+            }
             let st = hub.stop().await;
             assert!(!st.on && !st.transmitting);
 
@@ -225,8 +273,13 @@ fn scenario() -> anyhow::Result<()> {
             };
             assert!(said(Role::User, "Hello agent"), "{timeline:#?}");
             assert!(said(Role::Assistant, "I hear you."), "{timeline:#?}");
+            assert!(
+                said(Role::User, "typed after the sound went away"),
+                "{timeline:#?}"
+            );
             anyhow::Ok(())
-        });
+        },
+    );
     let _ = mic.kill();
     let _ = rec.kill();
     let _ = rec.wait();

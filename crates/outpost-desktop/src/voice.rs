@@ -383,7 +383,9 @@ impl VoiceHub {
 
 fn gone(what: &str, h: &Health) -> String {
     match h {
-        Health::Failed(why) => format!("The {what} stopped working ({why})."),
+        Health::Failed(why) => format!(
+            "The {what} stopped working: it was unplugged or the sound server stopped ({why})."
+        ),
         _ => format!("The {what} stopped sending audio (unplugged, or the sound server stopped)."),
     }
 }
