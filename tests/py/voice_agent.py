@@ -89,8 +89,10 @@ async def main():
     pub = await room.local_participant.publish_track(
         voice, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
     talking = asyncio.create_task(tone(source, 660.0))
+    # As LiveKit Agents does: the user's transcript is sent with the user's identity as
+    # sender (on their behalf), tied to their track.
     w = await room.local_participant.stream_text(
-        topic="lk.transcription", destination_identities=[APP],
+        topic="lk.transcription", destination_identities=[APP], sender_identity=APP,
         attributes={"lk.segment_id": "SG_user_1", "lk.transcription_final": "false",
                     "lk.transcribed_track_id": mic_sid})
     for piece in USER_WORDS:

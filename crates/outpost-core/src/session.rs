@@ -505,12 +505,17 @@ impl Io {
                 None
             }
             RoomEvent::StreamOpened(reader)
-                if agents_io::is_transcription(&reader, self.machine.assistant()) =>
+                if agents_io::is_transcription(
+                    &reader,
+                    self.machine.assistant(),
+                    self.room.local_participant().map(|p| p.identity).as_deref(),
+                ) =>
             {
                 agents_io::spawn_transcript_reader(
                     reader,
                     self.agents_tx.clone(),
                     &self.local_tracks,
+                    self.machine.assistant().unwrap_or_default(),
                 );
                 None
             }
