@@ -71,6 +71,10 @@ pub struct VoiceHub {
     /// The playback the assistant's audio goes to (None while voice is off: dropped).
     playback: Mutex<Option<Arc<Playback>>>,
     emit: Emit,
+    /// The runtime the session runs on, kept from `attach`/`start`: `control` may be
+    /// called from a thread without one (a synchronous command), and still mutes the
+    /// track there.
+    runtime: Mutex<Option<tokio::runtime::Handle>>,
 }
 
 impl std::fmt::Debug for VoiceHub {
@@ -104,6 +108,7 @@ impl VoiceHub {
             }),
             playback: Mutex::new(None),
             emit,
+            runtime: Mutex::new(tokio::runtime::Handle::try_current().ok()),
         })
     }
 
@@ -115,6 +120,7 @@ impl VoiceHub {
     /// A new session: its assistant's audio plays while voice is on; a lost microphone
     /// track is published again.
     pub fn attach(self: &Arc<Self>, session: Arc<Session>) {
+        self.keep_runtime();
         let events = session.take_voice_events();
         lock(&self.state).session = Some(Arc::clone(&session));
         let Some(mut events) = events else { return };
@@ -153,12 +159,21 @@ impl VoiceHub {
         lock(&self.state).session = None;
     }
 
+    fn keep_runtime(&self) {
+        if let Ok(h) = tokio::runtime::Handle::try_current() {
+            *lock(&self.runtime) = Some(h);
+        }
+    }
+
     fn changed(&self, st: &mut State) {
         let live = transmitting(&st.status);
         st.status.transmitting = live;
-        if let Some(track) = st.track.clone() {
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| lock(&self.runtime).clone());
+        if let (Some(track), Some(rt)) = (st.track.clone(), runtime) {
             if track.is_muted() == live {
-                tokio::spawn(async move {
+                rt.spawn(async move {
                     if let Err(e) = track.set_muted(!live).await {
                         tracing::warn!(
                             "could not {} the microphone track: {e}",
@@ -178,6 +193,7 @@ impl VoiceHub {
         input: Option<String>,
         output: Option<String>,
     ) -> VoiceStatus {
+        self.keep_runtime();
         let session = {
             let st = lock(&self.state);
             if st.status.on {
