@@ -58,7 +58,10 @@ async def main():
     def on_published(pub, participant):
         report(op="seen-track", who=participant.identity, track=pub.sid, muted=pub.muted)
 
-    await room.connect(URL, token(ME), rtc.RoomOptions(auto_subscribe=True))
+    # LK_TOKEN (e.g. minted with the agent kind, so the app finds its assistant), else a
+    # plain participant's token.
+    tok = os.environ.get("LK_TOKEN") or token(ME)
+    await room.connect(URL, tok, rtc.RoomOptions(auto_subscribe=True))
     await room.local_participant.set_attributes({"lk.agent.state": "listening"})
     report(op="ready")
 
