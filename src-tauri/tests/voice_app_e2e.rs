@@ -215,8 +215,8 @@ async fn scenario(agent: &Assistant) -> anyhow::Result<App> {
         .await
         .context("clicking Mute")?;
     app.wait_text("[data-testid=mic-state]", "Muted").await?;
-    // Let the agent's voice play a while.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Let the agent's voice play a while (it starts once the agent heard us).
+    tokio::time::sleep(Duration::from_secs(8)).await;
     if let Ok(path) = std::env::var("VOICE_APP_E2E_DEBUG") {
         let bar = app
             .js("return document.querySelector('[data-testid=voice-bar]').innerText;")

@@ -63,7 +63,13 @@ async def main():
     tok = os.environ.get("LK_TOKEN") or token(ME)
     await room.connect(URL, tok, rtc.RoomOptions(auto_subscribe=True))
     await room.local_participant.set_attributes({"lk.agent.state": "listening"})
-    report(op="ready")
+    # Its voice, published at once like an agent's (Outpost plays it on its speaker).
+    source = rtc.AudioSource(RATE, 1)
+    voice = rtc.LocalAudioTrack.create_audio_track("agent-voice", source)
+    pub = await room.local_participant.publish_track(
+        voice, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
+    talking = asyncio.create_task(tone(source, 660.0))
+    report(op="ready", track=pub.sid)
 
     track, mic_sid = await asyncio.wait_for(mic, 60)
     report(op="mic", track=mic_sid)
@@ -86,12 +92,6 @@ async def main():
     check(abs(freq - 440.0) <= 440.0 * 0.02, f"Outpost's microphone carried {freq:.1f} Hz, not 440 Hz")
 
     await room.local_participant.set_attributes({"lk.agent.state": "thinking"})
-    # Its voice, once it heard the user (Outpost plays it on its speaker).
-    source = rtc.AudioSource(RATE, 1)
-    voice = rtc.LocalAudioTrack.create_audio_track("agent-voice", source)
-    pub = await room.local_participant.publish_track(
-        voice, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
-    talking = asyncio.create_task(tone(source, 660.0))
     # As LiveKit Agents does: the user's transcript is sent with the user's identity as
     # sender (on their behalf), tied to their track.
     w = await room.local_participant.stream_text(

@@ -200,8 +200,27 @@ fn scenario() -> anyhow::Result<()> {
                 Some("Hello agent")
             );
 
-            // Let the agent's voice play for a while, then stop.
-            tokio::time::sleep(Duration::from_secs(4)).await;
+            // Wait until the agent's voice plays (the output level shows it: its track is
+            // subscribed after it heard us, which takes a while on a loaded machine), then let
+            // it play a few seconds.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+            loop {
+                let playing = app_events
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .any(|e| matches!(e, AppEvent::VoiceLevel(l) if l.output > 0.3));
+                if playing {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the agent's voice never played; voice: {:?}",
+                    hub.status()
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(3)).await;
             let levels: Vec<f32> = app_events
                 .lock()
                 .unwrap()

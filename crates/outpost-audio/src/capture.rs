@@ -56,6 +56,19 @@ impl Shared {
         self.last_ms.store(ms.max(1), Ordering::Relaxed);
     }
 
+    /// A stream error from the device: a glitch (an underrun or overrun, the default
+    /// device rerouted, no real-time priority) is logged and the stream goes on; anything
+    /// else ends it.
+    pub(crate) fn report(&self, e: &cpal::Error) {
+        use cpal::ErrorKind as K;
+        match e.kind() {
+            K::Xrun | K::DeviceChanged | K::RealtimeDenied => {
+                tracing::debug!("audio stream glitch: {e}");
+            }
+            _ => self.fail(e.to_string()),
+        }
+    }
+
     pub(crate) fn fail(&self, why: String) {
         let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
@@ -64,7 +77,7 @@ impl Shared {
         }
     }
 
-    /// Running, stalled (no callback for 2 s once started, or never within 3 s), or failed.
+    /// Running, stalled (no callback for 2 s once started, or never within 10 s), or failed.
     pub(crate) fn health(&self) -> Health {
         if let Some(f) = self
             .failed
@@ -76,8 +89,10 @@ impl Shared {
         }
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let last = self.last_ms.load(Ordering::Relaxed);
+        // Opening a device through a sound server can take seconds on a busy machine:
+        // only a stream that never called back in 10 s counts as stalled.
         let stalled = if last == 0 {
-            now > 3_000
+            now > 10_000
         } else {
             now.saturating_sub(last) > 2_000
         };
@@ -280,7 +295,7 @@ where
             }
             at48.drain(..whole);
         },
-        move |e| err_shared.fail(e.to_string()),
+        move |e| err_shared.report(&e),
         None,
     )
 }

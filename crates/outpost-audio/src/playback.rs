@@ -206,7 +206,7 @@ where
             q.level
                 .store(level::level_of(&played).to_bits(), Ordering::Relaxed);
         },
-        move |e| err_shared.fail(e.to_string()),
+        move |e| err_shared.report(&e),
         None,
     )
 }
