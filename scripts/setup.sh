@@ -29,6 +29,8 @@ apt_packages=(
   libssl-dev file libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev
   libayatana-appindicator3-dev libxdo-dev
   libopus-dev        # outpost-livekit's audio tracks (the opus crate links it)
+  libasound2-dev     # outpost-audio: cpal's ALSA backend
+  pulseaudio pulseaudio-utils libasound2-plugins  # outpost-audio's tests: a private null sink via ALSA's pulse plugin
 )
 apt_install_missing "${apt_packages[@]}"
 

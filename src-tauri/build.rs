@@ -38,6 +38,12 @@ const COMMANDS: &[&str] = &[
     "mcp_servers_log",
     "mcp_servers_import_preview",
     "mcp_elicitation_answer",
+    "voice_status",
+    "voice_start",
+    "voice_stop",
+    "voice_control",
+    "voice_devices",
+    "voice_set_devices",
 ];
 
 fn main() {

@@ -87,6 +87,12 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::mcp::mcp_servers_log,
             commands::mcp::mcp_servers_import_preview,
             commands::mcp::mcp_elicitation_answer,
+            commands::voice::voice_status,
+            commands::voice::voice_start,
+            commands::voice::voice_stop,
+            commands::voice::voice_control,
+            commands::voice::voice_devices,
+            commands::voice::voice_set_devices,
         ])
 }
 

@@ -8,6 +8,7 @@
 //! - [`netns`]: a namespace with a veth pair, deleted on drop.
 //! - [`pki`]: a throw-away CA and server certificate for `wss://` tests.
 //! - [`proc`]: child processes killed on drop, with their stderr kept for failures.
+//! - [`pulse`]: a private PulseAudio daemon with null sinks for the voice tests.
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
@@ -17,5 +18,6 @@ pub mod lkclient;
 pub mod netns;
 pub mod pki;
 pub mod proc;
+pub mod pulse;
 pub mod python;
 pub mod room;

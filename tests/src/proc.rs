@@ -74,6 +74,23 @@ impl Proc {
         })
     }
 
+    /// Hands every stdout line to the returned channel as it comes (for a child that
+    /// reports progress in several lines); closed when stdout closes.
+    pub fn stdout_lines(&mut self) -> anyhow::Result<std::sync::mpsc::Receiver<String>> {
+        let stdout = self.child.stdout.take().context("stdout already taken")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    // Nobody listens; keep draining so the child never blocks.
+                    continue;
+                }
+            }
+        });
+        Ok(rx)
+    }
+
     /// Waits for exit up to `timeout`, then kills. Returns status, stdout and stderr.
     pub fn finish(mut self, timeout: Duration) -> anyhow::Result<(ExitStatus, String, String)> {
         let mut stdout = self.child.stdout.take();

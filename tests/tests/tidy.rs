@@ -131,6 +131,9 @@ const IMPORT_RULES: &[(&str, &[&str])] = &[
     ("webrtc", &["crates/outpost-webrtc/"]),
     ("rtc", &["crates/outpost-webrtc/"]),
     ("tauri", &["src-tauri/"]),
+    // Audio devices: only outpost-audio (the core knows no device).
+    ("cpal", &["crates/outpost-audio/"]),
+    ("rubato", &["crates/outpost-audio/"]),
     (
         "outpost_tools",
         &[

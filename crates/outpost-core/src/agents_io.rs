@@ -97,17 +97,43 @@ pub fn agent_state(p: &Participant) -> Option<Input> {
         })
 }
 
-/// Whether a stream is a transcription from `assistant`.
-pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>) -> bool {
+/// Whether a stream is a transcription from `assistant`, or one sent on our behalf
+/// (`me`: LiveKit Agents sends its transcript of the user's speech with the user's
+/// identity as sender).
+pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>, me: Option<&str>) -> bool {
+    let sender = Some(reader.info.sender_identity.as_str());
     reader.info.topic == TRANSCRIPTION_TOPIC
-        && assistant == Some(reader.info.sender_identity.as_str())
+        && assistant.is_some()
+        && (assistant == sender || me == sender)
 }
 
+/// The attribute naming the track a transcription segment transcribes.
+pub const TRANSCRIBED_TRACK: &str = "lk.transcribed_track_id";
+
 /// Reads a transcription stream as it arrives: every piece sends the segment's text so
-/// far; the end sends it as final.
-pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<AgentsInput>) {
+/// far; the end sends it as final. A segment that transcribes one of `local_tracks`
+/// (our microphone) is the user's speech.
+/// A stream on our behalf (see [`is_transcription`]) counts only when it transcribes one
+/// of our tracks, and is then the assistant's word about our speech.
+pub fn spawn_transcript_reader(
+    reader: StreamReader,
+    tx: mpsc::UnboundedSender<AgentsInput>,
+    local_tracks: &crate::voice::LocalTracks,
+    assistant: &str,
+) {
+    let user_speech = reader
+        .info
+        .attributes
+        .get(TRANSCRIBED_TRACK)
+        .is_some_and(|t| local_tracks.contains(t));
+    let on_our_behalf = reader.info.sender_identity != assistant;
+    if on_our_behalf && !user_speech {
+        return;
+    }
+    let assistant = assistant.to_owned();
     tokio::spawn(async move {
-        let info = reader.info.clone();
+        let mut info = reader.info.clone();
+        info.sender_identity = assistant;
         let attrs: &HashMap<String, String> = &info.attributes;
         let segment_id = attrs
             .get("lk.segment_id")
@@ -122,6 +148,7 @@ pub fn spawn_transcript_reader(reader: StreamReader, tx: mpsc::UnboundedSender<A
                 segment_id: segment_id.clone(),
                 text: text.to_owned(),
                 is_final,
+                user_speech,
             }))
             .is_ok()
         };

@@ -30,6 +30,9 @@ pub enum CoreError {
     /// A consent answer was refused (unknown question, or an answer not offered).
     #[error("consent answer refused: {0}")]
     Consent(String),
+    /// Voice could not be used (the session has none, or the track was refused).
+    #[error("voice: {0}")]
+    Voice(String),
     /// The session has ended; nothing more can be sent.
     #[error("the session has ended")]
     Ended,

@@ -153,6 +153,17 @@ pub enum UiEvent {
         /// Held until the assistant is present and has welcomed us.
         queued: bool,
     },
+    /// What the user said aloud, as the agent transcribed it (`lk.transcription` of the
+    /// user's microphone track): interim text is replaced by later text of the same id;
+    /// the final text is also in the history as a user message.
+    UserTranscript {
+        /// The segment id (`lk.segment_id`), also the stored message's id.
+        id: String,
+        /// The text so far.
+        text: String,
+        /// Whether the agent finished this segment.
+        is_final: bool,
+    },
     /// A piece of an assistant message.
     AssistantDelta {
         /// The message it belongs to.

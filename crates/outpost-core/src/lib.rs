@@ -17,6 +17,8 @@
 //! - [`executor`]: the only module that drives `outpost-tools` and `outpost-policy` (the
 //!   machine and the events use only the policy's value types: [`Decision`], [`Decider`]).
 //! - [`events`]: the UI events (`{"type": ..., "data": ...}`).
+//! - [`voice`]: voice without devices: the microphone track the caller feeds, the
+//!   assistant's audio handed out, which tracks are ours (for transcripts of the user).
 //!
 //! ```no_run
 //! # async fn demo() -> outpost_core::Result<()> {
@@ -39,12 +41,16 @@ pub mod events;
 pub mod executor;
 pub mod machine;
 pub mod session;
+pub mod voice;
 
 pub use error::{CoreError, Result};
 pub use events::{AssistantMode, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
 pub use executor::{Permissions, PolicySource, ToolsConfig};
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
+/// The audio types a voice caller handles.
+pub use outpost_livekit::{AudioFrame, AudioStream, LocalAudioTrack};
 pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};
+pub use voice::VoiceEvent;
 
 /// The consent answers and deciders, as the policy defines them.
 pub use outpost_policy::{Decider, Decision, FolderAccess, ServerClaims};

@@ -6,8 +6,8 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use outpost_livekit::{
-    DataOptions, Room, RoomEvent, RoomEvents, RoomOptions, StreamOptions, StreamReader,
-    StreamSenders, TokenEndpoint, TokenRequest,
+    AudioSourceOptions, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents, RoomOptions,
+    StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
 };
 use outpost_policy::{ConsentInbox, Decision};
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
@@ -22,6 +22,7 @@ use crate::executor::{
     DispatchEvent, Executor, Permissions, ToolsConfig, consent_event, exec_event,
 };
 use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record, RpcFailure};
+use crate::voice::{LocalTracks, VoiceEvent};
 
 /// How to get into the room.
 #[derive(Debug, Clone)]
@@ -68,6 +69,10 @@ pub struct ConnectOptions {
     /// (named `mcp__<server>__<tool>`), under the same policy and consent, and follow
     /// their servers' tool lists while the session lasts.
     pub mcp: Option<outpost_mcp::McpHost>,
+    /// Voice: subscribe to the assistant's audio (handed out as
+    /// [`VoiceEvent::AssistantAudio`]) and allow [`Session::publish_microphone`]. Off by
+    /// default: a text-only session decodes no audio.
+    pub voice: bool,
 }
 
 impl ConnectOptions {
@@ -84,6 +89,7 @@ impl ConnectOptions {
             room_options: RoomOptions::default(),
             disabled_tools: Vec::new(),
             mcp: None,
+            voice: false,
         }
     }
 }
@@ -145,6 +151,7 @@ impl Core {
         // Only the assistant's messages matter; another participant's streams are
         // dropped at their header so they can hold no slot the assistant needs.
         room_opts.stream_senders = StreamSenders::Assistant;
+        room_opts.auto_subscribe = room_opts.auto_subscribe || opts.voice;
         let (executor, dispatch_rx) =
             Executor::new(&self.perms, &opts.disabled_tools, opts.mcp.clone())?;
         // LiveKit Agents mode: Outpost's RPC methods are answered from the moment the
@@ -182,6 +189,9 @@ impl Core {
         tokio::spawn(agents_io::text_sender(room.clone(), text_rx, ui_tx.clone()));
         let assistant = room.assistant().map(|p| p.identity);
         let room_assistant_sid = room.assistant().map(|p| p.sid);
+        let local_tracks = LocalTracks::default();
+        let session_room = room.clone();
+        let (voice_tx, voice_rx) = mpsc::unbounded_channel();
         let io = Io {
             machine,
             room,
@@ -199,7 +209,10 @@ impl Core {
             text: text_tx,
             replies: std::collections::HashMap::new(),
             registered,
+            local_tracks: local_tracks.clone(),
+            voice: opts.voice.then_some(voice_tx),
         };
+
         let task =
             tokio::spawn(io.run(assistant, room_events, dispatch_rx, cmd_rx, consent, sender));
         Ok((
@@ -207,6 +220,10 @@ impl Core {
                 cmd: cmd_tx,
                 conversation: conv_rx,
                 task: tokio::sync::Mutex::new(Some(task)),
+                room: session_room,
+                voice: opts.voice,
+                local_tracks,
+                voice_events: std::sync::Mutex::new(Some(voice_rx)),
             },
             ui_rx,
         ))
@@ -219,9 +236,42 @@ pub struct Session {
     cmd: mpsc::UnboundedSender<Command>,
     conversation: watch::Receiver<Option<String>>,
     task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+    room: Room,
+    voice: bool,
+    local_tracks: LocalTracks,
+    voice_events: std::sync::Mutex<Option<mpsc::UnboundedReceiver<VoiceEvent>>>,
 }
 
 impl Session {
+    /// Publishes a mono microphone track (feed it 48 kHz PCM; mute it for push-to-talk).
+    /// Only in a session opened with [`ConnectOptions::voice`].
+    pub async fn publish_microphone(&self) -> Result<LocalAudioTrack> {
+        if !self.voice {
+            return Err(CoreError::Voice(
+                "this session was opened without voice".into(),
+            ));
+        }
+        let track = self
+            .room
+            .publish_audio(AudioSourceOptions {
+                name: "microphone".into(),
+                channels: 1,
+            })
+            .await
+            .map_err(|e| CoreError::Voice(format!("the microphone track was refused: {e}")))?;
+        self.local_tracks.insert(track.sid());
+        Ok(track)
+    }
+
+    /// The voice events (the assistant's audio, lost tracks), once: later calls get
+    /// `None`. Without [`ConnectOptions::voice`] the channel stays empty.
+    pub fn take_voice_events(&self) -> Option<mpsc::UnboundedReceiver<VoiceEvent>> {
+        self.voice_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+
     fn command(&self, c: Command) -> Result<()> {
         self.cmd.send(c).map_err(|_| CoreError::Ended)
     }
@@ -289,6 +339,10 @@ struct Io {
     replies: std::collections::HashMap<String, Reply>,
     /// The tool RPC methods registered now (Agents mode), followed as the catalogue changes.
     registered: Vec<String>,
+    /// Our published tracks (transcriptions of them are the user's speech).
+    local_tracks: LocalTracks,
+    /// Where the assistant's audio goes, in a voice session.
+    voice: Option<mpsc::UnboundedSender<VoiceEvent>>,
 }
 
 /// The next change of the MCP servers' state, or never without a host.
@@ -451,9 +505,18 @@ impl Io {
                 None
             }
             RoomEvent::StreamOpened(reader)
-                if agents_io::is_transcription(&reader, self.machine.assistant()) =>
+                if agents_io::is_transcription(
+                    &reader,
+                    self.machine.assistant(),
+                    self.room.local_participant().map(|p| p.identity).as_deref(),
+                ) =>
             {
-                agents_io::spawn_transcript_reader(reader, self.agents_tx.clone());
+                agents_io::spawn_transcript_reader(
+                    reader,
+                    self.agents_tx.clone(),
+                    &self.local_tracks,
+                    self.machine.assistant().unwrap_or_default(),
+                );
                 None
             }
             RoomEvent::ParticipantAttributesChanged {
@@ -510,6 +573,27 @@ impl Io {
                     resumed,
                     assistant_changed: now.is_none() || now != before,
                 })
+            }
+            RoomEvent::AudioTrackSubscribed {
+                participant,
+                track_sid,
+                stream,
+            } => {
+                // The identity may still be empty when the media came before the
+                // participant update; anyone but the assistant is not played.
+                let assistant = self.machine.assistant();
+                let theirs = participant.identity.is_empty()
+                    || assistant == Some(participant.identity.as_str());
+                if let (true, Some(v)) = (theirs, &self.voice) {
+                    let _ = v.send(VoiceEvent::AssistantAudio { track_sid, stream });
+                }
+                None
+            }
+            RoomEvent::LocalTrackUnpublished { sid } => {
+                if let Some(v) = &self.voice {
+                    let _ = v.send(VoiceEvent::LocalTrackLost { sid });
+                }
+                None
             }
             RoomEvent::Disconnected { reason } => Some(Input::Disconnected {
                 reason: reason.to_string(),

@@ -135,6 +135,12 @@ pub struct AppConfig {
     pub retention_days: u32,
     /// Built-in tools switched off.
     pub disabled_tools: Vec<String>,
+    /// The chosen microphone (an outpost-audio device id); none = the system default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice_input: Option<String>,
+    /// The chosen speaker or headphones; none = the system default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice_output: Option<String>,
 }
 
 impl AppConfig {

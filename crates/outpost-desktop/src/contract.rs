@@ -168,6 +168,11 @@ pub enum TranscriptEntry {
         text: String,
         /// When.
         at: Millis,
+        /// Said aloud (the agent's transcript of it), still growing or final; absent for
+        /// typed messages.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        speech: Option<SpeechText>,
     },
     /// An assistant message (Markdown).
     Assistant {
@@ -292,6 +297,155 @@ pub enum AppEvent {
     Elicitation(ElicitationEvent),
     /// The form is no longer open (answered, timed out, the server gone).
     ElicitationClosed(ElicitationClosed),
+    /// What the user said aloud, as the agent transcribed it (replaces earlier text of
+    /// the same id).
+    UserTranscript(UserTranscript),
+    /// Voice changed state (on/off, mode, mute, talking, a device's state).
+    Voice(VoiceStatus),
+    /// The input and output levels, about ten times a second while voice is on.
+    VoiceLevel(VoiceLevel),
+}
+
+/// Whether a transcript of speech may still change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum SpeechText {
+    /// The agent may still revise it.
+    Interim,
+    /// The agent's final text (also in the history).
+    Final,
+}
+
+/// `user_transcript`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct UserTranscript {
+    /// The segment id (the message id once final).
+    pub id: String,
+    /// The text so far.
+    pub text: String,
+    /// Interim or final.
+    pub speech: SpeechText,
+    /// When the segment began.
+    pub at: Millis,
+}
+
+/// How the microphone is opened to the assistant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum VoiceMode {
+    /// Sent only while the talk key or button is held.
+    #[default]
+    PushToTalk,
+    /// Sent all the time (needs headphones: there is no echo cancellation).
+    OpenMic,
+}
+
+/// The state of one audio device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceState {
+    /// Not in use (voice is off).
+    Off,
+    /// Open and working.
+    Ready,
+    /// Could not be opened, or failed while in use (see `error`).
+    Failed,
+}
+
+/// One device's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct DeviceStatus {
+    /// Off, ready or failed.
+    pub state: DeviceState,
+    /// The device in use (its id), when open.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Why it failed, in words for the user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `VoiceStatus`: everything the mic button and its neighbours show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct VoiceStatus {
+    /// Voice is on (the devices are open or were tried).
+    pub on: bool,
+    /// Push-to-talk or open mic.
+    pub mode: VoiceMode,
+    /// Muted by the user: nothing is sent whatever the mode.
+    pub muted: bool,
+    /// The talk key or button is held.
+    pub talking: bool,
+    /// The microphone track is live right now (on, not muted, open mic or held).
+    pub transmitting: bool,
+    /// The microphone.
+    pub input: DeviceStatus,
+    /// The speaker or headphones.
+    pub output: DeviceStatus,
+}
+
+/// `voice_level`: 0.0 (silence) to 1.0 (full scale), on a decibel scale.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct VoiceLevel {
+    /// The microphone's level (shown even while muted, so the user sees it works).
+    pub input: f32,
+    /// What is playing (the assistant speaking).
+    pub output: f32,
+}
+
+/// One audio device to choose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+pub struct AudioDevice {
+    /// Its id (saved in the settings).
+    pub id: String,
+    /// A name to show.
+    pub name: String,
+    /// The system's default.
+    pub is_default: bool,
+}
+
+/// `AudioDevices`: what there is and what is chosen (`None` = the system default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct AudioDevices {
+    /// Microphones.
+    pub inputs: Vec<AudioDevice>,
+    /// Speakers and headphones.
+    pub outputs: Vec<AudioDevice>,
+    /// The chosen microphone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// The chosen output.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Why the list is empty or incomplete, when the system said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `voice_control`'s argument: what to change (absent fields stay).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct VoiceControl {
+    /// Mute or unmute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub muted: Option<bool>,
+    /// Switch the mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<VoiceMode>,
+    /// The talk key or button went down (true) or up (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub talking: Option<bool>,
 }
 
 /// `elicitation`: an MCP server's `elicitation/create` (form mode), shown as a form.
@@ -996,6 +1150,16 @@ pub fn typescript() -> String {
         ErrorEvent,
         ElicitationEvent,
         ElicitationClosed,
+        SpeechText,
+        UserTranscript,
+        VoiceMode,
+        DeviceState,
+        DeviceStatus,
+        VoiceStatus,
+        VoiceLevel,
+        AudioDevice,
+        AudioDevices,
+        VoiceControl,
         ConnectionSettings,
         FolderScope,
         NotificationSettings,

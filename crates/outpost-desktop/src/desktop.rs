@@ -13,10 +13,11 @@ use outpost_store::{ConversationId, ExportFormat, ExportScope, SearchQuery, Sear
 
 use crate::config::{AppConfig, AuthMode, ConnectionConfig, NotificationConfig, Paths};
 use crate::contract::{
-    AboutInfo, AppEvent, ConnectionSettings, ConnectionTestResult, ConversationDetail,
-    ConversationSummary, Decision, ErrorEvent, ExportResult, FolderScope, NotificationSettings,
-    RememberedDecision, RememberedKind, SearchHit, SearchHitKind, SessionInfo, SessionSnapshot,
-    Settings, ToolInfo, ToolRule, UserMessage,
+    AboutInfo, AppEvent, AudioDevices, ConnectionSettings, ConnectionTestResult,
+    ConversationDetail, ConversationSummary, Decision, ErrorEvent, ExportResult, FolderScope,
+    NotificationSettings, RememberedDecision, RememberedKind, SearchHit, SearchHitKind,
+    SessionInfo, SessionSnapshot, Settings, ToolInfo, ToolRule, UserMessage, VoiceControl,
+    VoiceStatus,
 };
 use crate::demo::{Demo, DemoPrograms};
 use crate::error::{DesktopError, Result};
@@ -76,6 +77,8 @@ struct Inner {
     /// A problem found at start (a damaged settings file), told to the first subscriber.
     startup_error: Mutex<Option<String>>,
     _watcher: Option<outpost_policy::PolicyWatcher>,
+    /// Voice: the devices and the microphone track (crate::voice).
+    voice: Arc<crate::voice::VoiceHub>,
 }
 
 /// The desktop app's backend. Cheap to clone; all clones share one state.
@@ -134,7 +137,15 @@ impl Desktop {
             drop(store.apply_retention(now_ms()));
         }
         Ok(Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| Inner {
+                voice: {
+                    let weak = weak.clone();
+                    crate::voice::VoiceHub::new(Arc::new(move |ev| {
+                        if let Some(inner) = weak.upgrade() {
+                            lock(&inner.live).emit(ev);
+                        }
+                    }))
+                },
                 core,
                 paths,
                 config: Mutex::new(config),
@@ -323,6 +334,8 @@ impl Desktop {
         opts.disabled_tools = disabled_tools;
         opts.client_version = env!("CARGO_PKG_VERSION").into();
         opts.mcp = mcp;
+        // The assistant's audio is subscribed; it plays only while voice is on.
+        opts.voice = true;
         let (session, mut events) = match self.inner.core.connect(opts).await {
             Ok(x) => x,
             Err(e) => {
@@ -337,6 +350,7 @@ impl Desktop {
         let session = Arc::new(session);
         *slot = Some(Arc::clone(&session));
         drop(slot);
+        self.inner.voice.attach(Arc::clone(&session));
         let me = self.clone();
         tokio::spawn(async move {
             while let Some(ev) = events.recv().await {
@@ -346,6 +360,7 @@ impl Desktop {
             let mut slot = me.inner.session.lock().await;
             if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
                 *slot = None;
+                me.inner.voice.detach().await;
                 // The servers live as long as the session that offers their tools.
                 me.stop_mcp();
             }
@@ -461,6 +476,7 @@ impl Desktop {
 
     /// `session_disconnect`: leaves the room (and stops the demo).
     pub async fn disconnect(&self) {
+        self.inner.voice.stop().await;
         let session = self.inner.session.lock().await.take();
         if let Some(s) = session {
             let _ = s.leave().await;
@@ -472,6 +488,61 @@ impl Desktop {
         let mut live = lock(&self.inner.live);
         let ev = live.state.disconnected(None);
         live.emit(ev);
+    }
+
+    // --- voice ---------------------------------------------------------------------------
+
+    /// `voice_status`: the voice state now (for a reloaded page).
+    pub fn voice_status(&self) -> VoiceStatus {
+        self.inner.voice.status()
+    }
+
+    /// `voice_start`: opens the chosen devices and publishes the microphone (sent only
+    /// while it should: see `voice::transmitting`). Needs a session.
+    pub async fn voice_start(&self) -> Result<VoiceStatus> {
+        self.session().await?;
+        let c = self.config();
+        Ok(self.inner.voice.start(c.voice_input, c.voice_output).await)
+    }
+
+    /// `voice_stop`: unpublishes the microphone and closes the devices.
+    pub async fn voice_stop(&self) -> VoiceStatus {
+        self.inner.voice.stop().await
+    }
+
+    /// `voice_control`: mute, push-to-talk or open mic, the talk key.
+    pub fn voice_control(&self, control: VoiceControl) -> VoiceStatus {
+        self.inner.voice.control(control)
+    }
+
+    /// `voice_devices`: the audio devices and the chosen ones.
+    pub async fn voice_devices(&self) -> AudioDevices {
+        let c = self.config();
+        crate::voice::devices(c.voice_input, c.voice_output).await
+    }
+
+    /// `voice_set_devices`: chooses the microphone and output (`None` = the system's
+    /// default), saved in the settings; used from the next `voice_start`.
+    pub async fn voice_set_devices(
+        &self,
+        input: Option<String>,
+        output: Option<String>,
+    ) -> Result<AudioDevices> {
+        for (name, v) in [("input", &input), ("output", &output)] {
+            if v.as_ref().is_some_and(|v| v.is_empty() || v.len() > 512) {
+                return Err(DesktopError::InvalidArgument {
+                    name: name.into(),
+                    reason: "a device id is 1 to 512 characters".into(),
+                });
+            }
+        }
+        {
+            let mut c = lock(&self.inner.config);
+            c.voice_input = input;
+            c.voice_output = output;
+            c.save(&self.inner.paths.settings_file())?;
+        }
+        Ok(self.voice_devices().await)
     }
 
     async fn session(&self) -> Result<Arc<Session>> {

@@ -42,6 +42,7 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
                     id: m.id.clone(),
                     text: m.text.clone(),
                     at: m.created_at,
+                    speech: None,
                 },
                 Role::Assistant => TranscriptEntry::Assistant {
                     id: m.id.clone(),

@@ -11,6 +11,8 @@
 //! - [`demo`]: the local demo (the room server and the reference assistant as child
 //!   processes).
 //! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it.
+//! - [`voice`]: the microphone and speaker (outpost-audio) joined to the session's audio:
+//!   push-to-talk, open mic, mute, device states, levels.
 //! - `desktop`: [`Desktop`], one method per command.
 //! - `history`: store records → contract types.
 //! - `error`: [`DesktopError`] and its `{code, message}` form.
@@ -24,6 +26,7 @@ mod history;
 pub mod live;
 pub mod mcp;
 pub mod secrets;
+pub mod voice;
 
 pub use desktop::{Desktop, EventSink, Notifier, check_link};
 pub use error::{CommandError, DesktopError, Result};

@@ -10,9 +10,9 @@ use serde_json::Value;
 
 use crate::contract::{
     AppEvent, AssistantDelta, AssistantMessage, ConnectionEvent, ConnectionStatus, ConsentRequest,
-    ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot, StatusEvent,
-    ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress, ToolResult, TranscriptEntry,
-    UserMessage,
+    ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot, SpeechText,
+    StatusEvent, ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress, ToolResult,
+    TranscriptEntry, UserMessage, UserTranscript,
 };
 
 /// What a finished call means for notifications.
@@ -226,9 +226,48 @@ impl LiveState {
                         id: id.clone(),
                         text: text.clone(),
                         at: now,
+                        speech: None,
                     },
                 );
                 out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
+            }
+            UiEvent::UserTranscript { id, text, is_final } => {
+                let speech = if is_final {
+                    SpeechText::Final
+                } else {
+                    SpeechText::Interim
+                };
+                let mut at = now;
+                match self.index.get(&id).copied() {
+                    Some(i) => {
+                        if let Some(TranscriptEntry::User {
+                            text: t,
+                            at: a,
+                            speech: s,
+                            ..
+                        }) = self.transcript.get_mut(i)
+                        {
+                            t.clone_from(&text);
+                            *s = Some(speech);
+                            at = *a;
+                        }
+                    }
+                    None => self.push(
+                        id.clone(),
+                        TranscriptEntry::User {
+                            id: id.clone(),
+                            text: text.clone(),
+                            at: now,
+                            speech: Some(speech),
+                        },
+                    ),
+                }
+                out.push(AppEvent::UserTranscript(UserTranscript {
+                    id,
+                    text,
+                    speech,
+                    at,
+                }));
             }
             UiEvent::AssistantDelta {
                 message_id,

@@ -949,7 +949,16 @@ impl Engine {
                     crate::rpc::on_stream(&self.shared, sender, reader);
                     return;
                 }
-                if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
+                // A stream sent on our behalf (LiveKit Agents transcribes the user's speech
+                // with the user's identity as sender, which the server allows an agent):
+                // it is about us, so it passes the assistant-only filter too.
+                let ours = self
+                    .shared
+                    .roster()
+                    .local
+                    .as_ref()
+                    .is_some_and(|l| &l.identity == sender);
+                if !assistant && !ours && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
                     // find no stream and are ignored.
                     tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
@@ -1547,6 +1556,12 @@ mod tests {
         let readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "bot");
+
+        // A stream on our own behalf (an agent's transcript of our speech) passes too.
+        e.on_data(true, &header_from("me", "m"));
+        let readers = opened(&mut rx);
+        assert_eq!(readers.len(), 1);
+        assert_eq!(readers[0].info.sender_identity, "me");
     }
 
     #[test]

@@ -246,6 +246,8 @@ pub enum StreamSenders {
     Anyone,
     /// Only the assistant's (see [`crate::RoomOptions::assistant_identity`]): a stream
     /// from anyone else is dropped at its header, with no event, no slot and no
-    /// buffering; its chunks and trailer are ignored.
+    /// buffering; its chunks and trailer are ignored. A stream sent on our own behalf
+    /// (its sender is our identity, as LiveKit Agents sends a transcript of the user's
+    /// speech) passes too.
     Assistant,
 }

@@ -8,3 +8,4 @@ pub mod mcp;
 pub mod session;
 pub mod settings;
 pub mod tools;
+pub mod voice;

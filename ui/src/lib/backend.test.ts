@@ -64,7 +64,7 @@ describe('CONTRACT.md', () => {
     for (const name of COMMAND_NAMES) expect(doc, name).toContain(`### \`${name}\``);
   });
   it('documents every event type', () => {
-    const types: UiEvent['type'][] = ['connection', 'session', 'status', 'user_message', 'assistant_delta', 'assistant_message', 'tool_initiated', 'tool_progress', 'tool_result', 'consent_request', 'consent_withdrawn', 'error', 'elicitation', 'elicitation_closed'];
+    const types: UiEvent['type'][] = ['connection', 'session', 'status', 'user_message', 'assistant_delta', 'assistant_message', 'tool_initiated', 'tool_progress', 'tool_result', 'consent_request', 'consent_withdrawn', 'error', 'elicitation', 'elicitation_closed', 'user_transcript', 'voice', 'voice_level'];
     for (const t of types) expect(doc, t).toContain(`### \`${t}\``);
   });
 });

@@ -47,6 +47,9 @@ import type {
   ToolRule,
   UiEvent,
   UserMessage,
+  VoiceStatus,
+  VoiceControl,
+  AudioDevices,
 } from './generated/contract';
 
 // Every generated type is part of this module's contract.
@@ -149,6 +152,13 @@ export interface Commands {
   mcp_servers_log: { args: { name: string }; returns: string };
   mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
   mcp_elicitation_answer: { args: { id: string; action: ElicitationAction; content: JsonObject | null }; returns: null };
+
+  voice_status: { args: NoArgs; returns: VoiceStatus };
+  voice_start: { args: NoArgs; returns: VoiceStatus };
+  voice_stop: { args: NoArgs; returns: VoiceStatus };
+  voice_control: { args: { control: VoiceControl }; returns: VoiceStatus };
+  voice_devices: { args: NoArgs; returns: AudioDevices };
+  voice_set_devices: { args: { input: string | null; output: string | null }; returns: AudioDevices };
 }
 
 export type CommandName = keyof Commands;
@@ -190,6 +200,12 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_log',
   'mcp_servers_import_preview',
   'mcp_elicitation_answer',
+  'voice_status',
+  'voice_start',
+  'voice_stop',
+  'voice_control',
+  'voice_devices',
+  'voice_set_devices',
 ];
 
 export interface Subscription {

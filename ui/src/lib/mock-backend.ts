@@ -31,6 +31,7 @@ import {
   type ToolResult,
   type TranscriptEntry,
   type UiEvent,
+  type VoiceStatus,
 } from './backend';
 import { TranscriptFold, transcriptFromEntries, type Entry } from './transcript';
 
@@ -127,6 +128,27 @@ export class MockBackend implements Backend {
   readonly mcpLogs = new Map<string, string>([['web-tools', '--- started\nweb-tools-mcp listening on stdio\n']]);
   readonly secrets = new Map<string, string>();
   remembered: RememberedDecision[] = [];
+  /** Voice: what the mic button shows; the devices it offers. */
+  voice: VoiceStatus = {
+    on: false,
+    mode: 'push_to_talk',
+    muted: false,
+    talking: false,
+    transmitting: false,
+    input: { state: 'off' },
+    output: { state: 'off' },
+  };
+  audioInputs = [
+    { id: 'alsa:default', name: 'Default microphone', isDefault: true },
+    { id: 'alsa:usb-headset', name: 'USB headset', isDefault: false },
+  ];
+  audioOutputs = [
+    { id: 'alsa:default', name: 'Default output', isDefault: true },
+    { id: 'alsa:usb-headset', name: 'USB headset', isDefault: false },
+  ];
+  audioChoice: { input: string | null; output: string | null } = { input: null, output: null };
+  /** Set to make `voice_start` find no microphone (the no-device state). */
+  noMicrophone = false;
   conversations = new Map<string, Conversation>();
   /** Every command received, for tests. */
   readonly calls: { cmd: string; args: unknown }[] = [];
@@ -348,6 +370,34 @@ export class MockBackend implements Backend {
       this.elicitationAnswers.set(id, { action, content });
       this.emit({ type: 'elicitation_closed', data: { id } });
       return null;
+    },
+    voice_status: () => this.voice,
+    voice_start: () => {
+      if (this.#connection.state !== 'connected') throw fail('not_connected', 'Outpost is not connected to an assistant.');
+      this.voice.on = true;
+      this.voice.input = this.noMicrophone
+        ? { state: 'failed', error: 'No microphone was found.' }
+        : { state: 'ready', device: this.audioChoice.input ?? 'alsa:default' };
+      this.voice.output = { state: 'ready', device: this.audioChoice.output ?? 'alsa:default' };
+      return this.#voiceChanged();
+    },
+    voice_stop: () => {
+      this.voice.on = false;
+      this.voice.talking = false;
+      this.voice.input = { state: 'off' };
+      this.voice.output = { state: 'off' };
+      return this.#voiceChanged();
+    },
+    voice_control: ({ control }) => {
+      if (control.muted !== undefined) this.voice.muted = control.muted;
+      if (control.mode !== undefined) this.voice.mode = control.mode;
+      if (control.talking !== undefined) this.voice.talking = control.talking;
+      return this.#voiceChanged();
+    },
+    voice_devices: () => this.#audioDevices(),
+    voice_set_devices: ({ input, output }) => {
+      this.audioChoice = { input, output };
+      return this.#audioDevices();
     },
     mcp_servers_list: () => this.mcpServers,
     mcp_servers_add: ({ server }) => this.#addServer(server),
@@ -658,6 +708,22 @@ export class MockBackend implements Backend {
   }
 
   // ----------------------------------------------------------------- bookkeeping
+
+  #audioDevices(): Commands['voice_devices']['returns'] {
+    return {
+      inputs: this.audioInputs,
+      outputs: this.audioOutputs,
+      ...(this.audioChoice.input ? { input: this.audioChoice.input } : {}),
+      ...(this.audioChoice.output ? { output: this.audioChoice.output } : {}),
+    };
+  }
+
+  #voiceChanged(): VoiceStatus {
+    const v = this.voice;
+    v.transmitting = v.on && v.input.state === 'ready' && !v.muted && (v.mode === 'open_mic' || v.talking);
+    this.emit({ type: 'voice', data: clone(v) });
+    return v;
+  }
 
   #record(event: UiEvent): void {
     this.#fold.apply(event);

@@ -12,6 +12,7 @@
  */
 import type {
   AssistantMessage,
+  SpeechText,
   ToolCallRecord,
   ToolCardStatus,
   ToolResult,
@@ -20,7 +21,14 @@ import type {
 } from './backend';
 
 export type Entry =
-  | { kind: 'user'; id: string; text: string; at: number }
+  | {
+      kind: 'user';
+      id: string;
+      text: string;
+      at: number;
+      /** Said aloud (the agent's transcript): still changing, or final. Absent when typed. */
+      speech?: SpeechText;
+    }
   | {
       kind: 'assistant';
       id: string;
@@ -64,7 +72,9 @@ export function statusFromResult(r: Pick<ToolResult, 'success' | 'errorCode'>): 
 function entryFromTranscript(t: TranscriptEntry): Entry {
   switch (t.kind) {
     case 'user':
-      return { kind: 'user', id: t.id, text: t.text, at: t.at };
+      return t.speech
+        ? { kind: 'user', id: t.id, text: t.text, at: t.at, speech: t.speech }
+        : { kind: 'user', id: t.id, text: t.text, at: t.at };
     case 'assistant':
       return {
         kind: 'assistant',
@@ -89,7 +99,9 @@ export function transcriptFromEntries(entries: Entry[]): TranscriptEntry[] {
   return entries.map((e): TranscriptEntry => {
     switch (e.kind) {
       case 'user':
-        return { kind: 'user', id: e.id, text: e.text, at: e.at };
+        return e.speech
+          ? { kind: 'user', id: e.id, text: e.text, at: e.at, speech: e.speech }
+          : { kind: 'user', id: e.id, text: e.text, at: e.at };
       case 'assistant': {
         const { streaming: _s, nextSeq: _n, ...m } = e;
         return m;
@@ -159,6 +171,18 @@ export class TranscriptFold {
         if (this.#message(event.data.id)) return;
         const { id, text, at } = event.data;
         this.#push(`m:${id}`, { kind: 'user', id, text, at });
+        return;
+      }
+      case 'user_transcript': {
+        // Interim text is replaced by later text of the same segment; final stays final.
+        const { id, text, at, speech } = event.data;
+        const e = this.#message(id);
+        if (!e) {
+          this.#push(`m:${id}`, { kind: 'user', id, text, at, speech });
+        } else if (e.kind === 'user' && e.speech !== undefined) {
+          e.text = text;
+          e.speech = speech;
+        }
         return;
       }
       case 'assistant_delta': {
@@ -266,6 +290,8 @@ export class TranscriptFold {
       case 'consent_request':
       case 'consent_withdrawn':
       case 'error':
+      case 'voice':
+      case 'voice_level':
         return;
     }
   }

@@ -229,6 +229,42 @@ impl Machine {
         });
     }
 
+    /// A transcription of the user's own speech (voice): shown as the user's words while
+    /// they grow, recorded as a user message when final. It is the agent's own reading
+    /// of what it heard, so nothing is sent back.
+    pub(super) fn user_transcript(
+        &mut self,
+        fx: &mut Fx,
+        now: Millis,
+        sender: &str,
+        segment_id: &str,
+        text: &str,
+        is_final: bool,
+    ) {
+        if !self.is_assistant(sender) {
+            return;
+        }
+        self.enter_agents_mode(fx, now, "it sent a transcription");
+        if !self.in_agents_mode() {
+            return;
+        }
+        if is_final {
+            fx.record(Record::Message(store::NewMessage {
+                conversation_id: self.conv(),
+                id: segment_id.to_owned(),
+                role: store::Role::User,
+                text: text.to_owned(),
+                created_at: now,
+                completed_at: Some(now),
+            }));
+        }
+        fx.ui(UiEvent::UserTranscript {
+            id: segment_id.to_owned(),
+            text: text.to_owned(),
+            is_final,
+        });
+    }
+
     /// An RPC call arrived.
     pub(super) fn rpc(&mut self, fx: &mut Fx, now: Millis, call: RpcCall) {
         let reply = |fx: &mut Fx, id: &str, r: Result<String, RpcFailure>| {
@@ -725,6 +761,7 @@ mod tests {
             segment_id: "SG_1".into(),
             text: text.into(),
             is_final: fin,
+            user_speech: false,
         };
         let fx1 = m.handle(seg("Hel", false), 20);
         let fx2 = m.handle(seg("Hello there", true), 21);
@@ -743,6 +780,51 @@ mod tests {
         assert!(fx2.iter().any(
             |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "Hello there")
         ));
+    }
+
+    #[test]
+    fn the_users_speech_shows_as_their_words_and_is_recorded_as_theirs() {
+        let mut m = agents();
+        let seg = |sender: &str, text: &str, fin: bool| Input::Transcript {
+            sender: sender.into(),
+            segment_id: "SG_u".into(),
+            text: text.into(),
+            is_final: fin,
+            user_speech: true,
+        };
+        let fx1 = m.handle(seg(AGENT, "what time", false), 20);
+        let fx2 = m.handle(seg(AGENT, "What time is it?", true), 21);
+        let shown: Vec<(String, bool)> = uis(&[fx1.clone(), fx2.clone()].concat())
+            .into_iter()
+            .filter_map(|e| match e {
+                UiEvent::UserTranscript { id, text, is_final } if id == "SG_u" => {
+                    Some((text, is_final))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("what time".to_string(), false),
+                ("What time is it?".to_string(), true)
+            ]
+        );
+        assert!(
+            !uis(&fx2)
+                .iter()
+                .any(|e| matches!(e, UiEvent::AssistantMessage { .. }))
+        );
+        assert!(fx2.iter().any(|e| matches!(
+            e,
+            Effect::Record(Record::Message(msg))
+                if msg.text == "What time is it?" && msg.role == store::Role::User
+        )));
+        // Nothing goes back to the agent: it heard the words itself.
+        assert!(!fx2.iter().any(|e| matches!(e, Effect::SendText { .. })));
+        // Someone else's transcription is ignored.
+        let other = m.handle(seg("intruder", "hi", true), 22);
+        assert!(uis(&other).is_empty());
     }
 
     #[test]

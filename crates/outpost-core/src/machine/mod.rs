@@ -232,6 +232,10 @@ pub enum Input {
         text: String,
         /// `lk.transcription_final`, or the stream ended.
         is_final: bool,
+        /// The segment transcribes the user's own microphone track (its
+        /// `lk.transcribed_track_id` is one of ours): the user's speech, not the
+        /// assistant's.
+        user_speech: bool,
     },
     /// An RPC call to one of Outpost's methods.
     Rpc(RpcCall),
@@ -690,7 +694,14 @@ impl Machine {
                 segment_id,
                 text,
                 is_final,
-            } => self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final),
+                user_speech,
+            } => {
+                if user_speech {
+                    self.user_transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                } else {
+                    self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                }
+            }
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
             Input::ToolsChanged { tools, claims } => {
                 self.tools_changed(&mut fx, tools, claims);

@@ -193,7 +193,12 @@ text: string,
 /**
  * When.
  */
-at: number, } | { "kind": "assistant", 
+at: number, 
+/**
+ * Said aloud (the agent's transcript of it), still growing or final; absent for
+ * typed messages.
+ */
+speech?: SpeechText, } | { "kind": "assistant", 
 /**
  * Id.
  */
@@ -315,7 +320,7 @@ transcript: Array<TranscriptEntry>,
  */
 pendingConsents: Array<ConsentRequest>, };
 
-export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed };
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel };
 
 export type UserMessage = { 
 /**
@@ -515,6 +520,134 @@ export type ElicitationClosed = {
  * The form.
  */
 id: string, };
+
+export type SpeechText = "interim" | "final";
+
+export type UserTranscript = { 
+/**
+ * The segment id (the message id once final).
+ */
+id: string, 
+/**
+ * The text so far.
+ */
+text: string, 
+/**
+ * Interim or final.
+ */
+speech: SpeechText, 
+/**
+ * When the segment began.
+ */
+at: number, };
+
+export type VoiceMode = "push_to_talk" | "open_mic";
+
+export type DeviceState = "off" | "ready" | "failed";
+
+export type DeviceStatus = { 
+/**
+ * Off, ready or failed.
+ */
+state: DeviceState, 
+/**
+ * The device in use (its id), when open.
+ */
+device?: string, 
+/**
+ * Why it failed, in words for the user.
+ */
+error?: string, };
+
+export type VoiceStatus = { 
+/**
+ * Voice is on (the devices are open or were tried).
+ */
+on: boolean, 
+/**
+ * Push-to-talk or open mic.
+ */
+mode: VoiceMode, 
+/**
+ * Muted by the user: nothing is sent whatever the mode.
+ */
+muted: boolean, 
+/**
+ * The talk key or button is held.
+ */
+talking: boolean, 
+/**
+ * The microphone track is live right now (on, not muted, open mic or held).
+ */
+transmitting: boolean, 
+/**
+ * The microphone.
+ */
+input: DeviceStatus, 
+/**
+ * The speaker or headphones.
+ */
+output: DeviceStatus, };
+
+export type VoiceLevel = { 
+/**
+ * The microphone's level (shown even while muted, so the user sees it works).
+ */
+input: number, 
+/**
+ * What is playing (the assistant speaking).
+ */
+output: number, };
+
+export type AudioDevice = { 
+/**
+ * Its id (saved in the settings).
+ */
+id: string, 
+/**
+ * A name to show.
+ */
+name: string, 
+/**
+ * The system's default.
+ */
+isDefault: boolean, };
+
+export type AudioDevices = { 
+/**
+ * Microphones.
+ */
+inputs: Array<AudioDevice>, 
+/**
+ * Speakers and headphones.
+ */
+outputs: Array<AudioDevice>, 
+/**
+ * The chosen microphone.
+ */
+input?: string, 
+/**
+ * The chosen output.
+ */
+output?: string, 
+/**
+ * Why the list is empty or incomplete, when the system said.
+ */
+error?: string, };
+
+export type VoiceControl = { 
+/**
+ * Mute or unmute.
+ */
+muted?: boolean, 
+/**
+ * Switch the mode.
+ */
+mode?: VoiceMode, 
+/**
+ * The talk key or button went down (true) or up (false).
+ */
+talking?: boolean, };
 
 export type ConnectionSettings = { 
 /**

@@ -19,7 +19,7 @@ import { ConsentQueue } from './consent.svelte';
 import { SessionStore } from './session.svelte';
 
 export type Screen = 'chat' | 'history' | 'settings';
-export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'notifications' | 'data' | 'about';
+export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'voice' | 'notifications' | 'data' | 'about';
 
 export interface Notice {
   id: number;
@@ -66,6 +66,12 @@ export class AppState {
       this.consents.load(this.#sub.snapshot.pendingConsents);
       loaded = true;
       for (const e of early) this.apply(e);
+      // Voice is not in the snapshot: a reloaded page asks (a failure leaves it off).
+      try {
+        this.session.voice = await this.backend.call('voice_status', {});
+      } catch {
+        /* voice stays shown as off */
+      }
       this.ready = true;
     } catch (e) {
       this.loadError = toCommandError(e);

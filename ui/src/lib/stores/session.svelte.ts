@@ -11,6 +11,8 @@ import type {
   StatusEvent,
   ToolCallRecord,
   UiEvent,
+  VoiceLevel,
+  VoiceStatus,
 } from '../backend';
 import { TranscriptFold, entriesFromTranscript, isFinal, type Entry } from '../transcript';
 
@@ -24,6 +26,17 @@ export class SessionStore {
   session = $state<SessionInfo | null>(null);
   entries = $state<Entry[]>([]);
   lastError = $state<ErrorEvent | null>(null);
+  /** Voice: the mic button's state, and the levels while voice is on. */
+  voice = $state<VoiceStatus>({
+    on: false,
+    mode: 'push_to_talk',
+    muted: false,
+    talking: false,
+    transmitting: false,
+    input: { state: 'off' },
+    output: { state: 'off' },
+  });
+  level = $state<VoiceLevel>({ input: 0, output: 0 });
 
   #fold: TranscriptFold;
 
@@ -81,6 +94,13 @@ export class SessionStore {
         return;
       case 'error':
         this.lastError = event.data;
+        return;
+      case 'voice':
+        this.voice = event.data;
+        if (!event.data.on) this.level = { input: 0, output: 0 };
+        return;
+      case 'voice_level':
+        this.level = event.data;
         return;
       default:
         return;

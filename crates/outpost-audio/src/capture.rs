@@ -1,0 +1,301 @@
+//! Microphone capture: one cpal input stream whose callback downmixes to mono, resamples
+//! to 48 kHz when the device runs at another rate, measures the level and hands out
+//! 10 ms frames on a bounded channel (a slow reader loses frames, the device thread
+//! never waits).
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use cpal::traits::{DeviceTrait, StreamTrait};
+use cpal::{FromSample, SampleFormat, SizedSample};
+use tokio::sync::mpsc;
+
+use crate::error::{AudioError, Result, open_error};
+use crate::resample::MonoResampler;
+use crate::{FRAME_SAMPLES, Health, SAMPLE_RATE, devices, level};
+
+/// How to open the microphone.
+#[derive(Debug, Clone, Default)]
+pub struct CaptureOptions {
+    /// A device id from [`crate::list_devices`]; `None` = the system default.
+    pub device: Option<String>,
+    /// Run the device at this rate instead of 48 kHz (the frames handed out are still
+    /// 48 kHz: they are resampled). `None` = 48 kHz when the device offers it.
+    pub device_rate: Option<u32>,
+}
+
+/// State shared with the device callback.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    /// The last frame's level (f32 bits).
+    level: AtomicU32,
+    /// Milliseconds since `start` at the last callback.
+    last_ms: AtomicU64,
+    start: Instant,
+    failed: Mutex<Option<String>>,
+    /// Frames dropped because the reader was slow.
+    dropped: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl Shared {
+    pub(crate) fn new() -> Self {
+        Self {
+            level: AtomicU32::new(0),
+            last_ms: AtomicU64::new(0),
+            start: Instant::now(),
+            failed: Mutex::new(None),
+            dropped: AtomicU64::new(0),
+            stopped: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms.max(1), Ordering::Relaxed);
+    }
+
+    /// A stream error from the device: a glitch (an underrun or overrun, the default
+    /// device rerouted, no real-time priority) is logged and the stream goes on; anything
+    /// else ends it.
+    pub(crate) fn report(&self, e: &cpal::Error) {
+        use cpal::ErrorKind as K;
+        match e.kind() {
+            K::Xrun | K::DeviceChanged | K::RealtimeDenied => {
+                tracing::debug!("audio stream glitch: {e}");
+            }
+            _ => self.fail(e.to_string()),
+        }
+    }
+
+    pub(crate) fn fail(&self, why: String) {
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        if f.is_none() {
+            tracing::warn!("audio stream failed: {why}");
+            *f = Some(why);
+        }
+    }
+
+    /// Running, stalled (no callback for 2 s once started, or never within 10 s), or failed.
+    pub(crate) fn health(&self) -> Health {
+        if let Some(f) = self
+            .failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Health::Failed(f);
+        }
+        let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let last = self.last_ms.load(Ordering::Relaxed);
+        // Opening a device through a sound server can take seconds on a busy machine:
+        // only a stream that never called back in 10 s counts as stalled.
+        let stalled = if last == 0 {
+            now > 10_000
+        } else {
+            now.saturating_sub(last) > 2_000
+        };
+        if stalled {
+            Health::Stalled
+        } else {
+            Health::Running
+        }
+    }
+}
+
+/// The open microphone. Dropping it closes the device.
+pub struct Capture {
+    stream: cpal::Stream,
+    shared: Arc<Shared>,
+    device: String,
+    rate: u32,
+    channels: u16,
+}
+
+impl std::fmt::Debug for Capture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture")
+            .field("device", &self.device)
+            .field("rate", &self.rate)
+            .field("channels", &self.channels)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Picks the device's format: `rate` if it offers it (f32 first, then i16, mono first),
+/// else its default format.
+pub(crate) fn pick_config(
+    ranges: Vec<cpal::SupportedStreamConfigRange>,
+    default: std::result::Result<cpal::SupportedStreamConfig, cpal::Error>,
+    rate: u32,
+) -> std::result::Result<cpal::SupportedStreamConfig, cpal::Error> {
+    let rank = |f: SampleFormat| match f {
+        SampleFormat::F32 => 0,
+        SampleFormat::I16 => 1,
+        _ => 2,
+    };
+    let mut fits: Vec<_> = ranges
+        .into_iter()
+        .filter(|r| r.min_sample_rate() <= rate && rate <= r.max_sample_rate())
+        .filter(|r| rank(r.sample_format()) < 2 && r.channels() > 0)
+        .collect();
+    fits.sort_by_key(|r| (rank(r.sample_format()), r.channels()));
+    match fits.into_iter().next() {
+        Some(r) => Ok(r.with_sample_rate(rate)),
+        None => default,
+    }
+}
+
+impl Capture {
+    /// Opens the microphone and starts sending 10 ms mono 48 kHz frames to `frames`.
+    pub fn start(opts: &CaptureOptions, frames: mpsc::Sender<Vec<f32>>) -> Result<Self> {
+        let (device, name) = devices::find(opts.device.as_deref(), true)?;
+        let no_default = |e: AudioError| match (&opts.device, e) {
+            // The default device that cannot be reached: no microphone to speak of.
+            (None, AudioError::DeviceNotFound(_)) => AudioError::NoInputDevice,
+            (_, e) => e,
+        };
+        let want = opts.device_rate.unwrap_or(SAMPLE_RATE);
+        let ranges = device
+            .supported_input_configs()
+            .map(Iterator::collect)
+            .unwrap_or_default();
+        let config = pick_config(ranges, device.default_input_config(), want)
+            .map_err(|e| no_default(open_error(&name, &e)))?;
+        let rate = config.sample_rate();
+        let channels = config.channels();
+        let shared = Arc::new(Shared::new());
+        let stream = match config.sample_format() {
+            SampleFormat::I16 => build::<i16>(&device, &config, &shared, frames),
+            SampleFormat::I32 => build::<i32>(&device, &config, &shared, frames),
+            SampleFormat::U8 => build::<u8>(&device, &config, &shared, frames),
+            SampleFormat::U16 => build::<u16>(&device, &config, &shared, frames),
+            SampleFormat::F64 => build::<f64>(&device, &config, &shared, frames),
+            _ => build::<f32>(&device, &config, &shared, frames),
+        }
+        .map_err(|e| no_default(open_error(&name, &e)))?;
+        stream
+            .play()
+            .map_err(|e| no_default(open_error(&name, &e)))?;
+        tracing::info!(device = %name, rate, channels, "microphone open");
+        Ok(Self {
+            stream,
+            shared,
+            device: name,
+            rate,
+            channels,
+        })
+    }
+
+    /// The input level of the last 10 ms, 0.0..=1.0 (see [`crate::level_of`]).
+    pub fn level(&self) -> f32 {
+        f32::from_bits(self.shared.level.load(Ordering::Relaxed))
+    }
+
+    /// Whether audio is still coming.
+    pub fn health(&self) -> Health {
+        self.shared.health()
+    }
+
+    /// The device's id (or `default`).
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// The rate the device runs at.
+    pub fn device_rate(&self) -> u32 {
+        self.rate
+    }
+
+    /// The device's channel count (downmixed to mono here).
+    pub fn device_channels(&self) -> u16 {
+        self.channels
+    }
+
+    /// Frames dropped because the reader did not keep up.
+    pub fn dropped_frames(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Stops the device (also done on drop).
+    pub fn stop(&self) {
+        self.shared.stopped.store(true, Ordering::Relaxed);
+        let _ = self.stream.pause();
+    }
+}
+
+/// A 20 ms device buffer where the device says what it allows: the default of some
+/// backends (ALSA through PulseAudio) is seconds long, which would delay everything.
+pub(crate) fn buffer_size(config: &cpal::SupportedStreamConfig) -> cpal::BufferSize {
+    let want = config.sample_rate() / 50;
+    match config.buffer_size() {
+        cpal::SupportedBufferSize::Range { min, max } if *min <= *max => {
+            cpal::BufferSize::Fixed(want.clamp(*min, *max))
+        }
+        _ => cpal::BufferSize::Default,
+    }
+}
+
+fn build<T>(
+    device: &cpal::Device,
+    config: &cpal::SupportedStreamConfig,
+    shared: &Arc<Shared>,
+    frames: mpsc::Sender<Vec<f32>>,
+) -> std::result::Result<cpal::Stream, cpal::Error>
+where
+    T: SizedSample,
+    f32: FromSample<T>,
+{
+    let channels = usize::from(config.channels()).max(1);
+    let rate = config.sample_rate();
+    let mut resampler = MonoResampler::new(rate, SAMPLE_RATE).map_err(|e| {
+        cpal::Error::with_message(cpal::ErrorKind::UnsupportedConfig, e.to_string())
+    })?;
+    let mut mono: Vec<f32> = Vec::new();
+    let mut at48: Vec<f32> = Vec::new();
+    let cb_shared = shared.clone();
+    let err_shared = shared.clone();
+    let stream_config = cpal::StreamConfig {
+        channels: config.channels(),
+        sample_rate: rate,
+        buffer_size: buffer_size(config),
+    };
+    device.build_input_stream(
+        stream_config,
+        move |data: &[T], _: &cpal::InputCallbackInfo| {
+            let s = &cb_shared;
+            s.touch();
+            if s.stopped.load(Ordering::Relaxed) {
+                return;
+            }
+            mono.clear();
+            mono.extend(data.chunks(channels).map(|frame| {
+                frame
+                    .iter()
+                    .map(|x| <f32 as FromSample<T>>::from_sample_(*x))
+                    .sum::<f32>()
+                    / frame.len() as f32
+            }));
+            resampler.process(&mono, &mut at48);
+            let whole = at48.len() / FRAME_SAMPLES * FRAME_SAMPLES;
+            for frame in at48[..whole].chunks(FRAME_SAMPLES) {
+                s.level
+                    .store(level::level_of(frame).to_bits(), Ordering::Relaxed);
+                match frames.try_send(frame.to_vec()) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        s.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    // Nobody reads any more: nothing to do until the stream is dropped.
+                    Err(mpsc::error::TrySendError::Closed(_)) => {
+                        s.stopped.store(true, Ordering::Relaxed);
+                    }
+                }
+            }
+            at48.drain(..whole);
+        },
+        move |e| err_shared.report(&e),
+        None,
+    )
+}

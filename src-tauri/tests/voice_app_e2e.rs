@@ -1,0 +1,209 @@
+//! End to end, voice, in the real app: `outpost-app` under Xvfb (the `app_e2e.rs`
+//! harness) with its sound through a private PulseAudio daemon
+//! ([`outpost_tests::pulse`]: a 440 Hz tone played into the `mic_in` null sink is the
+//! microphone; the `speaker` sink is the output), talking to an official-SDK voice agent
+//! (`tests/py/voice_agent.py`).
+//!
+//! The user turns voice on: the mic state reads "Hold to talk" and nothing is sent. Holding
+//! the talk button makes it "Mic live", the level meter moves, and the agent hears 440 Hz.
+//! The agent's transcript of that speech shows as the user's words (final), and its own
+//! words as the assistant's. Releasing the button and muting are shown. (The agent's voice
+//! on the speaker is not asserted here: see the note at the end of the test.)
+//!
+//! Needs what `app_e2e.rs` needs plus pulseaudio (scripts/setup.sh).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::ffi::OsString;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context as _, ensure};
+use common::{App, Assistant, Driver, RoomServer, wait_for};
+use outpost_tests::lkclient::{NsPair, in_netns};
+use outpost_tests::pulse::Pulse;
+
+const ROOM: &str = "voice-app-e2e";
+
+fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::python()?;
+    // The agent kind: the app takes the first agent in the room as its assistant.
+    let token = outpost_room::Keys::dev().mint_with_kind(
+        ROOM,
+        "voice-agent",
+        None,
+        Duration::from_secs(3600),
+        "agent",
+    )?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(py)
+        .arg(outpost_tests::python::scripts_dir().join("voice_agent.py"))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_ROOM", ROOM)
+        .env("LK_IDENTITY", "voice-agent")
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app")
+        .env("LK_TALK_SECONDS", "20")
+        .env("LK_TIMEOUT", "300");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
+}
+
+#[test]
+fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts() {
+    let _one = common::serial();
+    let pulse = Pulse::start().expect("pulseaudio");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    for d in [&config, &data, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    std::fs::write(
+        config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let env: Vec<(&'static str, OsString)> = vec![
+        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
+        ("OUTPOST_DATA_DIR", data.into_os_string()),
+        ("OUTPOST_SECRETS", "memory".into()),
+        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+        ("PULSE_SERVER", pulse.server().into()),
+        ("HOME", home.clone().into_os_string()),
+        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
+        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
+        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
+    ];
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
+    let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let logs = root.join("logs");
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let agent = start_agent(&server_ns, &url, &root)?;
+        let r = scenario(&agent).await;
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                agent.report()
+            ))
+        })
+    });
+    let _ = mic.kill();
+    let _ = rec.kill();
+    let _ = (mic.wait(), rec.wait());
+    drop(server);
+    drop(pair);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    // The agent's voice on the app's speaker is recorded but not checked here: in about one
+    // run of two the app played nothing (not yet understood; README "Known gaps"). The
+    // library-level test (tests/tests/voice_e2e.rs) checks it.
+    let heard_ms = recorded.lock().unwrap().len() / 48;
+    eprintln!("speaker monitor: {heard_ms} ms recorded");
+    drop(dir);
+}
+
+/// A script that sends `kind` (pointerdown/pointerup) to the talk button, as holding it
+/// with the mouse does.
+fn press(kind: &str) -> String {
+    format!(
+        "var b = document.querySelector('[data-testid=talk-button]'); \
+         if (!b) {{ return 'no talk button'; }} \
+         b.dispatchEvent(new Event('{kind}', {{ bubbles: true }})); return 'ok';"
+    )
+}
+
+fn agent_said(agent: &Assistant, op: &str) -> Option<serde_json::Value> {
+    agent.events().into_iter().find(|e| e["op"] == op)
+}
+
+async fn scenario(agent: &Assistant) -> anyhow::Result<App> {
+    let app = App::launch().await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+    wait_for("the agent to be ready", || async {
+        Ok(agent_said(agent, "ready"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+
+    app.click("[data-testid=voice-toggle]")
+        .await
+        .context("clicking Voice")?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    app.wait_css("[data-testid=input-level]")
+        .await
+        .context("the level meter")?;
+
+    // Hold to talk (a pointer held on the button).
+    let pressed = app
+        .js(&press("pointerdown"))
+        .await
+        .context("pressing the talk button")?;
+    ensure!(pressed == "ok", "pressing the talk button: {pressed}");
+    app.wait_text("[data-testid=mic-state]", "Mic live").await?;
+    let heard = wait_for("the agent to hear the microphone", || async {
+        Ok(agent_said(agent, "heard"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    let f = heard["freq_hz"].as_f64().unwrap_or(0.0);
+    ensure!((f - 440.0).abs() <= 8.8, "the agent heard {f} Hz");
+    let level = app
+        .js("return document.querySelector('[data-testid=input-level]').value;")
+        .await
+        .context("reading the meter")?;
+    ensure!(
+        level.as_f64().is_some_and(|l| l > 0.5),
+        "the meter shows {level} while a loud tone plays"
+    );
+    app.js(&press("pointerup"))
+        .await
+        .context("releasing the talk button")?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+
+    // The transcripts: the user's speech as their words, the agent's as its words.
+    app.wait_text(
+        "[data-testid=user-message][data-speech=final]",
+        "Hello agent",
+    )
+    .await?;
+    app.wait_assistant("I hear you.").await?;
+
+    // Mute is always visible.
+    app.click("[data-testid=mute]")
+        .await
+        .context("clicking Mute")?;
+    app.wait_text("[data-testid=mic-state]", "Muted").await?;
+    // Let the agent's voice play a while (it starts once the agent heard us).
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    if let Ok(path) = std::env::var("VOICE_APP_E2E_DEBUG") {
+        let bar = app
+            .js("return document.querySelector('[data-testid=voice-bar]').innerText;")
+            .await?;
+        let _ = std::fs::write(path, format!("{bar}\n{}", agent.report()));
+    }
+    Ok(app)
+}

@@ -1,0 +1,194 @@
+//! A private PulseAudio daemon for a voice test: two null sinks, `mic_in` (what a test
+//! plays into it is the default source, its monitor: the app's microphone) and `speaker`
+//! (the default sink: what the app plays, recorded from `speaker.monitor`). The daemon
+//! runs with its own runtime folder and socket; the process that uses it points
+//! `PULSE_SERVER` at [`Pulse::server`] before any audio code runs. Killed on drop.
+//! (outpost-audio's own tests keep a one-sink copy: that crate cannot depend on this one.)
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+/// The daemon.
+#[derive(Debug)]
+pub struct Pulse {
+    child: Child,
+    _dir: tempfile::TempDir,
+    socket: PathBuf,
+}
+
+impl Pulse {
+    /// Starts it and waits until it answers.
+    pub fn start() -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let socket = dir.path().join("native");
+        let child = Command::new("pulseaudio")
+            .args([
+                "-n",
+                "--daemonize=no",
+                "--exit-idle-time=-1",
+                "--disable-shm=yes",
+                "--use-pid-file=no",
+                "--system=no",
+            ])
+            .arg("-L")
+            .arg(format!(
+                "module-native-protocol-unix auth-anonymous=1 socket={}",
+                socket.display()
+            ))
+            .args(["-L", "module-null-sink sink_name=mic_in rate=48000"])
+            .args(["-L", "module-null-sink sink_name=speaker rate=48000"])
+            .env("HOME", dir.path())
+            .env("XDG_RUNTIME_DIR", dir.path())
+            .env("PULSE_RUNTIME_PATH", dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting pulseaudio (Debian's pulseaudio; scripts/setup.sh installs it)")?;
+        let me = Self {
+            child,
+            _dir: dir,
+            socket,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !me.pactl(&["info"]).is_ok_and(|s| !s.is_empty()) {
+            if Instant::now() > deadline {
+                bail!("pulseaudio did not start");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        me.pactl(&["set-default-sink", "speaker"])?;
+        me.pactl(&["set-default-source", "mic_in.monitor"])?;
+        Ok(me)
+    }
+
+    /// The daemon's process id (a test kills it to take the sound away mid-call).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `PULSE_SERVER` for this daemon.
+    pub fn server(&self) -> String {
+        format!("unix:{}", self.socket.display())
+    }
+
+    /// Runs `pactl ARGS` against it; its stdout.
+    pub fn pactl(&self, args: &[&str]) -> anyhow::Result<String> {
+        let out = Command::new("pactl")
+            .args(args)
+            .env("PULSE_SERVER", self.server())
+            .output()
+            .context("running pactl (Debian's pulseaudio-utils)")?;
+        if !out.status.success() {
+            bail!(
+                "pactl {}: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// Plays a sine of `hz` into `sink` (48 kHz mono, real time through the pipe) until
+    /// the returned child is killed.
+    pub fn play_tone(&self, sink: &str, hz: f64, seconds: u32) -> anyhow::Result<Child> {
+        let mut child = Command::new("pacat")
+            .args([
+                "--playback",
+                &format!("--device={sink}"),
+                "--format=s16le",
+                "--rate=48000",
+                "--channels=1",
+                "--latency-msec=40",
+            ])
+            .env("PULSE_SERVER", self.server())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("running pacat")?;
+        let mut stdin = child.stdin.take().context("pacat's stdin")?;
+        std::thread::spawn(move || {
+            let n = 48_000 * seconds as usize;
+            let mut buf = Vec::with_capacity(960 * 2);
+            for i in 0..n {
+                let v = 0.5 * (2.0 * std::f64::consts::PI * hz * i as f64 / 48_000.0).sin();
+                buf.extend_from_slice(&((v * 32767.0) as i16).to_le_bytes());
+                if buf.len() >= 1920 {
+                    if stdin.write_all(&buf).is_err() {
+                        return;
+                    }
+                    buf.clear();
+                }
+            }
+        });
+        Ok(child)
+    }
+
+    /// Records `source` (48 kHz mono) into the returned buffer until the child is killed.
+    pub fn record(&self, source: &str) -> anyhow::Result<(Child, Arc<Mutex<Vec<i16>>>)> {
+        let mut child = Command::new("parec")
+            .args([
+                &format!("--device={source}"),
+                "--format=s16le",
+                "--rate=48000",
+                "--channels=1",
+                "--latency-msec=40",
+                "--raw",
+            ])
+            .env("PULSE_SERVER", self.server())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("running parec")?;
+        let mut out = child.stdout.take().context("parec's stdout")?;
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&buf);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 3840];
+            while let Ok(n) = out.read(&mut chunk) {
+                if n == 0 {
+                    return;
+                }
+                let mut b = sink.lock().unwrap_or_else(|p| p.into_inner());
+                b.extend(
+                    chunk[..n - n % 2]
+                        .chunks_exact(2)
+                        .map(|c| i16::from_le_bytes([c[0], c[1]])),
+                );
+            }
+        });
+        Ok((child, buf))
+    }
+}
+
+impl Drop for Pulse {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The strongest frequency of `x` (48 kHz) between 100 Hz and 2 kHz, in 2 Hz steps.
+pub fn peak_hz(x: &[f64]) -> f64 {
+    let mut best = (0.0, 0.0);
+    let mut f = 100.0;
+    while f < 2000.0 {
+        let w = 2.0 * std::f64::consts::PI * f / 48_000.0;
+        let (mut re, mut im) = (0.0, 0.0);
+        for (i, v) in x.iter().enumerate() {
+            re += v * (w * i as f64).cos();
+            im += v * (w * i as f64).sin();
+        }
+        let p = re * re + im * im;
+        if p > best.0 {
+            best = (p, f);
+        }
+        f += 2.0;
+    }
+    best.1
+}
