@@ -29,6 +29,7 @@ apt_packages=(
   libssl-dev file libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev
   libayatana-appindicator3-dev libxdo-dev
   libopus-dev        # outpost-livekit's audio tracks (the opus crate links it)
+  libdbus-1-dev      # the keyring's Secret Service client (libdbus, as GTK and WebKit use)
 )
 apt_install_missing "${apt_packages[@]}"
 

@@ -11,6 +11,8 @@
 mod commands;
 mod error;
 mod notify;
+#[cfg(unix)]
+pub mod single_instance;
 
 use std::sync::Arc;
 
@@ -23,12 +25,9 @@ use tauri::{Manager, Runtime, WindowEvent};
 pub const MAIN_WINDOW: &str = "main";
 
 /// Builds the app on `builder` with everything registered: plugins, state, commands.
+/// (The single-instance check is [`run`]'s: it happens before the app is built.)
 pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
-        // A second launch focuses the first window instead of opening another app.
-        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
-            focus_main(app);
-        }))
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .setup(|app| {
@@ -98,17 +97,41 @@ fn open_desktop<R: Runtime>(app: &tauri::AppHandle<R>) -> anyhow::Result<Desktop
     Ok(Desktop::open(paths, secrets, notifier)?)
 }
 
-/// Shows, unminimizes and focuses the main window.
-pub fn focus_main<R: Runtime>(app: &tauri::AppHandle<R>) {
-    if let Some(w) = app.get_webview_window(MAIN_WINDOW) {
-        let _ = w.show();
-        let _ = w.unminimize();
-        let _ = w.set_focus();
-    }
+/// Shows, unminimizes and focuses the main window; `false` when there is none (any more).
+pub fn focus_main<R: Runtime>(app: &tauri::AppHandle<R>) -> bool {
+    let Some(w) = app.get_webview_window(MAIN_WINDOW) else {
+        return false;
+    };
+    let shown = w.show().is_ok();
+    let _ = w.unminimize();
+    let _ = w.set_focus();
+    shown
+}
+
+/// Whether this machine renders OpenGL in software only: no DRM render node (Xvfb, most
+/// VMs, some remote desktops).
+#[cfg(target_os = "linux")]
+fn software_gl_only() -> bool {
+    std::fs::read_dir("/dev/dri").map_or(true, |d| {
+        !d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
+    })
 }
 
 /// Runs the app (the binary's `main`).
 pub fn run() {
+    // WebKit composites pages with OpenGL; with only a software renderer that costs the web
+    // process ~80 MiB and start-up time for nothing (docs/BENCHMARKS.md). Unless the user
+    // chose, turn compositing off there.
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() && software_gl_only() {
+        // SAFETY: the first thing the binary does, before any other thread exists, so
+        // nothing reads the environment concurrently.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -116,9 +139,62 @@ pub fn run() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let app = build(tauri::Builder::default()).run(tauri::generate_context!());
-    if let Err(e) = app {
-        tracing::error!(error = %e, "the app could not start");
-        std::process::exit(1);
+    // One app per profile: a second start brings the first window forward and exits, or
+    // waits while the first one quits (single_instance.rs). Decided before any window.
+    #[cfg(unix)]
+    let instance = match Paths::from_env() {
+        Ok(paths) => match single_instance::claim(&paths.data_dir) {
+            single_instance::Claim::Handed => return,
+            single_instance::Claim::Primary(i) => Some(i),
+        },
+        // open_desktop reports this again, where the app can show it.
+        Err(_) => None,
+    };
+    let app = match build(tauri::Builder::default()).build(tauri::generate_context!()) {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!(error = %e, "the app could not start");
+            std::process::exit(1);
+        }
+    };
+    #[cfg(unix)]
+    if let Some(i) = &instance {
+        let handle = app.handle().clone();
+        i.running(Box::new(move || focus_main(&handle)));
     }
+    // SIGTERM (a session logging out, `kill`) quits like closing the window does: the demo's
+    // programs end, and a start meanwhile waits for this one (single_instance.rs).
+    #[cfg(unix)]
+    {
+        let handle = app.handle().clone();
+        tauri::async_runtime::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    if term.recv().await.is_some() {
+                        tracing::info!("SIGTERM: quitting");
+                        handle.exit(0);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "SIGTERM will end the app abruptly"),
+            }
+        });
+    }
+    // Test-only: linger this long while quitting (still holding the instance lock), so the
+    // app's end-to-end test can start a second instance during a shutdown for certain.
+    let linger = std::env::var("OUTPOST_TEST_EXIT_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(std::time::Duration::from_millis);
+    app.run(move |_app, event| {
+        if let tauri::RunEvent::ExitRequested { .. } | tauri::RunEvent::Exit = event {
+            #[cfg(unix)]
+            if let Some(i) = &instance {
+                i.exiting();
+            }
+        }
+        if let (tauri::RunEvent::Exit, Some(d)) = (&event, linger) {
+            std::thread::sleep(d);
+        }
+    });
 }
