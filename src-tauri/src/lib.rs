@@ -108,30 +108,8 @@ pub fn focus_main<R: Runtime>(app: &tauri::AppHandle<R>) -> bool {
     shown
 }
 
-/// Whether this machine renders OpenGL in software only: no DRM render node (Xvfb, most
-/// VMs, some remote desktops).
-#[cfg(target_os = "linux")]
-fn software_gl_only() -> bool {
-    std::fs::read_dir("/dev/dri").map_or(true, |d| {
-        !d.flatten()
-            .any(|e| e.file_name().to_string_lossy().starts_with("renderD"))
-    })
-}
-
 /// Runs the app (the binary's `main`).
 pub fn run() {
-    // WebKit composites pages with OpenGL; with only a software renderer that costs the web
-    // process ~80 MiB and start-up time for nothing (docs/BENCHMARKS.md). Unless the user
-    // chose, turn compositing off there.
-    #[cfg(target_os = "linux")]
-    if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() && software_gl_only() {
-        // SAFETY: the first thing the binary does, before any other thread exists, so
-        // nothing reads the environment concurrently.
-        #[allow(unsafe_code)]
-        unsafe {
-            std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
-        }
-    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
