@@ -28,7 +28,7 @@
 //!
 //! Needs root (network namespaces), iproute2, xvfb-run, dbus-run-session, dunst,
 //! WebKitWebDriver, tauri-driver and the venv with the official SDK (scripts/setup.sh
-//! installs them). The two tests run one after the other.
+//! installs them). The tests run one after the other.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
