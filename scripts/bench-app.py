@@ -1,17 +1,28 @@
 #!/usr/bin/env python3
-"""Desktop app measurements (docs/BENCHMARKS.md, "app"): release binary size, cold start to
-interactive, idle memory of the whole process tree (the app plus its WebKit processes).
+"""Desktop app footprint against the blank Tauri app (docs/BENCHMARKS.md, "Desktop app").
 
-Run through scripts/bench-app.sh, which puts it under Xvfb and a private D-Bus session.
-"Interactive" is the moment the UI's first command (session_subscribe) reaches the backend:
-the page is loaded, Svelte has mounted, and IPC works. Each run starts from an empty
-profile (the first-run screen), so nothing is cached in the app's own folders.
+Usage: bench-app.py BLANK_BIN OUTPOST_BIN (scripts/bench-app.sh builds both and runs this under
+Xvfb and a private D-Bus session).
+
+Both apps are measured the same way, turn about, RUNS times each:
+- release binary size;
+- cold start to interactive: the page cache is dropped (as root: sync, then
+  /proc/sys/vm/drop_caches = 3) before every start, and the clock runs from the start of the
+  process until the page's first command reaches the backend (both apps log "ui subscribed"
+  for it: outpost-app's session_subscribe, the blank app's one `ready` command);
+- idle memory: IDLE_SECS after that, PSS summed over the app and all its descendants (the
+  WebKit web and network processes) from /proc/PID/smaps_rollup; RSS the same way, for
+  reference (it counts shared libraries once per process).
+Every start gets an empty HOME and XDG folders (no WebKit cache, Outpost's first-run screen).
+One uncounted start of each app comes first (session services such as the accessibility bus).
+Medians are printed as a table: blank | Outpost | ratio.
 """
 import os, statistics, subprocess, sys, tempfile, time
 
-BIN = sys.argv[1] if len(sys.argv) > 1 else "target/release/outpost-app"
 RUNS = int(os.environ.get("RUNS", "5"))
 IDLE_SECS = float(os.environ.get("IDLE_SECS", "5"))
+DROP_CACHES = os.environ.get("DROP_CACHES", "1") == "1"
+START_TIMEOUT = 60.0
 
 
 def tree(pid):
@@ -41,57 +52,98 @@ def mem_kib(pid, field):
     return 0
 
 
-def names(pids):
-    out = []
-    for p in pids:
-        try:
-            with open(f"/proc/{p}/comm") as f:
-                out.append(f.read().strip())
-        except OSError:
-            pass
-    return out
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
-def one_run():
+def drop_caches():
+    if not DROP_CACHES:
+        return
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        raise SystemExit(f"cannot drop the page cache (run as root, or DROP_CACHES=0): {e}")
+
+
+def one_run(binary):
     with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, OUTPOST_CONFIG_DIR=f"{d}/config", OUTPOST_DATA_DIR=f"{d}/data",
-                   OUTPOST_SECRETS="memory", RUST_LOG="outpost_app=info,warn")
+        env = dict(os.environ, HOME=d, XDG_CONFIG_HOME=f"{d}/config", XDG_DATA_HOME=f"{d}/data",
+                   XDG_CACHE_HOME=f"{d}/cache", OUTPOST_CONFIG_DIR=f"{d}/outpost-config",
+                   OUTPOST_DATA_DIR=f"{d}/outpost-data", OUTPOST_SECRETS="memory",
+                   RUST_LOG="outpost_app=info,warn")
+        drop_caches()
         t0 = time.monotonic()
-        p = subprocess.Popen([BIN], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        p = subprocess.Popen([binary], env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             text=True)
         start = None
         for line in p.stderr:
             if "ui subscribed" in line:
                 start = time.monotonic() - t0
                 break
+            if time.monotonic() - t0 > START_TIMEOUT:
+                break
         if start is None:
             p.kill()
-            raise SystemExit("the app never reached the UI (no 'ui subscribed' line)")
+            raise SystemExit(f"{binary} never reached the UI (no 'ui subscribed' line)")
+        # Keep reading stderr so a chatty app never blocks on a full pipe while it idles.
+        drain = subprocess.Popen(["cat"], stdin=p.stderr, stdout=subprocess.DEVNULL)
         time.sleep(IDLE_SECS)
         pids = tree(p.pid)
-        rss = sum(mem_kib(x, "VmRSS") for x in pids)
-        pss = sum(mem_kib(x, "Pss") for x in pids)
-        procs = names(pids)
+        per = [(comm(x), mem_kib(x, "VmRSS"), mem_kib(x, "Pss")) for x in pids]
         p.terminate()
         try:
             p.wait(timeout=10)
         except subprocess.TimeoutExpired:
             p.kill()
-        return start, rss, pss, procs
+            p.wait()
+        drain.wait()
+        return start, per
 
 
 def main():
-    size = os.path.getsize(BIN)
-    print(f"binary: {BIN}: {size / 1e6:.2f} MB ({size} bytes)")
-    one_run()  # warm the OS page cache once: "cold" means a fresh process, not a cold disk
-    starts, rsss, psss = [], [], []
+    bins = {"blank": sys.argv[1], "outpost": sys.argv[2]}
+    size = {k: os.path.getsize(b) for k, b in bins.items()}
+    for k, b in bins.items():
+        print(f"{k}: {b}: {size[k]} bytes")
+    starts = {k: [] for k in bins}
+    pss = {k: [] for k in bins}
+    rss = {k: [] for k in bins}
+    # One start of each first, not counted: it brings up the session's services both use
+    # (the accessibility bus that GTK activates on D-Bus), which would weigh on run 1 only.
+    for b in bins.values():
+        one_run(b)
     for i in range(RUNS):
-        s, r, ps, procs = one_run()
-        starts.append(s); rsss.append(r); psss.append(ps)
-        print(f"run {i + 1}: interactive after {s * 1000:.0f} ms; idle tree RSS {r / 1024:.1f} MiB, "
-              f"PSS {ps / 1024:.1f} MiB ({len(procs)} processes: {', '.join(sorted(set(procs)))})")
-    print(f"median: interactive {statistics.median(starts) * 1000:.0f} ms, "
-          f"RSS {statistics.median(rsss) / 1024:.1f} MiB, PSS {statistics.median(psss) / 1024:.1f} MiB "
-          f"(min/max start {min(starts) * 1000:.0f}/{max(starts) * 1000:.0f} ms)")
+        for k, b in bins.items():  # turn about, so both see the same machine load
+            s, per = one_run(b)
+            starts[k].append(s)
+            pss[k].append(sum(x[2] for x in per))
+            rss[k].append(sum(x[1] for x in per))
+            detail = ", ".join(f"{n} {r / 1024:.0f}/{p / 1024:.0f}" for n, r, p in per)
+            print(f"run {i + 1} {k}: interactive {s * 1000:.0f} ms; tree PSS {pss[k][-1] / 1024:.1f} "
+                  f"MiB, RSS {rss[k][-1] / 1024:.1f} MiB (RSS/PSS MiB: {detail})", flush=True)
+
+    med = lambda xs: statistics.median(xs)
+    rows = [
+        ("release binary (MB)", size["blank"] / 1e6, size["outpost"] / 1e6, "≤ 2"),
+        (f"idle tree PSS, median of {RUNS} (MiB)", med(pss["blank"]) / 1024, med(pss["outpost"]) / 1024, "≤ 1.3"),
+        (f"cold start to interactive, median of {RUNS} (ms)", med(starts["blank"]) * 1000,
+         med(starts["outpost"]) * 1000, "≤ 1.2"),
+        (f"idle tree RSS, median of {RUNS} (MiB, reference)", med(rss["blank"]) / 1024,
+         med(rss["outpost"]) / 1024, ""),
+    ]
+    print()
+    print("| what | blank Tauri app | Outpost | ratio | goal |")
+    print("|---|---:|---:|---:|---|")
+    for name, a, b, goal in rows:
+        print(f"| {name} | {a:.1f} | {b:.1f} | {b / a:.2f} | {goal} |")
+    print(f"(cold start min/max: blank {min(starts['blank']) * 1000:.0f}/{max(starts['blank']) * 1000:.0f} ms, "
+          f"Outpost {min(starts['outpost']) * 1000:.0f}/{max(starts['outpost']) * 1000:.0f} ms)")
 
 
 main()

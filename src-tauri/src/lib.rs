@@ -11,6 +11,8 @@
 mod commands;
 mod error;
 mod notify;
+#[cfg(unix)]
+pub mod single_instance;
 
 use std::sync::Arc;
 
@@ -23,12 +25,9 @@ use tauri::{Manager, Runtime, WindowEvent};
 pub const MAIN_WINDOW: &str = "main";
 
 /// Builds the app on `builder` with everything registered: plugins, state, commands.
+/// (The single-instance check is [`run`]'s: it happens before the app is built.)
 pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
-        // A second launch focuses the first window instead of opening another app.
-        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
-            focus_main(app);
-        }))
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
         .setup(|app| {
@@ -108,13 +107,15 @@ fn open_desktop<R: Runtime>(app: &tauri::AppHandle<R>) -> anyhow::Result<Desktop
     Ok(Desktop::open(paths, secrets, notifier)?)
 }
 
-/// Shows, unminimizes and focuses the main window.
-pub fn focus_main<R: Runtime>(app: &tauri::AppHandle<R>) {
-    if let Some(w) = app.get_webview_window(MAIN_WINDOW) {
-        let _ = w.show();
-        let _ = w.unminimize();
-        let _ = w.set_focus();
-    }
+/// Shows, unminimizes and focuses the main window; `false` when there is none (any more).
+pub fn focus_main<R: Runtime>(app: &tauri::AppHandle<R>) -> bool {
+    let Some(w) = app.get_webview_window(MAIN_WINDOW) else {
+        return false;
+    };
+    let shown = w.show().is_ok();
+    let _ = w.unminimize();
+    let _ = w.set_focus();
+    shown
 }
 
 /// Runs the app (the binary's `main`).
@@ -126,9 +127,62 @@ pub fn run() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let app = build(tauri::Builder::default()).run(tauri::generate_context!());
-    if let Err(e) = app {
-        tracing::error!(error = %e, "the app could not start");
-        std::process::exit(1);
+    // One app per profile: a second start brings the first window forward and exits, or
+    // waits while the first one quits (single_instance.rs). Decided before any window.
+    #[cfg(unix)]
+    let instance = match Paths::from_env() {
+        Ok(paths) => match single_instance::claim(&paths.data_dir) {
+            single_instance::Claim::Handed => return,
+            single_instance::Claim::Primary(i) => Some(i),
+        },
+        // open_desktop reports this again, where the app can show it.
+        Err(_) => None,
+    };
+    let app = match build(tauri::Builder::default()).build(tauri::generate_context!()) {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!(error = %e, "the app could not start");
+            std::process::exit(1);
+        }
+    };
+    #[cfg(unix)]
+    if let Some(i) = &instance {
+        let handle = app.handle().clone();
+        i.running(Box::new(move || focus_main(&handle)));
     }
+    // SIGTERM (a session logging out, `kill`) quits like closing the window does: the demo's
+    // programs end, and a start meanwhile waits for this one (single_instance.rs).
+    #[cfg(unix)]
+    {
+        let handle = app.handle().clone();
+        tauri::async_runtime::spawn(async move {
+            use tokio::signal::unix::{SignalKind, signal};
+            match signal(SignalKind::terminate()) {
+                Ok(mut term) => {
+                    if term.recv().await.is_some() {
+                        tracing::info!("SIGTERM: quitting");
+                        handle.exit(0);
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "SIGTERM will end the app abruptly"),
+            }
+        });
+    }
+    // Test-only: linger this long while quitting (still holding the instance lock), so the
+    // app's end-to-end test can start a second instance during a shutdown for certain.
+    let linger = std::env::var("OUTPOST_TEST_EXIT_DELAY_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map(std::time::Duration::from_millis);
+    app.run(move |_app, event| {
+        if let tauri::RunEvent::ExitRequested { .. } | tauri::RunEvent::Exit = event {
+            #[cfg(unix)]
+            if let Some(i) = &instance {
+                i.exiting();
+            }
+        }
+        if let (tauri::RunEvent::Exit, Some(d)) = (&event, linger) {
+            std::thread::sleep(d);
+        }
+    });
 }

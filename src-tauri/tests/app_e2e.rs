@@ -17,20 +17,29 @@
 //!   consent, the refused SSH key); when the app quits, both programs are gone too. With
 //!   `OUTPOST_SCREENSHOTS=1` it saves docs/screenshots/app-*.png.
 //!
+//! - `second_start_focuses_or_waits`: two real starts on one profile. A second start while
+//!   the app runs brings the first window forward and exits at once; a second start while
+//!   the first instance is quitting (SIGTERM, which quits like closing the window; the
+//!   process lingering on `OUTPOST_TEST_EXIT_DELAY_MS`) waits for it and then shows its own window; a third
+//!   start while that one does not answer (stopped with SIGSTOP, like one stuck shutting
+//!   down) waits, and once it is gone shows its own window. A start never ends windowless.
+//!
 //! `installed_package.rs` runs the demo scenario's first part against the installed .deb.
 //!
 //! Needs root (network namespaces), iproute2, xvfb-run, dbus-run-session, dunst,
 //! WebKitWebDriver, tauri-driver and the venv with the official SDK (scripts/setup.sh
-//! installs them). The two tests run one after the other.
+//! installs them). The tests run one after the other.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, WINDOW, wait_for};
+use common::{APP_BIN, App, Assistant, Driver, RoomServer, WINDOW, wait_for};
 use fantoccini::key::Key;
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::netns::NetNs;
@@ -489,5 +498,195 @@ async fn demo_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
             .then_some(()))
     })
     .await?;
+    Ok(())
+}
+
+// --- scenario C: a second start -----------------------------------------------------------
+
+/// How long the first instance lingers while quitting, holding its instance lock.
+const EXIT_DELAY: Duration = Duration::from_secs(4);
+
+#[test]
+fn second_start_focuses_or_waits() {
+    let _one = common::serial();
+    let fx = Fixture::new();
+    let ns = NetNs::create().expect("a network namespace (run as root)");
+    let name = ns.name().to_owned();
+    let outcome = in_netns(&name.clone(), move || async move {
+        let mut env = fx.env(None);
+        // Only the instance WebDriver starts lingers on exit; the ones started below do not.
+        env.push((
+            "OUTPOST_TEST_EXIT_DELAY_MS",
+            EXIT_DELAY.as_millis().to_string().into(),
+        ));
+        let driver = Driver::start(&name, &fx.logs(), &env).await?;
+        let r = second_start_scenario(&driver, &fx).await;
+        r.map_err(|e| e.context(format!("--- driver and app log ---\n{}", driver.log())))
+    });
+    drop(ns);
+    if let Err(e) = outcome {
+        panic!("{}", report(&e));
+    }
+}
+
+/// A start of the app beside the WebDriver one: same display, bus and profile.
+struct Start {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Start {
+    fn new(driver: &Driver, fx: &Fixture, name: &str) -> anyhow::Result<Start> {
+        let mut cmd = driver.command(Path::new(APP_BIN));
+        for (k, v) in fx.env(None) {
+            cmd.env(k, v);
+        }
+        cmd.env("RUST_LOG", "outpost_app=info,warn");
+        let log = fx.logs().join(format!("{name}.log"));
+        let file = std::fs::File::create(&log)?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .spawn()?;
+        Ok(Start { child, log })
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until its page is up and talking to the backend ("ui subscribed": the window
+    /// exists and its UI runs).
+    async fn wait_window(&mut self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + common::PATIENCE;
+        while !self.log().contains("ui subscribed") {
+            if let Some(status) = self.child.try_wait()? {
+                anyhow::bail!("it exited ({status}) without a window: {}", self.log());
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "no window within {:?}: {}",
+                common::PATIENCE,
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Start {
+    fn drop(&mut self) {
+        // `ip netns exec` execs the app, so this is the app's own process.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn second_start_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
+    let bin = Path::new(APP_BIN);
+    let app = App::launch().await?;
+    app.wait_text("#welcome-title", "Welcome to Outpost")
+        .await?;
+    let first = common::processes(bin, &fx.config);
+    ensure!(first.len() == 1, "app processes: {first:?}");
+    let first = first[0];
+
+    // 1. The first runs: the second brings its window forward and exits, successfully.
+    let mut second = Start::new(driver, fx, "second")?;
+    let deadline = Instant::now() + common::PATIENCE;
+    let status = loop {
+        if let Some(status) = second.child.try_wait()? {
+            break status;
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "the second start did not exit while the first runs: {}",
+            second.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    ensure!(
+        status.success(),
+        "the second start exited with {status}: {}",
+        second.log()
+    );
+    ensure!(
+        second
+            .log()
+            .contains("already running; brought its window forward"),
+        "second start's log: {}",
+        second.log()
+    );
+    ensure!(
+        common::processes(bin, &fx.config) == [first],
+        "the first instance is not the only one left"
+    );
+    wait_for("the first instance to log the request", || async {
+        Ok(driver
+            .log()
+            .contains("another start asked for the window")
+            .then_some(()))
+    })
+    .await?;
+    app.wait_text("#welcome-title", "Welcome to Outpost")
+        .await?;
+
+    // 2. The first quits (its window closes; it lingers EXIT_DELAY holding the lock): a
+    //    start now waits for it and then shows its own window.
+    // SIGTERM quits the app the way closing its window does (WebDriver cannot close the
+    // window without also killing the app).
+    std::process::Command::new("kill")
+        .args(["-TERM", &first.to_string()])
+        .status()?;
+    let closed = Instant::now();
+    let mut third = Start::new(driver, fx, "third")?;
+    third.wait_window().await?;
+    ensure!(
+        third.log().contains("quitting; waiting for it to end")
+            && third
+                .log()
+                .contains("the previous Outpost has ended; starting"),
+        "the start during the shutdown did not wait for it: {}",
+        third.log()
+    );
+    ensure!(
+        closed.elapsed() >= EXIT_DELAY - Duration::from_millis(500),
+        "the third start had its window before the first ended"
+    );
+    let left = common::processes(bin, &fx.config);
+    ensure!(
+        left == [third.child.id()],
+        "app processes after the hand-over: {left:?}"
+    );
+
+    // 3. The running one does not answer (stopped): a fourth start waits, and once the
+    //    stopped one is gone it shows its own window.
+    let kill = |sig: &str, pid: u32| {
+        std::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+    };
+    kill("-STOP", third.child.id())?;
+    let mut fourth = Start::new(driver, fx, "fourth")?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    ensure!(
+        fourth.child.try_wait()?.is_none(),
+        "the fourth start exited while the running one did not answer: {}",
+        fourth.log()
+    );
+    ensure!(
+        fourth
+            .log()
+            .contains("does not answer; waiting for it to end"),
+        "fourth start's log: {}",
+        fourth.log()
+    );
+    kill("-KILL", third.child.id())?;
+    fourth.wait_window().await?;
+    drop(third);
+    drop(fourth);
+    drop(app);
     Ok(())
 }

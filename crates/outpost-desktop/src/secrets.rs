@@ -36,12 +36,13 @@ fn unavailable(e: &keyring::Error) -> DesktopError {
 
 /// Runs one keyring call on a thread of its own.
 ///
-/// The keyring crate's Secret Service backend drives D-Bus through zbus's blocking API,
-/// which blocks on a runtime of its own and panics ("Cannot start a runtime from within a
-/// runtime") on a thread that is driving async tasks: every async caller, such as the
-/// app's async commands and connecting. A short-lived thread outside any runtime avoids
-/// that; keyring calls are rare (a user action, a connect), so the thread costs nothing
-/// that matters.
+/// The keyring crate's Secret Service backend makes blocking D-Bus calls (through libdbus;
+/// with its zbus backend, used before, they also panicked with "Cannot start a runtime from
+/// within a runtime" on a thread driving async tasks). Every async caller, such as the app's
+/// async commands and connecting, would stall its runtime thread for as long as the keyring
+/// daemon takes (an unlock prompt: indefinitely). A short-lived thread outside any runtime
+/// avoids that; keyring calls are rare (a user action, a connect), so the thread costs
+/// nothing that matters.
 fn off_runtime<T: Send>(call: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     std::thread::scope(|s| {
         let worker = std::thread::Builder::new()

@@ -38,11 +38,12 @@ fn unavailable(e: &keyring::Error) -> McpError {
 
 /// Runs one keyring call on a thread of its own.
 ///
-/// The keyring crate's Secret Service backend drives D-Bus through zbus's blocking API,
-/// which blocks on a runtime of its own and panics ("Cannot start a runtime from within a
-/// runtime") on a thread that is driving async tasks, such as a server started from async
-/// code. A short-lived thread outside any runtime avoids that; keyring calls are rare (a
-/// server start, `outpost mcp add`), so the thread costs nothing that matters.
+/// The keyring crate's Secret Service backend makes blocking D-Bus calls (through libdbus;
+/// its zbus backend, used before, also panicked with "Cannot start a runtime from within a
+/// runtime" on a thread driving async tasks), which would stall a runtime thread, such as
+/// a server started from async code. A short-lived thread outside any runtime avoids that;
+/// keyring calls are rare (a server start, `outpost mcp add`), so the thread costs nothing
+/// that matters.
 fn off_runtime<T: Send>(call: impl FnOnce() -> Result<T> + Send) -> Result<T> {
     std::thread::scope(|s| {
         let worker = std::thread::Builder::new()

@@ -37,10 +37,6 @@ pub const APP_BIN: &str = env!("CARGO_BIN_EXE_outpost-app");
 /// notifications sit beside it rather than over it.
 const XVFB_ARGS: &str = "-screen 0 1280x800x24";
 
-/// The D-Bus name tauri-plugin-single-instance holds while the app runs (identifier
-/// from tauri.conf.json + ".SingleInstance").
-pub const SINGLE_INSTANCE_NAME: &str = "dev.outpost.app.SingleInstance";
-
 /// The app window's size (tauri.conf.json); screenshots are cropped to it.
 pub const WINDOW: (u32, u32) = (1100, 760);
 
@@ -392,20 +388,17 @@ impl App {
         Ok(app)
     }
 
-    /// Ends the session (the app quits) and waits until the app's process is gone and
-    /// its single-instance D-Bus name is free: a launch while the old instance still
-    /// holds the name would hand over to it and exit.
-    pub async fn quit(self, driver: &Driver, config_dir: &Path) -> anyhow::Result<()> {
-        // Else the wait below would prove nothing.
+    /// Ends the session (the app quits) and waits until the app's process is gone: a
+    /// launch while the old instance still runs would hand over to it and exit (the
+    /// instance lock in the data folder, src/single_instance.rs, ends with the process).
+    pub async fn quit(self, _driver: &Driver, config_dir: &Path) -> anyhow::Result<()> {
         anyhow::ensure!(
-            driver.bus_name_owned(SINGLE_INSTANCE_NAME)?,
-            "the running app does not own {SINGLE_INSTANCE_NAME}; did the identifier change?"
+            running(&self.bin, config_dir),
+            "the app is not running before quitting; is OUTPOST_CONFIG_DIR passed on?"
         );
         self.client.close().await?;
         wait_for("the app to exit", || async {
-            let gone =
-                !running(&self.bin, config_dir) && !driver.bus_name_owned(SINGLE_INSTANCE_NAME)?;
-            Ok(gone.then_some(()))
+            Ok((!running(&self.bin, config_dir)).then_some(()))
         })
         .await
     }

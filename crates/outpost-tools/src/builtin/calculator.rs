@@ -31,7 +31,7 @@
 //!
 //! Why no child process: the tools crate is a library linked into both the `outpost`
 //! command and the Tauri app, so a child would mean re-executing one of those binaries in a
-//! hidden mode (which the app's single-instance plugin intercepts) or shipping a helper
+//! hidden mode (which the app's single-instance check intercepts) or shipping a helper
 //! binary next to each. The limits above make the worst case cheap by construction instead,
 //! and the tests check the bound on every value they produce.
 
