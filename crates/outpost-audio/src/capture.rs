@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     failed: Mutex<Option<String>>,
     /// Frames dropped because the reader was slow.
     dropped: AtomicU64,
+    /// Stream errors that did not end the stream (the first is logged as a warning).
+    errors: AtomicU64,
     stopped: AtomicBool,
 }
 
@@ -47,6 +49,7 @@ impl Shared {
             start: Instant::now(),
             failed: Mutex::new(None),
             dropped: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
         }
     }
@@ -56,16 +59,26 @@ impl Shared {
         self.last_ms.store(ms.max(1), Ordering::Relaxed);
     }
 
-    /// A stream error from the device: a glitch (an underrun or overrun, the default
-    /// device rerouted, no real-time priority) is logged and the stream goes on; anything
-    /// else ends it.
+    /// A stream error from the device. cpal's ALSA worker ends a stream only when the
+    /// device is gone and keeps polling after any other error, so only that one fails
+    /// the stream here. Any other error (an underrun, a reroute, or an I/O error that
+    /// PulseAudio's ALSA plugin reports while its stream settles) is logged and the
+    /// stream goes on; if it does not recover, its callbacks stop and [`Self::health`]
+    /// reports it stalled within 2 s.
     pub(crate) fn report(&self, e: &cpal::Error) {
         use cpal::ErrorKind as K;
         match e.kind() {
+            K::DeviceNotAvailable => self.fail(e.to_string()),
             K::Xrun | K::DeviceChanged | K::RealtimeDenied => {
                 tracing::debug!("audio stream glitch: {e}");
             }
-            _ => self.fail(e.to_string()),
+            _ => {
+                if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!("audio stream error (the stream goes on): {e}");
+                } else {
+                    tracing::debug!("audio stream error (the stream goes on): {e}");
+                }
+            }
         }
     }
 
