@@ -1,6 +1,7 @@
 //! Shared helpers for Outpost's workspace-level tests: locating binaries, the Python venv
 //! with the official LiveKit SDK, and throw-away network namespaces.
 //!
+//! - [`bench`]: what the bench binaries share (knobs, median, the SDK caller).
 //! - [`cutproxy`]: a TCP forwarder whose connections a test can cut (drops a
 //!   signaling WebSocket while the peer connections stay up).
 //! - [`lkclient`]: two namespaces, room server and official-SDK peer for the
@@ -13,6 +14,7 @@
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
 
+pub mod bench;
 pub mod cutproxy;
 pub mod lkclient;
 pub mod netns;

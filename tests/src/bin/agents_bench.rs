@@ -17,9 +17,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig};
 use outpost_room::Keys;
+use outpost_tests::bench::{self, env_num, median};
 use outpost_tests::lkclient::{Env, in_netns};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
@@ -94,44 +95,18 @@ fn start_echo(env: &Env) -> anyhow::Result<Proc> {
 fn caller(env: &Env, read_path: &Path, rounds: usize) -> anyhow::Result<Value> {
     let py = python::python()?;
     let mut cmd = env.pair.server_command(&py);
-    cmd.arg(python::scripts_dir().join("rpc_bench.py"))
-        .current_dir(python::scripts_dir())
-        .env("ROLE", "caller")
-        .env("LK_URL", &env.server.url)
+    cmd.env("LK_URL", &env.server.url)
         .env("LK_ROOM", ROOM)
         .env("LK_TOKEN", token("agent", "agent")?)
         .env("READ_PATH", read_path)
-        .env("BENCH_ROUNDS", rounds.to_string())
-        .env("LK_TIMEOUT", "900")
-        .env("PYTHONWARNINGS", "ignore");
-    let (status, out, err) =
-        Proc::spawn("rpc_bench caller", cmd)?.finish(Duration::from_secs(900))?;
-    if !status.success() {
-        bail!("rpc_bench.py caller failed: {out}\n{err}");
-    }
-    let line = out
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .context("no result line")?;
-    Ok(serde_json::from_str(line)?)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+        .env("BENCH_ROUNDS", rounds.to_string());
+    bench::rpc_bench_caller(cmd)
 }
 
 fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("serve") {
         return outpost_room::cli::main().map_err(Into::into);
     }
-    let env_num = |k: &str, d: usize| {
-        std::env::var(k)
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(d)
-    };
     let rounds = env_num("BENCH_ROUNDS", 200);
     let turns = env_num("BENCH_TURNS", 3);
     let dir = tempfile::tempdir()?;
