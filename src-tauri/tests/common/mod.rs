@@ -230,26 +230,6 @@ impl Driver {
         cmd
     }
 
-    /// Whether `name` has an owner on the test's session bus.
-    pub fn bus_name_owned(&self, name: &str) -> anyhow::Result<bool> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.netns, "dbus-send", "--session"])
-            .args([
-                "--print-reply",
-                "--dest=org.freedesktop.DBus",
-                "/org/freedesktop/DBus",
-            ])
-            .arg("org.freedesktop.DBus.NameHasOwner")
-            .arg(format!("string:{name}"))
-            .env("DBUS_SESSION_BUS_ADDRESS", &self.bus)
-            .output()
-            .context("running dbus-send")?;
-        if !out.status.success() {
-            bail!("dbus-send: {}", String::from_utf8_lossy(&out.stderr).trim());
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).contains("boolean true"))
-    }
-
     /// tauri-driver's log, which includes the app's stderr.
     pub fn log(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default();
