@@ -1421,7 +1421,13 @@ impl Machine {
                 }
             }
             ExecEvent::Started { request_id } => {
-                if let Some(call) = self.calls.get_mut(&request_id) {
+                // The executor's events come on two channels, so a call's Started can
+                // arrive after its result (a 1 ms timeout): a finished call stays finished.
+                if let Some(call) = self
+                    .calls
+                    .get_mut(&request_id)
+                    .filter(|c| !matches!(c.state, CallState::Finished | CallState::HandedToServer))
+                {
                     call.state = CallState::Running;
                     if !call.running_logged {
                         call.running_logged = true;
