@@ -33,6 +33,8 @@ const COMMANDS: &[&str] = &[
     "mcp_servers_update",
     "mcp_servers_restart",
     "mcp_servers_set_rule",
+    "mcp_servers_tools",
+    "mcp_servers_set_tool_rule",
     "mcp_servers_set_enabled",
     "mcp_servers_remove",
     "mcp_servers_log",

@@ -81,6 +81,8 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::mcp::mcp_servers_update,
             commands::mcp::mcp_servers_restart,
             commands::mcp::mcp_servers_set_rule,
+            commands::mcp::mcp_servers_tools,
+            commands::mcp::mcp_servers_set_tool_rule,
             commands::mcp::mcp_servers_set_enabled,
             commands::mcp::mcp_servers_remove,
             commands::mcp::mcp_servers_log,

@@ -604,5 +604,87 @@ async fn mcp(a: &str, b: &str) -> anyhow::Result<()> {
     k.delete(entry)?;
     ensure!(k.get(entry)?.is_none(), "mcp: deleted");
     k.delete(entry)?;
+    mcp_server_env(a).await
+}
+
+/// A tool server added in the settings pane with a value under an innocent name
+/// (`GH_PAT`): the value goes to the keyring, `mcp.toml` names the entry, and the real
+/// server (server-everything) still gets it in its environment. The parent then searches
+/// the profile (mcp.toml, the server's stderr log, the step logs) for it.
+async fn mcp_server_env(value: &str) -> anyhow::Result<()> {
+    let d = open_desktop()?;
+    let js = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    ensure!(
+        js.exists(),
+        "{} is missing: run scripts/setup.sh",
+        js.display()
+    );
+    let draft = outpost_desktop::contract::McpServerDraft {
+        name: "ghx".into(),
+        command: "node".into(),
+        args: vec![js.display().to_string(), "stdio".into()],
+        url: String::new(),
+        env: [
+            ("GH_PAT".to_owned(), value.to_owned()),
+            ("LOG_LEVEL".to_owned(), "debug".to_owned()),
+        ]
+        .into(),
+        plain: vec!["LOG_LEVEL".into()],
+        cwd: String::new(),
+        enabled: true,
+    };
+    d.mcp_server_add(&draft)?;
+    let file = paths()?.config_dir.join("mcp.toml");
+    let text = std::fs::read_to_string(&file)?;
+    ensure!(
+        !text.contains(value)
+            && text.contains("mcp/ghx/GH_PAT")
+            && text.contains("LOG_LEVEL = \"debug\""),
+        "mcp.toml: {text}"
+    );
+    ensure!(
+        Keyring.get("mcp/ghx/GH_PAT")?.as_deref() == Some(value),
+        "the value is not in the keyring"
+    );
+    // The edit form gets it by name only.
+    let form = d.mcp_server_get("ghx")?;
+    ensure!(
+        form.env.get("GH_PAT").map(String::as_str) == Some(""),
+        "{form:?}"
+    );
+
+    // The server, started as a session starts it, has the value in its environment.
+    let cfg = outpost_mcp::McpConfig::load(&file)?;
+    let host = outpost_mcp::McpHost::new(
+        outpost_mcp::HostOptions::new(
+            outpost_mcp::ConnectOptions {
+                log_dir: Some(outpost_mcp::config::log_dir(&paths()?.data_dir)),
+                ..outpost_mcp::ConnectOptions::default()
+            },
+            Arc::new(outpost_mcp::Keyring),
+        ),
+        Vec::new(),
+    );
+    host.start_all(&cfg)?;
+    host.wait_running("ghx", Duration::from_secs(60)).await?;
+    let pid = host
+        .snapshot()
+        .get("ghx")
+        .and_then(|s| s.pid)
+        .context("no pid for the running server")?;
+    let environ = std::fs::read(format!("/proc/{pid}/environ"))?;
+    let want = format!("GH_PAT={value}");
+    ensure!(
+        environ.split(|b| *b == 0).any(|v| v == want.as_bytes()),
+        "the server's environment has no GH_PAT with the stored value"
+    );
+    host.shutdown();
+    d.mcp_server_remove("ghx")?;
+    ensure!(
+        Keyring.get("mcp/ghx/GH_PAT")?.is_none(),
+        "removing the server left its keyring entry"
+    );
+    println!("mcp: GH_PAT reached the server from the keyring");
     Ok(())
 }

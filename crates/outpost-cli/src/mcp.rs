@@ -1,6 +1,7 @@
 //! `outpost mcp add|list|remove|tools`: the user's MCP servers in `mcp.toml` (config
-//! directory), the same file the app reads. Values of `--env`/`--header` whose name looks
-//! secret go to the OS keyring; the file only names the keyring entry.
+//! directory), the same file the app reads. Values of `--env`/`--header` go to the OS
+//! keyring (the file only names the keyring entry); `--plain-env`/`--plain-header` values,
+//! or all with `--plain`, are written into the file.
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -51,18 +52,25 @@ struct AddArgs {
     /// Name: letters, digits, '-', '_' (at most 32; no "__").
     name: String,
     /// Streamable HTTP endpoint (instead of a command).
-    #[arg(long, conflicts_with_all = ["env", "cwd", "command"])]
+    #[arg(long, conflicts_with_all = ["env", "plain_env", "cwd", "command"])]
     url: Option<String>,
-    /// Environment variable for a stdio server, K=V (repeatable).
+    /// Environment variable for a stdio server, K=V (repeatable); the value goes to the
+    /// OS keyring.
     #[arg(long = "env", value_name = "K=V")]
     env: Vec<String>,
+    /// Environment variable whose value is not secret, written into mcp.toml (repeatable).
+    #[arg(long = "plain-env", value_name = "K=V")]
+    plain_env: Vec<String>,
     /// Working directory of a stdio server.
     #[arg(long)]
     cwd: Option<PathBuf>,
-    /// HTTP header for a URL server, K=V (repeatable).
+    /// HTTP header for a URL server, K=V (repeatable); the value goes to the OS keyring.
     #[arg(long = "header", value_name = "K=V", requires = "url")]
     header: Vec<String>,
-    /// Write secret-looking values into mcp.toml in plain text instead of the keyring.
+    /// HTTP header whose value is not secret, written into mcp.toml (repeatable).
+    #[arg(long = "plain-header", value_name = "K=V", requires = "url")]
+    plain_header: Vec<String>,
+    /// Write every value into mcp.toml in plain text instead of the keyring.
     #[arg(long)]
     plain: bool,
     /// Add it disabled (the app will not start it).
@@ -111,43 +119,65 @@ fn pair(flag: &str, s: &str) -> Result<(String, String), Failure> {
     }
 }
 
-/// Puts secret-looking values in the keyring (unless `--plain`), refusing to lose them.
+/// Puts every value of `pairs` in the keyring (unless `--plain`), refusing to lose them,
+/// and every value of `plain_pairs` (`--plain-K`) into the file. Nothing is written to the
+/// keyring before every pair parsed.
 fn store_values(
     server: &str,
     flag: &str,
     pairs: &[String],
+    plain_pairs: &[String],
     plain: bool,
     store: &dyn SecretStore,
     stored: &mut Vec<String>,
 ) -> Result<std::collections::BTreeMap<String, ConfigValue>, Failure> {
     let mut out = std::collections::BTreeMap::new();
-    for p in pairs {
-        let (k, v) = pair(flag, p)?;
-        if secrets::looks_secret(&k) && !plain {
-            if !store.persistent() {
-                return Err(Failure::Invalid(format!(
-                    "{k} looks like a secret, and OUTPOST_SECRETS=memory keeps secrets only for \
-                     this run, so it cannot be kept for the server. Nothing was written. Use \
-                     --plain to store it in mcp.toml in plain text."
-                )));
-            }
-            let entry = secrets::entry_name(server, &k);
-            store.set(&entry, &v).map_err(|e| {
-                Failure::Other(anyhow::anyhow!(
-                    "{k} looks like a secret and cannot be stored: {e}. Nothing was written. \
-                     Use --plain to store it in mcp.toml in plain text."
-                ))
-            })?;
-            stored.push(entry.clone());
-            out.insert(k, ConfigValue::Secret { secret: entry });
-        } else {
+    let secret: Vec<(String, String)> = pairs
+        .iter()
+        .map(|p| pair(flag, p))
+        .collect::<Result<_, _>>()?;
+    for p in plain_pairs {
+        let (k, v) = pair(&format!("plain-{flag}"), p)?;
+        if secret.iter().any(|(s, _)| *s == k) {
+            return Err(Failure::Invalid(format!(
+                "{k} is given with both --{flag} and --plain-{flag}"
+            )));
+        }
+        if secrets::looks_secret(&k) {
+            note(&format!(
+                "warning: {k} is stored in plain text in mcp.toml (--plain-{flag})"
+            ));
+        }
+        out.insert(k, ConfigValue::Plain(v));
+    }
+    for (k, v) in secret {
+        if plain {
             if secrets::looks_secret(&k) {
                 note(&format!(
                     "warning: {k} is stored in plain text in mcp.toml (--plain)"
                 ));
             }
             out.insert(k, ConfigValue::Plain(v));
+            continue;
         }
+        if !store.persistent() {
+            return Err(Failure::Invalid(format!(
+                "the value of {k} goes to the keyring, and OUTPOST_SECRETS=memory keeps secrets \
+                 only for this run, so it cannot be kept for the server. Nothing was written. \
+                 Use --plain-{flag} {k}=... for a value that is not secret (written into \
+                 mcp.toml), or --plain for all."
+            )));
+        }
+        let entry = secrets::entry_name(server, &k);
+        store.set(&entry, &v).map_err(|e| {
+            Failure::Other(anyhow::anyhow!(
+                "the value of {k} cannot be stored in the keyring: {e}. Nothing was written. \
+                 Use --plain-{flag} {k}=... for a value that is not secret (written into \
+                 mcp.toml), or --plain for all."
+            ))
+        })?;
+        stored.push(entry.clone());
+        out.insert(k, ConfigValue::Secret { secret: entry });
     }
     Ok(out)
 }
@@ -172,6 +202,7 @@ fn add(path: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
                     &a.name,
                     "header",
                     &a.header,
+                    &a.plain_header,
                     a.plain,
                     store.as_ref(),
                     &mut stored,
@@ -181,7 +212,15 @@ fn add(path: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
         (None, Some((command, args))) => Transport::Stdio {
             command: command.clone(),
             args: args.to_vec(),
-            env: store_values(&a.name, "env", &a.env, a.plain, store.as_ref(), &mut stored)?,
+            env: store_values(
+                &a.name,
+                "env",
+                &a.env,
+                &a.plain_env,
+                a.plain,
+                store.as_ref(),
+                &mut stored,
+            )?,
             cwd: a.cwd.clone(),
         },
         (None, None) => {

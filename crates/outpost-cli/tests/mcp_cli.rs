@@ -56,7 +56,7 @@ fn add_list_remove_round_trip() {
     let out = d.run(&[
         "add",
         "ev",
-        "--env",
+        "--plain-env",
         "LOG_LEVEL=debug",
         "--cwd",
         "/tmp",
@@ -78,7 +78,7 @@ fn add_list_remove_round_trip() {
         "web",
         "--url",
         "http://127.0.0.1:9/mcp",
-        "--header",
+        "--plain-header",
         "X-Trace=1",
         "--disabled",
     ]);
@@ -99,6 +99,17 @@ fn add_list_remove_round_trip() {
         vec!["add", "x", "--url", "ftp://h/"],
         vec!["add", "x"],
         vec!["add", "x", "--env", "NOEQUALS", "--", "node"],
+        vec!["add", "x", "--plain-env", "NOEQUALS", "--", "node"],
+        vec![
+            "add",
+            "x",
+            "--env",
+            "A=1",
+            "--plain-env",
+            "A=2",
+            "--",
+            "node",
+        ],
     ] {
         let out = d.run(&args);
         assert_eq!(
@@ -118,26 +129,23 @@ fn add_list_remove_round_trip() {
 }
 
 #[test]
-fn secret_looking_values_are_never_written_without_plain() {
+fn values_are_never_written_without_plain() {
     let d = Dirs::new();
-    let out = d.run(&[
-        "add",
-        "gh",
-        "--env",
-        "GITHUB_TOKEN=ghp_supersecret",
-        "--",
-        "node",
-        "x.js",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    let err = text(&out.stderr);
-    assert!(
-        err.contains("GITHUB_TOKEN looks like a secret") && err.contains("--plain"),
-        "{err}"
-    );
-    assert!(!err.contains("ghp_supersecret"));
-    assert!(!d.file().contains("ghp_supersecret"), "nothing was written");
-    assert!(!d.file().contains("[servers.gh]"));
+    // Whatever the name: an innocent-looking one too.
+    for var in ["GITHUB_TOKEN=ghp_supersecret", "GH_PAT=ghp_supersecret"] {
+        let out = d.run(&["add", "gh", "--env", var, "--", "node", "x.js"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        let err = text(&out.stderr);
+        let name = var.split('=').next().unwrap();
+        assert!(
+            err.contains(&format!("the value of {name} goes to the keyring"))
+                && err.contains("--plain-env"),
+            "{err}"
+        );
+        assert!(!err.contains("ghp_supersecret"));
+        assert!(!d.file().contains("ghp_supersecret"), "nothing was written");
+        assert!(!d.file().contains("[servers.gh]"));
+    }
 
     let out = d.run(&[
         "add",
@@ -245,7 +253,7 @@ fn no_keyring_means_a_clear_refusal() {
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(
-        err.contains("API_KEY looks like a secret and cannot be stored"),
+        err.contains("the value of API_KEY cannot be stored in the keyring"),
         "{err}"
     );
     assert!(

@@ -779,10 +779,15 @@ pub struct McpServerDraft {
     /// An HTTP server's URL (empty for a stdio server).
     #[serde(default)]
     pub url: String,
-    /// Environment variables (stdio) or headers (HTTP) by name; shown by name only once
-    /// saved. Values whose names look secret go to the keyring.
+    /// Environment variables (stdio) or headers (HTTP) by name. Every value goes to the
+    /// system keyring (`mcp.toml` keeps its name and a reference) and comes back empty,
+    /// by name only, unless its name is in `plain`.
     #[serde(default)]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Names in `env` whose values are not secret: written into `mcp.toml` as they are
+    /// and shown in the form.
+    #[serde(default)]
+    pub plain: Vec<String>,
     /// A stdio server's working directory (empty: the app's).
     #[serde(default)]
     pub cwd: String,
@@ -793,6 +798,52 @@ pub struct McpServerDraft {
 
 fn yes() -> bool {
     true
+}
+
+/// `McpToolInfo`: one tool of a server and its rule (Settings → Tool servers).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpToolInfo {
+    /// The server's name for it (what `tools/call` takes).
+    pub name: String,
+    /// Its name in Outpost's catalogue (`mcp__SERVER__TOOL`), the key of its rule under
+    /// `[tools]` in policy.toml.
+    pub outpost_name: String,
+    /// Display title, if the server gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What the server says it does.
+    pub description: String,
+    /// What the server claims about it (MCP annotations): shown, never a permission.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claims: Option<ServerClaims>,
+    /// Its own rule (`[tools]`); absent when it follows its server's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<ToolRule>,
+    /// The rule it runs under: `deny` at the tool or its server wins, then its own rule,
+    /// then its server's, then ask.
+    pub effective: ToolRule,
+    /// The server offers it now; false for a rule in policy.toml whose tool the server
+    /// does not list (renamed, or gone).
+    pub offered: bool,
+}
+
+/// `McpServerTools`: a server's tools with their rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpServerTools {
+    /// The server.
+    pub server: String,
+    /// Its rule (`[mcp_servers]`), which a tool without its own rule follows.
+    pub server_rule: ToolRule,
+    /// Its tools: those it offers, then rules for tools it does not offer.
+    pub tools: Vec<McpToolInfo>,
+    /// Why the list could not be read (the server did not start); the tools are then
+    /// only those with a rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// `McpImportPreview`: what an import would add, for the review step; nothing runs.
@@ -1170,6 +1221,8 @@ pub fn typescript() -> String {
         McpServerStatus,
         McpServerInfo,
         McpServerDraft,
+        McpToolInfo,
+        McpServerTools,
         McpImportPreview,
         RememberedDecision,
         ConversationSummary,

@@ -69,6 +69,8 @@ struct Inner {
     mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
     /// MCP elicitation forms waiting for the user.
     elicitations: Arc<crate::mcp::Elicitations>,
+    /// The tools each MCP server listed last (Settings → Tool servers' per-tool rules).
+    mcp_tools: crate::mcp::ToolLists,
     /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
     /// each start.
     demo_programs: Mutex<Option<DemoPrograms>>,
@@ -157,6 +159,7 @@ impl Desktop {
                 mcp: Mutex::new(None),
                 mcp_roots: Mutex::new(None),
                 elicitations: Arc::default(),
+                mcp_tools: crate::mcp::ToolLists::default(),
                 demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
@@ -1149,6 +1152,46 @@ impl Desktop {
         Ok(self.with_rule(info))
     }
 
+    /// `mcp_servers_tools`: a server's tools with their rules (the server may be started
+    /// on its own to list them: within the app's tokio runtime).
+    pub async fn mcp_server_tools(
+        &self,
+        name: &str,
+        refresh: bool,
+    ) -> Result<crate::contract::McpServerTools> {
+        let host = self.mcp_host();
+        let policy = self.inner.core.permissions().policy();
+        self.inner
+            .mcp_tools
+            .tools(
+                &self.inner.paths,
+                host.as_ref(),
+                policy,
+                name,
+                refresh,
+                crate::mcp::START_WAIT,
+            )
+            .await
+    }
+
+    /// `mcp_servers_set_tool_rule`: one tool's rule (`[tools]`), or none to follow its
+    /// server's. Takes effect at the next call.
+    pub fn mcp_server_set_tool_rule(
+        &self,
+        name: &str,
+        tool: &str,
+        rule: Option<crate::contract::ToolRule>,
+    ) -> Result<crate::contract::McpServerTools> {
+        self.inner.mcp_tools.set_rule(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            self.inner.core.permissions().policy(),
+            name,
+            tool,
+            rule,
+        )
+    }
+
     /// `mcp_servers_add`. In a live session an enabled server starts at once: call it
     /// within the app's tokio runtime (as `mcp_servers_set_enabled`).
     pub fn mcp_server_add(
@@ -1540,6 +1583,7 @@ mod tests {
             args: Vec::new(),
             url: String::new(),
             env: std::collections::BTreeMap::new(),
+            plain: Vec::new(),
             cwd: String::new(),
             enabled: true,
         };

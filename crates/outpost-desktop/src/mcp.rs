@@ -12,16 +12,17 @@ use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 
 use outpost_mcp::config::{self, McpConfig};
-use outpost_mcp::secrets::{SecretStore, looks_secret};
+use outpost_mcp::secrets::SecretStore;
 use outpost_mcp::{
-    ConfigValue, ConnectOptions, ElicitationAnswer, ElicitationRequest, HostOptions, McpError,
-    McpHost, Root, ServerConfig, ServerRequests, ServerStatus, Transport,
+    ConfigValue, ConnectOptions, Connection, ElicitationAnswer, ElicitationRequest, HostOptions,
+    McpError, McpHost, McpTool, Root, ServerConfig, ServerRequests, ServerStatus, Transport,
 };
+use outpost_policy::{Policy, PolicyStore, Rule};
 
 use crate::config::Paths;
 use crate::contract::{
     AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
-    McpServerStatus, McpTransport, ToolRule,
+    McpServerStatus, McpServerTools, McpToolInfo, McpTransport, ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -318,8 +319,8 @@ pub fn list(paths: &Paths, host: Option<&McpHost>) -> Result<Vec<McpServerInfo>>
         .collect())
 }
 
-/// Checks a draft and turns it into a server; secret-looking values go to `secrets` as
-/// `mcp/NAME/KEY` (refused when it keeps nothing past this run).
+/// Checks a draft and turns it into a server; every value not named in `plain` goes to
+/// `secrets` as `mcp/NAME/KEY` (refused when it keeps nothing past this run).
 fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerConfig> {
     config::check_server_name(&d.name).map_err(|e| DesktopError::invalid("name", e.to_string()))?;
     let command = d.command.trim();
@@ -335,7 +336,7 @@ fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerC
     let mut values = std::collections::BTreeMap::new();
     let mut to_store = Vec::new();
     for (k, v) in &d.env {
-        if looks_secret(k) {
+        if !d.plain.contains(k) {
             let entry = outpost_mcp::secrets::entry_name(&d.name, k);
             to_store.push((entry.clone(), v.clone()));
             values.insert(k.clone(), ConfigValue::Secret { secret: entry });
@@ -378,8 +379,8 @@ fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerC
     if !to_store.is_empty() {
         if !secrets.persistent() {
             return Err(DesktopError::KeyringUnavailable(format!(
-                "{} looks secret and there is no system keyring to keep it in; add the \
-                 server without it, or write it into mcp.toml yourself",
+                "there is no system keyring to keep the value of {} in; mark a value that \
+                 is not secret as plain (written into mcp.toml), or add the server without it",
                 to_store
                     .iter()
                     .map(|(e, _)| e.rsplit('/').next().unwrap_or_default())
@@ -442,6 +443,12 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
             })
             .collect()
     };
+    let plain = |m: &std::collections::BTreeMap<String, ConfigValue>| {
+        m.iter()
+            .filter(|(_, v)| matches!(v, ConfigValue::Plain(_)))
+            .map(|(k, _)| k.clone())
+            .collect()
+    };
     let draft = match &server.transport {
         Transport::Stdio {
             command,
@@ -454,6 +461,7 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
             args: args.clone(),
             url: String::new(),
             env: shown(env),
+            plain: plain(env),
             cwd: cwd
                 .as_ref()
                 .map(|c| c.display().to_string())
@@ -466,6 +474,7 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
             args: Vec::new(),
             url: url.clone(),
             env: shown(headers),
+            plain: plain(headers),
             cwd: String::new(),
             enabled: server.enabled,
         },
@@ -489,9 +498,9 @@ fn values_of_mut(cfg: &mut ServerConfig) -> &mut std::collections::BTreeMap<Stri
 
 /// `mcp_servers_update`: replaces an existing server's settings (command or URL, arguments,
 /// env or headers, working directory, enabled) and, in a live session, restarts it with
-/// them. A secret-looking value left empty keeps the keyring entry it had; a new value
-/// replaces it there; a secret whose name is gone is deleted from the keyring. Nothing
-/// secret is written to `mcp.toml`.
+/// them. A secret value (any not marked plain) left empty keeps the keyring entry it
+/// had; a new value replaces it there; a secret whose name is gone, or now plain, is
+/// deleted from the keyring. Nothing secret is written to `mcp.toml`.
 pub fn update(
     paths: &Paths,
     host: Option<&McpHost>,
@@ -508,6 +517,7 @@ pub fn update(
     let mut draft = d.clone();
     draft.env.retain(|k, v| {
         if v.is_empty()
+            && !d.plain.contains(k)
             && let Some(ConfigValue::Secret { secret }) = old_values.get(k)
         {
             kept.push((k.clone(), secret.clone()));
@@ -698,17 +708,201 @@ pub fn import_preview(paths: &Paths, text: &str) -> Result<McpImportPreview> {
                 String::new(),
             ),
         };
+        // Every value of an import goes to the keyring, as for a server added by hand;
+        // the review step may mark some plain.
         servers.push(McpServerDraft {
             name,
             command,
             args,
             url,
             env,
+            plain: Vec::new(),
             cwd,
             enabled: cfg.enabled,
         });
     }
     Ok(McpImportPreview { servers, skipped })
+}
+
+/// The tools each server listed last (live, or started for the pane), so the pane shows
+/// them and their rules without starting a server again.
+#[derive(Debug, Default)]
+pub struct ToolLists {
+    seen: Mutex<HashMap<String, Arc<Vec<McpTool>>>>,
+}
+
+fn tool_rule(r: Rule) -> ToolRule {
+    match r {
+        Rule::Allow => ToolRule::Allow,
+        Rule::Ask => ToolRule::Ask,
+        Rule::Deny => ToolRule::Deny,
+    }
+}
+
+/// What the pane shows for `server`'s tools under `policy`: each tool it offers with its
+/// own and its effective rule, then the rules under `[tools]` for tools of that server
+/// it does not offer (so a rule never hides).
+fn tool_infos(server: &str, tools: &[McpTool], policy: &Policy) -> McpServerTools {
+    let own = |name: &str| policy.tools.get(name).copied().map(tool_rule);
+    let mut out: Vec<McpToolInfo> = tools
+        .iter()
+        .map(|t| McpToolInfo {
+            name: t.name.clone(),
+            outpost_name: t.outpost_name.clone(),
+            title: t.title.clone(),
+            description: t.description.clone(),
+            claims: Some(ServerClaims {
+                read_only: t.hints.read_only,
+                destructive: t.hints.destructive,
+                idempotent: t.hints.idempotent,
+                open_world: t.hints.open_world,
+            })
+            .filter(|c| *c != ServerClaims::default()),
+            rule: own(&t.outpost_name),
+            effective: tool_rule(policy.mcp_tool_rule(&t.outpost_name, server)),
+            offered: true,
+        })
+        .collect();
+    let prefix = format!("mcp__{server}__");
+    for name in policy.tools.keys() {
+        if name.starts_with(&prefix) && !out.iter().any(|t| &t.outpost_name == name) {
+            out.push(McpToolInfo {
+                name: name[prefix.len()..].to_owned(),
+                outpost_name: name.clone(),
+                title: None,
+                description: String::new(),
+                claims: None,
+                rule: own(name),
+                effective: tool_rule(policy.mcp_tool_rule(name, server)),
+                offered: false,
+            });
+        }
+    }
+    McpServerTools {
+        server: server.to_owned(),
+        server_rule: tool_rule(policy.mcp_servers.get(server).copied().unwrap_or(Rule::Ask)),
+        tools: out,
+        problem: None,
+    }
+}
+
+impl ToolLists {
+    fn remember(&self, server: &str, tools: Arc<Vec<McpTool>>) {
+        lock(&self.seen).insert(server.to_owned(), tools);
+    }
+
+    fn known(&self, server: &str) -> Option<Arc<Vec<McpTool>>> {
+        lock(&self.seen).get(server).cloned()
+    }
+
+    /// `mcp_servers_tools`: `name`'s tools and their rules. From the live session when
+    /// the server runs there; else the list seen last, unless `refresh`; else the server
+    /// is started on its own (as `outpost mcp tools`: within `wait`, no roots, forms
+    /// declined), listed and stopped. A server that does not start gives the rules only,
+    /// with the reason.
+    pub async fn tools(
+        &self,
+        paths: &Paths,
+        host: Option<&McpHost>,
+        policy: &PolicyStore,
+        name: &str,
+        refresh: bool,
+        wait: Duration,
+    ) -> Result<McpServerTools> {
+        let cfg = load(paths)?;
+        let Some(server) = cfg.servers.get(name) else {
+            return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+        };
+        let live = host
+            .and_then(|h| h.snapshot().get(name).cloned())
+            .filter(|st| matches!(st.status, ServerStatus::Running));
+        let mut problem = None;
+        let tools = if let Some(st) = live {
+            self.remember(name, Arc::clone(&st.tools));
+            st.tools
+        } else if let Some(known) = self.known(name).filter(|_| !refresh) {
+            known
+        } else {
+            let opts = ConnectOptions {
+                log_dir: Some(config::log_dir(&paths.data_dir)),
+                start_timeout: wait,
+                ..ConnectOptions::default()
+            };
+            let secrets = outpost_mcp::secrets::from_env();
+            let listed = async {
+                let conn = Connection::open(name, server, secrets.as_ref(), &opts).await?;
+                let tools = conn.list_tools(wait).await;
+                conn.close();
+                tools
+            }
+            .await;
+            match listed {
+                Ok(t) => {
+                    let t = Arc::new(t);
+                    self.remember(name, Arc::clone(&t));
+                    t
+                }
+                Err(e) => {
+                    problem = Some(format!("The server did not list its tools: {e}"));
+                    Arc::new(Vec::new())
+                }
+            }
+        };
+        let mut out = tool_infos(name, &tools, policy.current().policy());
+        out.problem = problem;
+        Ok(out)
+    }
+
+    /// `mcp_servers_set_tool_rule`: `tool`'s own rule (by its Outpost name, a tool of
+    /// `name`) under `[tools]` in policy.toml: allow, ask or deny; none removes it, so the
+    /// tool follows its server's rule. Returns the server's tools as listed last (nothing
+    /// is started).
+    pub fn set_rule(
+        &self,
+        paths: &Paths,
+        host: Option<&McpHost>,
+        policy: &PolicyStore,
+        name: &str,
+        tool: &str,
+        rule: Option<ToolRule>,
+    ) -> Result<McpServerTools> {
+        if !load(paths)?.servers.contains_key(name) {
+            return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+        }
+        let prefix = format!("mcp__{name}__");
+        let rest = tool.strip_prefix(&prefix).unwrap_or_default();
+        if rest.is_empty()
+            || tool.len() > 128
+            || !tool
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(DesktopError::invalid(
+                "tool",
+                format!("'{tool}' is not the Outpost name of a tool of '{name}' ({prefix}TOOL)"),
+            ));
+        }
+        policy.update(|p| match rule {
+            Some(ToolRule::Allow) => {
+                p.tools.insert(tool.to_owned(), Rule::Allow);
+            }
+            Some(ToolRule::Ask) => {
+                p.tools.insert(tool.to_owned(), Rule::Ask);
+            }
+            Some(ToolRule::Deny) => {
+                p.tools.insert(tool.to_owned(), Rule::Deny);
+            }
+            None => {
+                p.tools.remove(tool);
+            }
+        })?;
+        let live = host
+            .and_then(|h| h.snapshot().get(name).cloned())
+            .filter(|st| matches!(st.status, ServerStatus::Running))
+            .map(|st| st.tools);
+        let tools = live.or_else(|| self.known(name)).unwrap_or_default();
+        Ok(tool_infos(name, &tools, policy.current().policy()))
+    }
 }
 
 #[cfg(test)]
@@ -734,6 +928,7 @@ mod tests {
             args: vec!["-y".into(), "srv".into()],
             url: url.into(),
             env: std::collections::BTreeMap::new(),
+            plain: Vec::new(),
             cwd: String::new(),
             enabled: true,
         }
@@ -809,6 +1004,7 @@ mod tests {
         let mut d = draft("gh", "npx", "");
         d.env.insert("GITHUB_TOKEN".into(), "s3cret-one".into());
         d.env.insert("LOG_LEVEL".into(), "debug".into());
+        d.plain.push("LOG_LEVEL".into());
         add(&p, None, &keyring, &d).unwrap();
         assert_eq!(
             keyring.get("mcp/gh/GITHUB_TOKEN").unwrap().as_deref(),
@@ -888,6 +1084,229 @@ mod tests {
         bad.url = "http://x/mcp".into();
         assert_eq!(code(update(&p, None, &keyring, &bad)), "invalid_argument");
         assert_eq!(toml(), before);
+    }
+
+    #[test]
+    fn every_value_goes_to_the_keyring_unless_marked_plain() {
+        let (_d, p) = paths();
+        let keyring = FakeKeyring::default();
+        let toml = || std::fs::read_to_string(config_file(&p)).unwrap();
+        let mut d = draft("gh", "npx", "");
+        d.env
+            .insert("GH_PAT".into(), "innocent-looking-s3cret".into());
+        d.env.insert("LOG_LEVEL".into(), "debug".into());
+        d.plain.push("LOG_LEVEL".into());
+        // A plain name not in `env` means nothing.
+        d.plain.push("NOT_SET".into());
+        add(&p, None, &keyring, &d).unwrap();
+        assert_eq!(
+            keyring.get("mcp/gh/GH_PAT").unwrap().as_deref(),
+            Some("innocent-looking-s3cret")
+        );
+        assert!(!toml().contains("innocent-looking"), "{}", toml());
+        assert!(toml().contains("LOG_LEVEL = \"debug\""), "{}", toml());
+        assert_eq!(keyring.get("mcp/gh/LOG_LEVEL").unwrap(), None);
+        let form = get(&p, "gh").unwrap();
+        assert_eq!(form.env["GH_PAT"], "");
+        assert_eq!(form.plain, ["LOG_LEVEL"]);
+        // Marked plain on edit: written to the file, and the keyring entry goes.
+        let mut edit = form.clone();
+        edit.env.insert("GH_PAT".into(), "now-plain".into());
+        edit.plain.push("GH_PAT".into());
+        update(&p, None, &keyring, &edit).unwrap();
+        assert!(toml().contains("GH_PAT = \"now-plain\""), "{}", toml());
+        assert_eq!(keyring.get("mcp/gh/GH_PAT").unwrap(), None);
+        // And back to secret.
+        let mut edit = get(&p, "gh").unwrap();
+        edit.plain.retain(|n| n != "GH_PAT");
+        edit.env.insert("GH_PAT".into(), "secret-again".into());
+        update(&p, None, &keyring, &edit).unwrap();
+        assert!(!toml().contains("secret-again"), "{}", toml());
+        assert_eq!(
+            keyring.get("mcp/gh/GH_PAT").unwrap().as_deref(),
+            Some("secret-again")
+        );
+        // Without a keyring that keeps values: refused, naming the value, not showing it.
+        let mut e = draft("web", "", "http://127.0.0.1:9/mcp");
+        e.args.clear();
+        e.env.insert("X-Team".into(), "team-s3cret".into());
+        let err = add(&p, None, &MemorySecrets::default(), &e).unwrap_err();
+        assert_eq!(err.code(), "keyring_unavailable");
+        assert!(err.to_string().contains("X-Team") && !err.to_string().contains("team-s3cret"));
+    }
+
+    fn tool(server: &str, name: &str, read_only: Option<bool>) -> McpTool {
+        McpTool {
+            server: server.into(),
+            name: name.into(),
+            outpost_name: outpost_mcp::naming::tool_name(server, name),
+            title: None,
+            description: format!("{name} things"),
+            input_schema: serde_json::json!({"type": "object"}),
+            output_schema: None,
+            hints: outpost_mcp::ToolHints {
+                read_only,
+                ..outpost_mcp::ToolHints::default()
+            },
+        }
+    }
+
+    #[tokio::test]
+    async fn per_tool_rules_are_written_under_tools_and_deny_wins() {
+        let (_d, p) = paths();
+        add(&p, None, &MemorySecrets::default(), &draft("ev", "npx", "")).unwrap();
+        let store = PolicyStore::open(
+            p.config_dir.join("policy.toml"),
+            outpost_policy::PolicyContext::new(p.config_dir.clone(), Vec::new()),
+        )
+        .unwrap();
+        let lists = ToolLists::default();
+        lists.remember(
+            "ev",
+            Arc::new(vec![
+                tool("ev", "echo", Some(true)),
+                tool("ev", "get-sum", None),
+            ]),
+        );
+        let got = lists
+            .tools(&p, None, &store, "ev", false, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(got.server_rule, ToolRule::Ask);
+        assert_eq!(got.problem, None);
+        let names: Vec<&str> = got.tools.iter().map(|t| t.outpost_name.as_str()).collect();
+        assert_eq!(names, ["mcp__ev__echo", "mcp__ev__get-sum"]);
+        assert_eq!(got.tools[0].claims.and_then(|c| c.read_only), Some(true));
+        assert_eq!(got.tools[1].claims, None, "no claims: none shown");
+        assert!(
+            got.tools
+                .iter()
+                .all(|t| t.rule.is_none() && t.effective == ToolRule::Ask)
+        );
+
+        // Allow one tool: written under [tools] by its Outpost name.
+        let got = lists
+            .set_rule(
+                &p,
+                None,
+                &store,
+                "ev",
+                "mcp__ev__echo",
+                Some(ToolRule::Allow),
+            )
+            .unwrap();
+        assert_eq!(
+            (got.tools[0].rule, got.tools[0].effective),
+            (Some(ToolRule::Allow), ToolRule::Allow)
+        );
+        let file = std::fs::read_to_string(p.config_dir.join("policy.toml")).unwrap();
+        let policy =
+            outpost_policy::parse_policy(&p.config_dir.join("policy.toml"), &file).unwrap();
+        assert_eq!(policy.tools.get("mcp__ev__echo"), Some(&Rule::Allow));
+        // The server's deny wins over the tool's allow.
+        store
+            .update(|p| {
+                p.mcp_servers.insert("ev".into(), Rule::Deny);
+            })
+            .unwrap();
+        let got = lists
+            .tools(&p, None, &store, "ev", false, Duration::from_secs(1))
+            .await
+            .unwrap();
+        assert_eq!(got.server_rule, ToolRule::Deny);
+        assert_eq!(
+            (got.tools[0].rule, got.tools[0].effective),
+            (Some(ToolRule::Allow), ToolRule::Deny)
+        );
+        // A tool's deny wins over the server's allow; none again follows the server.
+        store
+            .update(|p| {
+                p.mcp_servers.insert("ev".into(), Rule::Allow);
+            })
+            .unwrap();
+        let got = lists
+            .set_rule(
+                &p,
+                None,
+                &store,
+                "ev",
+                "mcp__ev__get-sum",
+                Some(ToolRule::Deny),
+            )
+            .unwrap();
+        assert_eq!(got.tools[1].effective, ToolRule::Deny);
+        assert_eq!(got.tools[0].effective, ToolRule::Allow);
+        let got = lists
+            .set_rule(&p, None, &store, "ev", "mcp__ev__echo", None)
+            .unwrap();
+        assert_eq!(
+            (got.tools[0].rule, got.tools[0].effective),
+            (None, ToolRule::Allow)
+        );
+        assert!(!store.current().policy().tools.contains_key("mcp__ev__echo"));
+
+        // A rule for a tool the server does not list is shown, not hidden.
+        store
+            .update(|p| {
+                p.tools.insert("mcp__ev__gone".into(), Rule::Ask);
+                p.tools.insert("mcp__other__x".into(), Rule::Deny);
+            })
+            .unwrap();
+        let got = lists
+            .tools(&p, None, &store, "ev", false, Duration::from_secs(1))
+            .await
+            .unwrap();
+        let gone = got
+            .tools
+            .iter()
+            .find(|t| t.outpost_name == "mcp__ev__gone")
+            .unwrap();
+        assert_eq!(
+            (gone.name.as_str(), gone.offered, gone.effective),
+            ("gone", false, ToolRule::Ask)
+        );
+        assert!(
+            got.tools
+                .iter()
+                .all(|t| t.outpost_name.starts_with("mcp__ev__"))
+        );
+
+        // Bad input: unknown server, a tool of another server, not a tool name.
+        for (server, tool) in [
+            ("nope", "mcp__nope__x"),
+            ("ev", "mcp__other__x"),
+            ("ev", "mcp__ev__"),
+            ("ev", "mcp__ev__a b"),
+            ("ev", "echo"),
+        ] {
+            let e = lists
+                .set_rule(&p, None, &store, server, tool, Some(ToolRule::Allow))
+                .unwrap_err();
+            assert!(
+                ["not_found", "invalid_argument"].contains(&e.code()),
+                "{server} {tool}"
+            );
+        }
+        assert!(
+            lists
+                .tools(&p, None, &store, "nope", false, Duration::from_secs(1))
+                .await
+                .is_err()
+        );
+        // A server that cannot start: the rules only, and why.
+        add(
+            &p,
+            None,
+            &MemorySecrets::default(),
+            &draft("broken", "/nonexistent/srv", ""),
+        )
+        .unwrap();
+        let got = lists
+            .tools(&p, None, &store, "broken", true, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert!(got.tools.is_empty());
+        assert!(got.problem.is_some_and(|m| m.contains("did not list")));
     }
 
     #[test]
@@ -1000,8 +1419,16 @@ mod tests {
                 "{bad}"
             );
         }
-        // The reviewed drafts are what `add` takes.
-        let info = add(&p, None, &secrets, &got.servers[0]).unwrap();
+        // The reviewed drafts are what `add` takes: every value to the keyring (refused
+        // without one), unless the review marks it plain.
+        assert!(got.servers[0].plain.is_empty());
+        assert_eq!(
+            add(&p, None, &secrets, &got.servers[0]).unwrap_err().code(),
+            "keyring_unavailable"
+        );
+        let mut fs = got.servers[0].clone();
+        fs.plain.push("MODE".into());
+        let info = add(&p, None, &secrets, &fs).unwrap();
         assert_eq!(info.target, "npx -y server-filesystem /tmp");
     }
 

@@ -108,6 +108,19 @@ impl Default for Policy {
 }
 
 impl Policy {
+    /// The rule an MCP tool runs under: `deny` at the tool (`[tools]`, by its Outpost
+    /// name) or its server (`[mcp_servers]`) wins; otherwise the tool's own rule, else its
+    /// server's, else ask (what [`CompiledPolicy::evaluate`] does for an MCP tool before
+    /// conversation grants).
+    pub fn mcp_tool_rule(&self, tool: &str, server: &str) -> Rule {
+        let own = self.tools.get(tool).copied();
+        let of_server = self.mcp_servers.get(server).copied();
+        if own == Some(Rule::Deny) || of_server == Some(Rule::Deny) {
+            return Rule::Deny;
+        }
+        own.or(of_server).unwrap_or(Rule::Ask)
+    }
+
     /// Checks values serde cannot: ranges and path shapes. The message names the entry.
     pub fn check(&self) -> Result<(), String> {
         if self.consent_timeout_secs == 0 || self.consent_timeout_secs > MAX_CONSENT_TIMEOUT_SECS {
@@ -1082,6 +1095,30 @@ mod tests {
             eval_mcp(&p, "mcp__srv__b", "srv", &grants),
             Verdict::Ask { .. }
         ));
+    }
+
+    #[test]
+    fn the_effective_mcp_rule_is_what_evaluate_does_for_every_combination() {
+        let none = ConversationGrants::default();
+        let t = "mcp__srv__a";
+        let levels = [None, Some(Rule::Allow), Some(Rule::Ask), Some(Rule::Deny)];
+        for own in levels {
+            for server in levels {
+                let mut p = Policy::default();
+                if let Some(r) = own {
+                    p.tools.insert(t.into(), r);
+                }
+                if let Some(r) = server {
+                    p.mcp_servers.insert("srv".into(), r);
+                }
+                let want = match eval_mcp(&p, t, "srv", &none) {
+                    Verdict::Allow(_) => Rule::Allow,
+                    Verdict::Ask { .. } => Rule::Ask,
+                    Verdict::Deny { .. } => Rule::Deny,
+                };
+                assert_eq!(p.mcp_tool_rule(t, "srv"), want, "{own:?} {server:?}");
+            }
+        }
     }
 
     #[test]

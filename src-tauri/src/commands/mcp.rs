@@ -4,7 +4,7 @@
 
 use outpost_desktop::Desktop;
 use outpost_desktop::contract::{
-    JsonObject, McpImportPreview, McpServerDraft, McpServerInfo, ToolRule,
+    JsonObject, McpImportPreview, McpServerDraft, McpServerInfo, McpServerTools, ToolRule,
 };
 use tauri::State;
 
@@ -60,6 +60,34 @@ pub fn mcp_servers_set_rule(
     rule: ToolRule,
 ) -> CmdResult<McpServerInfo> {
     desktop.mcp_server_set_rule(&name, rule).map_err(err)
+}
+
+/// A server's tools with their own and effective rules (may start the server on its own
+/// to list them, when no session runs it).
+#[tauri::command]
+pub async fn mcp_servers_tools(
+    desktop: State<'_, Desktop>,
+    name: String,
+    refresh: Option<bool>,
+) -> CmdResult<McpServerTools> {
+    desktop
+        .mcp_server_tools(&name, refresh.unwrap_or(false))
+        .await
+        .map_err(err)
+}
+
+/// Sets one tool's rule in the policy (allow, ask, deny), or removes it (null: the tool
+/// follows its server's rule).
+#[tauri::command]
+pub fn mcp_servers_set_tool_rule(
+    desktop: State<'_, Desktop>,
+    name: String,
+    tool: String,
+    rule: Option<ToolRule>,
+) -> CmdResult<McpServerTools> {
+    desktop
+        .mcp_server_set_tool_rule(&name, &tool, rule)
+        .map_err(err)
 }
 
 /// Enables or disables a server.

@@ -38,6 +38,7 @@ import type {
   McpImportPreview,
   McpServerDraft,
   McpServerInfo,
+  McpServerTools,
   RememberedDecision,
   SearchHit,
   SessionInfo,
@@ -147,6 +148,8 @@ export interface Commands {
   mcp_servers_update: { args: { server: McpServerDraft }; returns: McpServerInfo };
   mcp_servers_restart: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_set_rule: { args: { name: string; rule: ToolRule }; returns: McpServerInfo };
+  mcp_servers_tools: { args: { name: string; refresh?: boolean }; returns: McpServerTools };
+  mcp_servers_set_tool_rule: { args: { name: string; tool: string; rule: ToolRule | null }; returns: McpServerTools };
   mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_log: { args: { name: string }; returns: string };
@@ -195,6 +198,8 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_update',
   'mcp_servers_restart',
   'mcp_servers_set_rule',
+  'mcp_servers_tools',
+  'mcp_servers_set_tool_rule',
   'mcp_servers_set_enabled',
   'mcp_servers_remove',
   'mcp_servers_log',

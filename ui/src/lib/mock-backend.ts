@@ -18,6 +18,8 @@ import {
   type JsonObject,
   type McpServerDraft,
   type McpServerInfo,
+  type McpServerTools,
+  type McpToolInfo,
   type RememberedDecision,
   type SearchHit,
   type SessionInfo,
@@ -29,6 +31,7 @@ import {
   type ToolHints,
   type ToolInfo,
   type ToolResult,
+  type ToolRule,
   type TranscriptEntry,
   type UiEvent,
   type VoiceStatus,
@@ -110,8 +113,8 @@ interface PendingAsk {
 // JSON round trip rather than structuredClone: arguments may be Svelte state proxies.
 const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(v)) as T));
 
-/** Names whose values the real app keeps in the keyring (outpost_mcp::secrets::looks_secret). */
-const SECRET_NAME = /TOKEN|KEY|SECRET|PASSWORD|PASSWD|AUTH|CREDENTIAL|COOKIE/i;
+/** A draft's value kept in the keyring: every one not marked plain (as the real app). */
+const secretIn = (d: McpServerDraft, k: string) => !(d.plain ?? []).includes(k);
 
 export class MockBackend implements Backend {
   readonly settings: Settings;
@@ -119,6 +122,14 @@ export class MockBackend implements Backend {
   /** `mcp.toml`, as Settings → Tool servers sees it. */
   /** What each server was added or saved with (the form's view; secrets are blanked on read). */
   mcpDrafts = new Map<string, McpServerDraft>();
+  /** What each server lists (name, description, claims); its tools' rules by Outpost name. */
+  mcpToolLists = new Map<string, Omit<McpToolInfo, 'outpostName' | 'rule' | 'effective' | 'offered'>[]>([
+    ['web-tools', [
+      { name: 'web_search', description: 'Search the web.', claims: { readOnly: true, openWorld: true } },
+      { name: 'fetch_page', title: 'Fetch a page', description: 'Fetches one web page.' },
+    ]],
+  ]);
+  readonly mcpToolRules = new Map<string, ToolRule>();
   mcpServers: McpServerInfo[] = [
     { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask' },
     { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask' },
@@ -404,11 +415,11 @@ export class MockBackend implements Backend {
     mcp_servers_get: ({ name }) => {
       const s = this.#server(name);
       const d = this.mcpDrafts.get(name) ?? (s.transport === 'http'
-        ? { name, command: '', args: [], url: s.target, env: {}, cwd: '', enabled: s.enabled }
-        : { name, command: s.target.split(' ')[0] ?? '', args: s.target.split(' ').slice(1), url: '', env: {}, cwd: '', enabled: s.enabled });
+        ? { name, command: '', args: [], url: s.target, env: {}, plain: [], cwd: '', enabled: s.enabled }
+        : { name, command: s.target.split(' ')[0] ?? '', args: s.target.split(' ').slice(1), url: '', env: {}, plain: [], cwd: '', enabled: s.enabled });
       // Secret values stay in the keyring: by name only.
-      const env = Object.fromEntries(Object.entries(d.env).map(([k, v]) => [k, SECRET_NAME.test(k) ? '' : v]));
-      return { ...d, env };
+      const env = Object.fromEntries(Object.entries(d.env).map(([k, v]) => [k, secretIn(d, k) ? '' : v]));
+      return { ...d, env, plain: [...(d.plain ?? [])] };
     },
     mcp_servers_update: ({ server }) => {
       const old = this.#server(server.name);
@@ -416,7 +427,7 @@ export class MockBackend implements Backend {
       const url = server.url.trim();
       if (!!command === !!url) throw fail('invalid_argument', 'server: give either a command or a URL, not both');
       const before = this.mcpDrafts.get(server.name)?.env ?? {};
-      const env = Object.fromEntries(Object.entries(server.env).map(([k, v]) => [k, v === '' && SECRET_NAME.test(k) ? (before[k] ?? '') : v]));
+      const env = Object.fromEntries(Object.entries(server.env).map(([k, v]) => [k, v === '' && secretIn(server, k) ? (before[k] ?? '') : v]));
       this.mcpDrafts.set(server.name, { ...server, env });
       const live = this.#connection.state === 'connected';
       Object.assign(old, {
@@ -432,6 +443,17 @@ export class MockBackend implements Backend {
       if (!['allow', 'ask', 'deny'].includes(rule)) throw fail('invalid_argument', `rule: must be allow, ask or deny, got ${rule}`);
       s.rule = rule;
       return s;
+    },
+    mcp_servers_tools: ({ name }) => this.#serverTools(name),
+    mcp_servers_set_tool_rule: ({ name, tool, rule }) => {
+      this.#server(name);
+      if (!tool.startsWith(`mcp__${name}__`) || tool.length === `mcp__${name}__`.length) {
+        throw fail('invalid_argument', `tool: '${tool}' is not the Outpost name of a tool of '${name}'`);
+      }
+      if (rule === null) this.mcpToolRules.delete(tool);
+      else if (['allow', 'ask', 'deny'].includes(rule)) this.mcpToolRules.set(tool, rule);
+      else throw fail('invalid_argument', `rule: must be allow, ask or deny, got ${String(rule)}`);
+      return this.#serverTools(name);
     },
     mcp_servers_restart: ({ name }) => {
       const s = this.#server(name);
@@ -473,9 +495,9 @@ export class MockBackend implements Backend {
         if (this.mcpServers.some((s) => s.name === name)) {
           skipped.push(`'${name}': a tool server with this name already exists`);
         } else if (typeof e?.command === 'string') {
-          servers.push({ name, command: e.command, args: (e.args as string[]) ?? [], url: '', env: (e.env as Record<string, string>) ?? {}, cwd: '', enabled: e.disabled !== true });
+          servers.push({ name, command: e.command, args: (e.args as string[]) ?? [], url: '', env: (e.env as Record<string, string>) ?? {}, plain: [], cwd: '', enabled: e.disabled !== true });
         } else if (typeof e?.url === 'string') {
-          servers.push({ name, command: '', args: [], url: e.url, env: (e.headers as Record<string, string>) ?? {}, cwd: '', enabled: e.disabled !== true });
+          servers.push({ name, command: '', args: [], url: e.url, env: (e.headers as Record<string, string>) ?? {}, plain: [], cwd: '', enabled: e.disabled !== true });
         } else {
           skipped.push(`'${name}': it has neither "command" nor "url"`);
         }
@@ -496,6 +518,23 @@ export class MockBackend implements Backend {
     const s = this.mcpServers.find((x) => x.name === name);
     if (!s) throw fail('not_found', `There is no tool server named '${name}'.`);
     return s;
+  }
+
+  /** A server's tools with their rules, as `outpost_policy::Policy::mcp_tool_rule` decides. */
+  #serverTools(name: string): McpServerTools {
+    const server = this.#server(name);
+    const effective = (own: ToolRule | undefined): ToolRule =>
+      own === 'deny' || server.rule === 'deny' ? 'deny' : (own ?? server.rule);
+    const listed = (this.mcpToolLists.get(name) ?? []).map((t) => {
+      const outpostName = `mcp__${name}__${t.name}`;
+      const rule = this.mcpToolRules.get(outpostName);
+      return { ...t, outpostName, ...(rule ? { rule } : {}), effective: effective(rule), offered: true };
+    });
+    const prefix = `mcp__${name}__`;
+    const orphans = [...this.mcpToolRules.entries()]
+      .filter(([k]) => k.startsWith(prefix) && !listed.some((t) => t.outpostName === k))
+      .map(([k, rule]) => ({ name: k.slice(prefix.length), outpostName: k, description: '', rule, effective: effective(rule), offered: false }));
+    return { server: name, serverRule: server.rule, tools: [...listed, ...orphans] };
   }
 
   #addServer(d: McpServerDraft): McpServerInfo {

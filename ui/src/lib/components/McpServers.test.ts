@@ -1,6 +1,7 @@
 // Settings → Tool servers over the mock backend: list with status, enable/disable, add
-// (command or URL), refused input, edit (env/headers, secrets by name only), restart,
-// remove, log, and the import's review step.
+// (command or URL), refused input, edit (env/headers: every value secret, by name only,
+// unless written as plain), restart, remove, log, per-tool rules, and the import's review
+// step.
 import { render, screen, within } from '@testing-library/svelte';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -110,21 +111,25 @@ describe('Settings → Tool servers', () => {
     expect(within(form).getByLabelText('Name')).toBeDisabled();
     expect(within(form).getByLabelText('Command')).toHaveValue('npx');
     const env = within(form).getByLabelText(/Environment variables/);
-    await user.type(env, 'GITHUB_TOKEN=t0ken{Enter}LOG_LEVEL=debug');
+    // An innocent name is a secret too; only the plain box writes a value into mcp.toml.
+    await user.type(env, 'GITHUB_TOKEN=t0ken{Enter}GH_PAT=p4t');
+    await user.type(within(form).getByLabelText(/Plain environment variables/), 'LOG_LEVEL=debug');
     await user.click(within(form).getByRole('button', { name: 'Save' }));
     await vi.waitFor(() => expect(backend.calls.some((c) => c.cmd === 'mcp_servers_update')).toBe(true));
     expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_update').at(-1)?.args).toMatchObject({
-      server: { name: 'web-tools', command: 'npx', args: ['-y', 'web-tools-mcp'], env: { GITHUB_TOKEN: 't0ken', LOG_LEVEL: 'debug' } },
+      server: { name: 'web-tools', command: 'npx', args: ['-y', 'web-tools-mcp'], env: { GITHUB_TOKEN: 't0ken', GH_PAT: 'p4t', LOG_LEVEL: 'debug' }, plain: ['LOG_LEVEL'] },
     });
-    // Back to the add form; editing again shows the secret by name only.
+    // Back to the add form; editing again shows the secrets by name only.
     expect(await screen.findByRole('form', { name: 'Add a tool server' })).toBeInTheDocument();
     await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Edit web-tools' }));
     const again = await screen.findByRole('form', { name: 'Edit web-tools' });
-    expect(within(again).getByLabelText(/Environment variables/)).toHaveValue('GITHUB_TOKEN=\nLOG_LEVEL=debug');
-    expect(again).toHaveTextContent('leave them blank to keep them (GITHUB_TOKEN)');
+    expect(within(again).getByLabelText(/Environment variables/)).toHaveValue('GITHUB_TOKEN=\nGH_PAT=');
+    expect(within(again).getByLabelText(/Plain environment variables/)).toHaveValue('LOG_LEVEL=debug');
+    expect(again).toHaveTextContent('leave them blank to keep them (GITHUB_TOKEN, GH_PAT)');
     await user.click(within(again).getByRole('button', { name: 'Save' }));
     await vi.waitFor(() => expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_update')).toHaveLength(2));
     expect(backend.mcpDrafts.get('web-tools')?.env.GITHUB_TOKEN).toBe('t0ken');
+    expect(backend.mcpDrafts.get('web-tools')?.env.GH_PAT).toBe('p4t');
     // A bad line is refused before anything is sent.
     await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Edit web-tools' }));
     const third = await screen.findByRole('form', { name: 'Edit web-tools' });
@@ -139,6 +144,61 @@ describe('Settings → Tool servers', () => {
     expect(await screen.findByRole('form', { name: 'Add a tool server' })).toBeInTheDocument();
     // Not connected now (saving stopped it): no Restart to offer.
     expect(within(row(list, 'web-tools')).queryByRole('button', { name: 'Restart web-tools' })).toBeNull();
+  });
+
+  it('a name given both as a secret and as a plain value is refused before anything is sent', async () => {
+    const { backend, user } = await open();
+    const form = screen.getByRole('form', { name: 'Add a tool server' });
+    await user.type(within(form).getByLabelText('Name'), 'dup');
+    await user.type(within(form).getByLabelText('Command'), 'npx');
+    await user.type(within(form).getByLabelText(/Environment variables/), 'MODE=a');
+    await user.type(within(form).getByLabelText(/Plain environment variables/), 'MODE=b');
+    await user.click(within(form).getByRole('button', { name: 'Add server' }));
+    expect(await screen.findByRole('alert')).toHaveTextContent('MODE is given both as a secret and as a plain value');
+    expect(backend.calls.some((c) => c.cmd === 'mcp_servers_add')).toBe(false);
+  });
+
+  it("lists a server's tools with their claims and sets a tool's rule; deny wins and the effective rule is shown", async () => {
+    const { backend, list, user } = await open();
+    await user.click(within(row(list, 'web-tools')).getByRole('button', { name: 'Tools of web-tools' }));
+    const region = await screen.findByRole('region', { name: 'Tools of web-tools' });
+    const tool = (name: string) => within(region).getAllByTestId('mcp-tool').find((r) => r.dataset.name === name)!;
+    await vi.waitFor(() => expect(within(region).getAllByTestId('mcp-tool')).toHaveLength(2));
+    expect(backend.calls.find((c) => c.cmd === 'mcp_servers_tools')?.args).toEqual({ name: 'web-tools', refresh: false });
+    const search = tool('web_search');
+    expect(search).toHaveTextContent('Search the web.');
+    expect(within(search).getByTestId('server-claims')).toHaveTextContent(/web-tools claims:\s*read-only\s*reaches outside/);
+    expect(within(tool('fetch_page')).getByTestId('server-claims')).toHaveTextContent('nothing about this tool');
+    expect(tool('fetch_page')).toHaveTextContent('Fetch a page');
+    // Both follow the server's rule (ask).
+    expect(search).toHaveAttribute('data-effective', 'ask');
+    const select = within(search).getByRole('combobox', { name: 'Rule for web_search' });
+    expect(select).toHaveValue('');
+    expect(within(select).getByRole('option', { name: "Server's rule (Ask)" })).toBeInTheDocument();
+    await user.selectOptions(select, 'allow');
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_tool_rule', args: { name: 'web-tools', tool: 'mcp__web-tools__web_search', rule: 'allow' } }));
+    await vi.waitFor(() => expect(tool('web_search')).toHaveAttribute('data-effective', 'allow'));
+    expect(within(tool('web_search')).getByTestId('mcp-tool-effective')).toHaveTextContent('Runs: Allow');
+    expect(tool('fetch_page')).toHaveAttribute('data-effective', 'ask');
+    // The server set to deny: it wins over the tool's allow, and the list follows.
+    await user.selectOptions(within(row(list, 'web-tools')).getByRole('combobox', { name: 'Rule for web-tools' }), 'deny');
+    await vi.waitFor(() => expect(tool('web_search')).toHaveAttribute('data-effective', 'deny'));
+    expect(within(tool('web_search')).getByRole('combobox', { name: 'Rule for web_search' })).toHaveValue('allow');
+    expect(within(tool('fetch_page')).getByRole('option', { name: "Server's rule (Deny)" })).toBeInTheDocument();
+    // Back to the server's rule: the tool's own rule is removed (null).
+    await user.selectOptions(within(row(list, 'web-tools')).getByRole('combobox', { name: 'Rule for web-tools' }), 'allow');
+    await user.selectOptions(within(tool('web_search')).getByRole('combobox', { name: 'Rule for web_search' }), '');
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_tool_rule', args: { name: 'web-tools', tool: 'mcp__web-tools__web_search', rule: null } }));
+    expect(backend.mcpToolRules.has('mcp__web-tools__web_search')).toBe(false);
+    await vi.waitFor(() => expect(tool('web_search')).toHaveAttribute('data-effective', 'allow'));
+    // A tool's deny wins over the server's allow.
+    await user.selectOptions(within(tool('fetch_page')).getByRole('combobox', { name: 'Rule for fetch_page' }), 'deny');
+    await vi.waitFor(() => expect(tool('fetch_page')).toHaveAttribute('data-effective', 'deny'));
+    // Read again on request; closing hides the list.
+    await user.click(within(region).getByRole('button', { name: 'Read the list again' }));
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_tools', args: { name: 'web-tools', refresh: true } }));
+    await user.click(within(region).getByRole('button', { name: 'Close' }));
+    expect(screen.queryByRole('region', { name: 'Tools of web-tools' })).toBeNull();
   });
 
   it("sets a server's rule (allow, deny, back to ask)", async () => {

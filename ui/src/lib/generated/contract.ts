@@ -846,10 +846,16 @@ args: Array<string>,
  */
 url: string, 
 /**
- * Environment variables (stdio) or headers (HTTP) by name; shown by name only once
- * saved. Values whose names look secret go to the keyring.
+ * Environment variables (stdio) or headers (HTTP) by name. Every value goes to the
+ * system keyring (`mcp.toml` keeps its name and a reference) and comes back empty,
+ * by name only, unless its name is in `plain`.
  */
 env: { [key in string]: string }, 
+/**
+ * Names in `env` whose values are not secret: written into `mcp.toml` as they are
+ * and shown in the form.
+ */
+plain: Array<string>, 
 /**
  * A stdio server's working directory (empty: the app's).
  */
@@ -858,6 +864,62 @@ cwd: string,
  * Start it at connect.
  */
 enabled: boolean, };
+
+export type McpToolInfo = { 
+/**
+ * The server's name for it (what `tools/call` takes).
+ */
+name: string, 
+/**
+ * Its name in Outpost's catalogue (`mcp__SERVER__TOOL`), the key of its rule under
+ * `[tools]` in policy.toml.
+ */
+outpostName: string, 
+/**
+ * Display title, if the server gives one.
+ */
+title?: string, 
+/**
+ * What the server says it does.
+ */
+description: string, 
+/**
+ * What the server claims about it (MCP annotations): shown, never a permission.
+ */
+claims?: ServerClaims, 
+/**
+ * Its own rule (`[tools]`); absent when it follows its server's.
+ */
+rule?: ToolRule, 
+/**
+ * The rule it runs under: `deny` at the tool or its server wins, then its own rule,
+ * then its server's, then ask.
+ */
+effective: ToolRule, 
+/**
+ * The server offers it now; false for a rule in policy.toml whose tool the server
+ * does not list (renamed, or gone).
+ */
+offered: boolean, };
+
+export type McpServerTools = { 
+/**
+ * The server.
+ */
+server: string, 
+/**
+ * Its rule (`[mcp_servers]`), which a tool without its own rule follows.
+ */
+serverRule: ToolRule, 
+/**
+ * Its tools: those it offers, then rules for tools it does not offer.
+ */
+tools: Array<McpToolInfo>, 
+/**
+ * Why the list could not be read (the server did not start); the tools are then
+ * only those with a rule.
+ */
+problem?: string, };
 
 export type McpImportPreview = { 
 /**
