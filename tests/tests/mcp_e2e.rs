@@ -8,8 +8,9 @@
 //! default ask (denied: `connect` has no consent UI), results in the documented shape,
 //! progress reaching the assistant, ToolUseCancel and `timeoutMs` reaching the server as
 //! `notifications/cancelled`, a server killed mid-call (clean `execution_error`, the next
-//! call works after the restart), unknown servers and hostile names, and the history and
-//! its search. Consent Allow/Deny with a UI is covered by `agents_e2e.rs` (a LiveKit
+//! call works after the restart), unknown servers and hostile names, roots (the allowed
+//! folders; an edit of the policy file mid-session reaches the servers as
+//! `roots/list_changed` and the new list), and the history and its search. Consent Allow/Deny with a UI is covered by `agents_e2e.rs` (a LiveKit
 //! Agents agent calls server-everything's echo over RPC) and in-process by
 //! `crates/outpost-core/tests/mcp_tools.rs`.
 //!
@@ -349,6 +350,31 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         .status()
         .unwrap();
     assert!(killed.success(), "kill -KILL {pid}");
+    // The user allows one more folder by editing the policy file mid-session: the servers
+    // are told (roots/list_changed) and get it at their next roots/list.
+    let shared2 = fx.dir.path().join("shared2");
+    std::fs::create_dir_all(&shared2).unwrap();
+    let policy_file = fx.dir.path().join("policy.toml");
+    let mut policy = std::fs::read_to_string(&policy_file).unwrap();
+    policy.push_str(&format!(
+        "\n[[folders]]\npath = {}\naccess = \"allow\"\n",
+        toml::Value::String(shared2.display().to_string())
+    ));
+    std::fs::write(&policy_file, policy).unwrap();
+    let shared2_uri = outpost_mcp::Root::from_path(&shared2).unwrap().uri;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !jsonl(&fx.wire("in.jsonl")).iter().any(|m| {
+        m["result"]["roots"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["uri"] == shared2_uri.as_str()))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the new allowed folder never reached the server as a root; stderr:\n{}",
+            connect.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
 
     let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
     let outcomes: Vec<Value> = out
@@ -421,20 +447,41 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
             .any(|m| m["method"] == "tools/call" && m["params"]["name"] == "get-sum"),
         "a denied call reached the server"
     );
-    // The roots Outpost answered the server's `roots/list` with: the allowed folder only.
+    // The roots Outpost answered the server's `roots/list` with: the allowed folder only,
+    // then (after the policy edit and `notifications/roots/list_changed`) both allowed
+    // folders; never the denied one.
     let shared = outpost_mcp::Root::from_path(&fx.dir.path().join("shared")).unwrap();
-    let roots: Vec<&Value> = received
+    let answers: Vec<Vec<&str>> = received
         .iter()
         .filter_map(|m| m["result"]["roots"].as_array())
-        .flatten()
+        .map(|r| r.iter().filter_map(|r| r["uri"].as_str()).collect())
         .collect();
     assert!(
-        !roots.is_empty(),
+        !answers.is_empty(),
         "the server never got an answer to roots/list"
     );
+    assert_eq!(answers[0], [shared.uri.as_str()], "{answers:?}");
+    let changed_at = received
+        .iter()
+        .position(|m| m["method"] == "notifications/roots/list_changed")
+        .expect("no notifications/roots/list_changed after the policy edit");
+    let last = answers.last().unwrap();
+    assert_eq!(
+        last,
+        &[shared.uri.as_str(), shared2_uri.as_str()],
+        "{answers:?}"
+    );
+    let first_new = received
+        .iter()
+        .position(|m| {
+            m["result"]["roots"]
+                .as_array()
+                .is_some_and(|r| r.len() == 2)
+        })
+        .unwrap();
     assert!(
-        roots.iter().all(|r| r["uri"] == shared.uri.as_str()),
-        "{roots:?}"
+        changed_at < first_new,
+        "the change was announced before it was asked for"
     );
 
     // History and audit: every MCP call with its server; search finds them.

@@ -122,6 +122,38 @@ async fn start_mcp(
     Ok(Some(host))
 }
 
+/// The policy's allowed folders as MCP roots (absolute, or `~/...` under `$HOME`).
+fn policy_roots(core: &Core) -> Vec<outpost_mcp::Root> {
+    let folders: Vec<(String, bool)> = core
+        .permissions()
+        .policy()
+        .current()
+        .policy()
+        .folders
+        .iter()
+        .map(|f| {
+            let allow = matches!(f.access, outpost_core::FolderAccess::Allow);
+            (f.path.clone(), allow)
+        })
+        .collect();
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    outpost_mcp::roots_of_folders(&folders, &home)
+}
+
+/// Offers the allowed folders again whenever the policy changes (an edit of the policy
+/// file); the host sends `notifications/roots/list_changed` when the list differs.
+fn follow_policy_roots(core: Core, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
+    let mut status = core.permissions().policy().status();
+    tokio::spawn(async move {
+        while status.changed().await.is_ok() {
+            let roots = policy_roots(&core);
+            if roots != host.roots() {
+                host.set_roots(roots);
+            }
+        }
+    })
+}
+
 pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
     let mut tools = ToolsConfig::defaults();
     if let Some(p) = &args.policy {
@@ -164,29 +196,35 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         opts.conversation_id = args.conversation.clone();
         opts.room_name = args.room.clone();
         opts.client_name = "Outpost CLI".into();
+        // A policy file is followed as the app follows it: an edit takes effect at the
+        // next call, and a change of the allowed folders reaches the MCP servers as roots.
+        let _policy_watch = if args.policy.is_some() {
+            match core.permissions().policy().watch() {
+                Ok(w) => Some(w),
+                Err(e) => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "* the policy file is not watched ({e}); edits take effect at the \
+                         next connect"
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let mut follow_roots = None;
         if !args.no_mcp {
-            // The policy's allowed folders, as they are at connect, are the servers' roots.
-            let folders: Vec<(String, bool)> = core
-                .permissions()
-                .policy()
-                .current()
-                .policy()
-                .folders
-                .iter()
-                .map(|f| {
-                    let allow = matches!(f.access, outpost_core::FolderAccess::Allow);
-                    (f.path.clone(), allow)
-                })
-                .collect();
-            let home =
-                std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-            let roots = outpost_mcp::roots_of_folders(&folders, &home);
+            // The policy's allowed folders are the servers' roots.
             opts.mcp = start_mcp(
                 args.data_dir.as_deref(),
-                roots,
+                policy_roots(&core),
                 Duration::from_secs(args.mcp_wait),
             )
             .await?;
+            if let Some(host) = opts.mcp.clone() {
+                follow_roots = Some(follow_policy_roots(core.clone(), host));
+            }
         }
         let (session, mut events) = core.connect(opts).await.map_err(|e| match e {
             // The URL given on the command line cannot work: the user must fix it.
@@ -319,6 +357,9 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             let _ = out.flush();
         }
         reader.abort();
+        if let Some(task) = follow_roots {
+            task.abort();
+        }
         session.closed().await;
         if clean {
             Ok(())

@@ -24,7 +24,9 @@ use crate::error::{McpError, Result};
 use crate::handler::{Handler, Shared};
 use crate::naming;
 use crate::process::{self, LogFile, ServerProcess, SpawnSpec};
-use crate::requests::{DefaultRequests, Root, ServerRequests};
+use crate::requests::{
+    DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests,
+};
 use crate::result::map_call_result;
 use crate::secrets::SecretStore;
 
@@ -210,6 +212,44 @@ pub struct Connection {
     protocol_version: String,
     server_info: Value,
     process: Mutex<Option<ServerProcessSlot>>,
+    /// Who shows a `-32042` error's links to the user (the elicitation handler).
+    requests: Arc<dyn ServerRequests>,
+}
+
+/// The JSON-RPC error code of "URL elicitation required" (MCP 2025-11-25).
+pub const URL_ELICITATION_REQUIRED: i32 = -32042;
+
+/// One link of a `-32042` error: a URL-mode elicitation the user must complete first.
+#[derive(Debug, Clone, PartialEq)]
+struct UrlAsk {
+    message: String,
+    url: String,
+    elicitation_id: String,
+}
+
+/// A `-32042` error's `data.elicitations` (URL mode only; other entries are ignored).
+fn url_asks(data: Option<&Value>) -> Vec<UrlAsk> {
+    data.and_then(|d| d.get("elicitations"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .take(8)
+        .filter(|e| e.get("mode").is_none_or(|m| m == "url"))
+        .filter_map(|e| {
+            let text = |k: &str| e.get(k).and_then(Value::as_str).map(str::to_owned);
+            Some(UrlAsk {
+                url: text("url")?,
+                message: text("message").unwrap_or_default(),
+                elicitation_id: text("elicitationId").unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+/// One `tools/call` attempt: its outcome, or the server's "URL elicitation required".
+enum Attempt {
+    Done(CallOutcome),
+    NeedsUrls { message: String, asks: Vec<UrlAsk> },
 }
 
 /// Holds the child so dropping the connection stops it.
@@ -453,6 +493,7 @@ impl Connection {
             stop,
             protocol_version: version,
             server_info,
+            requests: opts.requests.clone(),
         })
     }
 
@@ -580,12 +621,117 @@ impl Connection {
     /// Calls `tool` with `arguments`. Progress goes to `opts.progress`; on timeout, on
     /// `opts.cancel`, or when the returned future is dropped, the server is sent
     /// `notifications/cancelled` for this request.
+    ///
+    /// A `-32042` "URL elicitation required" answer shows each link to the user through
+    /// the elicitation handler (URL mode: nothing opens without the user); when all are
+    /// accepted, the call waits for the server's `notifications/elicitation/complete` for
+    /// each and is sent once more. Otherwise, or when the server asks again, it fails with
+    /// [`McpError::UrlElicitationRequired`]. All of it within `opts.timeout`.
     pub async fn call(
         &self,
         tool: &str,
         arguments: Option<Map<String, Value>>,
         opts: CallOptions,
     ) -> Result<CallOutcome> {
+        let deadline = tokio::time::Instant::now() + opts.timeout;
+        let (message, asks) = match self
+            .call_once(tool, arguments.clone(), &opts, opts.timeout)
+            .await?
+        {
+            Attempt::Done(outcome) => return Ok(outcome),
+            Attempt::NeedsUrls { message, asks } => (message, asks),
+        };
+        self.complete_urls(tool, &message, &asks, deadline, &opts)
+            .await?;
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match self.call_once(tool, arguments, &opts, left).await? {
+            Attempt::Done(outcome) => Ok(outcome),
+            Attempt::NeedsUrls { message, .. } => Err(self.url_error(
+                tool,
+                format!("it asked again after the link was opened ({message})"),
+            )),
+        }
+    }
+
+    fn url_error(&self, tool: &str, message: String) -> McpError {
+        McpError::UrlElicitationRequired {
+            server: self.server.clone(),
+            tool: tool.to_owned(),
+            message,
+        }
+    }
+
+    /// Shows a `-32042` error's links to the user, then waits for the server to say each
+    /// flow finished.
+    async fn complete_urls(
+        &self,
+        tool: &str,
+        message: &str,
+        asks: &[UrlAsk],
+        deadline: tokio::time::Instant,
+        opts: &CallOptions,
+    ) -> Result<()> {
+        let timeout = || McpError::Timeout {
+            server: self.server.clone(),
+            tool: tool.to_owned(),
+            timeout: opts.timeout,
+        };
+        let cancelled = || McpError::Cancelled {
+            server: self.server.clone(),
+            tool: tool.to_owned(),
+        };
+        if asks.is_empty() {
+            return Err(self.url_error(tool, format!("{message} (the error names no link)")));
+        }
+        let mut done = self.shared.elicitations_done.subscribe();
+        for ask in asks {
+            let request = ElicitationRequest::Url {
+                message: ask.message.clone(),
+                url: ask.url.clone(),
+                elicitation_id: ask.elicitation_id.clone(),
+            };
+            let answer = tokio::select! {
+                a = self.requests.elicit(&self.server, request) => a,
+                () = tokio::time::sleep_until(deadline) => return Err(timeout()),
+                () = opts.cancel.cancelled() => return Err(cancelled()),
+            };
+            match answer {
+                ElicitationAnswer::Accept(_) => {}
+                ElicitationAnswer::Decline => {
+                    return Err(self.url_error(tool, "the link was declined".into()));
+                }
+                ElicitationAnswer::Cancel => {
+                    return Err(self.url_error(tool, "the link was dismissed".into()));
+                }
+            }
+        }
+        let ids: Vec<&str> = asks
+            .iter()
+            .map(|a| a.elicitation_id.as_str())
+            .filter(|id| !id.is_empty())
+            .collect();
+        let all_done =
+            |d: &std::collections::VecDeque<String>| ids.iter().all(|id| d.iter().any(|x| x == id));
+        tokio::select! {
+            r = done.wait_for(|d| all_done(d)) => {
+                r.map(|_| ()).map_err(|_| McpError::ServerGone {
+                    server: self.server.clone(),
+                    tool: tool.to_owned(),
+                    message: "the connection closed".into(),
+                })
+            }
+            () = tokio::time::sleep_until(deadline) => Err(timeout()),
+            () = opts.cancel.cancelled() => Err(cancelled()),
+        }
+    }
+
+    async fn call_once(
+        &self,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        opts: &CallOptions,
+        timeout: Duration,
+    ) -> Result<Attempt> {
         let method = format!("tools/call {tool}");
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
@@ -612,9 +758,15 @@ impl Connection {
                     Ok(Ok(ServerResult::CallToolResult(r))) => {
                         let wire = serde_json::to_value(&r).unwrap_or(Value::Null);
                         let result = map_call_result(&wire);
-                        Ok(CallOutcome { is_error: r.is_error.unwrap_or(false), result })
+                        Ok(Attempt::Done(CallOutcome { is_error: r.is_error.unwrap_or(false), result }))
                     }
                     Ok(Ok(_)) => Err(self.gone(&method, ServiceError::UnexpectedResponse)),
+                    Ok(Err(ServiceError::McpError(data))) if data.code.0 == URL_ELICITATION_REQUIRED => {
+                        Ok(Attempt::NeedsUrls {
+                            asks: url_asks(data.data.as_ref()),
+                            message: data.message.into_owned(),
+                        })
+                    }
                     Ok(Err(ServiceError::McpError(data))) => Err(McpError::Protocol {
                         server: self.server.clone(),
                         method,
@@ -628,7 +780,7 @@ impl Connection {
                     }
                 }
             }
-            _ = tokio::time::sleep(opts.timeout) => {
+            _ = tokio::time::sleep(timeout) => {
                 guard.cancel("timeout").await;
                 Err(McpError::Timeout { server: self.server.clone(), tool: tool.to_owned(), timeout: opts.timeout })
             }
@@ -705,6 +857,32 @@ mod tests {
         };
         let err = Connection::open("tls", &config, &MemorySecrets::default(), &opts).await;
         assert!(matches!(err, Err(McpError::Start { .. })), "{err:?}");
+    }
+
+    #[test]
+    fn url_elicitation_data_takes_only_url_entries_and_ignores_junk() {
+        assert!(url_asks(None).is_empty());
+        for junk in [
+            json!(null),
+            json!("x"),
+            json!({"elicitations": 3}),
+            json!({"elicitations": [1, "a", {"mode": "form", "url": "http://h/"}, {"mode": "url"}]}),
+        ] {
+            assert!(url_asks(Some(&junk)).is_empty(), "{junk}");
+        }
+        let many: Vec<Value> = (0..20)
+            .map(|i| json!({"mode": "url", "url": format!("http://h/{i}"), "elicitationId": i.to_string()}))
+            .collect();
+        let got = url_asks(Some(&json!({ "elicitations": many })));
+        assert_eq!(got.len(), 8, "bounded");
+        assert_eq!(
+            got[0],
+            UrlAsk {
+                message: String::new(),
+                url: "http://h/0".into(),
+                elicitation_id: "0".into()
+            }
+        );
     }
 
     #[test]

@@ -103,6 +103,18 @@ pub enum McpError {
         /// The server's message.
         message: String,
     },
+    /// The server needs the user to complete URL elicitations before the call can run
+    /// (`-32042`, MCP 2025-11-25), and they were not completed: declined, cancelled, not
+    /// `http(s)`, or the server asked again after they were.
+    #[error("MCP server '{server}' needs you to open a link before {tool} can run: {message}")]
+    UrlElicitationRequired {
+        /// The server.
+        server: String,
+        /// The MCP tool name.
+        tool: String,
+        /// What happened (the user's answer, or the server's error message).
+        message: String,
+    },
     /// A local I/O operation failed.
     #[error("{context}: {source}")]
     Io {

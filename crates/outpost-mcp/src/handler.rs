@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ClientHandler;
 use rmcp::model::{
-    ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ErrorCode, ErrorData, ListRootsResult, ProgressNotificationParam, ProgressToken,
+    ClientConfig, CreateMessageRequestParams, CreateMessageResult, CustomNotification,
+    ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, ListRootsResult,
+    ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
@@ -23,6 +24,13 @@ use crate::requests::{ElicitationAnswer, ElicitationRequest, Root, ServerRequest
 
 /// Progress notifications that arrive before their call registered (bounded).
 const MAX_EARLY_PROGRESS: usize = 64;
+
+/// `notifications/elicitation/complete` ids remembered for a call that waits for them.
+const MAX_COMPLETED: usize = 64;
+
+/// The notification a server sends when a URL elicitation's out-of-band flow finished
+/// (MCP 2025-11-25); rmcp passes it on as a custom notification.
+pub(crate) const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 #[derive(Debug, Default)]
 struct Routes {
@@ -36,6 +44,8 @@ pub(crate) struct Shared {
     routes: Mutex<Routes>,
     /// Counts `notifications/tools/list_changed`.
     pub tools_changed: watch::Sender<u64>,
+    /// The last `elicitationId`s of `notifications/elicitation/complete` (bounded).
+    pub elicitations_done: watch::Sender<VecDeque<String>>,
 }
 
 impl Shared {
@@ -43,6 +53,7 @@ impl Shared {
         Arc::new(Self {
             routes: Mutex::new(Routes::default()),
             tools_changed: watch::Sender::new(0),
+            elicitations_done: watch::Sender::new(VecDeque::new()),
         })
     }
 
@@ -189,5 +200,31 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.shared.tools_changed.send_modify(|n| *n += 1);
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if notification.method != ELICITATION_COMPLETE {
+            return;
+        }
+        let Some(id) = notification
+            .params
+            .as_ref()
+            .and_then(|p| p.get("elicitationId"))
+            .and_then(Value::as_str)
+            .filter(|id| !id.is_empty() && id.len() <= 1024)
+        else {
+            return;
+        };
+        let id = id.to_owned();
+        self.shared.elicitations_done.send_modify(|done| {
+            if done.len() >= MAX_COMPLETED {
+                done.pop_front();
+            }
+            done.push_back(id);
+        });
     }
 }

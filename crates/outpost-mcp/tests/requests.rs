@@ -349,3 +349,200 @@ async fn roots_offered_are_the_callers_list_and_follow_changes() {
     }
     host.shutdown();
 }
+
+/// The tiny official-SDK server of tests/mcp that answers `-32042` (no reference server
+/// emits it): its sign-in link is its own page on 127.0.0.1.
+fn url_elicitation_server() -> outpost_mcp::ServerConfig {
+    outpost_mcp::ServerConfig::stdio(
+        python().display().to_string(),
+        vec![
+            repo()
+                .join("tests/mcp/url_elicitation_server.py")
+                .display()
+                .to_string(),
+        ],
+    )
+}
+
+/// A user who clicks "Open link" and finishes the sign-in in the browser: the link is
+/// fetched (the server then sends `notifications/elicitation/complete`), then accepted.
+/// With `visit` off, the link is accepted but never opened.
+#[derive(Debug, Default)]
+struct SignIn {
+    visit: bool,
+    seen: Mutex<Vec<ElicitationRequest>>,
+}
+
+#[async_trait::async_trait]
+impl ServerRequests for SignIn {
+    async fn elicit(&self, _server: &str, request: ElicitationRequest) -> ElicitationAnswer {
+        self.seen.lock().unwrap().push(request.clone());
+        let ElicitationRequest::Url { url, .. } = request else {
+            return ElicitationAnswer::Decline;
+        };
+        if self.visit {
+            use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+            let rest = url.strip_prefix("http://").unwrap();
+            let (host, path) = rest.split_once('/').unwrap();
+            let mut s = tokio::net::TcpStream::connect(host).await.unwrap();
+            s.write_all(format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut page = String::new();
+            s.read_to_string(&mut page).await.unwrap();
+            assert!(page.starts_with("HTTP/1.1 200"), "{page}");
+        }
+        ElicitationAnswer::Accept(None)
+    }
+}
+
+fn attempts(log_dir: &std::path::Path, tool: &str) -> usize {
+    std::fs::read_to_string(log_dir.join("urlel.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == format!("CALL {tool}"))
+        .count()
+}
+
+#[tokio::test]
+async fn url_elicitation_required_shows_the_link_and_retries_once_it_completed() {
+    let logs = tempfile::tempdir().unwrap();
+    let user = Arc::new(SignIn {
+        visit: true,
+        ..SignIn::default()
+    });
+    let mut opts = connect_options(logs.path());
+    opts.elicitation_url = true;
+    opts.requests = user.clone();
+    let conn = Connection::open(
+        "urlel",
+        &url_elicitation_server(),
+        &MemorySecrets::default(),
+        &opts,
+    )
+    .await
+    .unwrap();
+    // The first attempt fails with -32042; the user opens the link; the call is sent again.
+    let out = conn
+        .call(
+            "read_account",
+            args(json!({"who": "ada"})),
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.result["text"], json!("account data for ada"));
+    assert_eq!(attempts(logs.path(), "read_account"), 2);
+    {
+        let seen = user.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1, "{seen:?}");
+        let ElicitationRequest::Url {
+            message,
+            url,
+            elicitation_id,
+        } = &seen[0]
+        else {
+            panic!("a URL elicitation expected: {:?}", seen[0])
+        };
+        assert_eq!(message, "Sign in to your test account");
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        assert!(url.ends_with(elicitation_id.as_str()) && !elicitation_id.is_empty());
+    }
+    // Signed in now: no link.
+    conn.call(
+        "read_account",
+        args(json!({"who": "bo"})),
+        CallOptions::with_timeout(CALL),
+    )
+    .await
+    .unwrap();
+    assert_eq!(user.seen.lock().unwrap().len(), 1);
+
+    // A server that asks again after the link was opened: one retry, then a clear error.
+    let err = conn
+        .call("always_needs_link", None, CallOptions::with_timeout(CALL))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, outpost_mcp::McpError::UrlElicitationRequired { .. })
+            && err.to_string().contains("asked again"),
+        "{err}"
+    );
+    assert_eq!(attempts(logs.path(), "always_needs_link"), 2);
+}
+
+#[tokio::test]
+async fn url_elicitation_required_fails_when_declined_or_never_completed() {
+    let logs = tempfile::tempdir().unwrap();
+    // The default handler (no UI, e.g. `outpost connect`) declines: no retry.
+    let mut opts = connect_options(logs.path());
+    opts.elicitation_url = true;
+    let conn = Connection::open(
+        "urlel",
+        &url_elicitation_server(),
+        &MemorySecrets::default(),
+        &opts,
+    )
+    .await
+    .unwrap();
+    let err = conn
+        .call(
+            "read_account",
+            args(json!({"who": "ada"})),
+            CallOptions::with_timeout(CALL),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "needs you to open a link before read_account can run: the link was declined"
+        ),
+        "{err}"
+    );
+    assert_eq!(attempts(logs.path(), "read_account"), 1);
+    drop(conn);
+
+    // Accepted but the sign-in never finishes: the call ends at its timeout (cancel too).
+    let user = Arc::new(SignIn::default());
+    let mut opts = connect_options(logs.path());
+    opts.elicitation_url = true;
+    opts.requests = user.clone();
+    let conn = Connection::open(
+        "urlel",
+        &url_elicitation_server(),
+        &MemorySecrets::default(),
+        &opts,
+    )
+    .await
+    .unwrap();
+    let started = std::time::Instant::now();
+    let err = conn
+        .call(
+            "read_account",
+            args(json!({"who": "ada"})),
+            CallOptions::with_timeout(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, outpost_mcp::McpError::Timeout { .. }),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let mut cancel = CallOptions::with_timeout(CALL);
+    let token = cancel.cancel.clone();
+    cancel.progress = None;
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        token.cancel();
+    });
+    let err = conn
+        .call("read_account", args(json!({"who": "ada"})), cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, outpost_mcp::McpError::Cancelled { .. }),
+        "{err}"
+    );
+    assert_eq!(user.seen.lock().unwrap().len(), 2);
+}
