@@ -10,8 +10,11 @@
 //! `trigger-elicitation-request`: the server's question appears as a form naming it, the
 //! user fills in the required name and submits, and the tool's result carries the answer;
 //! asked again, the user declines, and the tool's result says the user declined.
-//! Last, Settings → Tool servers shows the server running with its tools and its stderr
-//! log, and switching it off and on stops and restarts it in the live session. Same namespaces and harness as
+//! Then, in Settings → Tool servers, the user opens the server's tools (each with the
+//! server's claims) and sets echo to Allow and get-sum to Deny: the next echo runs
+//! without a dialog and get-sum is denied. Last, the pane shows the server running with
+//! its tools and its stderr log, and switching it off and on stops and restarts it in the
+//! live session. Same namespaces and harness as
 //! `app_e2e.rs`.
 //!
 //! Needs what `app_e2e.rs` needs plus the MCP reference servers (`npm ci` in tests/mcp,
@@ -31,6 +34,7 @@ const ROOM: &str = "mcp-app-e2e";
 const ECHO: &str = "mcp__everything__echo";
 const WORDS: &str = "kestrel over the quarry";
 const ELICIT: &str = "mcp__everything__trigger-elicitation-request";
+const SUM: &str = "mcp__everything__get-sum";
 
 #[test]
 fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
@@ -91,7 +95,18 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
         {"name": "m-elicit-no", "op": "request", "id": "m-elicit-no", "toolName": ELICIT,
          "parameters": {}, "wait_ms": 300_000,
          "expect": {"success": true, "result": {"isError": false}}},
-        {"op": "say", "text": "Fine, you declined."}
+        {"op": "say", "text": "Fine, you declined."},
+        // Per-tool rules set in Settings → Tool servers: echo allowed (no dialog; nobody
+        // would answer one), get-sum denied.
+        {"op": "wait_user", "text": "Use the rules I set", "wait_ms": 300_000},
+        {"name": "m-echo-allowed", "op": "request", "id": "m-echo-allowed", "toolName": ECHO,
+         "parameters": {"message": "no dialog"}, "wait_ms": 60_000,
+         "expect": {"success": true, "result": {"text": "Echo: no dialog"}}},
+        {"name": "m-sum-denied", "op": "request", "id": "m-sum-denied", "toolName": SUM,
+         "parameters": {"a": 1, "b": 2}, "wait_ms": 60_000,
+         "expect": {"success": false, "errorCode": "permission_denied",
+                    "errorMessageContains": SUM}},
+        {"op": "say", "text": "The rules worked."}
     ]);
     let env: Vec<(&'static str, OsString)> = vec![
         ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
@@ -134,7 +149,20 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
     }
 }
 
-async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyhow::Result<App> {
+/// Chooses `value` in the `<select>` matching `css`, as a user does (a `change` event).
+async fn choose(app: &App, css: &str, value: &str) -> anyhow::Result<()> {
+    app.wait_css(css).await?;
+    let r = app
+        .js(&format!(
+            "const s = document.querySelector({css:?}); s.value = {value:?}; \
+             s.dispatchEvent(new Event('change', {{ bubbles: true }})); return s.value;"
+        ))
+        .await?;
+    ensure!(r == value, "{css} did not take {value}: {r}");
+    Ok(())
+}
+
+async fn scenario(assistant: &mut Assistant, config: &std::path::Path) -> anyhow::Result<App> {
     wait_for("the assistant to join", || async {
         Ok(assistant
             .events()
@@ -232,6 +260,57 @@ async fn scenario(assistant: &mut Assistant, _config: &std::path::Path) -> anyho
     let o = assistant.outcome("m-elicit-no").await?;
     ensure!(o["ok"] == true, "the assistant got {o}");
     app.wait_assistant("Fine, you declined.").await?;
+
+    // Settings → Tool servers → Tools of everything: each tool with the server's claims
+    // and its rule; echo set to Allow, get-sum to Deny, written to policy.toml.
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Tool servers").await?;
+    let row = "[data-testid=mcp-server][data-name=everything]";
+    app.wait_css(&format!("{row}[data-status=running]")).await?;
+    app.click_button(row, "Tools").await?;
+    let tool = |name: &str| {
+        format!("[aria-label='Tools of everything'] [data-testid=mcp-tool][data-name={name}]")
+    };
+    app.wait_css(&format!("{}[data-effective=ask]", tool("echo")))
+        .await?;
+    app.wait_text(&tool("echo"), "everything claims").await?;
+    choose(&app, &format!("{} select", tool("echo")), "allow").await?;
+    app.wait_css(&format!("{}[data-effective=allow]", tool("echo")))
+        .await?;
+    choose(&app, &format!("{} select", tool("get-sum")), "deny").await?;
+    app.wait_css(&format!("{}[data-effective=deny]", tool("get-sum")))
+        .await?;
+    let policy = std::fs::read_to_string(config.join("policy.toml"))?;
+    // The keys as the policy file writes them (bare when they can be).
+    let has = |key: &str, rule: &str| {
+        policy.contains(&format!("{key} = \"{rule}\""))
+            || policy.contains(&format!("\"{key}\" = \"{rule}\""))
+    };
+    ensure!(
+        has(ECHO, "allow") && has(SUM, "deny"),
+        "policy.toml: {policy}"
+    );
+    app.open_screen("Chat").await?;
+    app.say("Use the rules I set").await?;
+    app.wait_card("m-echo-allowed", "completed", |c| {
+        c["id"] == "m-echo-allowed"
+    })
+    .await?;
+    let o = assistant.outcome("m-echo-allowed").await?;
+    ensure!(
+        o["ok"] == true,
+        "allowed by the pane's rule, the assistant got {o}"
+    );
+    let o = assistant.outcome("m-sum-denied").await?;
+    ensure!(
+        o["ok"] == true,
+        "denied by the pane's rule, the assistant got {o}"
+    );
+    app.wait_assistant("The rules worked.").await?;
+    ensure!(
+        app.consent_dialog().await?.is_none(),
+        "a consent dialog opened for a tool the pane allowed or denied"
+    );
     let status = assistant.finish().await?;
     ensure!(
         status.success(),

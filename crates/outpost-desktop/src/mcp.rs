@@ -813,6 +813,15 @@ impl ToolLists {
         let Some(server) = cfg.servers.get(name) else {
             return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
         };
+        // Starting in the live session (at connect, or just enabled): its list is coming;
+        // a second copy of the server is not started for it.
+        if let Some(h) = host
+            && h.snapshot()
+                .get(name)
+                .is_some_and(|st| matches!(st.status, ServerStatus::Starting))
+        {
+            let _ = h.wait_running(name, wait).await;
+        }
         let live = host
             .and_then(|h| h.snapshot().get(name).cloned())
             .filter(|st| matches!(st.status, ServerStatus::Running));
