@@ -1421,13 +1421,9 @@ impl Machine {
                 }
             }
             ExecEvent::Started { request_id } => {
-                // The executor's events come on two channels, so a call's Started can
-                // arrive after its result (a 1 ms timeout): a finished call stays finished.
-                if let Some(call) = self
-                    .calls
-                    .get_mut(&request_id)
-                    .filter(|c| !matches!(c.state, CallState::Finished | CallState::HandedToServer))
-                {
+                // The dispatcher reports nothing about a call after its result
+                // (`DispatchEvent`'s order), so a known call is not finished here.
+                if let Some(call) = self.calls.get_mut(&request_id) {
                     call.state = CallState::Running;
                     if !call.running_logged {
                         call.running_logged = true;
