@@ -259,7 +259,7 @@ async fn demo_consent_history_settings_and_notifications() {
     s.consent_timeout_secs = 75;
     s.folders.push(outpost_desktop::contract::FolderScope {
         path: "relative".into(),
-        access: "allow".into(),
+        access: outpost_desktop::contract::FolderAccess::Allow,
         tools: None,
     });
     let err = app.desktop.set_settings(s.clone()).await.unwrap_err();

@@ -18,7 +18,7 @@
 
 use std::collections::VecDeque;
 
-use outpost_protocol::{Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
+use outpost_protocol::{AssistantState, Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
 use outpost_store as store;
 use outpost_store::Millis;
 use serde::{Deserialize, Serialize};
@@ -106,15 +106,18 @@ pub(super) struct AgentsState {
 }
 
 /// The `lk.agent.state` values and how the status shows them.
-fn status_of(state: &str) -> (&'static str, Option<String>) {
+fn status_of(state: &str) -> (AssistantState, Option<String>) {
     match state {
-        "listening" => ("listening", None),
-        "thinking" => ("thinking", None),
-        "speaking" => ("speaking", None),
-        "initializing" => ("idle", Some("the assistant is starting".into())),
-        "idle" => ("idle", None),
+        "listening" => (AssistantState::Listening, None),
+        "thinking" => (AssistantState::Thinking, None),
+        "speaking" => (AssistantState::Speaking, None),
+        "initializing" => (
+            AssistantState::Idle,
+            Some("the assistant is starting".into()),
+        ),
+        "idle" => (AssistantState::Idle, None),
         other => (
-            "idle",
+            AssistantState::Idle,
             Some(format!("assistant state '{}'", cut(other, 64))),
         ),
     }
@@ -187,9 +190,9 @@ impl Machine {
             return;
         }
         let (shown, detail) = status_of(state);
-        self.record_status(fx, now, shown, detail.clone());
+        self.record_status(fx, now, shown.as_str(), detail.clone());
         fx.ui(UiEvent::Status {
-            state: shown.into(),
+            state: shown,
             tool_use_id: None,
             detail,
         });
@@ -669,10 +672,13 @@ mod tests {
             ui.iter()
                 .any(|e| matches!(e, UiEvent::SessionStarted { .. }))
         );
-        assert!(
-            ui.iter()
-                .any(|e| matches!(e, UiEvent::Status { state, .. } if state == "thinking"))
-        );
+        assert!(ui.iter().any(|e| matches!(
+            e,
+            UiEvent::Status {
+                state: AssistantState::Thinking,
+                ..
+            }
+        )));
         // Someone else's attribute does nothing.
         let fx = m.handle(
             Input::AgentState {

@@ -474,10 +474,6 @@ pub struct Machine {
     agents: agents::AgentsState,
 }
 
-fn exec_str(e: Execution) -> &'static str {
-    e.as_str()
-}
-
 fn store_execution(e: Execution) -> store::Execution {
     match e {
         Execution::Server => store::Execution::Server,
@@ -1198,7 +1194,7 @@ impl Machine {
     fn status(&mut self, fx: &mut Fx, now: Millis, s: AssistantStatus) {
         self.record_status(fx, now, s.state.as_str(), s.detail.clone());
         fx.ui(UiEvent::Status {
-            state: s.state.as_str().into(),
+            state: s.state,
             tool_use_id: s.tool_use_id,
             detail: s.detail,
         });
@@ -1276,7 +1272,7 @@ impl Machine {
             tool_name: r.tool_name.clone(),
             server_name: self.server_of(&r.tool_name),
             claims: self.config.claims.get(&r.tool_name).copied(),
-            execution: exec_str(r.execution).into(),
+            execution: r.execution,
             parameters: r.parameters.clone(),
             timeout_ms: r.effective_timeout_ms(),
         });
@@ -1321,7 +1317,7 @@ impl Machine {
     fn server_progress(&mut self, fx: &mut Fx, now: Millis, p: ToolUseProgress) {
         fx.ui(UiEvent::ToolCallProgress {
             id: p.id.clone(),
-            state: p.state.as_str().into(),
+            state: p.state,
             detail: p.detail.clone(),
             by: Side::Server,
         });
@@ -1411,7 +1407,7 @@ impl Machine {
                 }
                 fx.ui(UiEvent::ToolCallProgress {
                     id: p.id.clone(),
-                    state: p.state.as_str().into(),
+                    state: p.state,
                     detail: p.detail.clone(),
                     by: Side::Client,
                 });
@@ -2574,7 +2570,13 @@ mod tests {
             5,
         );
         assert!(matches!(&records(&fx)[0], Record::Status(s) if s.status == "using_tool"));
-        assert!(matches!(&uis(&fx)[0], UiEvent::Status { state, .. } if state == "using_tool"));
+        assert!(matches!(
+            &uis(&fx)[0],
+            UiEvent::Status {
+                state: AssistantState::UsingTool,
+                ..
+            }
+        ));
     }
 
     #[test]

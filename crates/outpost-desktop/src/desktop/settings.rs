@@ -1,9 +1,9 @@
 //! [`Desktop`]'s settings commands (`settings_*`).
 
-use outpost_policy::{FolderAccess, FolderRule};
+use outpost_policy::FolderRule;
 use outpost_store::now_ms;
 
-use crate::config::{AuthMode, ConnectionConfig, NotificationConfig};
+use crate::config::{ConnectionConfig, NotificationConfig};
 use crate::contract::{AboutInfo, ConnectionSettings, FolderScope, NotificationSettings, Settings};
 use crate::error::{DesktopError, Result};
 use crate::secrets::check_name;
@@ -19,11 +19,7 @@ impl Desktop {
         let has_token = matches!(self.token(), Ok(Some(_)));
         Settings {
             connection: ConnectionSettings {
-                auth_mode: match c.connection.auth_mode {
-                    AuthMode::Token => "token",
-                    AuthMode::Endpoint => "endpoint",
-                }
-                .into(),
+                auth_mode: c.connection.auth_mode,
                 livekit_url: c.connection.livekit_url,
                 token_endpoint: c.connection.token_endpoint,
                 room: c.connection.room,
@@ -36,11 +32,7 @@ impl Desktop {
                 .iter()
                 .map(|f| FolderScope {
                     path: f.path.clone(),
-                    access: match f.access {
-                        FolderAccess::Allow => "allow",
-                        FolderAccess::Deny => "deny",
-                    }
-                    .into(),
+                    access: f.access,
                     tools: f.tools.clone(),
                 })
                 .collect(),
@@ -74,21 +66,11 @@ impl Desktop {
             ));
         }
         let mut folders = Vec::with_capacity(s.folders.len());
-        for (i, f) in s.folders.iter().enumerate() {
-            let access = match f.access.as_str() {
-                "allow" => FolderAccess::Allow,
-                "deny" => FolderAccess::Deny,
-                other => {
-                    return Err(DesktopError::invalid(
-                        format!("folders[{i}].access"),
-                        format!("must be \"allow\" or \"deny\", got \"{other}\""),
-                    ));
-                }
-            };
+        for f in &s.folders {
             let path = f.path.trim();
             folders.push(FolderRule {
                 path: path.to_owned(),
-                access,
+                access: f.access,
                 tools: f.tools.clone(),
             });
         }
@@ -165,16 +147,7 @@ impl Desktop {
 
 /// Validates the connection part of the settings.
 pub(super) fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
-    let auth_mode = match c.auth_mode.as_str() {
-        "token" => AuthMode::Token,
-        "endpoint" => AuthMode::Endpoint,
-        other => {
-            return Err(DesktopError::invalid(
-                "connection.authMode",
-                format!("must be \"token\" or \"endpoint\", got \"{other}\""),
-            ));
-        }
-    };
+    let auth_mode = c.auth_mode;
     let url = c.livekit_url.trim();
     if !url.is_empty()
         && !["ws://", "wss://", "http://", "https://"]
