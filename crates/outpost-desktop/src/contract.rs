@@ -1045,6 +1045,16 @@ closed_set! {
 }
 
 closed_set! {
+    /// `history_export`'s `format`.
+    ExportFormat {
+        /// JSON.
+        Json,
+        /// Markdown.
+        Markdown,
+    }
+}
+
+closed_set! {
     /// What a search hit is.
     SearchHitKind {
         /// A message.
@@ -1088,6 +1098,7 @@ pub fn typescript() -> String {
         ToolRule,
         RememberedKind,
         SearchHitKind,
+        ExportFormat,
         ConnectionStatus,
         ConnectionEvent,
         SessionInfo,

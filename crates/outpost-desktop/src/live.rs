@@ -372,7 +372,7 @@ impl LiveState {
                     id: id.clone(),
                     message_id: message_id.clone(),
                     tool_name: tool_name.clone(),
-                    execution: execution.clone(),
+                    execution,
                     parameters: parameters.clone(),
                     server_name: server_name.clone(),
                     claims,

@@ -125,18 +125,12 @@ impl Desktop {
     pub async fn history_export(
         &self,
         conversation_id: Option<String>,
-        format: &str,
+        format: crate::contract::ExportFormat,
         dir: &std::path::Path,
     ) -> Result<ExportResult> {
         let (fmt, ext) = match format {
-            "json" => (ExportFormat::Json, "json"),
-            "markdown" => (ExportFormat::Markdown, "md"),
-            other => {
-                return Err(DesktopError::invalid(
-                    "format",
-                    format!("must be \"json\" or \"markdown\", got \"{other}\""),
-                ));
-            }
+            crate::contract::ExportFormat::Json => (ExportFormat::Json, "json"),
+            crate::contract::ExportFormat::Markdown => (ExportFormat::Markdown, "md"),
         };
         let (scope, stem) = match &conversation_id {
             Some(id) => {

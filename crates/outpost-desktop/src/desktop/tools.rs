@@ -23,7 +23,7 @@ impl Desktop {
     /// `tools_set`: on/off in the settings; allow/ask/deny in the policy. "ask" on a
     /// non-destructive tool returns it to its default (folder scopes decide, else ask).
     /// Takes effect for the next session (the hello lists the tools).
-    pub fn set_tool(&self, name: &str, enabled: bool, rule: &str) -> Result<ToolInfo> {
+    pub fn set_tool(&self, name: &str, enabled: bool, rule: ToolRule) -> Result<ToolInfo> {
         let t = self
             .inner
             .tools
@@ -31,22 +31,16 @@ impl Desktop {
             .find(|t| t.name == name)
             .ok_or_else(|| DesktopError::NotFound(format!("There is no tool '{name}'.")))?;
         let new_rule = match rule {
-            "allow" if t.destructive => {
+            ToolRule::Allow if t.destructive => {
                 return Err(DesktopError::invalid(
                     "rule",
                     format!("'{name}' can change or delete data: it always asks"),
                 ));
             }
-            "allow" => Some(Rule::Allow),
-            "deny" => Some(Rule::Deny),
-            "ask" if t.destructive => Some(Rule::Ask),
-            "ask" => None,
-            other => {
-                return Err(DesktopError::invalid(
-                    "rule",
-                    format!("must be \"allow\", \"ask\" or \"deny\", got \"{other}\""),
-                ));
-            }
+            ToolRule::Allow => Some(Rule::Allow),
+            ToolRule::Deny => Some(Rule::Deny),
+            ToolRule::Ask if t.destructive => Some(Rule::Ask),
+            ToolRule::Ask => None,
         };
         self.inner
             .core

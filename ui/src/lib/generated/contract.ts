@@ -47,6 +47,8 @@ export type RememberedKind = "always_allow" | "always_deny" | "allow_for_convers
 
 export type SearchHitKind = "message" | "tool_call";
 
+export type ExportFormat = "json" | "markdown";
+
 export type ConnectionStatus = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";
 
 export type ConnectionEvent = { 
