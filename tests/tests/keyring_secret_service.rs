@@ -517,7 +517,7 @@ async fn session() -> anyhow::Result<()> {
     }));
     d.set_secret(SECRET, &token)?;
     let mut s = d.settings();
-    s.connection.auth_mode = "token".into();
+    s.connection.auth_mode = outpost_desktop::contract::AuthMode::Token;
     s.connection.livekit_url = url;
     s.connection.room = ROOM.into();
     let saved = d.set_settings(s).await?;

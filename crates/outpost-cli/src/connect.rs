@@ -514,7 +514,11 @@ fn human(ev: &UiEvent) -> Option<String> {
         ),
         UiEvent::ConsentRequested(p) => format!("? {} asks: {}", p.tool, p.summary),
         UiEvent::ConsentWithdrawn { consent_id, reason } => {
-            format!("? question {consent_id} withdrawn ({reason})")
+            let why = match reason {
+                outpost_core::WithdrawReason::Cancelled => "cancelled",
+                outpost_core::WithdrawReason::TimedOut => "timed_out",
+            };
+            format!("? question {consent_id} withdrawn ({why})")
         }
         UiEvent::ProtocolError {
             direction,

@@ -2,7 +2,8 @@
 //! shows. Serialized as `{"type": "...", "data": {...}}` with camelCase fields, so the
 //! web UI can switch on `type`.
 
-use outpost_policy::{Decision, ServerClaims};
+use outpost_policy::{Decision, ServerClaims, WithdrawReason};
+use outpost_protocol::{AssistantState, Execution, ProgressState};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -184,8 +185,8 @@ pub enum UiEvent {
     },
     /// The assistant's state.
     Status {
-        /// `idle`, `listening`, `thinking`, `speaking` or `using_tool`.
-        state: String,
+        /// What it is doing.
+        state: AssistantState,
         /// With `using_tool`: the call waited on.
         tool_use_id: Option<String>,
         /// Free text.
@@ -205,8 +206,8 @@ pub enum UiEvent {
         /// For an MCP tool: what its server claims about it (never a permission).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         claims: Option<ServerClaims>,
-        /// `server`, `client` or `either`.
-        execution: String,
+        /// Who runs it.
+        execution: Execution,
         /// Parameters as received.
         parameters: Map<String, Value>,
         /// The timeout that applies.
@@ -221,8 +222,8 @@ pub enum UiEvent {
     ToolCallProgress {
         /// Call id.
         id: String,
-        /// `awaiting_consent` or `running`.
-        state: String,
+        /// Waiting for consent or running.
+        state: ProgressState,
         /// Free text.
         detail: Option<String>,
         /// Who reported it.
@@ -267,8 +268,8 @@ pub enum UiEvent {
     ConsentWithdrawn {
         /// The question.
         consent_id: String,
-        /// `cancelled` or `timed_out`.
-        reason: String,
+        /// Why.
+        reason: WithdrawReason,
     },
     /// A protocol-level fault, either way.
     ProtocolError {

@@ -53,6 +53,8 @@ pub use session::{ConnectOptions, Core, Credentials, Session, SessionEvents};
 pub use voice::VoiceEvent;
 
 /// The consent answers and deciders, as the policy defines them.
-pub use outpost_policy::{Decider, Decision, FolderAccess, ServerClaims};
+pub use outpost_policy::{Decider, Decision, FolderAccess, ServerClaims, WithdrawReason};
+/// The protocol's closed sets the UI events carry.
+pub use outpost_protocol::{AssistantState, Execution, ProgressState};
 /// The store types the history views use.
 pub use outpost_store as store;

@@ -55,8 +55,8 @@ impl Paths {
     }
 }
 
-/// How the app gets its token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// How the app gets its token (also `ConnectionSettings` `authMode` in the UI contract).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum AuthMode {
     /// A token kept in the keyring.

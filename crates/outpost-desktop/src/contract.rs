@@ -4,11 +4,12 @@
 //! re-exports; `tests/contract_ts.rs` fails when that file is stale (rewrite it with
 //! `OUTPOST_WRITE_CONTRACT=1 cargo test -p outpost-desktop --test contract_ts`).
 //!
-//! Closed sets are enums. A few fields stay `String` in Rust and are typed only in
-//! TypeScript (`#[ts(as = …)]`): those the core's `UiEvent` still carries as strings
-//! (assistant state, tool progress state, execution mode, withdrawal reason), and the two
-//! settings (`authMode`, `access`) that `Desktop::set_settings` validates with an error naming
-//! the field.
+//! Closed sets are enums, the same enum from the core (or the protocol, or the policy)
+//! to the TypeScript union where one exists: `Decision`, `AssistantMode`, `AssistantState`,
+//! `ExecutionMode` (the protocol's `Execution`), `ToolProgressState` (its `ProgressState`),
+//! `FolderAccess`, `AuthMode` (the settings file's).
+//! Open sets stay strings: a tool call's `errorCode` (seed 001 allows custom codes) and an
+//! `error` event's `code`.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -20,6 +21,21 @@ pub use outpost_core::Decision;
 
 /// What the assistant speaks (`outpost` or `livekit_agents`).
 pub use outpost_core::AssistantMode;
+
+/// What the assistant is doing (AssistantStatus `state`, docs/PROTOCOL.md).
+pub use outpost_core::AssistantState;
+
+/// Who runs a tool (ToolUseRequest `execution`): the protocol's `Execution`.
+pub use outpost_core::Execution as ExecutionMode;
+
+/// `ToolProgress` `state`: the protocol's `ProgressState`.
+pub use outpost_core::ProgressState as ToolProgressState;
+
+/// `FolderScope` `access`: the policy's own.
+pub use outpost_core::FolderAccess;
+
+/// `ConnectionSettings` `authMode`: the settings file's own.
+pub use crate::config::AuthMode;
 
 /// What an MCP server claims about its tool (MCP annotations), camelCase; shown as the
 /// server's claims, never a permission.
@@ -82,9 +98,8 @@ pub struct SessionInfo {
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields)]
 pub struct StatusEvent {
-    /// `idle`, `listening`, `thinking`, `speaking`, `using_tool`.
-    #[ts(as = "AssistantState")]
-    pub state: String,
+    /// What the assistant is doing.
+    pub state: AssistantState,
     /// The call waited on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_use_id: Option<String>,
@@ -104,9 +119,8 @@ pub struct ToolCallRecord {
     pub message_id: String,
     /// Tool.
     pub tool_name: String,
-    /// `server`, `client`, `either`.
-    #[ts(as = "ExecutionMode")]
-    pub execution: String,
+    /// Who runs it.
+    pub execution: ExecutionMode,
     /// Parameters as received.
     pub parameters: Map<String, Value>,
     /// MCP server, when any.
@@ -218,8 +232,7 @@ pub struct ConsentRequest {
     pub claims: Option<ServerClaims>,
     /// Execution mode.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[ts(as = "Option<ExecutionMode>")]
-    pub execution: Option<String>,
+    pub execution: Option<ExecutionMode>,
     /// The full parameters.
     pub parameters: Map<String, Value>,
     /// One line.
@@ -532,8 +545,7 @@ pub struct ToolInitiated {
     /// Tool.
     pub tool_name: String,
     /// Execution mode.
-    #[ts(as = "ExecutionMode")]
-    pub execution: String,
+    pub execution: ExecutionMode,
     /// Parameters.
     pub parameters: Map<String, Value>,
     /// MCP server.
@@ -564,9 +576,8 @@ pub struct ToolInitiated {
 pub struct ToolProgress {
     /// Call id.
     pub id: String,
-    /// `awaiting_consent` or `running`.
-    #[ts(as = "ToolProgressState")]
-    pub state: String,
+    /// Waiting for consent or running.
+    pub state: ToolProgressState,
     /// Free text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -606,9 +617,8 @@ pub struct ToolResult {
 pub struct ConsentWithdrawn {
     /// The question.
     pub consent_id: String,
-    /// `cancelled`, `timed_out`, `answered`.
-    #[ts(as = "WithdrawnReason")]
-    pub reason: String,
+    /// Why.
+    pub reason: WithdrawnReason,
 }
 
 /// `error`.
@@ -630,9 +640,8 @@ pub struct ErrorEvent {
 #[serde(rename_all = "camelCase")]
 #[ts(optional_fields)]
 pub struct ConnectionSettings {
-    /// `token` or `endpoint` (checked by `Desktop::set_settings`).
-    #[ts(as = "AuthModeName")]
-    pub auth_mode: String,
+    /// A fixed token or a token endpoint.
+    pub auth_mode: AuthMode,
     /// `ws(s)://` URL.
     pub livekit_url: String,
     /// Token endpoint URL.
@@ -653,9 +662,8 @@ pub struct ConnectionSettings {
 pub struct FolderScope {
     /// Absolute or `~/` path.
     pub path: String,
-    /// `allow` or `deny` (checked by `Desktop::set_settings`).
-    #[ts(as = "FolderAccessName")]
-    pub access: String,
+    /// Allowed or denied.
+    pub access: FolderAccess,
     /// Tools it applies to; absent = all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
@@ -974,34 +982,6 @@ macro_rules! closed_set {
 }
 
 closed_set! {
-    /// AssistantStatus `state` (docs/PROTOCOL.md).
-    AssistantState {
-        /// Waiting.
-        Idle,
-        /// Hearing the user.
-        Listening,
-        /// Working on an answer.
-        Thinking,
-        /// Answering aloud.
-        Speaking,
-        /// Waiting on a tool call.
-        UsingTool,
-    }
-}
-
-closed_set! {
-    /// Who runs a tool (ToolUseRequest `execution`).
-    ExecutionMode {
-        /// The assistant.
-        Server,
-        /// Outpost.
-        Client,
-        /// Either; the assistant decides.
-        Either,
-    }
-}
-
-closed_set! {
     /// Who ran a tool call.
     ExecutedBy {
         /// Outpost.
@@ -1071,16 +1051,6 @@ closed_set! {
 }
 
 closed_set! {
-    /// `ToolProgress` `state`.
-    ToolProgressState {
-        /// Waiting for the user's answer.
-        AwaitingConsent,
-        /// Running.
-        Running,
-    }
-}
-
-closed_set! {
     /// Why a consent question was withdrawn.
     WithdrawnReason {
         /// The call was cancelled.
@@ -1092,25 +1062,12 @@ closed_set! {
     }
 }
 
-closed_set! {
-    /// `ConnectionSettings` `authMode`: a fixed token in the keyring, or a token endpoint.
-    #[ts(rename = "AuthMode")]
-    AuthModeName {
-        /// A fixed token.
-        Token,
-        /// Fetched from a URL.
-        Endpoint,
-    }
-}
-
-closed_set! {
-    /// `FolderScope` `access`.
-    #[ts(rename = "FolderAccess")]
-    FolderAccessName {
-        /// Tools may use it.
-        Allow,
-        /// Tools may not.
-        Deny,
+impl From<outpost_core::WithdrawReason> for WithdrawnReason {
+    fn from(r: outpost_core::WithdrawReason) -> Self {
+        match r {
+            outpost_core::WithdrawReason::Cancelled => Self::Cancelled,
+            outpost_core::WithdrawReason::TimedOut => Self::TimedOut,
+        }
     }
 }
 
@@ -1135,6 +1092,16 @@ closed_set! {
         AlwaysDeny,
         /// Run during one conversation.
         AllowForConversation,
+    }
+}
+
+closed_set! {
+    /// `history_export`'s `format`.
+    ExportFormat {
+        /// JSON.
+        Json,
+        /// Markdown.
+        Markdown,
     }
 }
 
@@ -1177,11 +1144,12 @@ pub fn typescript() -> String {
         ToolCardStatus,
         ToolProgressState,
         WithdrawnReason,
-        AuthModeName,
-        FolderAccessName,
+        AuthMode,
+        FolderAccess,
         ToolRule,
         RememberedKind,
         SearchHitKind,
+        ExportFormat,
         ConnectionStatus,
         ConnectionEvent,
         SessionInfo,

@@ -3,7 +3,7 @@
 use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
 
 use crate::contract::{
-    ConversationSummary, ExecutedBy, ToolCallRecord, ToolCardStatus, TranscriptEntry,
+    ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCardStatus, TranscriptEntry,
 };
 use crate::live::card_status;
 
@@ -82,7 +82,11 @@ fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
         id: t.id.clone(),
         message_id: t.message_id.clone().unwrap_or_default(),
         tool_name: t.tool_name.clone(),
-        execution: t.execution.as_str().to_owned(),
+        execution: match t.execution {
+            outpost_store::Execution::Server => ExecutionMode::Server,
+            outpost_store::Execution::Client => ExecutionMode::Client,
+            outpost_store::Execution::Either => ExecutionMode::Either,
+        },
         parameters,
         server_name: (!t.server_name.is_empty()).then(|| t.server_name.clone()),
         claims: None,

@@ -13,7 +13,8 @@
 //! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it.
 //! - [`voice`]: the microphone and speaker (outpost-audio) joined to the session's audio:
 //!   push-to-talk, open mic, mute, device states, levels.
-//! - `desktop`: [`Desktop`], one method per command.
+//! - `desktop`: [`Desktop`], one method per command, one module per command domain as in
+//!   `src-tauri/src/commands/` (session, chat, consent, settings, history, tools, mcp, voice).
 //! - `history`: store records → contract types.
 //! - `error`: [`DesktopError`] and its `{code, message}` form.
 

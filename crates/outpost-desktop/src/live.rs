@@ -9,10 +9,10 @@ use outpost_protocol::ToolDescriptor;
 use serde_json::Value;
 
 use crate::contract::{
-    AppEvent, AssistantDelta, AssistantMessage, ConnectionEvent, ConnectionStatus, ConsentRequest,
-    ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot, SpeechText,
-    StatusEvent, ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress, ToolResult,
-    TranscriptEntry, UserMessage, UserTranscript,
+    AppEvent, AssistantDelta, AssistantMessage, AssistantState, ConnectionEvent, ConnectionStatus,
+    ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot,
+    SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress,
+    ToolProgressState, ToolResult, TranscriptEntry, UserMessage, UserTranscript, WithdrawnReason,
 };
 
 /// What a finished call means for notifications.
@@ -64,7 +64,7 @@ impl Default for LiveState {
 
 fn idle() -> StatusEvent {
     StatusEvent {
-        state: "idle".into(),
+        state: AssistantState::Idle,
         tool_use_id: None,
         detail: None,
     }
@@ -115,7 +115,7 @@ impl LiveState {
         (self.consents.len() != before).then(|| {
             AppEvent::ConsentWithdrawn(ConsentWithdrawn {
                 consent_id: consent_id.to_owned(),
-                reason: "answered".into(),
+                reason: WithdrawnReason::Answered,
             })
         })
     }
@@ -372,7 +372,7 @@ impl LiveState {
                     id: id.clone(),
                     message_id: message_id.clone(),
                     tool_name: tool_name.clone(),
-                    execution: execution.clone(),
+                    execution,
                     parameters: parameters.clone(),
                     server_name: server_name.clone(),
                     claims,
@@ -417,16 +417,15 @@ impl LiveState {
             } => {
                 if let Some(call) = self.call_mut(&id) {
                     if !call.status.is_final() {
-                        match state.as_str() {
-                            "awaiting_consent" => {
+                        match state {
+                            ToolProgressState::AwaitingConsent => {
                                 call.awaiting_consent_at = Some(now);
                                 call.status = ToolCardStatus::AwaitingConsent;
                             }
-                            "running" => {
+                            ToolProgressState::Running => {
                                 call.running_at = Some(now);
                                 call.status = ToolCardStatus::Running;
                             }
-                            _ => {}
                         }
                         call.detail.clone_from(&detail);
                     }
@@ -494,7 +493,7 @@ impl LiveState {
                     self.index
                         .get(&p.request_id)
                         .and_then(|&i| match self.transcript.get(i) {
-                            Some(TranscriptEntry::Tool { call }) => Some(call.execution.clone()),
+                            Some(TranscriptEntry::Tool { call }) => Some(call.execution),
                             _ => None,
                         });
                 let req = ConsentRequest {
@@ -526,7 +525,7 @@ impl LiveState {
                 self.consents.retain(|c| c.consent_id != consent_id);
                 out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn {
                     consent_id,
-                    reason,
+                    reason: reason.into(),
                 }));
             }
             UiEvent::ProtocolError {
@@ -599,6 +598,7 @@ pub fn card_status(success: bool, error_code: Option<&str>) -> ToolCardStatus {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+    use crate::contract::ExecutionMode;
     use outpost_core::ConsentPrompt;
     use serde_json::json;
 
@@ -620,7 +620,7 @@ mod tests {
                     tool_name: "read_local_file".into(),
                     server_name: None,
                     claims: None,
-                    execution: "client".into(),
+                    execution: ExecutionMode::Client,
                     parameters: serde_json::Map::new(),
                     timeout_ms: 30_000,
                 },
@@ -684,7 +684,7 @@ mod tests {
                 tool_name: "read_local_file".into(),
                 server_name: None,
                 claims: None,
-                execution: "client".into(),
+                execution: ExecutionMode::Client,
                 parameters: json!({"path": "~/x"}).as_object().unwrap().clone(),
                 timeout_ms: 30_000,
             },
@@ -699,7 +699,7 @@ mod tests {
         s.apply(
             UiEvent::ToolCallProgress {
                 id: "t1".into(),
-                state: "awaiting_consent".into(),
+                state: ToolProgressState::AwaitingConsent,
                 detail: None,
                 by: Side::Client,
             },

@@ -239,7 +239,7 @@ async fn demo_consent_history_settings_and_notifications() {
         .desktop
         .history_export(
             Some(list[0].id.clone()),
-            "markdown",
+            outpost_desktop::contract::ExportFormat::Markdown,
             &dir.path().join("out"),
         )
         .await
@@ -259,7 +259,7 @@ async fn demo_consent_history_settings_and_notifications() {
     s.consent_timeout_secs = 75;
     s.folders.push(outpost_desktop::contract::FolderScope {
         path: "relative".into(),
-        access: "allow".into(),
+        access: outpost_desktop::contract::FolderAccess::Allow,
         tools: None,
     });
     let err = app.desktop.set_settings(s.clone()).await.unwrap_err();
@@ -280,12 +280,20 @@ async fn demo_consent_history_settings_and_notifications() {
     assert_eq!(saved.consent_timeout_secs, 75);
     let tool = app
         .desktop
-        .set_tool("list_directory", false, "deny")
+        .set_tool(
+            "list_directory",
+            false,
+            outpost_desktop::contract::ToolRule::Deny,
+        )
         .unwrap();
     assert!(!tool.enabled);
     let err = app
         .desktop
-        .set_tool("write_file", true, "allow")
+        .set_tool(
+            "write_file",
+            true,
+            outpost_desktop::contract::ToolRule::Allow,
+        )
         .unwrap_err();
     assert_eq!(
         err.code(),

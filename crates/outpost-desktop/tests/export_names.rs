@@ -78,7 +78,11 @@ async fn export_file_names_are_one_safe_component_whatever_the_id() {
             .await
             .unwrap();
         let r = desktop
-            .history_export(Some((*id).to_owned()), "json", &out)
+            .history_export(
+                Some((*id).to_owned()),
+                outpost_desktop::contract::ExportFormat::Json,
+                &out,
+            )
             .await
             .unwrap_or_else(|e| panic!("export of {id:?} failed: {e}"));
         let path = Path::new(&r.path);

@@ -34,6 +34,7 @@ pub enum Rule {
 /// What a folder entry does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 pub enum FolderAccess {
     /// Tools run without asking inside the folder.
     Allow,

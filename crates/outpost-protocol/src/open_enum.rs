@@ -70,7 +70,8 @@ macro_rules! open_enum {
 pub(crate) use open_enum;
 
 /// Declares a closed string enum: unknown values are rejected with serde's `unknown_variant`
-/// error, which names the accepted values.
+/// error, which names the accepted values. With the `ts` feature it also declares its
+/// TypeScript union of the wire spellings (ts-rs), for the desktop app's UI contract.
 macro_rules! closed_enum {
     (
         $(#[$meta:meta])*
@@ -78,10 +79,11 @@ macro_rules! closed_enum {
             $( $(#[$vmeta:meta])* $variant:ident => $wire:literal, )+
         }
     ) => {
+        #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $name {
-            $( $(#[$vmeta])* $variant, )+
+            $( $(#[$vmeta])* #[cfg_attr(feature = "ts", ts(rename = $wire))] $variant, )+
         }
 
         impl $name {

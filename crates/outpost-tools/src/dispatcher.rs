@@ -68,8 +68,10 @@ pub enum AuditOutcome {
     Denied,
 }
 
-/// Everything the dispatcher reports, on one channel, in the order it happened: for each
-/// request `Decided` comes before `Started`, and both before its `Result`.
+/// Everything the dispatcher reports, on one channel, in the order it happened. For each
+/// request: `Decided` before `Started`, `Started` before the job's `Progress`, and all of
+/// them before its one `Result`; nothing about a request follows its `Result` (a call
+/// answered by its deadline or a cancel before it started never reports `Started`).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum DispatchEvent {
@@ -383,12 +385,30 @@ impl Inner {
         let _ = self.out.send(event);
     }
 
+    /// Emits `events` about the call `id` only while it is unanswered, under the lock that
+    /// [`Inner::finish`] holds to answer it, so nothing about a call follows its result: a
+    /// deadline or a cancel can answer while the blocking phase or the job still runs, and
+    /// what they report then is dropped. Returns whether the events went out.
+    fn emit_for(&self, id: &str, events: impl IntoIterator<Item = DispatchEvent>) -> bool {
+        let state = self.lock();
+        if !matches!(state.requests.get(id), Some(Slot::Running(_))) {
+            return false;
+        }
+        for event in events {
+            self.emit(event);
+        }
+        true
+    }
+
     fn progress(&self, id: &str, state: ProgressState, detail: String) {
-        self.emit(DispatchEvent::Progress(ToolUseProgress {
-            id: id.to_owned(),
-            state,
-            detail: Some(detail),
-        }));
+        self.emit_for(
+            id,
+            [DispatchEvent::Progress(ToolUseProgress {
+                id: id.to_owned(),
+                state,
+                detail: Some(detail),
+            })],
+        );
     }
 
     fn decided(
@@ -400,20 +420,14 @@ impl Inner {
         decision: Option<Decision>,
         paths: &[PathBuf],
     ) {
-        self.emit(DispatchEvent::Decided {
-            request_id: id.to_owned(),
-            outcome,
-            by,
-            reason: reason.to_owned(),
-            decision,
-            paths: paths.to_vec(),
-        });
+        self.emit_for(
+            id,
+            [decided_event(id, outcome, by, reason, decision, paths)],
+        );
     }
 
     fn started(&self, id: &str) {
-        self.emit(DispatchEvent::Started {
-            request_id: id.to_owned(),
-        });
+        self.emit_for(id, [started_event(id)]);
     }
 
     /// Keeps `slot` for `id`, then lets go of the oldest ids past [`REMEMBERED_RESULTS`]
@@ -484,6 +498,30 @@ enum Phase1 {
     Verdict(Verdict, Access, Job),
     /// The request was cancelled or timed out before the job started.
     Abandoned,
+}
+
+fn decided_event(
+    id: &str,
+    outcome: AuditOutcome,
+    by: Decider,
+    reason: &str,
+    decision: Option<Decision>,
+    paths: &[PathBuf],
+) -> DispatchEvent {
+    DispatchEvent::Decided {
+        request_id: id.to_owned(),
+        outcome,
+        by,
+        reason: reason.to_owned(),
+        decision,
+        paths: paths.to_vec(),
+    }
+}
+
+fn started_event(id: &str) -> DispatchEvent {
+    DispatchEvent::Started {
+        request_id: id.to_owned(),
+    }
 }
 
 /// Answers for a request that did not start: `either` turns them into unknown_tool so the
@@ -572,13 +610,17 @@ fn start(
         .get(conversation)
         .cloned()
         .unwrap_or_default();
-    let progress_out = inner.out.clone();
+    let progress_to = Arc::downgrade(inner);
+    let progress_id = id.clone();
     let cx = RunContext {
         cancel: token.clone(),
         policy: Arc::clone(&policy),
         tool: tool_name.clone(),
+        // A job that goes on after its deadline or cancel reports nothing more.
         progress: ProgressSink::new(&id, move |p| {
-            let _ = progress_out.send(DispatchEvent::Progress(p));
+            if let Some(inner) = progress_to.upgrade() {
+                inner.emit_for(&progress_id, [DispatchEvent::Progress(p)]);
+            }
         }),
     };
     let env = inner.env.clone();
@@ -606,9 +648,6 @@ fn start(
         );
         match verdict {
             Verdict::Allow(allowance) => {
-                if phase1_cx.cancel.is_cancelled() {
-                    return Phase1::Abandoned;
-                }
                 let (by, reason) = match &allowance {
                     Allowance::ToolRule => {
                         (Decider::Policy, "the tool is set to \"allow\"".to_owned())
@@ -623,15 +662,26 @@ fn start(
                     ),
                     Allowance::Default => (Decider::Policy, "a harmless tool".to_owned()),
                 };
-                phase1_inner.decided(
-                    &phase1_id,
-                    AuditOutcome::Allowed,
-                    by,
-                    &reason,
-                    None,
-                    &access.paths,
-                );
-                phase1_inner.started(&phase1_id);
+                // Decided and started together, only while the call is unanswered: once
+                // the deadline (or a cancel) has answered it, the job never runs.
+                let begun = !phase1_cx.cancel.is_cancelled()
+                    && phase1_inner.emit_for(
+                        &phase1_id,
+                        [
+                            decided_event(
+                                &phase1_id,
+                                AuditOutcome::Allowed,
+                                by,
+                                &reason,
+                                None,
+                                &access.paths,
+                            ),
+                            started_event(&phase1_id),
+                        ],
+                    );
+                if !begun {
+                    return Phase1::Abandoned;
+                }
                 let outcome = (prepared.job)(&phase1_cx);
                 let result = job_result(
                     &phase1_id,
@@ -829,11 +879,12 @@ async fn consent_then_run(
         // so the user learns it together with the call's outcome.
         tokio::task::spawn_blocking(move || {
             if let Err(e) = store.remember(&tool, folder.as_deref(), access_kind) {
-                inner.emit(DispatchEvent::PolicyWriteFailed {
-                    request_id: id,
+                let event = DispatchEvent::PolicyWriteFailed {
+                    request_id: id.clone(),
                     decision,
                     message: e.to_string(),
-                });
+                };
+                inner.emit_for(&id, [event]);
             }
         })
     };

@@ -671,3 +671,174 @@ async fn a_job_allowed_outright_that_stops_at_the_deadline_is_answered_timeout_n
         assert_eq!(code(&r), "timeout", "{r:?}");
     }
 }
+
+/// A tool allowed outright whose preparation takes `prepare_ms` and whose job, ignoring
+/// the token, sleeps `job_ms` and then reports progress.
+struct Sluggish {
+    prepare_ms: u64,
+    job_ms: u64,
+}
+
+impl outpost_tools::Tool for Sluggish {
+    fn spec(&self) -> outpost_tools::ToolSpec {
+        outpost_tools::ToolSpec::new::<ProbeOut, ProbeOut>(
+            "sluggish",
+            "slow to start, slow to stop",
+            outpost_policy::ToolHints::default(),
+            1000,
+        )
+    }
+    fn prepare(
+        &self,
+        _params: outpost_protocol::Map,
+        _env: &outpost_tools::ToolEnv,
+    ) -> outpost_tools::Result<outpost_tools::Prepared> {
+        std::thread::sleep(Duration::from_millis(self.prepare_ms));
+        let job_ms = self.job_ms;
+        Ok(outpost_tools::Prepared {
+            access: outpost_tools::Access::default(),
+            job: Box::new(move |cx| {
+                std::thread::sleep(Duration::from_millis(job_ms));
+                cx.progress.report("late".into());
+                Ok(outpost_protocol::Map::new())
+            }),
+        })
+    }
+}
+
+/// Asserts that `id`'s lifecycle is one of the orders the stream promises: Decided before
+/// Started before Progress, all before the one Result, and nothing after it.
+fn assert_ordered(h: &Harness, id: &str) {
+    let seen = lifecycle(h, id);
+    let rank = |e: &str| match e {
+        e if e.starts_with("allowed:") || e.starts_with("denied:") => 0,
+        "started" => 1,
+        "running" | "awaiting_consent" => 2,
+        e if e.starts_with("result:") => 3,
+        _ => 4,
+    };
+    let results = seen.iter().filter(|e| e.starts_with("result:")).count();
+    assert_eq!(results, 1, "{id}: {seen:?}");
+    assert!(
+        seen.last().is_some_and(|e| e.starts_with("result:")),
+        "{id}: something followed the result: {seen:?}"
+    );
+    assert!(
+        seen.windows(2).all(|w| rank(&w[0]) <= rank(&w[1])),
+        "{id}: out of order: {seen:?}"
+    );
+    assert!(
+        !seen.contains(&"started".to_owned()) || seen.iter().any(|e| e.starts_with("allowed:")),
+        "{id}: started without being allowed: {seen:?}"
+    );
+}
+
+/// A call whose deadline passes while the blocking phase still prepares it is answered
+/// `timeout`, and its Decided and Started never follow that answer (the job does not run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answered_by_its_deadline_before_it_started_never_reports_starting() {
+    let mut h = Harness::new(probe_policy);
+    let mut extra = outpost_tools::Registry::new();
+    extra
+        .register(Sluggish {
+            prepare_ms: 30,
+            job_ms: 0,
+        })
+        .unwrap();
+    h.dispatcher.set_extra_tools(extra);
+    for i in 0..10 {
+        let id = format!("early{i}");
+        h.send_full(
+            "c",
+            &id,
+            "sluggish",
+            Execution::Client,
+            json!({"tag": "x"}),
+            Some(1),
+        );
+        assert_eq!(code(&h.result(&id).await), "timeout");
+    }
+    // Long enough for every blocking phase to end and report whatever it would.
+    h.drain(Duration::from_millis(200)).await;
+    for i in 0..10 {
+        let id = format!("early{i}");
+        assert_eq!(lifecycle(&h, &id), ["result:timeout"]);
+    }
+}
+
+/// A job that runs on past its deadline (it ignores the token) reports no progress after
+/// the call's `timeout` answer: before, its `running` progress went to the assistant after
+/// the result, and reopened the finished call in the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_deadline_reports_nothing_after_the_answer() {
+    let mut h = Harness::new(probe_policy);
+    let mut extra = outpost_tools::Registry::new();
+    extra
+        .register(Sluggish {
+            prepare_ms: 0,
+            job_ms: 60,
+        })
+        .unwrap();
+    h.dispatcher.set_extra_tools(extra);
+    for i in 0..5 {
+        let id = format!("late{i}");
+        h.send_full(
+            "c",
+            &id,
+            "sluggish",
+            Execution::Client,
+            json!({"tag": "x"}),
+            Some(20),
+        );
+        assert_eq!(code(&h.result(&id).await), "timeout");
+    }
+    h.drain(Duration::from_millis(300)).await;
+    for i in 0..5 {
+        let id = format!("late{i}");
+        assert_ordered(&h, &id);
+        assert_eq!(
+            lifecycle(&h, &id),
+            ["allowed:policy", "started", "result:timeout"]
+        );
+    }
+}
+
+/// Many calls with a 1 ms deadline against a tool about that slow: whatever wins each
+/// race (the deadline against the blocking phase's Decided and Started, the job's progress
+/// against the answer), every call's lifecycle on the one stream is in order and ends with
+/// its result. (The Started that came after a `timeout` answer, which session_e2e's 1 ms
+/// call hit, had a window of a few instructions: between the deadline's answer and its
+/// setting the token; the blocking phase now checks and reports under the lock that the
+/// answer takes.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_calls_lifecycle_is_in_order_whatever_wins_the_race() {
+    let mut h = Harness::new(probe_policy);
+    let mut extra = outpost_tools::Registry::new();
+    extra
+        .register(Sluggish {
+            prepare_ms: 1,
+            job_ms: 2,
+        })
+        .unwrap();
+    h.dispatcher.set_extra_tools(extra);
+    let ids: Vec<String> = (0..200).map(|i| format!("race{i}")).collect();
+    for id in &ids {
+        h.send_full(
+            "c",
+            id,
+            "sluggish",
+            Execution::Client,
+            json!({"tag": "x"}),
+            Some(1),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ids.iter().any(|id| h.results_for(id).is_empty()) {
+        assert!(Instant::now() < deadline, "not every call was answered");
+        h.drain(Duration::from_millis(50)).await;
+    }
+    h.drain(Duration::from_millis(300)).await;
+    for id in &ids {
+        assert_ordered(&h, id);
+    }
+}

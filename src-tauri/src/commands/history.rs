@@ -1,7 +1,9 @@
 //! `history_*`: past conversations, search, export.
 
 use outpost_desktop::Desktop;
-use outpost_desktop::contract::{ConversationDetail, ConversationSummary, ExportResult, SearchHit};
+use outpost_desktop::contract::{
+    ConversationDetail, ConversationSummary, ExportFormat, ExportResult, SearchHit,
+};
 use serde::Serialize;
 use tauri::{AppHandle, Manager, Runtime, State};
 
@@ -47,7 +49,7 @@ pub async fn history_export<R: Runtime>(
     app: AppHandle<R>,
     desktop: State<'_, Desktop>,
     conversation_id: Option<String>,
-    format: String,
+    format: ExportFormat,
 ) -> CmdResult<ExportResult> {
     let dir = match std::env::var_os("OUTPOST_EXPORT_DIR") {
         Some(d) => std::path::PathBuf::from(d),
@@ -62,7 +64,7 @@ pub async fn history_export<R: Runtime>(
             })?,
     };
     desktop
-        .history_export(conversation_id, &format, &dir)
+        .history_export(conversation_id, format, &dir)
         .await
         .map_err(err)
 }

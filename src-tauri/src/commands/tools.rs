@@ -1,7 +1,7 @@
 //! `tools_*`: the local tools and their rules.
 
 use outpost_desktop::Desktop;
-use outpost_desktop::contract::ToolInfo;
+use outpost_desktop::contract::{ToolInfo, ToolRule};
 use tauri::State;
 
 use crate::error::{CmdResult, err};
@@ -18,7 +18,7 @@ pub fn tools_set(
     desktop: State<'_, Desktop>,
     name: String,
     enabled: bool,
-    rule: String,
+    rule: ToolRule,
 ) -> CmdResult<ToolInfo> {
-    desktop.set_tool(&name, enabled, &rule).map_err(err)
+    desktop.set_tool(&name, enabled, rule).map_err(err)
 }

@@ -34,6 +34,7 @@ import type {
   ConsentDecision,
   ConversationDetail,
   ConversationSummary,
+  ExportFormat,
   ExportResult,
   McpImportPreview,
   McpServerDraft,
@@ -134,7 +135,7 @@ export interface Commands {
   };
   history_get: { args: { conversationId: string }; returns: ConversationDetail };
   history_export: {
-    args: { conversationId: string | null; format: 'json' | 'markdown' };
+    args: { conversationId: string | null; format: ExportFormat };
     returns: ExportResult;
   };
   history_delete_all: { args: NoArgs; returns: { deleted: number } };

@@ -294,12 +294,8 @@ pub fn consent_event(ev: ConsentEvent) -> UiEvent {
             options: q.options.clone(),
             expires_in_ms: q.expires_in_ms,
         }),
-        ConsentEvent::Withdrawn { consent_id, reason } => UiEvent::ConsentWithdrawn {
-            consent_id,
-            reason: match reason {
-                outpost_policy::WithdrawReason::Cancelled => "cancelled".into(),
-                outpost_policy::WithdrawReason::TimedOut => "timed_out".into(),
-            },
-        },
+        ConsentEvent::Withdrawn { consent_id, reason } => {
+            UiEvent::ConsentWithdrawn { consent_id, reason }
+        }
     }
 }

@@ -18,13 +18,13 @@
 
 use std::collections::VecDeque;
 
-use outpost_protocol::{Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
+use outpost_protocol::{AssistantState, Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
 use outpost_store as store;
 use outpost_store::Millis;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{Call, CallState, Effect, Fx, Machine, Phase, Record};
+use super::io::{Effect, Record, RpcCall, RpcFailure};
+use super::{Call, CallState, Fx, Machine, Phase};
 use crate::events::{AssistantMode, UiEvent};
 
 /// LiveKit's limit on an RPC request or response payload, in bytes.
@@ -42,32 +42,6 @@ pub const HELD_RPC_RESULT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Room of a page or chunk below the payload limit, for the JSON around it.
 const ENVELOPE: usize = 1024;
-
-/// An RPC call from a participant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RpcCall {
-    /// LiveKit's request id (also the tool call's id).
-    pub request_id: String,
-    /// Who called.
-    pub caller: String,
-    /// The method: a tool name, [`LIST_TOOLS`] or [`READ_RESULT`].
-    pub method: String,
-    /// The payload (JSON for Outpost's methods).
-    pub payload: String,
-    /// How long the caller waits for the answer, from now.
-    pub response_timeout_ms: u64,
-}
-
-/// An RPC error answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RpcFailure {
-    /// LiveKit's error code.
-    pub code: u32,
-    /// Text for people.
-    pub message: String,
-    /// JSON: `{"code": <seed error code>, "message": ..., "result": <partial result>}`.
-    pub data: Option<String>,
-}
 
 impl RpcFailure {
     fn tool_error(code: &str, message: &str, result: Option<&Map<String, Value>>) -> Self {
@@ -106,15 +80,18 @@ pub(super) struct AgentsState {
 }
 
 /// The `lk.agent.state` values and how the status shows them.
-fn status_of(state: &str) -> (&'static str, Option<String>) {
+fn status_of(state: &str) -> (AssistantState, Option<String>) {
     match state {
-        "listening" => ("listening", None),
-        "thinking" => ("thinking", None),
-        "speaking" => ("speaking", None),
-        "initializing" => ("idle", Some("the assistant is starting".into())),
-        "idle" => ("idle", None),
+        "listening" => (AssistantState::Listening, None),
+        "thinking" => (AssistantState::Thinking, None),
+        "speaking" => (AssistantState::Speaking, None),
+        "initializing" => (
+            AssistantState::Idle,
+            Some("the assistant is starting".into()),
+        ),
+        "idle" => (AssistantState::Idle, None),
         other => (
-            "idle",
+            AssistantState::Idle,
             Some(format!("assistant state '{}'", cut(other, 64))),
         ),
     }
@@ -187,9 +164,9 @@ impl Machine {
             return;
         }
         let (shown, detail) = status_of(state);
-        self.record_status(fx, now, shown, detail.clone());
+        self.record_status(fx, now, shown.as_str(), detail.clone());
         fx.ui(UiEvent::Status {
-            state: shown.into(),
+            state: shown,
             tool_use_id: None,
             detail,
         });
@@ -669,10 +646,13 @@ mod tests {
             ui.iter()
                 .any(|e| matches!(e, UiEvent::SessionStarted { .. }))
         );
-        assert!(
-            ui.iter()
-                .any(|e| matches!(e, UiEvent::Status { state, .. } if state == "thinking"))
-        );
+        assert!(ui.iter().any(|e| matches!(
+            e,
+            UiEvent::Status {
+                state: AssistantState::Thinking,
+                ..
+            }
+        )));
         // Someone else's attribute does nothing.
         let fx = m.handle(
             Input::AgentState {

@@ -12,6 +12,7 @@ use crate::validate::{self, Validate};
 closed_enum! {
     /// Who runs a tool (seed 000). REQUIRED on every ToolUseRequest; any other value is
     /// rejected.
+    #[cfg_attr(feature = "ts", ts(rename = "ExecutionMode"))]
     pub enum Execution {
         /// The server runs it; the client only shows it and MUST NOT run it.
         Server => "server",
@@ -223,6 +224,7 @@ impl Validate for ToolUseCancel {
 
 closed_enum! {
     /// Where a tool call stands before its result.
+    #[cfg_attr(feature = "ts", ts(rename = "ToolProgressState"))]
     pub enum ProgressState {
         /// The client is asking the user for permission; the timeout is not running.
         AwaitingConsent => "awaiting_consent",

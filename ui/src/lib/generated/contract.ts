@@ -47,6 +47,8 @@ export type RememberedKind = "always_allow" | "always_deny" | "allow_for_convers
 
 export type SearchHitKind = "message" | "tool_call";
 
+export type ExportFormat = "json" | "markdown";
+
 export type ConnectionStatus = "disconnected" | "connecting" | "connected" | "reconnecting" | "failed";
 
 export type ConnectionEvent = { 
@@ -83,7 +85,7 @@ mode: AssistantMode, };
 
 export type StatusEvent = { 
 /**
- * `idle`, `listening`, `thinking`, `speaking`, `using_tool`.
+ * What the assistant is doing.
  */
 state: AssistantState, 
 /**
@@ -109,7 +111,7 @@ messageId: string,
  */
 toolName: string, 
 /**
- * `server`, `client`, `either`.
+ * Who runs it.
  */
 execution: ExecutionMode, 
 /**
@@ -424,7 +426,7 @@ export type ToolProgress = {
  */
 id: string, 
 /**
- * `awaiting_consent` or `running`.
+ * Waiting for consent or running.
  */
 state: ToolProgressState, 
 /**
@@ -472,7 +474,7 @@ export type ConsentWithdrawn = {
  */
 consentId: string, 
 /**
- * `cancelled`, `timed_out`, `answered`.
+ * Why.
  */
 reason: WithdrawnReason, };
 
@@ -651,7 +653,7 @@ talking?: boolean, };
 
 export type ConnectionSettings = { 
 /**
- * `token` or `endpoint` (checked by `Desktop::set_settings`).
+ * A fixed token or a token endpoint.
  */
 authMode: AuthMode, 
 /**
@@ -681,7 +683,7 @@ export type FolderScope = {
  */
 path: string, 
 /**
- * `allow` or `deny` (checked by `Desktop::set_settings`).
+ * Allowed or denied.
  */
 access: FolderAccess, 
 /**

@@ -1,0 +1,428 @@
+//! [`Desktop`]'s tool-server commands (`mcp_*`), and the MCP servers started and stopped
+//! with a session.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use outpost_core::Core;
+use outpost_policy::{FolderAccess, Rule};
+
+use crate::contract::{AppEvent, ErrorEvent};
+use crate::error::{DesktopError, Result};
+
+use super::{Desktop, lock};
+
+impl Desktop {
+    /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
+    /// app"); problems are told to the UI as non-fatal errors.
+    pub(super) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
+        let roots = policy_roots(&self.inner.core);
+        let timeout_secs = self
+            .inner
+            .core
+            .permissions()
+            .policy()
+            .current()
+            .policy()
+            .consent_timeout_secs;
+        let weak = Arc::downgrade(&self.inner);
+        let requests = crate::mcp::UiRequests {
+            pending: Arc::clone(&self.inner.elicitations),
+            emit: Arc::new(move |ev| {
+                if let Some(inner) = weak.upgrade() {
+                    lock(&inner.live).emit(ev);
+                }
+            }),
+            timeout: std::time::Duration::from_secs(timeout_secs),
+        };
+        let started = crate::mcp::start(
+            &self.inner.paths,
+            roots,
+            Arc::new(requests),
+            crate::mcp::START_WAIT,
+        )
+        .await;
+        {
+            let live = lock(&self.inner.live);
+            for message in started.problems {
+                live.emit(AppEvent::Error(ErrorEvent {
+                    code: "mcp_server_failed".into(),
+                    message,
+                    fatal: None,
+                }));
+            }
+        }
+        lock(&self.inner.mcp).clone_from(&started.host);
+        if let Some(host) = started.host.clone() {
+            // The allowed folders change in Settings, by an "always" answer or by editing
+            // policy.toml: every change of the policy re-offers them, and the host tells
+            // its servers when the list differs.
+            let task = follow_roots(self.inner.core.clone(), host);
+            if let Some(old) = lock(&self.inner.mcp_roots).replace(task.abort_handle()) {
+                old.abort();
+            }
+        }
+        started.host
+    }
+
+    /// Stops every MCP server of the session, if any.
+    pub(super) fn stop_mcp(&self) {
+        if let Some(task) = lock(&self.inner.mcp_roots).take() {
+            task.abort();
+        }
+        if let Some(host) = lock(&self.inner.mcp).take() {
+            host.shutdown();
+        }
+        let closed = self.inner.elicitations.close_all();
+        let live = lock(&self.inner.live);
+        for id in closed {
+            live.emit(AppEvent::ElicitationClosed(
+                crate::contract::ElicitationClosed { id },
+            ));
+        }
+    }
+
+    fn mcp_host(&self) -> Option<outpost_mcp::McpHost> {
+        lock(&self.inner.mcp).clone()
+    }
+
+    fn mcp_secrets(&self) -> Arc<dyn outpost_mcp::SecretStore> {
+        outpost_mcp::secrets::from_env()
+    }
+
+    /// A server's rule in the policy (`[mcp_servers]`; absent is ask).
+    fn mcp_rule(&self, name: &str) -> crate::contract::ToolRule {
+        let policy = self.inner.core.permissions().policy().current();
+        match policy.policy().mcp_servers.get(name) {
+            Some(Rule::Allow) => crate::contract::ToolRule::Allow,
+            Some(Rule::Deny) => crate::contract::ToolRule::Deny,
+            _ => crate::contract::ToolRule::Ask,
+        }
+    }
+
+    fn with_rule(
+        &self,
+        mut info: crate::contract::McpServerInfo,
+    ) -> crate::contract::McpServerInfo {
+        info.rule = self.mcp_rule(&info.name);
+        info
+    }
+
+    /// `mcp_servers_list`.
+    pub fn mcp_servers(&self) -> Result<Vec<crate::contract::McpServerInfo>> {
+        Ok(
+            crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())?
+                .into_iter()
+                .map(|i| self.with_rule(i))
+                .collect(),
+        )
+    }
+
+    /// `mcp_servers_set_rule`: the server's rule in the policy (`[mcp_servers]`): allow,
+    /// ask (removes the entry: the default) or deny. Takes effect at the next call.
+    pub fn mcp_server_set_rule(
+        &self,
+        name: &str,
+        rule: crate::contract::ToolRule,
+    ) -> Result<crate::contract::McpServerInfo> {
+        let info = crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())?
+            .into_iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| {
+                DesktopError::NotFound(format!("There is no tool server named '{name}'."))
+            })?;
+        self.inner
+            .core
+            .permissions()
+            .policy()
+            .update(|p| match rule {
+                crate::contract::ToolRule::Allow => {
+                    p.mcp_servers.insert(name.to_owned(), Rule::Allow);
+                }
+                crate::contract::ToolRule::Deny => {
+                    p.mcp_servers.insert(name.to_owned(), Rule::Deny);
+                }
+                crate::contract::ToolRule::Ask => {
+                    p.mcp_servers.remove(name);
+                }
+            })?;
+        Ok(self.with_rule(info))
+    }
+
+    /// `mcp_servers_tools`: a server's tools with their rules (the server may be started
+    /// on its own to list them: within the app's tokio runtime).
+    pub async fn mcp_server_tools(
+        &self,
+        name: &str,
+        refresh: bool,
+    ) -> Result<crate::contract::McpServerTools> {
+        let host = self.mcp_host();
+        let policy = self.inner.core.permissions().policy();
+        self.inner
+            .mcp_tools
+            .tools(
+                &self.inner.paths,
+                host.as_ref(),
+                policy,
+                name,
+                refresh,
+                crate::mcp::START_WAIT,
+            )
+            .await
+    }
+
+    /// `mcp_servers_set_tool_rule`: one tool's rule (`[tools]`), or none to follow its
+    /// server's. Takes effect at the next call.
+    pub fn mcp_server_set_tool_rule(
+        &self,
+        name: &str,
+        tool: &str,
+        rule: Option<crate::contract::ToolRule>,
+    ) -> Result<crate::contract::McpServerTools> {
+        self.inner.mcp_tools.set_rule(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            self.inner.core.permissions().policy(),
+            name,
+            tool,
+            rule,
+        )
+    }
+
+    /// `mcp_servers_add`. In a live session an enabled server starts at once: call it
+    /// within the app's tokio runtime (as `mcp_servers_set_enabled`).
+    pub fn mcp_server_add(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::add(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+        .map(|i| self.with_rule(i))
+    }
+
+    /// `mcp_servers_get`.
+    pub fn mcp_server_get(&self, name: &str) -> Result<crate::contract::McpServerDraft> {
+        crate::mcp::get(&self.inner.paths, name)
+    }
+
+    /// `mcp_servers_update`. In a live session the server restarts with its new settings:
+    /// call it within the app's tokio runtime.
+    pub fn mcp_server_update(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::update(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+        .map(|i| self.with_rule(i))
+    }
+
+    /// `mcp_servers_restart`: within the app's tokio runtime.
+    pub fn mcp_server_restart(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::restart(&self.inner.paths, self.mcp_host().as_ref(), name)
+            .map(|i| self.with_rule(i))
+    }
+
+    /// `mcp_servers_set_enabled`.
+    pub fn mcp_server_set_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::set_enabled(&self.inner.paths, self.mcp_host().as_ref(), name, enabled)
+            .map(|i| self.with_rule(i))
+    }
+
+    /// `mcp_servers_remove`.
+    pub fn mcp_server_remove(&self, name: &str) -> Result<()> {
+        crate::mcp::remove(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            name,
+        )
+    }
+
+    /// `mcp_servers_log`.
+    pub fn mcp_server_log(&self, name: &str) -> Result<String> {
+        crate::mcp::log(&self.inner.paths, name)
+    }
+
+    /// `mcp_elicitation_answer`.
+    pub fn mcp_elicitation_answer(
+        &self,
+        id: &str,
+        action: &str,
+        content: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> Result<()> {
+        self.inner.elicitations.answer(id, action, content)
+    }
+
+    /// `mcp_servers_import_preview`.
+    pub fn mcp_import_preview(&self, text: &str) -> Result<crate::contract::McpImportPreview> {
+        crate::mcp::import_preview(&self.inner.paths, text)
+    }
+}
+
+/// Offers the policy's allowed folders to `host`'s servers again after every change of the
+/// policy (when the list differs, the host sends them `notifications/roots/list_changed`).
+fn follow_roots(core: Core, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
+    let mut status = core.permissions().policy().status();
+    tokio::spawn(async move {
+        while status.changed().await.is_ok() {
+            let roots = policy_roots(&core);
+            if roots != host.roots() {
+                host.set_roots(roots);
+            }
+        }
+    })
+}
+
+/// The policy's allowed folders as MCP roots (see [`crate::mcp::roots`]).
+fn policy_roots(core: &Core) -> Vec<outpost_mcp::Root> {
+    let folders: Vec<(String, bool)> = {
+        let policy = core.permissions().policy().current();
+        policy
+            .policy()
+            .folders
+            .iter()
+            .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
+            .collect()
+    };
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+    crate::mcp::roots(&folders, &home)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::config::Paths;
+    use crate::desktop::Notifier;
+    use outpost_policy::FolderRule;
+
+    #[tokio::test]
+    async fn a_change_of_the_allowed_folders_reaches_the_mcp_host() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        std::fs::create_dir_all(&a).unwrap();
+        let core = Core::open(
+            None,
+            outpost_core::ToolsConfig {
+                policy: outpost_core::PolicySource::InMemory(outpost_policy::Policy::default()),
+                home: dir.path().to_path_buf(),
+                protected: Vec::new(),
+            },
+        )
+        .unwrap();
+        let host = outpost_mcp::McpHost::new(
+            outpost_mcp::HostOptions::new(
+                outpost_mcp::ConnectOptions::default(),
+                Arc::new(outpost_mcp::MemorySecrets::default()),
+            ),
+            policy_roots(&core),
+        );
+        assert!(host.roots().is_empty());
+        let task = follow_roots(core.clone(), host.clone());
+        let folder = |path: &std::path::Path, access| FolderRule {
+            path: path.display().to_string(),
+            access,
+            tools: None,
+        };
+        core.permissions()
+            .policy()
+            .update(|p| {
+                p.folders = vec![
+                    folder(&a, FolderAccess::Allow),
+                    folder(dir.path(), FolderAccess::Deny),
+                ];
+            })
+            .unwrap();
+        let want = vec![outpost_mcp::Root::from_path(&a).unwrap()];
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while host.roots() != want {
+            assert!(std::time::Instant::now() < deadline, "{:?}", host.roots());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        core.permissions()
+            .policy()
+            .update(|p| p.folders.clear())
+            .unwrap();
+        while !host.roots().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "{:?}", host.roots());
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        task.abort();
+    }
+
+    #[derive(Debug)]
+    struct Quiet;
+    impl Notifier for Quiet {
+        fn notify(&self, _title: &str, _body: &str) {}
+    }
+
+    #[tokio::test]
+    async fn a_tool_servers_rule_is_written_to_the_policy_and_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            data_dir: dir.path().join("data"),
+        };
+        let desktop = Desktop::open(
+            paths.clone(),
+            Arc::new(crate::secrets::MemorySecrets::default()),
+            Arc::new(Quiet),
+        )
+        .unwrap();
+        let draft = crate::contract::McpServerDraft {
+            name: "files".into(),
+            command: "npx".into(),
+            args: Vec::new(),
+            url: String::new(),
+            env: std::collections::BTreeMap::new(),
+            plain: Vec::new(),
+            cwd: String::new(),
+            enabled: true,
+        };
+        let added = desktop.mcp_server_add(&draft).unwrap();
+        assert_eq!(added.rule, crate::contract::ToolRule::Ask);
+        let set = |rule| desktop.mcp_server_set_rule("files", rule).unwrap().rule;
+        assert_eq!(
+            set(crate::contract::ToolRule::Allow),
+            crate::contract::ToolRule::Allow
+        );
+        let file = std::fs::read_to_string(paths.policy_file()).unwrap();
+        let policy = outpost_policy::parse_policy(&paths.policy_file(), &file).unwrap();
+        assert_eq!(policy.mcp_servers.get("files"), Some(&Rule::Allow));
+        assert_eq!(
+            set(crate::contract::ToolRule::Deny),
+            crate::contract::ToolRule::Deny
+        );
+        assert_eq!(
+            desktop.mcp_servers().unwrap()[0].rule,
+            crate::contract::ToolRule::Deny
+        );
+        // Ask is the default: the entry goes.
+        assert_eq!(
+            set(crate::contract::ToolRule::Ask),
+            crate::contract::ToolRule::Ask
+        );
+        let file = std::fs::read_to_string(paths.policy_file()).unwrap();
+        let policy = outpost_policy::parse_policy(&paths.policy_file(), &file).unwrap();
+        assert!(!policy.mcp_servers.contains_key("files"));
+        assert_eq!(
+            desktop
+                .mcp_server_set_rule("nope", crate::contract::ToolRule::Allow)
+                .unwrap_err()
+                .code(),
+            "not_found"
+        );
+    }
+}

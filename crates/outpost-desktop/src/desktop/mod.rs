@@ -1,0 +1,195 @@
+//! [`Desktop`]: one method per command of ui/CONTRACT.md.
+
+mod chat;
+mod consent;
+mod history;
+mod mcp;
+mod session;
+mod settings;
+mod tools;
+mod voice;
+
+pub use chat::check_link;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use outpost_core::{Core, PolicySource, Session, ToolsConfig};
+use outpost_protocol::ToolDescriptor;
+use outpost_store::now_ms;
+
+use crate::config::{AppConfig, Paths};
+use crate::contract::AppEvent;
+use crate::demo::{Demo, DemoPrograms};
+use crate::error::{DesktopError, Result};
+use crate::live::LiveState;
+use crate::secrets::SecretStore;
+
+/// Receives the UI events (the Tauri channel of `session_subscribe`).
+pub type EventSink = Box<dyn Fn(AppEvent) + Send + Sync>;
+
+/// Shows desktop notifications (notify-rust in the shell). Errors are the notifier's to
+/// log: a missing notification daemon must not disturb the session.
+pub trait Notifier: Send + Sync + std::fmt::Debug {
+    /// Shows one notification; clicking it should bring the app forward.
+    fn notify(&self, title: &str, body: &str);
+}
+
+/// The environment variable that supplies a token when the keyring has none (headless
+/// runs, CI). Never written anywhere.
+pub const TOKEN_ENV: &str = "OUTPOST_LIVEKIT_TOKEN";
+
+struct Live {
+    state: LiveState,
+    sink: Option<EventSink>,
+}
+
+impl Live {
+    fn emit(&self, ev: AppEvent) {
+        if let Some(sink) = &self.sink {
+            sink(ev);
+        }
+    }
+}
+
+struct Inner {
+    core: Core,
+    paths: Paths,
+    config: Mutex<AppConfig>,
+    secrets: Arc<dyn SecretStore>,
+    notifier: Arc<dyn Notifier>,
+    live: Mutex<Live>,
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    demo: tokio::sync::Mutex<Option<Demo>>,
+    /// The MCP servers of the current session (started at connect, stopped at
+    /// disconnect or when the session ends).
+    mcp: Mutex<Option<outpost_mcp::McpHost>>,
+    /// The task that offers the policy's allowed folders to the session's servers as roots
+    /// again whenever the policy changes (`roots/list_changed`); ended with the servers.
+    mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
+    /// MCP elicitation forms waiting for the user.
+    elicitations: Arc<crate::mcp::Elicitations>,
+    /// The tools each MCP server listed last (Settings → Tool servers' per-tool rules).
+    mcp_tools: crate::mcp::ToolLists,
+    /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
+    /// each start.
+    demo_programs: Mutex<Option<DemoPrograms>>,
+    focused: AtomicBool,
+    tools: Vec<ToolDescriptor>,
+    /// A problem found at start (a damaged settings file), told to the first subscriber.
+    startup_error: Mutex<Option<String>>,
+    _watcher: Option<outpost_policy::PolicyWatcher>,
+    /// Voice: the devices and the microphone track (crate::voice).
+    voice: Arc<crate::voice::VoiceHub>,
+}
+
+/// The desktop app's backend. Cheap to clone; all clones share one state.
+#[derive(Clone)]
+pub struct Desktop {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Desktop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Desktop")
+            .field("paths", &self.inner.paths)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Desktop {
+    /// Opens the store, the policy (`policy.toml`, created with commented defaults) and
+    /// the settings. A damaged settings file leaves the defaults in force (the file is not
+    /// overwritten until the user saves) and is reported to the UI.
+    pub fn open(
+        paths: Paths,
+        secrets: Arc<dyn SecretStore>,
+        notifier: Arc<dyn Notifier>,
+    ) -> Result<Self> {
+        let (config, startup_error) = match AppConfig::load(&paths.settings_file()) {
+            Ok(c) => (c, None),
+            Err(e) => (AppConfig::default(), Some(e.to_string())),
+        };
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        let tools = ToolsConfig {
+            policy: PolicySource::File(paths.policy_file()),
+            home,
+            protected: vec![paths.config_dir.clone()],
+        };
+        let core = Core::open(Some(paths.data_dir.clone()), tools)?;
+        let watcher = match core.permissions().policy().watch() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(error = %e, "policy file changes will not be picked up");
+                None
+            }
+        };
+        let catalogue = core.builtin_tools()?;
+        let mut state = LiveState::default();
+        state.set_tools(&catalogue);
+        if config.retention_days > 0 {
+            // Apply the retention once at start (the writer also keeps the setting).
+            let store = core.store().clone();
+            // Queued writes: dropping the handle does not cancel them.
+            drop(store.set_retention_days(Some(config.retention_days)));
+            drop(store.apply_retention(now_ms()));
+        }
+        Ok(Self {
+            inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| Inner {
+                voice: {
+                    let weak = weak.clone();
+                    crate::voice::VoiceHub::new(Arc::new(move |ev| {
+                        if let Some(inner) = weak.upgrade() {
+                            lock(&inner.live).emit(ev);
+                        }
+                    }))
+                },
+                core,
+                paths,
+                config: Mutex::new(config),
+                secrets,
+                notifier,
+                live: Mutex::new(Live { state, sink: None }),
+                session: tokio::sync::Mutex::new(None),
+                demo: tokio::sync::Mutex::new(None),
+                mcp: Mutex::new(None),
+                mcp_roots: Mutex::new(None),
+                elicitations: Arc::default(),
+                mcp_tools: crate::mcp::ToolLists::default(),
+                demo_programs: Mutex::new(None),
+                focused: AtomicBool::new(true),
+                tools: catalogue,
+                startup_error: Mutex::new(startup_error),
+                _watcher: watcher,
+            }),
+        })
+    }
+
+    /// The core (store and policy), for the shell's own needs.
+    pub fn core(&self) -> &Core {
+        &self.inner.core
+    }
+
+    /// Whether the window has the focus (notifications are shown only when not).
+    pub fn set_focused(&self, focused: bool) {
+        self.inner.focused.store(focused, Ordering::Relaxed);
+    }
+
+    fn config(&self) -> AppConfig {
+        lock(&self.inner.config).clone()
+    }
+
+    async fn session(&self) -> Result<Arc<Session>> {
+        self.inner
+            .session
+            .lock()
+            .await
+            .clone()
+            .ok_or(DesktopError::NotConnected)
+    }
+}

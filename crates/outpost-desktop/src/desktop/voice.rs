@@ -1,0 +1,61 @@
+//! [`Desktop`]'s voice commands (`voice_*`).
+
+use crate::contract::{AudioDevices, VoiceControl, VoiceStatus};
+use crate::error::{DesktopError, Result};
+
+use super::{Desktop, lock};
+
+impl Desktop {
+    /// `voice_status`: the voice state now (for a reloaded page).
+    pub fn voice_status(&self) -> VoiceStatus {
+        self.inner.voice.status()
+    }
+
+    /// `voice_start`: opens the chosen devices and publishes the microphone (sent only
+    /// while it should: see `voice::transmitting`). Needs a session.
+    pub async fn voice_start(&self) -> Result<VoiceStatus> {
+        self.session().await?;
+        let c = self.config();
+        Ok(self.inner.voice.start(c.voice_input, c.voice_output).await)
+    }
+
+    /// `voice_stop`: unpublishes the microphone and closes the devices.
+    pub async fn voice_stop(&self) -> VoiceStatus {
+        self.inner.voice.stop().await
+    }
+
+    /// `voice_control`: mute, push-to-talk or open mic, the talk key.
+    pub fn voice_control(&self, control: VoiceControl) -> VoiceStatus {
+        self.inner.voice.control(control)
+    }
+
+    /// `voice_devices`: the audio devices and the chosen ones.
+    pub async fn voice_devices(&self) -> AudioDevices {
+        let c = self.config();
+        crate::voice::devices(c.voice_input, c.voice_output).await
+    }
+
+    /// `voice_set_devices`: chooses the microphone and output (`None` = the system's
+    /// default), saved in the settings; used from the next `voice_start`.
+    pub async fn voice_set_devices(
+        &self,
+        input: Option<String>,
+        output: Option<String>,
+    ) -> Result<AudioDevices> {
+        for (name, v) in [("input", &input), ("output", &output)] {
+            if v.as_ref().is_some_and(|v| v.is_empty() || v.len() > 512) {
+                return Err(DesktopError::InvalidArgument {
+                    name: name.into(),
+                    reason: "a device id is 1 to 512 characters".into(),
+                });
+            }
+        }
+        {
+            let mut c = lock(&self.inner.config);
+            c.voice_input = input;
+            c.voice_output = output;
+            c.save(&self.inner.paths.settings_file())?;
+        }
+        Ok(self.voice_devices().await)
+    }
+}
