@@ -662,6 +662,17 @@ fn start(
                     ),
                     Allowance::Default => (Decider::Policy, "a harmless tool".to_owned()),
                 };
+                // A call whose deadline has passed does not start, even when the timer
+                // that answers it has not fired yet (a busy machine can delay it past a
+                // short deadline): it is answered `timeout` here, as the timer would.
+                if arrived.elapsed() >= Duration::from_millis(u64::from(timeout_ms)) {
+                    phase1_inner.finish(
+                        &phase1_id,
+                        ToolUseResult::timeout(&phase1_id, timeout_ms),
+                        arrived,
+                    );
+                    return Phase1::Finished;
+                }
                 // Decided and started together, only while the call is unanswered: once
                 // the deadline (or a cancel) has answered it, the job never runs.
                 let begun = !phase1_cx.cancel.is_cancelled()
