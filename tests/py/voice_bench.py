@@ -134,13 +134,20 @@ async def client():
     cpu = cpu_seconds() - cpu0
     wall = time.monotonic() - wall0
     listener.cancel()
+    # How long libwebrtc's NetEq held the echo's audio on average (its playout delay).
+    jb_ms = None
+    for st in await heard_track.get_stats():
+        if st.WhichOneof("stats") == "inbound_rtp":
+            i = st.inbound_rtp.inbound
+            if i.jitter_buffer_emitted_count:
+                jb_ms = 1000 * i.jitter_buffer_delay / i.jitter_buffer_emitted_count
     lat = []
     for o in onsets_out:
         before = [i for i in onsets_in if i <= o]
         if before:
             lat.append((o - before[-1]) * 1000)
     print(json.dumps({"latencies_ms": lat, "sent": len(onsets_in), "cpu_s": cpu,
-                      "wall_s": wall}), flush=True)
+                      "wall_s": wall, "receiver_delay_ms": jb_ms}), flush=True)
     await room.disconnect()
 
 

@@ -755,6 +755,11 @@ fn speech_round_trips_both_ways_with_high_correlation() {
             "{heard}"
         );
         assert!(f(&heard, "segment_ncc_mean") >= SEGMENT_NCC_MEAN, "{heard}");
+        // outpost-room once sent a new subscription its queued second of packets in
+        // one burst; the SDK then time-compressed our speech for seconds (1.2 s of
+        // samples removed by acceleration in a 5 s utterance). A few ms is normal.
+        let accelerated = f(&heard["receiver"], "removed_samples_for_acceleration");
+        assert!(accelerated < 0.25 * RATE, "{heard}");
         assert!(f(&ours, "ncc") >= SPEECH_NCC, "{ours}");
         assert!(f(&ours, "segment_ncc_worst") >= SEGMENT_NCC_WORST, "{ours}");
         assert_eq!(concealed, 0, "nothing is lost on a clean link");
