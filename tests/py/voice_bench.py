@@ -43,7 +43,9 @@ def cpu_seconds():
 
 async def echo():
     room = rtc.Room()
-    source = rtc.AudioSource(RATE, 1)
+    # A short queue: what the echo hears goes out at once, and a burst at a client's
+    # start cannot leave a standing delay in the queue for the rest of the turn.
+    source = rtc.AudioSource(RATE, 1, queue_size_ms=60)
     track = rtc.LocalAudioTrack.create_audio_track("echo", source)
 
     async def pump(t):
