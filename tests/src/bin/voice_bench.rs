@@ -63,7 +63,7 @@ fn cpu_seconds() -> anyhow::Result<f64> {
     let rest = stat.rsplit_once(") ").context("odd /proc/self/stat")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    // SAFETY-free: sysconf(_SC_CLK_TCK) is 100 on Linux.
+    // Clock ticks: USER_HZ, 100 per second on Linux.
     Ok(ticks / 100.0)
 }
 
