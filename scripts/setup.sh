@@ -24,6 +24,8 @@ apt_install_missing() {
 apt_packages=(
   build-essential pkg-config ca-certificates curl git
   iproute2           # network namespaces for WebRTC tests (libwebrtc ignores loopback)
+  nftables           # packet loss on a test veth (kernels without netem, like CI's)
+  espeak-ng          # speech for the audio interop tests and the voice benchmark
   python3 python3-venv python3-pip
   # The desktop app (Tauri 2 on WebKitGTK).
   libssl-dev file libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev

@@ -62,6 +62,41 @@ class Tone:
             pass
 
 
+class Player:
+    """Silence pushed into an AudioSource in real time, with `play(samples)` putting a
+    clip in its place once; the future it returns is done when the clip has gone out."""
+
+    def __init__(self, source):
+        self.source = source
+        self.clip = np.zeros(0)
+        self.done = None
+        self.task = asyncio.create_task(self.run())
+
+    def play(self, samples):
+        self.clip = np.asarray(samples, dtype=np.float64)
+        self.done = asyncio.get_running_loop().create_future()
+        return self.done
+
+    async def run(self):
+        frame = rtc.AudioFrame.create(RATE, 1, FRAME)
+        buf = np.frombuffer(frame.data, dtype=np.int16)
+        while True:
+            n = min(FRAME, len(self.clip))
+            buf[:n] = np.clip(self.clip[:n], -32768, 32767).astype(np.int16)
+            buf[n:] = 0
+            self.clip = self.clip[n:]
+            await self.source.capture_frame(frame)
+            if n and not len(self.clip) and self.done and not self.done.done():
+                self.done.set_result(None)
+
+    async def stop(self):
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+
 async def publish(room):
     source = rtc.AudioSource(RATE, 1)
     track = rtc.LocalAudioTrack.create_audio_track("tone", source)

@@ -30,6 +30,31 @@ def log(**kv):
     print(json.dumps(kv), flush=True)
 
 
+async def inbound_stats(track):
+    """libwebrtc's receive statistics of `track` (NetEq's view: loss, jitter, how much
+    it concealed and time-stretched)."""
+    out = {}
+    for s in await track.get_stats():
+        if s.WhichOneof("stats") == "inbound_rtp":
+            r = s.inbound_rtp
+            for src, names in ((r.received, ("packets_received", "packets_lost", "jitter")),
+                               (r.inbound, ("concealed_samples", "silent_concealed_samples",
+                                            "concealment_events",
+                                            "inserted_samples_for_deceleration",
+                                            "removed_samples_for_acceleration",
+                                            "jitter_buffer_delay",
+                                            "jitter_buffer_emitted_count",
+                                            "jitter_buffer_target_delay",
+                                            "packets_discarded", "fec_packets_received",
+                                            "total_samples_received"))):
+                for n in names:
+                    try:
+                        out[n] = round(float(getattr(src, n)), 4)
+                    except AttributeError:
+                        pass
+    return out
+
+
 class Peer:
     def __init__(self):
         self.room = None
@@ -42,6 +67,8 @@ class Peer:
         self.paused = {}  # stream id -> (writer, payload) (stream_paused)
         self.track_events = []  # [event, identity, track sid] as the SDK reported them
         self.tone = None  # (Tone, publication) while publishing a tone (publish_tone)
+        self.speaker = None  # audio_tone.Player of publish_speech
+        self.listeners = {}  # track sid -> [asyncio.Queue of its played-out frames]
 
     def spawn(self, coro):
         t = asyncio.ensure_future(coro)
@@ -68,6 +95,7 @@ class Peer:
                 lambda p, pub: self.track_events.append(["muted", p.identity, pub.sid]))
         room.on("track_unmuted",
                 lambda p, pub: self.track_events.append(["unmuted", p.identity, pub.sid]))
+        room.on("track_subscribed", self.on_track_subscribed)
         auto = os.environ.get("LK_AUTO_SUBSCRIBE") == "1"  # outpost-room has no manual subscription
         await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=auto))
         self.room = room
@@ -75,6 +103,40 @@ class Peer:
     def on_reconnect(self, what):
         self.reconnects.append(what)
         log(event=what)
+
+    def on_track_subscribed(self, track, pub, participant):
+        # Every subscribed audio track is played out at once, as an app would: its
+        # frames go to whoever listens (hear_speech), otherwise nowhere.
+        if track.kind == rtc.TrackKind.KIND_AUDIO:
+            self.spawn(self.play_out(track, pub.sid))
+
+    async def play_out(self, track, sid):
+        stream = rtc.AudioStream(track, sample_rate=48000, num_channels=1)
+        async for ev in stream:
+            for q in self.listeners.get(sid, []):
+                q.put_nowait(ev.frame)
+
+    async def audio_track(self, identity, sid=None):
+        """The subscribed track of `identity`'s audio publication `sid` (or its first)."""
+        pub = None
+        for _ in range(100):
+            p = self.room.remote_participants.get(identity)
+            pubs = [x for x in (p.track_publications.values() if p else [])
+                    if x.kind == rtc.TrackKind.KIND_AUDIO and sid in (None, x.sid)]
+            if pubs:
+                pub = pubs[0]
+                break
+            await asyncio.sleep(0.1)
+        if pub is None:
+            raise RuntimeError(f"no audio track from {identity}")
+        pub.set_subscribed(True)
+        for _ in range(100):
+            if pub.track is not None:
+                break
+            await asyncio.sleep(0.1)
+        if pub.track is None:
+            raise RuntimeError("the track was not subscribed within 10 s")
+        return pub
 
     async def reply(self, to, **kv):
         await self.room.local_participant.publish_data(
@@ -228,31 +290,57 @@ class Peer:
             import audio_tone
             result = {}
             try:
-                pub = None
-                for _ in range(100):
-                    p = self.room.remote_participants.get(cmd["from"])
-                    pubs = [x for x in (p.track_publications.values() if p else [])
-                            if x.kind == rtc.TrackKind.KIND_AUDIO
-                            and cmd.get("sid") in (None, x.sid)]
-                    if pubs:
-                        pub = pubs[0]
-                        break
-                    await asyncio.sleep(0.1)
-                if pub is None:
-                    raise RuntimeError(f"no audio track from {cmd['from']}")
-                pub.set_subscribed(True)
-                for _ in range(100):
-                    if pub.track is not None:
-                        break
-                    await asyncio.sleep(0.1)
-                if pub.track is None:
-                    raise RuntimeError("the track was not subscribed within 10 s")
+                pub = await self.audio_track(cmd["from"], cmd.get("sid"))
                 samples, arrivals = await audio_tone.record(pub.track, cmd.get("seconds", 5))
                 result = audio_tone.analyse(samples, arrivals)
                 result.update(sid=pub.sid, mime=pub.mime_type, source=int(pub.source))
             except (Exception, SystemExit) as e:  # noqa: BLE001 - reported to the test
                 result = {"error": repr(e)}
             await self.reply(sender, op="heard", **result)
+        elif op == "hear_speech":
+            # Subscribe to `from`'s audio track, reply "listening" once frames flow,
+            # record `seconds`, and compare with the reference WAV `ref` (speech.py).
+            import numpy as np
+            import speech
+            result = {}
+            try:
+                pub = await self.audio_track(cmd["from"], cmd.get("sid"))
+                q = asyncio.Queue()
+                self.listeners.setdefault(pub.sid, []).append(q)
+                chunks = []
+                want = int(cmd["seconds"] * speech.RATE)
+                got = 0
+                await self.reply(sender, op="listening", sid=pub.sid)
+                while got < want:
+                    frame = await asyncio.wait_for(q.get(), 2)
+                    x = np.frombuffer(frame.data, dtype=np.int16).astype(np.float64)
+                    chunks.append(x)
+                    got += len(x)
+                self.listeners[pub.sid].remove(q)
+                rec = np.concatenate(chunks)
+                if cmd.get("save"):
+                    rec.astype("<i2").tofile(cmd["save"])
+                _, ref = speech.read_wav(cmd["ref"])
+                result = speech.compare(ref, rec)
+                result["receiver"] = await inbound_stats(pub.track)
+            except (Exception, SystemExit) as e:  # noqa: BLE001 - reported to the test
+                result = {"error": repr(e)}
+            await self.reply(sender, op="heard_speech", **result)
+        elif op == "publish_speech":
+            # Publish a track that carries silence until "play_speech" plays the WAV
+            # `ref` into it once (then silence again).
+            import audio_tone
+            import speech
+            source, track, pub = await audio_tone.publish(self.room)
+            self.speaker = audio_tone.Player(source)
+            await self.reply(sender, op="speech_published", sid=pub.sid)
+        elif op == "play_speech":
+            import speech
+            _, ref = speech.read_wav(cmd["ref"])
+            done = self.speaker.play(ref)
+            await self.reply(sender, op="playing")
+            await done
+            await self.reply(sender, op="played")
         elif op == "track_events":
             await self.reply(sender, op="track_events", events=self.track_events)
         elif op == "publish_tone":

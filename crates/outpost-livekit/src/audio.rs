@@ -292,8 +292,9 @@ impl AudioStream {
 pub(crate) enum Slot {
     /// The packet that was due.
     Packet(RtpPacket),
-    /// The packet that was due is missing: conceal it.
-    Lost,
+    /// The packet that was due is missing: conceal it, from the in-band FEC of the
+    /// packet after it when that one is already here (its payload).
+    Lost(Option<Bytes>),
 }
 
 /// Reorders RTP packets by sequence number. A missing packet is waited for until
@@ -355,12 +356,14 @@ impl JitterBuffer {
             return None;
         }
         // A long gap: conceal only its last MAX_CONCEAL packets.
-        self.next = Some(if first - next > MAX_CONCEAL {
-            first - MAX_CONCEAL + 1
+        let lost = if first - next > MAX_CONCEAL {
+            first - MAX_CONCEAL
         } else {
-            next + 1
-        });
-        Some(Slot::Lost)
+            next
+        };
+        self.next = Some(lost + 1);
+        let fec = self.packets.get(&(lost + 1)).map(|p| p.payload.clone());
+        Some(Slot::Lost(fec))
     }
 }
 
@@ -405,7 +408,16 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                             )
                         }
                     },
-                    Slot::Lost => (
+                    // Opus rebuilds the lost frame from the next packet's in-band FEC
+                    // (LBRR) when it carries some, and conceals it otherwise.
+                    Slot::Lost(Some(next)) => (
+                        decoder
+                            .decode(next, &mut out[..last_len], true)
+                            .or_else(|_| decoder.decode(&[], &mut out[..last_len], false))
+                            .unwrap_or(0),
+                        true,
+                    ),
+                    Slot::Lost(None) => (
                         decoder
                             .decode(&[], &mut out[..last_len], false)
                             .unwrap_or(0),
@@ -459,7 +471,7 @@ mod tests {
         while let Some(s) = jb.pop(force) {
             out.push(match s {
                 Slot::Packet(p) => Some(p.sequence_number),
-                Slot::Lost => None,
+                Slot::Lost(_) => None,
             });
         }
         out
@@ -503,8 +515,16 @@ mod tests {
             seqs(&mut jb, false),
             vec![None, Some(102), Some(103), Some(104)]
         );
-        // 105 lost, 106 arrives, then a pause: forced out.
+        // 105 lost, 106 arrives, then a pause: forced out, with 106's payload for FEC.
         jb.push(pkt(106));
+        let mut probe = JitterBuffer::new(3);
+        probe.push(pkt(105));
+        probe.pop(false);
+        probe.push(pkt(107));
+        assert_eq!(
+            probe.pop(true),
+            Some(Slot::Lost(Some(Bytes::from(vec![107u8]))))
+        );
         assert_eq!(seqs(&mut jb, true), vec![None, Some(106)]);
         // 101 arriving now is too late.
         assert!(!jb.push(pkt(101)));
@@ -549,6 +569,9 @@ mod tests {
         let mut out = vec![0i16; 5760];
         assert_eq!(dec.decode(&buf[..n], &mut out, false).unwrap(), 960);
         assert_eq!(dec.decode(&[], &mut out[..960], false).unwrap(), 960);
+        // A lost frame rebuilt from the next packet's in-band FEC (what the receiver
+        // does when the packet after a gap is already here).
+        assert_eq!(dec.decode(&buf[..n], &mut out[..960], true).unwrap(), 960);
         // Garbage is an error, not a panic.
         let _ = dec.decode(&[0xff; 3], &mut out, false);
     }

@@ -10,7 +10,10 @@
 //!
 //! The publisher never waits for a subscriber: the queue holds about a second of
 //! audio, and a subscriber that falls further behind skips ahead (the receiver's
-//! jitter buffer conceals the gap). Only Opus audio is accepted; video publications
+//! jitter buffer conceals the gap). A new subscription starts at the newest packet,
+//! and a subscriber more than [`MAX_BEHIND`] packets behind skips the older ones:
+//! packets are never sent in a late burst (a receiver would play them out late or
+//! time-compress them). Only Opus audio is accepted; video publications
 //! are refused (`RequestResponse` UNSUPPORTED_TYPE) and video sections of an offer are
 //! rejected.
 
@@ -24,6 +27,13 @@ use crate::room::lock;
 
 /// Packets queued per published track for its subscribers (50 × 20 ms = 1 s).
 pub const FORWARD_QUEUE: usize = 50;
+
+/// Most packets a subscriber's forwarding may be behind its publisher before older
+/// ones are skipped (25 × 20 ms): a stall of the server shorter than that is still
+/// delivered, late, for the receiver's jitter buffer to absorb; a longer one would
+/// only add delay. (10 was tried: on this shared machine under load ~35 the
+/// forwarding tasks were starved for longer and skipping turned that delay into loss.)
+pub const MAX_BEHIND: usize = 25;
 
 /// Tracks a participant may have announced but not yet sent media for.
 pub const MAX_PENDING_TRACKS: usize = 8;
@@ -149,6 +159,16 @@ pub async fn forward(
     loop {
         match rx.recv().await {
             Ok(packet) => {
+                // Stale packets are skipped, never sent late in a burst: before the
+                // first one goes out, everything queued while the subscription was
+                // set up (up to the queue's second: a receiver would take it as a
+                // second of backlog and play it out late, or time-compress it); later,
+                // whatever is more than MAX_BEHIND packets behind the publisher.
+                let behind = rx.len();
+                if (stats.sent == 0 && behind > 0) || behind > MAX_BEHIND {
+                    stats.stale += 1;
+                    continue;
+                }
                 let packet = rewriter.rewrite(packet);
                 // Fails until the subscriber's answer has bound the track; those
                 // packets are simply not delivered.
@@ -180,14 +200,16 @@ struct ForwardStats {
     sent: u64,
     failed: u64,
     skipped: u64,
+    /// Packets passed over because newer ones were queued behind them.
+    stale: u64,
 }
 
 impl Drop for ForwardStats {
     fn drop(&mut self) {
         if self.skipped > 0 {
-            tracing::info!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, skipped = self.skipped, "forwarding ended; the subscriber lagged");
+            tracing::info!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, skipped = self.skipped, stale = self.stale, "forwarding ended; the subscriber lagged");
         } else {
-            tracing::debug!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, "forwarding ended");
+            tracing::debug!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, stale = self.stale, "forwarding ended");
         }
     }
 }
