@@ -134,13 +134,26 @@ impl VoiceHub {
                     } => {
                         let me = Arc::clone(&me);
                         tokio::spawn(async move {
-                            tracing::debug!(track = %track_sid, "assistant audio");
+                            tracing::info!(track = %track_sid, "assistant audio subscribed");
+                            let (mut frames, mut played) = (0u64, 0u64);
                             while let Some(frame) = stream.recv().await {
+                                frames += 1;
                                 let p = lock(&me.playback).clone();
-                                if let Some(p) = p {
+                                if let Some(p) = &p {
                                     p.push_i16(&frame.samples);
+                                    played += 1;
+                                }
+                                if frames == 1 || frames % 500 == 0 {
+                                    tracing::info!(
+                                        track = %track_sid,
+                                        frames,
+                                        played,
+                                        queued_ms = p.as_ref().map(|p| p.queued_ms()),
+                                        "assistant audio"
+                                    );
                                 }
                             }
+                            tracing::info!(track = %track_sid, frames, played, "assistant audio ended");
                         });
                     }
                     VoiceEvent::LocalTrackLost { sid } => {
