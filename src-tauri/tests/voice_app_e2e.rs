@@ -10,7 +10,7 @@
 //! words as the assistant's. Releasing the button and muting are shown. The agent's voice
 //! (a 660 Hz tone) comes out of the app's speaker: recorded from the `speaker` sink's
 //! monitor, at least a second of it, at 660 Hz (±2 %), and still playing three seconds
-//! later with no silence over 200 ms.
+//! later (2.5 s of them recorded, no silence over 500 ms, sound in the last second).
 //!
 //! Needs what `app_e2e.rs` needs plus pulseaudio (scripts/setup.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -187,6 +187,20 @@ impl Speaker {
         ((loud.len() - first) * 20, longest * 20)
     }
 
+    /// Samples with sound (in loud 20 ms blocks) from sample `from` on.
+    fn loud_since(&self, from: usize) -> usize {
+        let rec = self.recorded.lock().unwrap();
+        rec.get(from..)
+            .unwrap_or_default()
+            .chunks(960)
+            .filter(|w| {
+                let e: f64 = w.iter().map(|v| f64::from(*v) * f64::from(*v)).sum();
+                (e / w.len() as f64).sqrt() > 1000.0
+            })
+            .map(<[i16]>::len)
+            .sum()
+    }
+
     fn recorded_ms(&self) -> usize {
         self.recorded.lock().unwrap().len() / 48
     }
@@ -288,8 +302,11 @@ async fn scenario(agent: &Assistant, speaker: &Speaker) -> anyhow::Result<App> {
             )));
         }
     };
-    // And it keeps playing: three seconds more without a silence over 200 ms (a speaker
-    // stream that an I/O error of PulseAudio's ALSA plugin ended left silence here).
+    // And it keeps playing: three seconds more, of which the speaker's monitor records
+    // at least 2.5 s (a null sink that nothing plays on records nothing, so a speaker
+    // stream that stopped shows as a recording that stops growing), no silence over
+    // 500 ms, and sound in the last second.
+    let at_ms = speaker.recorded_ms();
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (since_ms, gap_ms) = speaker.since_first_sound();
     if let Ok(path) = std::env::var("VOICE_APP_E2E_RAW") {
@@ -309,14 +326,226 @@ async fn scenario(agent: &Assistant, speaker: &Speaker) -> anyhow::Result<App> {
         (f - 660.0).abs() <= 660.0 * 0.02,
         "the app's speaker played {f} Hz, not the agent's 660 Hz"
     );
+    let tail = speaker
+        .recorded
+        .lock()
+        .unwrap()
+        .len()
+        .saturating_sub(48_000);
+    let end_ms = speaker.loud_since(tail) / 48;
+    let grown_ms = speaker.recorded_ms() - at_ms;
     ensure!(
-        gap_ms <= 200,
-        "the app's speaker fell silent for {gap_ms} ms while the agent talked; the voice bar: {}\n\
+        grown_ms >= 2500 && gap_ms <= 500 && end_ms >= 800,
+        "the app's speaker played {grown_ms} ms in 3 s (the longest silence {gap_ms} ms, \
+         {end_ms} ms of sound in the last second); the voice bar: {}\n\
          --- pactl list sink-inputs ---\n{}",
         app.js("return document.querySelector('[data-testid=voice-bar]').innerText;")
             .await
             .unwrap_or_default(),
         speaker.sound_server()
     );
+    Ok(app)
+}
+
+// --- A real LiveKit Agents AgentSession ---------------------------------------------------
+
+/// The user's speech, played into the app's microphone; what the agent's scripted STT
+/// answers for it, and its scripted reply (spoken with espeak-ng).
+const SPOKEN: &str = "Hello agent, can you hear me?";
+const TRANSCRIPT: &str = "Hello agent";
+const REPLY: &str = "I hear you loud and clear.";
+
+fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::agents_python()?;
+    let token = outpost_room::Keys::dev().mint_with_kind(
+        ROOM,
+        "voice-session-agent",
+        None,
+        Duration::from_secs(3600),
+        "agent",
+    )?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(py)
+        .arg(outpost_tests::python::scripts_dir().join("lk_voice_agent.py"))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app")
+        .env("LK_USER_TRANSCRIPT", TRANSCRIPT)
+        .env("LK_REPLY", REPLY)
+        .env("LK_TIMEOUT", "300")
+        .env("PYTHONWARNINGS", "ignore");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
+}
+
+/// The app with a real `AgentSession` (`tests/py/lk_voice_agent.py`: the framework's VAD,
+/// scripted STT and LLM, espeak-ng TTS). Holding the talk button while espeak-ng's speech
+/// plays into the microphone: the agent's STT is handed it, the chat shows the user's
+/// words and the agent's reply, and the reply plays on the app's speaker (its loudness
+/// envelope matches espeak-ng's audio of it).
+#[test]
+fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session() {
+    use outpost_tests::speech::{best_match, envelope, espeak, piecewise_match, read_wav};
+    let _one = common::serial();
+    let pulse = Pulse::start().expect("pulseaudio");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    for d in [&config, &data, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let spoken = root.join("spoken.wav");
+    let reply = root.join("reply.wav");
+    espeak(SPOKEN, &spoken).unwrap();
+    espeak(REPLY, &reply).unwrap();
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    std::fs::write(
+        config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let env: Vec<(&'static str, OsString)> = vec![
+        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
+        ("OUTPOST_DATA_DIR", data.into_os_string()),
+        ("OUTPOST_SECRETS", "memory".into()),
+        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+        ("PULSE_SERVER", pulse.server().into()),
+        ("HOME", home.clone().into_os_string()),
+        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
+        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
+        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
+    ];
+    let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let logs = root.join("logs");
+    let pulse_server = pulse.server();
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let agent = start_session_agent(&server_ns, &url, &root)?;
+        let r = session_scenario(&agent, &spoken, &pulse_server).await;
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                agent.report()
+            ))
+        })
+    });
+    let _ = rec.kill();
+    let _ = rec.wait();
+    drop(server);
+    drop(pair);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    // The reply on the app's speaker.
+    let samples: Vec<f64> = recorded
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|s| f64::from(*s))
+        .collect();
+    let heard = envelope(&samples, 48_000);
+    let (reference, rate) = read_wav(&reply).unwrap();
+    let want = envelope(&reference, rate);
+    let (corr, at) = best_match(&heard, &want);
+    let pieces = piecewise_match(&heard, &want, at);
+    eprintln!(
+        "speaker: {} ms recorded; the reply's envelope correlation {corr:.3} at {} ms, piece by \
+         piece {pieces:.3}",
+        samples.len() / 48,
+        at * 10
+    );
+    assert!(
+        pieces >= 0.8 && corr >= 0.5,
+        "the app's speaker did not play the agent's reply (envelope correlation {corr:.3}, \
+         piece by piece {pieces:.3})"
+    );
+    drop(dir);
+}
+
+fn session_event(agent: &Assistant, event: &str) -> Option<serde_json::Value> {
+    agent.events().into_iter().find(|e| e["event"] == event)
+}
+
+async fn session_scenario(
+    agent: &Assistant,
+    spoken: &std::path::Path,
+    pulse_server: &str,
+) -> anyhow::Result<App> {
+    let app = App::launch().await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+    wait_for("the agent to be ready", || async {
+        Ok(session_event(agent, "ready"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    app.click("[data-testid=voice-toggle]")
+        .await
+        .context("clicking Voice")?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    let pressed = app
+        .js(&press("pointerdown"))
+        .await
+        .context("pressing the talk button")?;
+    ensure!(pressed == "ok", "pressing the talk button: {pressed}");
+    app.wait_text("[data-testid=mic-state]", "Mic live").await?;
+    // outpost-room announces the track with its first audio; the agent subscribes.
+    wait_for("the agent to subscribe to the microphone", || async {
+        Ok(session_event(agent, "mic"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Speak (paplay returns when the speech has played), then keep holding a moment of
+    // silence so the agent's VAD hears the speech end.
+    let wav = spoken.to_path_buf();
+    let server = pulse_server.to_owned();
+    let played = tokio::task::spawn_blocking(move || {
+        Command::new("paplay")
+            .arg("--device=mic_in")
+            .arg(&wav)
+            .env("PULSE_SERVER", &server)
+            .status()
+    })
+    .await??;
+    ensure!(played.success(), "paplay: {played}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    app.js(&press("pointerup"))
+        .await
+        .context("releasing the talk button")?;
+
+    let heard = wait_for("the agent's STT to be handed speech", || async {
+        Ok(session_event(agent, "stt"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    let secs = heard["seconds"].as_f64().unwrap_or(0.0);
+    let rms = heard["rms"].as_f64().unwrap_or(0.0);
+    ensure!(
+        secs >= 0.5 && rms > 300.0,
+        "the agent's STT got {secs} s at RMS {rms}: not the speech played"
+    );
+    app.wait_text("[data-testid=user-message][data-speech=final]", TRANSCRIPT)
+        .await?;
+    app.wait_assistant(REPLY).await?;
+    // Let the reply finish playing.
+    tokio::time::sleep(Duration::from_secs(3)).await;
     Ok(app)
 }
