@@ -248,7 +248,7 @@ impl VoiceHub {
                 device: Some(c.device().to_owned()),
                 error: None,
             },
-            Err(e) => failed(capitalise(&e.to_string())),
+            Err(e) => failed(open_failed("microphone", e)),
         };
         if cap.is_ok() {
             match session {
@@ -271,7 +271,7 @@ impl VoiceHub {
                 device: Some(p.device().to_owned()),
                 error: None,
             },
-            Err(e) => failed(capitalise(&e.to_string())),
+            Err(e) => failed(open_failed("speaker", e)),
         };
         let playback = play.ok().map(Arc::new);
         *lock(&self.playback) = playback.clone();
@@ -416,6 +416,17 @@ fn gone(what: &str, h: &Health) -> String {
             "The {what} stopped working: it was unplugged or the sound server stopped ({why})."
         ),
         _ => format!("The {what} stopped sending audio (unplugged, or the sound server stopped)."),
+    }
+}
+
+/// Why `what` (microphone, speaker) could not be opened, naming it when the error does
+/// not ("The audio device \"alsa:default\" is not available" alone does not say which).
+fn open_failed(what: &str, e: &outpost_audio::AudioError) -> String {
+    let m = e.to_string();
+    if m.contains(what) {
+        capitalise(&m)
+    } else {
+        format!("The {what} could not be opened: {m}.")
     }
 }
 
