@@ -13,6 +13,7 @@
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
+//! - [`speech`]: espeak-ng's speech as a WAV, and how well a recording matches it.
 
 pub mod bench;
 pub mod cutproxy;
@@ -23,3 +24,4 @@ pub mod proc;
 pub mod pulse;
 pub mod python;
 pub mod room;
+pub mod speech;

@@ -39,11 +39,14 @@ pub(crate) struct Shared {
     /// Stream errors that did not end the stream (the first is logged as a warning).
     errors: AtomicU64,
     stopped: AtomicBool,
+    /// "microphone" or "speaker", for the log.
+    what: &'static str,
 }
 
 impl Shared {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(what: &'static str) -> Self {
         Self {
+            what,
             level: AtomicU32::new(0),
             last_ms: AtomicU64::new(0),
             start: Instant::now(),
@@ -70,13 +73,19 @@ impl Shared {
         match e.kind() {
             K::DeviceNotAvailable => self.fail(e.to_string()),
             K::Xrun | K::DeviceChanged | K::RealtimeDenied => {
-                tracing::debug!("audio stream glitch: {e}");
+                tracing::debug!(stream = self.what, "audio stream glitch: {e}");
             }
             _ => {
                 if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
-                    tracing::warn!("audio stream error (the stream goes on): {e}");
+                    tracing::warn!(
+                        stream = self.what,
+                        "audio stream error (the stream goes on): {e}"
+                    );
                 } else {
-                    tracing::debug!("audio stream error (the stream goes on): {e}");
+                    tracing::debug!(
+                        stream = self.what,
+                        "audio stream error (the stream goes on): {e}"
+                    );
                 }
             }
         }
@@ -85,7 +94,7 @@ impl Shared {
     pub(crate) fn fail(&self, why: String) {
         let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
         if f.is_none() {
-            tracing::warn!("audio stream failed: {why}");
+            tracing::warn!(stream = self.what, "audio stream failed: {why}");
             *f = Some(why);
         }
     }
@@ -178,7 +187,7 @@ impl Capture {
             .map_err(|e| no_default(open_error(&name, &e)))?;
         let rate = config.sample_rate();
         let channels = config.channels();
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new("microphone"));
         let stream = match config.sample_format() {
             SampleFormat::I16 => build::<i16>(&device, &config, &shared, frames),
             SampleFormat::I32 => build::<i32>(&device, &config, &shared, frames),

@@ -41,6 +41,7 @@ pub type Result<T> = std::result::Result<T, AudioError>;
 pub(crate) fn open_error(device: &str, e: &cpal::Error) -> AudioError {
     use cpal::ErrorKind as K;
     let reason = e.to_string();
+    tracing::info!(device, "the audio device could not be opened: {reason}");
     match e.kind() {
         K::PermissionDenied => AudioError::PermissionDenied {
             device: device.to_string(),

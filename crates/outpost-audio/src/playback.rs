@@ -76,7 +76,7 @@ impl Playback {
             level: AtomicU32::new(0),
             dropped: AtomicU64::new(0),
         });
-        let shared = Arc::new(Shared::new());
+        let shared = Arc::new(Shared::new("speaker"));
         let stream = match config.sample_format() {
             SampleFormat::I16 => build::<i16>(&device, &config, &queue, &shared),
             SampleFormat::I32 => build::<i32>(&device, &config, &queue, &shared),

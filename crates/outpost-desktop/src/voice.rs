@@ -134,13 +134,26 @@ impl VoiceHub {
                     } => {
                         let me = Arc::clone(&me);
                         tokio::spawn(async move {
-                            tracing::debug!(track = %track_sid, "assistant audio");
+                            tracing::info!(track = %track_sid, "assistant audio subscribed");
+                            let (mut frames, mut played) = (0u64, 0u64);
                             while let Some(frame) = stream.recv().await {
+                                frames += 1;
                                 let p = lock(&me.playback).clone();
-                                if let Some(p) = p {
+                                if let Some(p) = &p {
                                     p.push_i16(&frame.samples);
+                                    played += 1;
+                                }
+                                if frames == 1 || frames % 500 == 0 {
+                                    tracing::info!(
+                                        track = %track_sid,
+                                        frames,
+                                        played,
+                                        queued_ms = p.as_ref().map(|p| p.queued_ms()),
+                                        "assistant audio"
+                                    );
                                 }
                             }
+                            tracing::info!(track = %track_sid, frames, played, "assistant audio ended");
                         });
                     }
                     VoiceEvent::LocalTrackLost { sid } => {
@@ -235,7 +248,7 @@ impl VoiceHub {
                 device: Some(c.device().to_owned()),
                 error: None,
             },
-            Err(e) => failed(capitalise(&e.to_string())),
+            Err(e) => failed(open_failed("microphone", e)),
         };
         if cap.is_ok() {
             match session {
@@ -258,7 +271,7 @@ impl VoiceHub {
                 device: Some(p.device().to_owned()),
                 error: None,
             },
-            Err(e) => failed(capitalise(&e.to_string())),
+            Err(e) => failed(open_failed("speaker", e)),
         };
         let playback = play.ok().map(Arc::new);
         *lock(&self.playback) = playback.clone();
@@ -403,6 +416,17 @@ fn gone(what: &str, h: &Health) -> String {
             "The {what} stopped working: it was unplugged or the sound server stopped ({why})."
         ),
         _ => format!("The {what} stopped sending audio (unplugged, or the sound server stopped)."),
+    }
+}
+
+/// Why `what` (microphone, speaker) could not be opened, naming it when the error does
+/// not ("The audio device \"alsa:default\" is not available" alone does not say which).
+fn open_failed(what: &str, e: &outpost_audio::AudioError) -> String {
+    let m = e.to_string();
+    if m.contains(what) {
+        capitalise(&m)
+    } else {
+        format!("The {what} could not be opened: {m}.")
     }
 }
 

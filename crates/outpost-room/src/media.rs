@@ -56,6 +56,8 @@ pub struct PublishedTrack {
     pub publisher_sid: String,
     info: Mutex<TrackInfo>,
     packets: broadcast::Sender<RtpPacket>,
+    /// Set when the first subscriber subscribed (the publisher was told).
+    had_subscriber: std::sync::atomic::AtomicBool,
 }
 
 impl PublishedTrack {
@@ -69,7 +71,15 @@ impl PublishedTrack {
             publisher_sid: publisher_sid.to_owned(),
             info: Mutex::new(info),
             packets,
+            had_subscriber: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// True the first time it is called: the track's first subscription.
+    pub fn first_subscription(&self) -> bool {
+        !self
+            .had_subscriber
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The `TrackInfo` participants see.

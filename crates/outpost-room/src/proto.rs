@@ -9,9 +9,10 @@ pub use livekit_protocol::{
     MuteTrackRequest, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Ping, Pong,
     ReconnectResponse, RequestResponse, Room as RoomInfo, RoomUpdate, ServerInfo,
     SessionDescription, SignalRequest, SignalResponse, SignalTarget, TrackInfo,
-    TrackPublishedResponse, TrackSource, TrackType, TrackUnpublishedResponse, TrickleRequest,
-    UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet, leave_request,
-    participant_info, request_response, server_info, signal_request, signal_response,
+    TrackPublishedResponse, TrackSource, TrackSubscribed, TrackType, TrackUnpublishedResponse,
+    TrickleRequest, UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet,
+    leave_request, participant_info, request_response, server_info, signal_request,
+    signal_response,
 };
 
 use prost::Message as _;

@@ -395,6 +395,26 @@ impl Room {
         }
     }
 
+    /// Someone subscribed to `track`: its publisher is told once (`TrackSubscribed`, as a
+    /// LiveKit server does). LiveKit Agents waits for it before it speaks on the track.
+    pub fn subscribed(&self, track: &PublishedTrack) {
+        if !track.first_subscription() {
+            return;
+        }
+        let publisher = lock(&self.inner)
+            .participants
+            .values()
+            .find(|p| p.sid == track.publisher_sid)
+            .cloned();
+        if let Some(p) = publisher {
+            p.control(Control::Signal(Box::new(proto::response(
+                signal_response::Message::TrackSubscribed(proto::TrackSubscribed {
+                    track_sid: track.sid.clone(),
+                }),
+            ))));
+        }
+    }
+
     /// `who` stops publishing track `sid`: announced, and every subscriber drops it.
     /// Returns whether it was published.
     pub fn unpublish(&self, who: &Participant, sid: &str) -> bool {

@@ -900,6 +900,7 @@ impl Session {
         ));
         self.subscriptions
             .insert(track.sid.clone(), Subscription { local, task });
+        self.room.subscribed(&track);
         self.renegotiate_subscriber().await
     }
 
