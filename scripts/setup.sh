@@ -33,7 +33,6 @@ apt_packages=(
   libopus-dev        # outpost-livekit's audio tracks (the opus crate links it)
   libasound2-dev     # outpost-audio: cpal's ALSA backend
   pulseaudio pulseaudio-utils libasound2-plugins  # outpost-audio's tests: a private null sink via ALSA's pulse plugin
-  espeak-ng          # the voice tests' speech (tests/tests/voice_agents_e2e.rs)
   libdbus-1-dev      # the keyring's Secret Service client (libdbus, as GTK and WebKit use)
 )
 apt_install_missing "${apt_packages[@]}"
