@@ -116,11 +116,11 @@ def by_crate(binary):
                          capture_output=True, text=True, check=True).stdout
     sizes = Counter()
     for line in out.splitlines():
-        f = line.split(" ", 3)
-        if len(f) < 4:
-            continue
-        size = int(f[1], 16)
-        name = re.sub(r"::h[0-9a-f]{16}$", "", f[3])
+        m = re.match(r"^[0-9a-f]+ ([0-9a-f]+) \S (.*)$", line)
+        if not m:
+            continue  # no size
+        size = int(m.group(1), 16)
+        name = re.sub(r"::h[0-9a-f]{16}$", "", m.group(2))
         crate = crate_of_symbol(name)
         if crate in STD:
             # Standard generic code instantiated for another crate's type
@@ -149,7 +149,7 @@ def main():
               f".data.rel.ro {secs.get('.data.rel.ro', 0) / 1e6:.2f} MB; symbols with a size {total / 1e6:.2f} MB")
         print("| crate | MB |")
         print("|---|---:|")
-        for crate, size in crates.most_common(45):
+        for crate, size in crates.most_common(int(os.environ.get("TOP", "45"))):
             print(f"| {crate} | {size / 1e6:.2f} |")
         print()
     if len(results) == 2:
@@ -158,7 +158,7 @@ def main():
         print(f"## what the second has over the first: {sum(diff.values()) / 1e6:.2f} MB in symbols")
         print("| crate | MB |")
         print("|---|---:|")
-        for crate, size in diff.most_common(45):
+        for crate, size in diff.most_common(int(os.environ.get("TOP", "45"))):
             print(f"| {crate} | {size / 1e6:.2f} |")
 
 
