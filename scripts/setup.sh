@@ -115,7 +115,8 @@ setup_test_peers() {
 # (tests/tests/keyring_secret_service.rs), which runs a Secret Service in a private bus.
 setup_app_test_tools() {
   apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst \
-    gnome-keyring dbus-daemon dbus-bin
+    gnome-keyring dbus-daemon dbus-bin \
+    rpm  # scripts/check-rpm.sh: Debian's rpm tool reads and installs the .rpm into an empty root
   if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
     log "installing tauri-driver (cargo install, about 2 minutes)"
     cargo install tauri-driver --version '^2' --locked

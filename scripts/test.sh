@@ -27,8 +27,11 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 log "cargo test --no-run (build)"
 cargo test --workspace --locked --no-run
 log "Linux packages of the debug build (scripts/package.sh --debug --no-build)"
-OUTPOST_DEB="$(scripts/package.sh --debug --no-build | head -n 1)"
+packages="$(scripts/package.sh --debug --no-build)"
+OUTPOST_DEB="$(sed -n 1p <<< "$packages")"
 export OUTPOST_DEB
+log "the .rpm, checked as far as a Debian machine can (scripts/check-rpm.sh)"
+scripts/check-rpm.sh "$(sed -n 2p <<< "$packages")"
 
 log "cargo test"
 # WebRTC tests create network namespaces: they need root (CI is root). The app's

@@ -98,12 +98,13 @@ fn scenario(deb: &Path) -> anyhow::Result<()> {
          and purges it)"
     );
 
-    // What the package says it needs: WebKitGTK and GTK, so apt pulls them in.
+    // What the package says it needs: WebKitGTK and GTK, so apt pulls them in, and libopus,
+    // which the programs link and WebKitGTK does not (tauri.conf.json's deb.depends).
     let depends = run(Command::new("dpkg-deb")
         .args(["-f"])
         .arg(deb)
         .arg("Depends"))?;
-    for lib in ["libwebkit2gtk-4.1-0", "libgtk-3-0"] {
+    for lib in ["libwebkit2gtk-4.1-0", "libgtk-3-0", "libopus0"] {
         ensure!(depends.contains(lib), "Depends lacks {lib}: {depends}");
     }
 
