@@ -8,8 +8,10 @@
 //! 25 % mark of the calling phase to its end it grows by less than [`MAX_GROWTH`].
 //!
 //! `OUTPOST_LOAD_SECS` sets the calling phase (default 20 s, as in `scripts/test.sh`);
-//! `OUTPOST_LOAD_CLIENTS` the number of clients (default 50). The full run is documented in
-//! docs/BENCHMARKS.md.
+//! `OUTPOST_LOAD_CLIENTS` the number of clients (default 50); `OUTPOST_LOAD_RATE` the calls
+//! per second each assistant asks for (default 1; a higher rate takes each session past its
+//! per-session bounds within minutes, to show where memory stops growing). The full runs
+//! are documented in docs/BENCHMARKS.md.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::collections::HashMap;
@@ -93,12 +95,13 @@ fn window(samples: &[(f64, u64)], from: f64, to: f64) -> u64 {
     v[v.len() / 2]
 }
 
-/// One assistant: welcomes its client, then (while `calling`) asks for a calculator call
-/// every second and checks the answers.
+/// One assistant: welcomes its client, then (while `calling`) asks for `rate` calculator
+/// calls a second and checks the answers.
 async fn assistant(
     url: String,
     n: usize,
     tally: Arc<Mutex<Tally>>,
+    rate: u64,
     mut calling: tokio::sync::watch::Receiver<bool>,
 ) {
     let room_name = format!("{PREFIX}{n}");
@@ -134,8 +137,14 @@ async fn assistant(
     let _ = calling.wait_for(|c| *c).await;
     // Spread the rooms over the second so the calls do not arrive in bursts.
     tokio::time::sleep(Duration::from_millis((n as u64 * 1000 / 50) % 1000)).await;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut tick = tokio::time::interval(Duration::from_secs(1) / u32::try_from(rate).unwrap());
+    // At one call a second a late tick is not caught up in a burst; at higher rates (the
+    // saturation runs) missed ticks are caught up, so the rate asked for is the rate sent.
+    tick.set_missed_tick_behavior(if rate > 1 {
+        tokio::time::MissedTickBehavior::Burst
+    } else {
+        tokio::time::MissedTickBehavior::Delay
+    });
     let message_id = new_id();
     let mut i: i64 = 0;
     loop {
@@ -215,6 +224,7 @@ fn on_message(n: usize, payload: &[u8], tally: &Mutex<Tally>) {
 fn fifty_clients_one_call_a_second_each() {
     let clients = usize::try_from(env_num("OUTPOST_LOAD_CLIENTS", 50)).unwrap();
     let secs = env_num("OUTPOST_LOAD_SECS", 20).max(4);
+    let rate = env_num("OUTPOST_LOAD_RATE", 1).clamp(1, 1000);
     let dir = tempfile::tempdir().unwrap();
 
     let mut cmd = Command::new(ROOM_BIN);
@@ -243,6 +253,7 @@ fn fifty_clients_one_call_a_second_each() {
             url.clone(),
             n,
             Arc::clone(&tally),
+            rate,
             calling_rx.clone(),
         )));
     }
@@ -285,13 +296,33 @@ fn fifty_clients_one_call_a_second_each() {
     let phase = Duration::from_secs(secs);
     let t0 = Instant::now();
     let (mut srv_rss, mut cli_rss) = (Vec::new(), Vec::new());
+    // `OUTPOST_LOAD_SAMPLES=FILE` writes every sample (seconds, calls sent so far, server
+    // and clients' RSS in KiB) as CSV, to see where memory stops growing.
+    let mut samples_csv = std::env::var_os("OUTPOST_LOAD_SAMPLES").map(|p| {
+        let mut f = std::fs::File::create(p).unwrap();
+        writeln!(f, "secs,calls_sent,server_rss_kib,clients_rss_kib").unwrap();
+        f
+    });
     while t0.elapsed() < phase {
         let at = t0.elapsed().as_secs_f64() / phase.as_secs_f64();
-        if let Some(r) = rss_kib(server.id()) {
+        let srv = rss_kib(server.id());
+        let cli = rss_kib(clients_pid);
+        if let Some(r) = srv {
             srv_rss.push((at, r));
         }
-        if let Some(r) = rss_kib(clients_pid) {
+        if let Some(r) = cli {
             cli_rss.push((at, r));
+        }
+        if let Some(f) = samples_csv.as_mut() {
+            let sent = tally.lock().unwrap().calls.len();
+            writeln!(
+                f,
+                "{:.1},{sent},{},{}",
+                t0.elapsed().as_secs_f64(),
+                srv.unwrap_or(0),
+                cli.unwrap_or(0)
+            )
+            .unwrap();
         }
         std::thread::sleep(Duration::from_millis(500));
     }
@@ -378,7 +409,7 @@ fn fifty_clients_one_call_a_second_each() {
         }
     }
     println!(
-        "load: {clients} clients, {secs} s of calls after {:.1} s of setup; {sent} calls, {} answered \
+        "load: {clients} clients at {rate} call(s)/s, {secs} s of calls after {:.1} s of setup; {sent} calls, {} answered \
          once and right, {} unanswered, {} problems; round trip p50 {:?}, p99 {:?}, max \
          {:?}{report}",
         setup.as_secs_f64(),
@@ -390,12 +421,12 @@ fn fifty_clients_one_call_a_second_each() {
         pct(1.0),
     );
     let _ = std::io::stdout().flush();
-    // One call a second each; a busy machine delays ticks a little (they are not caught up
-    // in bursts), so 90 % is the floor that shows the load was really applied.
-    let expected_min = clients as u64 * secs * 9 / 10;
+    // `rate` calls a second each; a busy machine delays ticks a little (they are not caught
+    // up in bursts), so 90 % is the floor that shows the load was really applied.
+    let expected_min = clients as u64 * secs * rate * 9 / 10;
     assert!(
         sent as u64 >= expected_min,
-        "only {sent} calls were sent in {secs} s by {clients} assistants"
+        "only {sent} calls were sent in {secs} s by {clients} assistants at {rate}/s"
     );
     assert!(
         t.problems.is_empty(),
