@@ -82,6 +82,10 @@ struct Call {
     want: i64,
     /// ToolUseResults received for it.
     answers: u32,
+    /// ToolUseRequests sent for it (more than one when asked again).
+    asked: u32,
+    /// When its first answer came.
+    first_answer: Option<Instant>,
     room: usize,
     request: ToolUseRequest,
     /// It may not have reached the client (sent while the client was out of the room, or
@@ -102,6 +106,13 @@ struct Tally {
     refused_welcomes: usize,
     /// ClientHellos after the first, per room.
     rehellos: usize,
+    /// Answers received again, as the protocol allows: for a call asked again (one answer
+    /// per request), or, after the assistant itself rejoined in full, for a call answered
+    /// just before (the client sends recent results once more to an assistant that
+    /// rejoined, docs/PROTOCOL.md §7).
+    repeats: usize,
+    /// Room → when its assistant last rejoined in full.
+    own_rejoins: HashMap<usize, Instant>,
     /// Round trips of answered calls.
     latencies: Vec<Duration>,
     /// Answers for ids never sent, failures, wrong values, protocol errors.
@@ -204,6 +215,8 @@ async fn assistant(
                     sent: Instant::now(),
                     want: a + i * 2,
                     answers: 0,
+                    asked: 1,
+                    first_answer: None,
                     room: n,
                     request: req.clone(),
                     // A LiveKit server drops what is sent to a participant not in the room.
@@ -232,6 +245,9 @@ async fn assistant(
                         }
                     }
                     RoomEvent::ParticipantJoined(p) if p.identity == client => present = true,
+                    RoomEvent::Reconnected { resumed: false } => {
+                        tally.lock().unwrap().own_rejoins.insert(n, Instant::now());
+                    }
                     RoomEvent::Disconnected { .. } => break,
                     _ => {}
                 }
@@ -262,8 +278,15 @@ fn on_message(
                 return Vec::new();
             };
             entry.answers += 1;
-            let (sent, want, count) = (entry.sent, entry.want, entry.answers);
-            if count > 1 {
+            let (sent, want, count, asked) = (entry.sent, entry.want, entry.answers, entry.asked);
+            let first = *entry.first_answer.get_or_insert_with(Instant::now);
+            let resent_to_us = t
+                .own_rejoins
+                .get(&n)
+                .is_some_and(|at| first <= *at && at.duration_since(first) < RESEND_WINDOW);
+            if count > 1 && (count <= asked || resent_to_us) {
+                t.repeats += 1;
+            } else if count > 1 {
                 t.problems
                     .push(format!("room {n}: call {} answered {count} times", r.id));
             } else if !r.success || answer != Some(want) {
@@ -289,6 +312,7 @@ fn on_message(
                 .filter(|c| c.room == n && c.ask_again && c.answers == 0)
                 .map(|c| {
                     c.ask_again = false;
+                    c.asked += 1;
                     (c.sent, c.request.clone())
                 })
                 .collect();
@@ -303,9 +327,12 @@ fn on_message(
             let known = e
                 .ref_id
                 .as_ref()
-                .and_then(|id| t.calls.get(id))
+                .and_then(|id| t.calls.get_mut(id))
                 .filter(|c| c.room == n && c.answers == 0)
-                .map(|c| c.request.clone());
+                .map(|c| {
+                    c.asked += 1;
+                    c.request.clone()
+                });
             if let Some(req) = known {
                 t.refused_early += 1;
                 t.asked_again += 1;
@@ -329,6 +356,11 @@ fn on_message(
         }
     }
 }
+
+/// How long before a loss the client's results count as recent: it sends them once more to
+/// an assistant that rejoined (`MachineConfig::resend_window_ms`, 5 s; some slack for the
+/// time the loss takes to be noticed here).
+const RESEND_WINDOW: Duration = Duration::from_secs(20);
 
 /// What one run does.
 struct Plan {
@@ -579,14 +611,23 @@ fn run(plan: &Plan) {
         std::fs::create_dir_all(&keep).unwrap();
         std::fs::write(keep.join("clients.log"), clients_log()).unwrap();
         std::fs::write(keep.join("server.log"), server.stderr()).unwrap();
+        let t = tally.lock().unwrap();
+        std::fs::write(keep.join("problems.txt"), t.problems.join("\n")).unwrap();
     }
     let t = tally.lock().unwrap();
     let sent = t.calls.len();
-    let unanswered: Vec<&String> = t
+    let unanswered: Vec<String> = t
         .calls
         .iter()
         .filter(|(_, c)| c.answers == 0)
-        .map(|(id, _)| id)
+        .map(|(id, c)| {
+            format!(
+                "{id} (room {}, sent {:.1} s into the calls, asked {})",
+                c.room,
+                c.sent.saturating_duration_since(t0).as_secs_f64(),
+                c.asked
+            )
+        })
         .collect();
     let mut lat = t.latencies.clone();
     lat.sort_unstable();
@@ -623,7 +664,7 @@ fn run(plan: &Plan) {
         "load: {clients} clients at {rate} call(s)/s, {secs} s of calls after {:.1} s of setup; {sent} calls, {} answered \
          once and right, {} unanswered, {} problems; round trip p50 {:?}, p99 {:?}, max \
          {:?}; {} hellos after a rejoin, {} calls asked again ({} refused before the welcome), \
-         {} welcomes refused{report}",
+         {} welcomes refused, {} answers repeated as allowed{report}",
         setup.as_secs_f64(),
         lat.len(),
         unanswered.len(),
@@ -635,6 +676,7 @@ fn run(plan: &Plan) {
         t.asked_again,
         t.refused_early,
         t.refused_welcomes,
+        t.repeats,
     );
     let _ = std::io::stdout().flush();
     // `rate` calls a second each; a busy machine delays ticks a little (they are not caught
