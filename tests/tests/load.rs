@@ -11,9 +11,11 @@
 //! The assistants behave as docs/PROTOCOL.md §7 asks of a server across a client's full
 //! rejoin: every ClientHello is welcomed (the same conversation), and the calls that cannot
 //! have reached the client (sent while it was out of the room, or refused with
-//! `unexpected_message` because they arrived between its rejoin and the new welcome) are
-//! asked again with the same id once the client is back. Every call must still get exactly
-//! one ToolUseResult.
+//! `unexpected_message` because they arrived between its rejoin and the new welcome, or
+//! unanswered when the assistant itself rejoined) are asked again with the same id after the
+//! next welcome. Every call must get a ToolUseResult, and a second one only where the
+//! protocol allows it: one answer per request for a call asked again, and the client's
+//! resend of recent results after the assistant's own rejoin (counted as repeats).
 //!
 //! `a_client_frozen_past_the_ping_timeout_rejoins_and_answers_every_call_once` freezes the
 //! clients' process (SIGSTOP, as a laptop's sleep does) for longer than the server's ping
@@ -246,7 +248,14 @@ async fn assistant(
                     }
                     RoomEvent::ParticipantJoined(p) if p.identity == client => present = true,
                     RoomEvent::Reconnected { resumed: false } => {
-                        tally.lock().unwrap().own_rejoins.insert(n, Instant::now());
+                        // Our own session was replaced: what the client answered while the
+                        // server still relayed to our dead link is lost; ask again after the
+                        // client's new hello (PROTOCOL §7).
+                        let mut t = tally.lock().unwrap();
+                        t.own_rejoins.insert(n, Instant::now());
+                        for c in t.calls.values_mut().filter(|c| c.room == n && c.answers == 0) {
+                            c.ask_again = true;
+                        }
                     }
                     RoomEvent::Disconnected { .. } => break,
                     _ => {}
