@@ -731,6 +731,14 @@ impl Engine {
                 reason: why.clone(),
             });
         }
+        // What SCTP acknowledged, read now while the channel may still tell: by the time
+        // a full rejoin tears the link down it is often gone (the server closed it), and
+        // everything still counted in flight would then be sent twice.
+        if let Some(link) = self.link.as_ref() {
+            if let Ok(o) = link.reliable.outstanding_bytes().await {
+                self.shared.outbox.trim(o);
+            }
+        }
         self.stop_writer().await;
         self.shared.set_lossy(None);
         if resume && was_connected && self.try_resume().await {

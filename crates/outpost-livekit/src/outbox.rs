@@ -163,6 +163,10 @@ impl Outbox {
     }
 }
 
+/// How often an idle writer reads how much SCTP has acknowledged, while anything is in
+/// flight.
+const ACK_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
 /// Hands queued packets to `channel` until `stop` turns true or the channel fails.
 /// The send itself is never interrupted, so a packet is either in `pending` or in
 /// `inflight`, never lost between them.
@@ -175,7 +179,12 @@ pub(crate) async fn writer(
         if *stop.borrow() {
             return;
         }
-        // Wait for something to send.
+        // Wait for something to send. Meanwhile, while packets are in flight, follow
+        // SCTP's acknowledgements: a link that is lost later may no longer tell what it
+        // acknowledged (a peer connection the server closed is gone by the time we
+        // notice), and whatever is still in `inflight` then is sent again on the next
+        // link. Trimming as the acknowledgements come keeps that to what really was
+        // unacknowledged (or acknowledged within the last `ACK_POLL`).
         loop {
             let notified = outbox.notify.notified();
             tokio::pin!(notified);
@@ -183,9 +192,16 @@ pub(crate) async fn writer(
             if outbox.pending_len() > 0 {
                 break;
             }
+            let in_flight = outbox.inflight_len() > 0;
             tokio::select! {
                 _ = notified => {}
                 _ = stop.changed() => return,
+                _ = tokio::time::sleep(ACK_POLL), if in_flight => {
+                    match channel.outstanding_bytes().await {
+                        Ok(o) => outbox.trim(o),
+                        Err(_) => return,
+                    }
+                }
             }
         }
         // Wait for room in the channel's send buffer.
