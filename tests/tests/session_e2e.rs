@@ -433,8 +433,8 @@ fn every_kind_of_tool_request_is_answered_logged_and_searchable() {
         out.contains(&conv_id) && out.contains("12 tool calls"),
         "{out}"
     );
-    let (code, out, _) = cli(&["history", "show", &conv_id], &data);
-    assert_eq!(code, 0);
+    let (code, out, err) = cli(&["history", "show", &conv_id], &data);
+    assert_eq!(code, 0, "{err}");
     assert!(out.contains(&format!("user: {USER_TEXT}")), "{out}");
     let (code, out, _) = cli(
         &["history", "export", &conv_id, "--format", "markdown"],

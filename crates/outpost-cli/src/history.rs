@@ -33,7 +33,8 @@ enum HistoryCommand {
     },
     /// One conversation: messages, tool calls, consents, errors, in order.
     Show {
-        /// The conversation id.
+        /// The conversation id (ids may begin with `-`: they are NanoIDs).
+        #[arg(allow_hyphen_values = true)]
         id: String,
         /// The timeline as JSON.
         #[arg(long)]
@@ -42,6 +43,7 @@ enum HistoryCommand {
     /// Full-text search over messages and tool calls (plain words, "phrases", prefix*).
     Search {
         /// What to look for.
+        #[arg(allow_hyphen_values = true)]
         query: String,
         /// Most hits.
         #[arg(long, default_value_t = 20)]
@@ -52,7 +54,8 @@ enum HistoryCommand {
     },
     /// Export one conversation, or all of them.
     Export {
-        /// The conversation (default: everything).
+        /// The conversation (default: everything; ids may begin with `-`).
+        #[arg(allow_hyphen_values = true)]
         id: Option<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Markdown)]
