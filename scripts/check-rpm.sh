@@ -51,7 +51,10 @@ say "outpost $version: the $(echo "$files" | wc -l) expected files, no scriptlet
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/payload"
-rpm2archive - < "$rpm_file" | tar -xzf - -C "$work/payload"
+# Through a file, not a pipe: tar stops reading at the archive's end marker, and with
+# pipefail the writer's SIGPIPE on the padding after it would end this script (rc 141).
+rpm2archive - < "$rpm_file" > "$work/payload.tgz"
+tar -xzf "$work/payload.tgz" -C "$work/payload"
 base_libs=" libc.so.6 libm.so.6 libgcc_s.so.1 ld-linux-x86-64.so.2 libpthread.so.0 libdl.so.2 librt.so.1 "
 needed_of() { readelf -d "$1" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
 declared=()
@@ -62,7 +65,8 @@ while read -r r; do
       soname="${r%%()*}"
       declared+=("$soname")
       covered+="$soname "
-      lib="$(ldconfig -p | awk -v l="$soname" '$1 == l && /x86-64/ {print $NF; exit}')"
+      # awk reads all of ldconfig's list (no early exit: that would be a SIGPIPE for ldconfig).
+      lib="$(ldconfig -p | awk -v l="$soname" '$1 == l && /x86-64/ && !found {print $NF; found = 1}')"
       [ -n "$lib" ] || fail "declared $soname is not on this machine to check what it brings"
       for n in $(needed_of "$lib"); do covered+="$n "; done
       ;;
@@ -70,7 +74,7 @@ while read -r r; do
 done <<< "$requires"
 glibc_max=""
 for f in $(find "$work/payload" -type f); do
-  file -b "$f" | grep -q '^ELF' || continue
+  case "$(file -b "$f")" in ELF*) ;; *) continue ;; esac
   for n in $(needed_of "$f"); do
     case "$base_libs $covered" in
       *" $n "*) ;;
