@@ -1096,6 +1096,18 @@ closed_set! {
 }
 
 closed_set! {
+    /// How a form from an MCP server is answered (`mcp_elicitation_answer`).
+    ElicitationAction {
+        /// Send the form's content.
+        Accept,
+        /// Say no.
+        Decline,
+        /// Dismiss without an answer.
+        Cancel,
+    }
+}
+
+closed_set! {
     /// `history_export`'s `format`.
     ExportFormat {
         /// JSON.
@@ -1169,6 +1181,7 @@ pub fn typescript() -> String {
         ErrorEvent,
         ElicitationEvent,
         ElicitationClosed,
+        ElicitationAction,
         SpeechText,
         UserTranscript,
         VoiceMode,

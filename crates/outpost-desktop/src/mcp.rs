@@ -21,8 +21,9 @@ use outpost_policy::{Policy, PolicyStore, Rule};
 
 use crate::config::Paths;
 use crate::contract::{
-    AppEvent, ElicitationClosed, ElicitationEvent, McpImportPreview, McpServerDraft, McpServerInfo,
-    McpServerStatus, McpServerTools, McpToolInfo, McpTransport, ServerClaims, ToolRule,
+    AppEvent, ElicitationAction, ElicitationClosed, ElicitationEvent, McpImportPreview,
+    McpServerDraft, McpServerInfo, McpServerStatus, McpServerTools, McpToolInfo, McpTransport,
+    ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -131,23 +132,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl Elicitations {
-    /// `mcp_elicitation_answer`: `accept` (with the form's content), `decline` or `cancel`.
+    /// `mcp_elicitation_answer`: accept (with the form's content), decline or cancel.
     pub fn answer(
         &self,
         id: &str,
-        action: &str,
+        action: ElicitationAction,
         content: Option<Map<String, Value>>,
     ) -> Result<()> {
         let answer = match action {
-            "accept" => ElicitationAnswer::Accept(Some(content.unwrap_or_default())),
-            "decline" => ElicitationAnswer::Decline,
-            "cancel" => ElicitationAnswer::Cancel,
-            other => {
-                return Err(DesktopError::invalid(
-                    "action",
-                    format!("'{other}' is not accept, decline or cancel"),
-                ));
+            ElicitationAction::Accept => {
+                ElicitationAnswer::Accept(Some(content.unwrap_or_default()))
             }
+            ElicitationAction::Decline => ElicitationAnswer::Decline,
+            ElicitationAction::Cancel => ElicitationAnswer::Cancel,
         };
         let tx = lock(&self.open).remove(id).ok_or_else(|| {
             DesktopError::NotFound("That form is no longer open (answered or timed out).".into())
@@ -1471,13 +1468,11 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
-        assert_eq!(
-            ui.pending.answer(&id, "maybe", None).unwrap_err().code(),
-            "invalid_argument"
-        );
+        // A bad action ("maybe") is refused when the command's argument is read
+        // (tests/contract_ts.rs); here, an unknown form.
         assert_eq!(
             ui.pending
-                .answer("nope", "decline", None)
+                .answer("nope", ElicitationAction::Decline, None)
                 .unwrap_err()
                 .code(),
             "not_found"
@@ -1485,7 +1480,7 @@ mod tests {
         let mut content = Map::new();
         content.insert("name".into(), "Ada".into());
         ui.pending
-            .answer(&id, "accept", Some(content.clone()))
+            .answer(&id, ElicitationAction::Accept, Some(content.clone()))
             .unwrap();
         assert_eq!(
             asking.await.unwrap(),
@@ -1495,13 +1490,16 @@ mod tests {
             matches!(events.lock().unwrap().last(), Some(AppEvent::ElicitationClosed(c)) if c.id == id)
         );
         assert_eq!(
-            ui.pending.answer(&id, "accept", None).unwrap_err().code(),
+            ui.pending
+                .answer(&id, ElicitationAction::Accept, None)
+                .unwrap_err()
+                .code(),
             "not_found"
         );
         // Decline and cancel reach the server as they are.
         for (round, (action, want)) in [
-            ("decline", ElicitationAnswer::Decline),
-            ("cancel", ElicitationAnswer::Cancel),
+            (ElicitationAction::Decline, ElicitationAnswer::Decline),
+            (ElicitationAction::Cancel, ElicitationAnswer::Cancel),
         ]
         .into_iter()
         .enumerate()
@@ -1577,7 +1575,9 @@ mod tests {
         };
         assert_eq!(url.as_deref(), Some("https://example.com/auth?x=1"));
         assert!(schema_empty);
-        ui.pending.answer(&id, "accept", None).unwrap();
+        ui.pending
+            .answer(&id, ElicitationAction::Accept, None)
+            .unwrap();
         assert_eq!(asking.await.unwrap(), ElicitationAnswer::Accept(None));
         // A URL the page could not open safely is declined without asking.
         for bad in [

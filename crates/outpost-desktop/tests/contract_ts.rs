@@ -27,8 +27,15 @@ fn the_generated_typescript_contract_is_fresh() {
 #[test]
 fn closed_sets_keep_their_spellings_and_refuse_others() {
     use outpost_desktop::contract::{
-        AssistantState, ConnectionSettings, ExecutionMode, FolderScope, StatusEvent,
+        AssistantState, ConnectionSettings, ElicitationAction, ExecutionMode, FolderScope,
+        StatusEvent,
     };
+    assert_eq!(
+        serde_json::from_value::<ElicitationAction>(serde_json::json!("decline")).unwrap(),
+        ElicitationAction::Decline
+    );
+    let err = serde_json::from_value::<ElicitationAction>(serde_json::json!("maybe")).unwrap_err();
+    assert!(err.to_string().contains("accept"), "{err}");
     let connection = |mode: &str| {
         serde_json::json!({"authMode": mode, "livekitUrl": "", "tokenEndpoint": "",
                            "room": "", "identity": ""})

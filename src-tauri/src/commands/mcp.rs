@@ -4,7 +4,8 @@
 
 use outpost_desktop::Desktop;
 use outpost_desktop::contract::{
-    JsonObject, McpImportPreview, McpServerDraft, McpServerInfo, McpServerTools, ToolRule,
+    ElicitationAction, JsonObject, McpImportPreview, McpServerDraft, McpServerInfo, McpServerTools,
+    ToolRule,
 };
 use tauri::State;
 
@@ -127,10 +128,10 @@ pub fn mcp_servers_import_preview(
 pub fn mcp_elicitation_answer(
     desktop: State<'_, Desktop>,
     id: String,
-    action: String,
+    action: ElicitationAction,
     content: Option<JsonObject>,
 ) -> CmdResult<()> {
     desktop
-        .mcp_elicitation_answer(&id, &action, content)
+        .mcp_elicitation_answer(&id, action, content)
         .map_err(err)
 }

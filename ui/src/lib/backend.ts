@@ -34,6 +34,7 @@ import type {
   ConsentDecision,
   ConversationDetail,
   ConversationSummary,
+  ElicitationAction,
   ExportFormat,
   ExportResult,
   McpImportPreview,
@@ -81,9 +82,6 @@ export type JsonObject = { [key: string]: Json };
 export type Millis = number;
 
 export type UiEventType = UiEvent['type'];
-
-/** How a form from an MCP server is answered. */
-export type ElicitationAction = 'accept' | 'decline' | 'cancel';
 
 export type SecretName = 'livekit_token';
 

@@ -259,7 +259,7 @@ impl Desktop {
     pub fn mcp_elicitation_answer(
         &self,
         id: &str,
-        action: &str,
+        action: crate::contract::ElicitationAction,
         content: Option<serde_json::Map<String, serde_json::Value>>,
     ) -> Result<()> {
         self.inner.elicitations.answer(id, action, content)

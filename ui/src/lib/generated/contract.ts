@@ -523,6 +523,8 @@ export type ElicitationClosed = {
  */
 id: string, };
 
+export type ElicitationAction = "accept" | "decline" | "cancel";
+
 export type SpeechText = "interim" | "final";
 
 export type UserTranscript = { 
