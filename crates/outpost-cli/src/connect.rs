@@ -122,38 +122,6 @@ async fn start_mcp(
     Ok(Some(host))
 }
 
-/// The policy's allowed folders as MCP roots (absolute, or `~/...` under `$HOME`).
-fn policy_roots(core: &Core) -> Vec<outpost_mcp::Root> {
-    let folders: Vec<(String, bool)> = core
-        .permissions()
-        .policy()
-        .current()
-        .policy()
-        .folders
-        .iter()
-        .map(|f| {
-            let allow = matches!(f.access, outpost_core::FolderAccess::Allow);
-            (f.path.clone(), allow)
-        })
-        .collect();
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-    outpost_mcp::roots_of_folders(&folders, &home)
-}
-
-/// Offers the allowed folders again whenever the policy changes (an edit of the policy
-/// file); the host sends `notifications/roots/list_changed` when the list differs.
-fn follow_policy_roots(core: Core, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
-    let mut status = core.permissions().policy().status();
-    tokio::spawn(async move {
-        while status.changed().await.is_ok() {
-            let roots = policy_roots(&core);
-            if roots != host.roots() {
-                host.set_roots(roots);
-            }
-        }
-    })
-}
-
 pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
     let mut tools = ToolsConfig::defaults();
     if let Some(p) = &args.policy {
@@ -218,12 +186,12 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             // The policy's allowed folders are the servers' roots.
             opts.mcp = start_mcp(
                 args.data_dir.as_deref(),
-                policy_roots(&core),
+                core.mcp_roots(),
                 Duration::from_secs(args.mcp_wait),
             )
             .await?;
             if let Some(host) = opts.mcp.clone() {
-                follow_roots = Some(follow_policy_roots(core.clone(), host));
+                follow_roots = Some(core.follow_mcp_roots(host));
             }
         }
         let (session, mut events) = core.connect(opts).await.map_err(|e| match e {

@@ -136,6 +136,44 @@ impl Core {
         &self.perms
     }
 
+    /// The policy's allowed folders as MCP roots: absolute paths, or `~/...` under `$HOME`
+    /// ([`outpost_mcp::roots_of_folders`]); denied and relative folders are left out.
+    pub fn mcp_roots(&self) -> Vec<outpost_mcp::Root> {
+        let folders: Vec<(String, bool)> = self
+            .perms
+            .policy()
+            .current()
+            .policy()
+            .folders
+            .iter()
+            .map(|f| {
+                (
+                    f.path.clone(),
+                    f.access == outpost_policy::FolderAccess::Allow,
+                )
+            })
+            .collect();
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
+        outpost_mcp::roots_of_folders(&folders, &home)
+    }
+
+    /// Offers [`Self::mcp_roots`] to `host`'s servers again after every change of the policy
+    /// (an edit of the policy file, the settings pane); the host sends
+    /// `notifications/roots/list_changed` when the list differs. Runs until aborted or the
+    /// policy is gone. Call inside a tokio runtime.
+    pub fn follow_mcp_roots(&self, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
+        let core = self.clone();
+        let mut status = self.perms.policy().status();
+        tokio::spawn(async move {
+            while status.changed().await.is_ok() {
+                let roots = core.mcp_roots();
+                if roots != host.roots() {
+                    host.set_roots(roots);
+                }
+            }
+        })
+    }
+
     /// Answers a consent question (see [`UiEvent::ConsentRequested`]).
     pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
         self.perms.answer_consent(consent_id, decision)

@@ -3,7 +3,7 @@
 //! stopped when it ends.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,12 +38,6 @@ pub const START_WAIT: Duration = Duration::from_secs(20);
 /// `mcp.toml` in the app's config directory.
 pub fn config_file(paths: &Paths) -> PathBuf {
     config::config_path(&paths.config_dir)
-}
-
-/// The allowed folders of the policy as MCP roots: absolute paths, or `~/...` under
-/// `home`; anything else is left out ([`outpost_mcp::roots_of_folders`]).
-pub fn roots(folders: &[(String, bool)], home: &Path) -> Vec<Root> {
-    outpost_mcp::roots_of_folders(folders, home)
 }
 
 /// What starting the servers gave: the host (none when `mcp.toml` is broken) and one
@@ -1602,7 +1596,7 @@ mod tests {
 
     #[test]
     fn roots_are_the_allowed_absolute_folders() {
-        let home = Path::new("/home/me");
+        let home = std::path::Path::new("/home/me");
         let folders = vec![
             ("~/Documents".to_owned(), true),
             ("/srv/data".to_owned(), true),
@@ -1610,7 +1604,7 @@ mod tests {
             ("relative/dir".to_owned(), true),
             ("~".to_owned(), true),
         ];
-        let r = roots(&folders, home);
+        let r = outpost_mcp::roots_of_folders(&folders, home);
         let uris: Vec<&str> = r.iter().map(|r| r.uri.as_str()).collect();
         assert_eq!(
             uris,

@@ -1,11 +1,9 @@
 //! [`Desktop`]'s tool-server commands (`mcp_*`), and the MCP servers started and stopped
 //! with a session.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use outpost_core::Core;
-use outpost_policy::{FolderAccess, Rule};
+use outpost_policy::Rule;
 
 use crate::contract::{AppEvent, ErrorEvent};
 use crate::error::{DesktopError, Result};
@@ -16,7 +14,7 @@ impl Desktop {
     /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
     /// app"); problems are told to the UI as non-fatal errors.
     pub(super) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
-        let roots = policy_roots(&self.inner.core);
+        let roots = self.inner.core.mcp_roots();
         let timeout_secs = self
             .inner
             .core
@@ -57,7 +55,7 @@ impl Desktop {
             // The allowed folders change in Settings, by an "always" answer or by editing
             // policy.toml: every change of the policy re-offers them, and the host tells
             // its servers when the list differs.
-            let task = follow_roots(self.inner.core.clone(), host);
+            let task = self.inner.core.follow_mcp_roots(host);
             if let Some(old) = lock(&self.inner.mcp_roots).replace(task.abort_handle()) {
                 old.abort();
             }
@@ -271,42 +269,14 @@ impl Desktop {
     }
 }
 
-/// Offers the policy's allowed folders to `host`'s servers again after every change of the
-/// policy (when the list differs, the host sends them `notifications/roots/list_changed`).
-fn follow_roots(core: Core, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
-    let mut status = core.permissions().policy().status();
-    tokio::spawn(async move {
-        while status.changed().await.is_ok() {
-            let roots = policy_roots(&core);
-            if roots != host.roots() {
-                host.set_roots(roots);
-            }
-        }
-    })
-}
-
-/// The policy's allowed folders as MCP roots (see [`crate::mcp::roots`]).
-fn policy_roots(core: &Core) -> Vec<outpost_mcp::Root> {
-    let folders: Vec<(String, bool)> = {
-        let policy = core.permissions().policy().current();
-        policy
-            .policy()
-            .folders
-            .iter()
-            .map(|f| (f.path.clone(), matches!(f.access, FolderAccess::Allow)))
-            .collect()
-    };
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-    crate::mcp::roots(&folders, &home)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::config::Paths;
     use crate::desktop::Notifier;
-    use outpost_policy::FolderRule;
+    use outpost_core::Core;
+    use outpost_policy::{FolderAccess, FolderRule};
 
     #[tokio::test]
     async fn a_change_of_the_allowed_folders_reaches_the_mcp_host() {
@@ -327,10 +297,10 @@ mod tests {
                 outpost_mcp::ConnectOptions::default(),
                 Arc::new(outpost_mcp::MemorySecrets::default()),
             ),
-            policy_roots(&core),
+            core.mcp_roots(),
         );
         assert!(host.roots().is_empty());
-        let task = follow_roots(core.clone(), host.clone());
+        let task = core.follow_mcp_roots(host.clone());
         let folder = |path: &std::path::Path, access| FolderRule {
             path: path.display().to_string(),
             access,
