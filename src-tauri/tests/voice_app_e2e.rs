@@ -54,39 +54,52 @@ fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<
     Assistant::spawn(cmd, &dir.join("agent.stderr"))
 }
 
+/// The app's profile under `root` (config, data and an empty home), its settings file
+/// pointing at the room server `url`, and the environment the app is started with:
+/// the token in place of the keyring, `pulse_server` as its sound server. Returns the
+/// config folder and that environment.
+fn app_profile(
+    root: &std::path::Path,
+    url: &str,
+    token: String,
+    pulse_server: OsString,
+) -> (std::path::PathBuf, Vec<(&'static str, OsString)>) {
+    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    for d in [&config, &data, &home] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(
+        config.join("settings.toml"),
+        format!(
+            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{url}\"\n\
+             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n"
+        ),
+    )
+    .unwrap();
+    let env = vec![
+        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
+        ("OUTPOST_DATA_DIR", data.into_os_string()),
+        ("OUTPOST_SECRETS", "memory".into()),
+        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+        ("PULSE_SERVER", pulse_server),
+        ("HOME", home.clone().into_os_string()),
+        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
+        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
+        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
+    ];
+    (config, env)
+}
+
 #[test]
 fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts() {
     let _one = common::serial();
     let pulse = Pulse::start().expect("pulseaudio");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
-    for d in [&config, &data, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
     let pair = NsPair::create().expect("network namespaces (run as root)");
     let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let env: Vec<(&'static str, OsString)> = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
-        ("PULSE_SERVER", pulse.server().into()),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
+    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
     let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
     let server_ns = pair.server_ns.clone();
@@ -392,10 +405,6 @@ fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session() {
     let pulse = Pulse::start().expect("pulseaudio");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
-    for d in [&config, &data, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
     let spoken = root.join("spoken.wav");
     let reply = root.join("reply.wav");
     espeak(SPOKEN, &spoken).unwrap();
@@ -403,26 +412,7 @@ fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session() {
     let pair = NsPair::create().expect("network namespaces (run as root)");
     let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let env: Vec<(&'static str, OsString)> = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
-        ("PULSE_SERVER", pulse.server().into()),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
+    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
     let server_ns = pair.server_ns.clone();
     let client_ns = pair.client_ns.clone();
@@ -566,37 +556,16 @@ fn without_audio_devices_voice_says_so_and_the_text_chat_goes_on() {
     let _one = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
-    for d in [&config, &data, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
     let pair = NsPair::create().expect("network namespaces (run as root)");
     let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    let env: Vec<(&'static str, OsString)> = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
+    let (config, env) = app_profile(
+        &root,
+        &server.url,
+        token,
         // A sound server that is not there.
-        (
-            "PULSE_SERVER",
-            root.join("no-pulse/native").into_os_string(),
-        ),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
+        root.join("no-pulse/native").into_os_string(),
+    );
     let server_ns = pair.server_ns.clone();
     let client_ns = pair.client_ns.clone();
     let url = server.url.clone();
