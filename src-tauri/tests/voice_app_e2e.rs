@@ -623,3 +623,215 @@ async fn no_device_scenario(agent: &Assistant) -> anyhow::Result<App> {
     app.wait_assistant(REPLY).await?;
     Ok(app)
 }
+
+// --- A headset unplugged mid-call ---------------------------------------------------------
+
+/// The hearing reports of the agent so far (LK_KEEP_LISTENING): the highest count, and the
+/// frequency of the last one.
+fn hearing(agent: &Assistant) -> (u64, f64) {
+    agent
+        .events()
+        .into_iter()
+        .filter(|e| e["op"] == "hearing")
+        .map(|e| (e["n"].as_u64().unwrap_or(0), e["freq_hz"].as_f64().unwrap_or(0.0)))
+        .max_by_key(|(n, _)| *n)
+        .unwrap_or((0, 0.0))
+}
+
+/// Mid-call, the headset goes (`pactl unload-module` of both null sinks: the microphone's
+/// `mic_in`, whose monitor is the input, and the `speaker`; with neither there PulseAudio
+/// has nowhere to move the app's streams and ends them): the voice bar says both are
+/// disconnected, naming them, and a typed message still gets its answer. Plugged back in,
+/// voice resumes without leaving the call: the agent's voice is heard again on the new
+/// `speaker`'s monitor and, holding the talk button, the agent hears the microphone again
+/// on the same published track.
+#[test]
+fn a_headset_unplugged_mid_call_is_shown_and_voice_resumes_when_it_is_back() {
+    let _one = common::serial();
+    let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let logs = root.join("logs");
+    let p = Arc::clone(&pulse);
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let agent = start_listening_agent(&server_ns, &url, &root)?;
+        let r = unplug_scenario(&agent, &p).await;
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        for l in driver.log().lines().filter(|l| {
+            l.contains("speaker") || l.contains("microphone") || l.contains("outpost_audio")
+        }) {
+            eprintln!("app: {l}");
+        }
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                agent.report()
+            ))
+        })
+    });
+    drop(server);
+    drop(pair);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    drop(dir);
+}
+
+fn start_listening_agent(
+    netns: &str,
+    url: &str,
+    dir: &std::path::Path,
+) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::python()?;
+    let token = outpost_room::Keys::dev().mint_with_kind(
+        ROOM,
+        "voice-agent",
+        None,
+        Duration::from_secs(3600),
+        "agent",
+    )?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(py)
+        .arg(outpost_tests::python::scripts_dir().join("voice_agent.py"))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_ROOM", ROOM)
+        .env("LK_IDENTITY", "voice-agent")
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app")
+        .env("LK_KEEP_LISTENING", "1")
+        .env("LK_TALK_SECONDS", "280")
+        .env("LK_TIMEOUT", "300");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
+}
+
+/// Waits until the recording `recorded` holds a second of sound, and checks its last half
+/// second is the agent's 660 Hz.
+async fn agent_voice_on(recorded: &Arc<Mutex<Vec<i16>>>, when: &str) -> anyhow::Result<()> {
+    let speaker = Speaker {
+        recorded: Arc::clone(recorded),
+        pulse: String::new(),
+    };
+    let loud = wait_for(&format!("the agent's voice on the speaker {when}"), || async {
+        let loud = speaker.loud();
+        Ok((loud.len() >= 48_000).then_some(loud))
+    })
+    .await?;
+    let f = peak_hz(&loud[loud.len() - 24_000..]);
+    eprintln!("speaker {when}: peak {f} Hz");
+    ensure!(
+        (f - 660.0).abs() <= 660.0 * 0.02,
+        "the app's speaker played {f} Hz {when}, not the agent's 660 Hz"
+    );
+    Ok(())
+}
+
+/// Holds the talk button until the agent reports hearing more than `before` seconds, at
+/// 440 Hz.
+async fn agent_hears_the_mic(app: &App, agent: &Assistant, when: &str) -> anyhow::Result<()> {
+    let (before, _) = hearing(agent);
+    let pressed = app.js(&press("pointerdown")).await?;
+    ensure!(pressed == "ok", "pressing the talk button {when}: {pressed}");
+    app.wait_text("[data-testid=mic-state]", "Mic live").await?;
+    let f = wait_for(&format!("the agent to hear the microphone {when}"), || async {
+        let (n, f) = hearing(agent);
+        Ok((n > before).then_some(f))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    app.js(&press("pointerup")).await?;
+    eprintln!("the agent heard {f} Hz {when}");
+    ensure!((f - 440.0).abs() <= 8.8, "the agent heard {f} Hz {when}");
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    Ok(())
+}
+
+async fn unplug_scenario(agent: &Assistant, pulse: &Pulse) -> anyhow::Result<App> {
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
+    let (mut rec, recorded) = pulse.record("speaker.monitor")?;
+    let app = App::launch().await?;
+    app.wait_text("[data-testid=connection-state]", "Connected")
+        .await?;
+    wait_for("the agent to be ready", || async {
+        Ok(agent_said(agent, "ready"))
+    })
+    .await
+    .with_context(|| agent.report())?;
+    app.click("[data-testid=voice-toggle]")
+        .await
+        .context("clicking Voice")?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    agent_hears_the_mic(&app, agent, "before the unplug").await?;
+    agent_voice_on(&recorded, "before the unplug").await?;
+
+    // The headset goes: the microphone first, then the speaker.
+    pulse.unplug("mic_in")?;
+    pulse.unplug("speaker")?;
+    let _ = (mic.kill(), rec.kill());
+    let _ = (mic.wait(), rec.wait());
+    app.wait_text("[data-testid=mic-state]", "Microphone unavailable")
+        .await?;
+    let bar = wait_for("both devices shown disconnected", || async {
+        let bar = app
+            .js("return document.querySelector('[data-testid=voice-bar]').innerText;")
+            .await?;
+        let bar = bar.as_str().unwrap_or_default().to_owned();
+        let both = bar.contains("The microphone \"") && bar.contains("The speaker \"");
+        Ok((both && bar.matches("was disconnected").count() == 2).then_some(bar))
+    })
+    .await?;
+    eprintln!("the voice bar unplugged: {bar:?}");
+    // The text chat goes on.
+    app.say("still here").await?;
+    app.wait_assistant("You typed: still here").await?;
+
+    // Plugged back in: voice resumes in the same call.
+    pulse.plug("speaker")?;
+    pulse.plug("mic_in")?;
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
+    let (mut rec, recorded) = pulse.record("speaker.monitor")?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    wait_for("the speaker's error to go", || async {
+        let gone = app
+            .js("return document.querySelector('[data-testid=output-error]') === null;")
+            .await?;
+        Ok((gone == true).then_some(()))
+    })
+    .await?;
+    let r = async {
+        agent_voice_on(&recorded, "after the replug").await?;
+        agent_hears_the_mic(&app, agent, "after the replug").await?;
+        let subscribed = agent
+            .events()
+            .into_iter()
+            .filter(|e| e["op"] == "subscribed")
+            .count();
+        ensure!(
+            subscribed == 1,
+            "the microphone track was published {subscribed} times: the call should keep it"
+        );
+        anyhow::Ok(())
+    }
+    .await;
+    let _ = (mic.kill(), rec.kill());
+    let _ = (mic.wait(), rec.wait());
+    r?;
+    Ok(app)
+}

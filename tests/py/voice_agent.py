@@ -8,6 +8,11 @@ within 2 %), then transcribes "the user's speech" on lk.transcription for Outpos
 track (lk.transcribed_track_id = that track's sid; two pieces, then the end) and its
 own speech for its own track. It keeps talking for LK_TALK_SECONDS more so the test can
 record Outpost's speaker, prints {"op": "done"} and leaves.
+
+With LK_KEEP_LISTENING=1 it also answers text on lk.chat ("You typed: ...", as an
+agent's final transcript) and keeps listening to every microphone track Outpost
+publishes (a track published again after a rejoin included): each second of sound it
+hears is reported as {"op": "hearing", "n": total so far, "track": sid, "freq_hz": ...}.
 """
 
 import asyncio
@@ -26,6 +31,23 @@ ME = os.environ.get("LK_IDENTITY", "voice-agent")
 TALK = float(os.environ.get("LK_TALK_SECONDS", "8"))
 USER_WORDS = ["Hello", " agent"]
 AGENT_WORDS = "I hear you."
+KEEP_LISTENING = os.environ.get("LK_KEEP_LISTENING") == "1"
+hearing = {"n": 0}
+
+
+async def listen(track, sid):
+    """Reports each second of sound on `track` (LK_KEEP_LISTENING)."""
+    stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1)
+    loud = []
+    async for ev in stream:
+        x = np.frombuffer(ev.frame.data, dtype=np.int16).astype(np.float64)
+        if np.sqrt(np.mean(x * x)) > 500:
+            loud.append(x)
+        if sum(len(v) for v in loud) >= RATE:
+            hearing["n"] += 1
+            report(op="hearing", n=hearing["n"], track=sid,
+                   freq_hz=round(peak_hz(np.concatenate(loud)), 1))
+            loud = []
 
 
 async def tone(source, freq):
@@ -51,8 +73,25 @@ async def main():
 
     @room.on("track_subscribed")
     def on_track(track, pub, participant):
-        if participant.identity == APP and track.kind == rtc.TrackKind.KIND_AUDIO and not mic.done():
-            mic.set_result((track, pub.sid))
+        if participant.identity == APP and track.kind == rtc.TrackKind.KIND_AUDIO:
+            report(op="subscribed", track=pub.sid)
+            if KEEP_LISTENING:
+                asyncio.ensure_future(listen(track, pub.sid))
+            if not mic.done():
+                mic.set_result((track, pub.sid))
+
+    async def answer(reader, sender):
+        text = await reader.read_all()
+        report(op="chat", text=text, sender=sender)
+        await room.local_participant.send_text(
+            f"You typed: {text}", topic="lk.transcription", destination_identities=[APP],
+            attributes={"lk.segment_id": f"SG_chat_{len(text)}_{hearing['n']}",
+                        "lk.transcription_final": "true", "lk.transcribed_track_id": voice_sid[0]})
+
+    voice_sid = [""]
+    if KEEP_LISTENING:
+        room.register_text_stream_handler(
+            "lk.chat", lambda r, s: asyncio.ensure_future(answer(r, s)))
 
     @room.on("track_published")
     def on_published(pub, participant):
@@ -69,6 +108,7 @@ async def main():
     pub = await room.local_participant.publish_track(
         voice, rtc.TrackPublishOptions(source=rtc.TrackSource.SOURCE_MICROPHONE))
     talking = asyncio.create_task(tone(source, 660.0))
+    voice_sid[0] = pub.sid
     report(op="ready", track=pub.sid)
 
     track, mic_sid = await asyncio.wait_for(mic, 60)

@@ -93,6 +93,40 @@ impl Pulse {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// Unplugs the null sink `sink` (its monitor source goes with it): `pactl
+    /// unload-module`. PulseAudio moves the streams of a sink or source that goes to the
+    /// default one if there is any; with both null sinks unplugged there is none, and the
+    /// streams on them end as a headset's do when it is pulled out.
+    pub fn unplug(&self, sink: &str) -> anyhow::Result<()> {
+        let modules = self.pactl(&["list", "short", "modules"])?;
+        let name = format!("sink_name={sink} ");
+        let id = modules
+            .lines()
+            .find(|l| l.contains("module-null-sink") && l.contains(&name))
+            .and_then(|l| l.split_whitespace().next())
+            .with_context(|| format!("no module for the sink {sink}: {modules}"))?
+            .to_owned();
+        self.pactl(&["unload-module", &id])?;
+        Ok(())
+    }
+
+    /// Plugs `sink` back in (a null sink of that name, as at start) and makes `speaker`
+    /// and `mic_in.monitor` the defaults again once both are there.
+    pub fn plug(&self, sink: &str) -> anyhow::Result<()> {
+        self.pactl(&[
+            "load-module",
+            "module-null-sink",
+            &format!("sink_name={sink}"),
+            "rate=48000",
+        ])?;
+        let sinks = self.pactl(&["list", "short", "sinks"])?;
+        if sinks.contains("speaker") && sinks.contains("mic_in") {
+            self.pactl(&["set-default-sink", "speaker"])?;
+            self.pactl(&["set-default-source", "mic_in.monitor"])?;
+        }
+        Ok(())
+    }
+
     /// Plays a sine of `hz` into `sink` (48 kHz mono, real time through the pipe) until
     /// the returned child is killed.
     pub fn play_tone(&self, sink: &str, hz: f64, seconds: u32) -> anyhow::Result<Child> {

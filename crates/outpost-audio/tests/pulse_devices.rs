@@ -1,7 +1,8 @@
 //! The real capture and playback code (cpal → ALSA → the pulse ALSA plugin) against a
 //! private PulseAudio daemon with a null sink: a tone played to the sink is recorded
 //! from its monitor at the right frequency and level, at 48 kHz and through the
-//! resampler at 44.1 kHz; device listing and choice; an unknown device; the sound
+//! resampler at 44.1 kHz; device listing and choice; an unknown device; the null sink
+//! unplugged mid-call and plugged back (`pactl unload-module` / `load-module`); the sound
 //! server dying mid-call; no sound server at all.
 //!
 //! No test harness (`harness = false`): `PULSE_SERVER` must be set before any thread
@@ -163,6 +164,91 @@ fn an_unknown_device_is_a_clear_error() {
     ));
 }
 
+/// The null sink is unplugged mid-call (`pactl unload-module`, as a USB headset going
+/// away): both streams leave `Running` within a few seconds and opening them again while
+/// it is gone is a clear error, not a hang or a panic; plugged back in, they open again
+/// and a tone round-trips (the owner's reopen, see outpost-desktop's voice hub).
+fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pulse) {
+    let (tx, mut rx) = mpsc::channel(1000);
+    let cap = Capture::start(&CaptureOptions::default(), tx).unwrap();
+    let play = Playback::start(&PlaybackOptions::default()).unwrap();
+    // Opening through the pulse plugin takes a while: unplug once audio flows.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while rx.try_recv().is_err() {
+        assert!(Instant::now() < deadline, "no frame from the microphone");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cap.health(), Health::Running);
+    pulse.unplug();
+    for _ in 0..10 {
+        let mut n = 0;
+        while rx.try_recv().is_ok() { n += 1; }
+        println!("frames {n} health {:?} {:?}", cap.health(), play.health());
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let unplugged = Instant::now();
+    std::thread::sleep(Duration::from_millis(300));
+    println!(
+        "after the unplug: sources {:?} source-outputs {:?} sink-inputs {:?}",
+        pulse.pactl(&["list", "short", "sources"]),
+        pulse.pactl(&["list", "short", "source-outputs"]),
+        pulse.pactl(&["list", "short", "sink-inputs"])
+    );
+    let deadline = unplugged + Duration::from_secs(6);
+    while cap.health() == Health::Running || play.health() == Health::Running {
+        assert!(
+            Instant::now() < deadline,
+            "still running after the device was unplugged: {:?} {:?}",
+            cap.health(),
+            play.health()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    println!(
+        "{} ms after the unplug: capture {:?}, playback {:?}",
+        unplugged.elapsed().as_millis(),
+        cap.health(),
+        play.health()
+    );
+    drop(cap);
+    drop(play);
+    let (tx, _rx) = mpsc::channel(10);
+    let started = Instant::now();
+    let again = Capture::start(&CaptureOptions::default(), tx);
+    let again_play = Playback::start(&PlaybackOptions::default());
+    println!(
+        "opening while unplugged ({} ms): {again:?} / {again_play:?}",
+        started.elapsed().as_millis()
+    );
+    assert!(again.is_err() && again_play.is_err(), "opened a device that is gone");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    pulse.plug();
+    // The owner tries again with a backoff; the first tries may still fail while the
+    // sound server settles.
+    let started = Instant::now();
+    loop {
+        let (tx, _rx) = mpsc::channel(10);
+        match (
+            Capture::start(&CaptureOptions::default(), tx),
+            Playback::start(&PlaybackOptions::default()),
+        ) {
+            (Ok(_), Ok(_)) => break,
+            (c, p) => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(20),
+                    "still cannot open after the replug: {c:?} / {p:?}"
+                );
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    }
+    println!("open again {} ms after the replug", started.elapsed().as_millis());
+    let (tail, level, _c, _p) = loop_tone(523.0, None);
+    let f = peak_hz(&tail, SAMPLE_RATE);
+    assert!((f - 523.0).abs() <= 523.0 * 0.02, "heard {f} Hz after the replug");
+    assert!(level > 0.3, "level {level} after the replug");
+}
+
 /// The sound server dies mid-call: both streams leave `Running` within a few seconds,
 /// and opening the microphone again is a clear error, not a hang or a panic.
 fn the_sound_server_dying_is_reported(pulse: &mut Pulse) {
@@ -225,6 +311,10 @@ fn main() {
         (
             "an_unknown_device_is_a_clear_error",
             Box::new(|_| an_unknown_device_is_a_clear_error()),
+        ),
+        (
+            "an_unplugged_device_ends_its_streams_and_opens_again_when_back",
+            Box::new(an_unplugged_device_ends_its_streams_and_opens_again_when_back),
         ),
         // Last: it kills the server.
         (

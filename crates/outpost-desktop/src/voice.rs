@@ -7,8 +7,13 @@
 //! What is sent follows one rule, [`transmitting`]: voice on, microphone working, not
 //! muted, and open mic or the talk key held. Otherwise the track is muted (the server and
 //! the agent see it muted, and no packet leaves). A device that fails — none there, the
-//! system refuses it, unplugged mid-call — is shown as failed with the reason; the
-//! session and the text chat go on. There is no echo cancellation: open mic needs
+//! system refuses it, unplugged mid-call, a stream that stops calling back — is shown as
+//! failed with the reason and the device's name; the session, the call, the published
+//! microphone track (muted meanwhile) and the text chat go on. The hub then opens that
+//! device again in the background ([`REOPEN_FIRST`] doubling up to [`REOPEN_MAX`] between
+//! tries, while voice is on): the chosen device, or the system default when the chosen
+//! one is gone; choosing another device in Settings tries it at once. When it opens,
+//! voice resumes without leaving the call. There is no echo cancellation: open mic needs
 //! headphones (the UI says so).
 
 use std::sync::{Arc, Mutex};
@@ -16,7 +21,7 @@ use std::time::Duration;
 
 use outpost_audio::{Capture, CaptureOptions, Health, Playback, PlaybackOptions};
 use outpost_core::{LocalAudioTrack, Session, VoiceEvent};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::contract::{
     AppEvent, AudioDevice, AudioDevices, DeviceState, DeviceStatus, VoiceControl, VoiceLevel,
@@ -49,6 +54,79 @@ fn failed(error: String) -> DeviceStatus {
     }
 }
 
+/// The first wait before opening a failed device again.
+pub const REOPEN_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two tries (the backoff's bound).
+pub const REOPEN_MAX: Duration = Duration::from_secs(2);
+
+/// One direction of audio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dir {
+    Input,
+    Output,
+}
+
+impl Dir {
+    fn what(self) -> &'static str {
+        match self {
+            Dir::Input => "microphone",
+            Dir::Output => "speaker",
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Dir::Input => 0,
+            Dir::Output => 1,
+        }
+    }
+}
+
+/// A device opened (again).
+enum Opened {
+    Mic(Capture),
+    Speaker(Playback),
+}
+
+/// Opens `dir`'s device: `chosen`, or the system default when `chosen` is gone.
+fn open(
+    dir: Dir,
+    chosen: Option<String>,
+    mic: Option<mpsc::Sender<Vec<f32>>>,
+) -> Result<Opened, outpost_audio::AudioError> {
+    let try_one = |device: Option<String>| -> Result<Opened, outpost_audio::AudioError> {
+        match dir {
+            Dir::Input => {
+                let Some(tx) = mic.clone() else {
+                    return Err(outpost_audio::AudioError::Host(
+                        "the microphone has nowhere to send".into(),
+                    ));
+                };
+                Capture::start(
+                    &CaptureOptions {
+                        device,
+                        device_rate: None,
+                    },
+                    tx,
+                )
+                .map(Opened::Mic)
+            }
+            Dir::Output => Playback::start(&PlaybackOptions {
+                device,
+                device_rate: None,
+            })
+            .map(Opened::Speaker),
+        }
+    };
+    match try_one(chosen.clone()) {
+        Err(outpost_audio::AudioError::DeviceNotFound(id)) if chosen.is_some() => {
+            tracing::info!(device = %id, "the chosen {} is gone; trying the default", dir.what());
+            try_one(None)
+        }
+        r => r,
+    }
+}
+
 #[derive(Default)]
 struct Devices {
     capture: Option<Capture>,
@@ -61,8 +139,16 @@ struct State {
     /// The live microphone track (replaced after a full rejoin).
     track: Option<LocalAudioTrack>,
     session: Option<Arc<Session>>,
-    /// Tasks of the current voice run (microphone pump, meter), aborted at stop.
+    /// Tasks of the current voice run (microphone pump, meter, reopening), aborted at stop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The chosen devices (input, output; `None` = the system default).
+    choice: (Option<String>, Option<String>),
+    /// Where a (re)opened microphone sends its frames: the pump of this voice run.
+    mic_tx: Option<mpsc::Sender<Vec<f32>>>,
+    /// Whether a task is opening the input (0) or output (1) device again.
+    reopening: [bool; 2],
+    /// Counts voice runs: a reopening task of an earlier run does nothing.
+    run: u64,
 }
 
 /// The app's voice: devices, state, and the pumps between them and the session.
@@ -75,6 +161,8 @@ pub struct VoiceHub {
     /// called from a thread without one (a synchronous command), and still mutes the
     /// track there.
     runtime: Mutex<Option<tokio::runtime::Handle>>,
+    /// Wakes the reopening tasks (another device was chosen).
+    wake: Notify,
 }
 
 impl std::fmt::Debug for VoiceHub {
@@ -105,10 +193,15 @@ impl VoiceHub {
                 track: None,
                 session: None,
                 tasks: Vec::new(),
+                choice: (None, None),
+                mic_tx: None,
+                reopening: [false; 2],
+                run: 0,
             }),
             playback: Mutex::new(None),
             emit,
             runtime: Mutex::new(tokio::runtime::Handle::try_current().ok()),
+            wake: Notify::new(),
         })
     }
 
@@ -158,6 +251,14 @@ impl VoiceHub {
                     }
                     VoiceEvent::LocalTrackLost { sid } => {
                         tracing::info!(track = %sid, "microphone track lost; publishing again");
+                        {
+                            // Gone with the old connection: publish again now, or when
+                            // the microphone is back.
+                            let mut st = lock(&me.state);
+                            if st.track.as_ref().is_some_and(|t| t.sid() == sid) {
+                                st.track = None;
+                            }
+                        }
                         me.republish().await;
                     }
                     _ => {}
@@ -208,13 +309,15 @@ impl VoiceHub {
     ) -> VoiceStatus {
         self.keep_runtime();
         let session = {
-            let st = lock(&self.state);
+            let mut st = lock(&self.state);
             if st.status.on {
                 return st.status.clone();
             }
+            st.choice = (input.clone(), output.clone());
             st.session.clone()
         };
         let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
+        let mic_tx = tx.clone();
         let opened = tokio::task::spawn_blocking(move || {
             let play = Playback::start(&PlaybackOptions {
                 device: output,
@@ -242,6 +345,8 @@ impl VoiceHub {
             }
         };
         let mut track = None;
+        // A device that could not be opened is tried again in the background.
+        let retry = [cap.is_err(), play.is_err()];
         let mut input_status = match &cap {
             Ok(c) => DeviceStatus {
                 state: DeviceState::Ready,
@@ -284,6 +389,9 @@ impl VoiceHub {
             playback,
         };
         st.track = track;
+        st.mic_tx = Some(mic_tx);
+        st.run += 1;
+        st.reopening = [false; 2];
         // The microphone pump: frames go to whichever track is live now. While it should
         // not send, a frame is handed over only once the track is muted (the track drops
         // it but keeps its RTP clock running), so nothing leaks while the mute is on its way.
@@ -304,8 +412,138 @@ impl VoiceHub {
         }));
         let me = Arc::clone(self);
         st.tasks.push(tokio::spawn(async move { me.meter().await }));
+        if retry[0] {
+            self.reopen_later(&mut st, Dir::Input, REOPEN_FIRST);
+        }
+        if retry[1] {
+            self.reopen_later(&mut st, Dir::Output, REOPEN_FIRST);
+        }
         self.changed(&mut st);
         st.status.clone()
+    }
+
+    /// Starts a task that opens `dir`'s device again (unless one runs): first after
+    /// `first`, then with a doubling wait up to [`REOPEN_MAX`], until it opens or voice
+    /// stops. A new device choice wakes it.
+    fn reopen_later(self: &Arc<Self>, st: &mut State, dir: Dir, first: Duration) {
+        if !st.status.on || st.reopening[dir.index()] {
+            self.wake.notify_waiters();
+            return;
+        }
+        st.reopening[dir.index()] = true;
+        let me = Arc::clone(self);
+        let run = st.run;
+        let task = async move { me.reopen(dir, run, first).await };
+        let runtime = tokio::runtime::Handle::try_current()
+            .ok()
+            .or_else(|| lock(&self.runtime).clone());
+        match runtime {
+            Some(rt) => st.tasks.push(rt.spawn(task)),
+            None => {
+                st.reopening[dir.index()] = false;
+                tracing::warn!("no runtime to open the {} again on", dir.what());
+            }
+        }
+    }
+
+    async fn reopen(self: Arc<Self>, dir: Dir, run: u64, first: Duration) {
+        let mut wait = first;
+        let mut tries = 0u32;
+        loop {
+            if !wait.is_zero() {
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = self.wake.notified() => {}
+                }
+            }
+            let (chosen, mic) = {
+                let st = lock(&self.state);
+                if !st.status.on || st.run != run {
+                    return;
+                }
+                let chosen = match dir {
+                    Dir::Input => st.choice.0.clone(),
+                    Dir::Output => st.choice.1.clone(),
+                };
+                (chosen, st.mic_tx.clone())
+            };
+            tries += 1;
+            let opened = tokio::task::spawn_blocking(move || open(dir, chosen, mic)).await;
+            let opened = match opened {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => {
+                    if tries == 1 || tries % 30 == 0 {
+                        tracing::info!(tries, "the {} cannot be opened yet: {e}", dir.what());
+                    }
+                    wait = (wait * 2).clamp(REOPEN_FIRST, REOPEN_MAX);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("opening the {} again failed: {e}", dir.what());
+                    wait = (wait * 2).clamp(REOPEN_FIRST, REOPEN_MAX);
+                    continue;
+                }
+            };
+            let republish = {
+                let mut st = lock(&self.state);
+                if !st.status.on || st.run != run {
+                    return;
+                }
+                st.reopening[dir.index()] = false;
+                match opened {
+                    Opened::Mic(c) => {
+                        tracing::info!(tries, device = %c.device(), "microphone open again");
+                        st.status.input = ready(c.device());
+                        st.devices.capture = Some(c);
+                    }
+                    Opened::Speaker(p) => {
+                        tracing::info!(tries, device = %p.device(), "speaker open again");
+                        st.status.output = ready(p.device());
+                        let p = Arc::new(p);
+                        st.devices.playback = Some(Arc::clone(&p));
+                        *lock(&self.playback) = Some(p);
+                    }
+                }
+                self.changed(&mut st);
+                dir == Dir::Input && st.track.is_none()
+            };
+            if republish {
+                self.republish().await;
+            }
+            return;
+        }
+    }
+
+    /// `voice_set_devices` while voice is on: a changed device is closed and the new
+    /// choice opened at once (the call and the microphone track stay).
+    pub fn use_devices(self: &Arc<Self>, input: Option<String>, output: Option<String>) {
+        let mut st = lock(&self.state);
+        let before = std::mem::replace(&mut st.choice, (input, output));
+        if !st.status.on {
+            return;
+        }
+        if before.0 != st.choice.0 {
+            if let Some(c) = st.devices.capture.take() {
+                c.stop();
+                st.status.input = failed(format!(
+                    "Switching the microphone from \"{}\"…",
+                    c.device()
+                ));
+            }
+            self.reopen_later(&mut st, Dir::Input, Duration::ZERO);
+        }
+        if before.1 != st.choice.1 {
+            if let Some(p) = st.devices.playback.take() {
+                *lock(&self.playback) = None;
+                p.stop();
+                st.status.output = failed(format!(
+                    "Switching the speaker from \"{}\"…",
+                    p.device()
+                ));
+            }
+            self.reopen_later(&mut st, Dir::Output, Duration::ZERO);
+        }
+        self.changed(&mut st);
     }
 
     /// Levels to the UI, and the devices' health watched.
@@ -320,18 +558,24 @@ impl VoiceHub {
             let input = st.devices.capture.as_ref().map_or(0.0, Capture::level);
             let output = st.devices.playback.as_ref().map_or(0.0, |p| p.level());
             let mut broke = false;
+            // A stream that ended (the device is gone) or stopped calling back is closed
+            // and its device opened again in the background.
             if let Some(h) = st.devices.capture.as_ref().map(Capture::health) {
                 if h != Health::Running {
-                    st.devices.capture = None;
-                    st.status.input = failed(gone("microphone", &h));
+                    if let Some(c) = st.devices.capture.take() {
+                        st.status.input = failed(gone("microphone", c.device(), &h));
+                    }
+                    self.reopen_later(&mut st, Dir::Input, REOPEN_FIRST);
                     broke = true;
                 }
             }
             if let Some(h) = st.devices.playback.as_ref().map(|p| p.health()) {
                 if h != Health::Running {
-                    st.devices.playback = None;
+                    if let Some(p) = st.devices.playback.take() {
+                        st.status.output = failed(gone("speaker", p.device(), &h));
+                    }
                     *lock(&self.playback) = None;
-                    st.status.output = failed(gone("speaker", &h));
+                    self.reopen_later(&mut st, Dir::Output, REOPEN_FIRST);
                     broke = true;
                 }
             }
@@ -351,6 +595,9 @@ impl VoiceHub {
             }
             st.devices = Devices::default();
             *lock(&self.playback) = None;
+            st.mic_tx = None;
+            st.reopening = [false; 2];
+            st.run += 1;
             st.status.on = false;
             st.status.talking = false;
             st.status.input = off();
@@ -410,13 +657,24 @@ impl VoiceHub {
     }
 }
 
-fn gone(what: &str, h: &Health) -> String {
-    match h {
-        Health::Failed(why) => format!(
-            "The {what} stopped working: it was unplugged or the sound server stopped ({why})."
-        ),
-        _ => format!("The {what} stopped sending audio (unplugged, or the sound server stopped)."),
+fn ready(device: &str) -> DeviceStatus {
+    DeviceStatus {
+        state: DeviceState::Ready,
+        device: Some(device.to_owned()),
+        error: None,
     }
+}
+
+/// Why a working device stopped, naming it; the hub is trying to open it again.
+fn gone(what: &str, device: &str, h: &Health) -> String {
+    let why = match h {
+        Health::Failed(why) => why.clone(),
+        _ => "it stopped taking or sending audio".into(),
+    };
+    format!(
+        "The {what} \"{device}\" was disconnected ({why}): unplugged, or the sound server \
+         stopped. Voice resumes when it is back or another {what} is chosen in Settings."
+    )
 }
 
 /// Why `what` (microphone, speaker) could not be opened, naming it when the error does

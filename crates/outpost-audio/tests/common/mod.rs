@@ -77,6 +77,26 @@ impl Pulse {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Unplugs the null sink (and with it its monitor, the default source):
+    /// `pactl unload-module`.
+    pub fn unplug(&self) {
+        let modules = self.pactl(&["list", "short", "modules"]);
+        let id = modules
+            .lines()
+            .find(|l| l.contains("module-null-sink") && l.contains("outpost_null"))
+            .and_then(|l| l.split_whitespace().next())
+            .expect("the null sink's module")
+            .to_owned();
+        self.pactl(&["unload-module", &id]);
+    }
+
+    /// Plugs the null sink back in (and makes it and its monitor the defaults again).
+    pub fn plug(&self) {
+        self.pactl(&["load-module", "module-null-sink", "sink_name=outpost_null", "rate=48000"]);
+        self.pactl(&["set-default-sink", "outpost_null"]);
+        self.pactl(&["set-default-source", "outpost_null.monitor"]);
+    }
+
     /// Kills the daemon (a sound server that goes away mid-call).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -36,7 +36,8 @@ impl Desktop {
     }
 
     /// `voice_set_devices`: chooses the microphone and output (`None` = the system's
-    /// default), saved in the settings; used from the next `voice_start`.
+    /// default), saved in the settings; while voice is on, a changed device is switched
+    /// at once without leaving the call (a failed one is tried again with the new choice).
     pub async fn voice_set_devices(
         &self,
         input: Option<String>,
@@ -52,10 +53,11 @@ impl Desktop {
         }
         {
             let mut c = lock(&self.inner.config);
-            c.voice_input = input;
-            c.voice_output = output;
+            c.voice_input = input.clone();
+            c.voice_output = output.clone();
             c.save(&self.inner.paths.settings_file())?;
         }
+        self.inner.voice.use_devices(input, output);
         Ok(self.voice_devices().await)
     }
 }
