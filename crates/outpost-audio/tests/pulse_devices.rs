@@ -180,20 +180,7 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
     }
     assert_eq!(cap.health(), Health::Running);
     pulse.unplug();
-    for _ in 0..10 {
-        let mut n = 0;
-        while rx.try_recv().is_ok() { n += 1; }
-        println!("frames {n} health {:?} {:?}", cap.health(), play.health());
-        std::thread::sleep(Duration::from_millis(300));
-    }
     let unplugged = Instant::now();
-    std::thread::sleep(Duration::from_millis(300));
-    println!(
-        "after the unplug: sources {:?} source-outputs {:?} sink-inputs {:?}",
-        pulse.pactl(&["list", "short", "sources"]),
-        pulse.pactl(&["list", "short", "source-outputs"]),
-        pulse.pactl(&["list", "short", "sink-inputs"])
-    );
     let deadline = unplugged + Duration::from_secs(6);
     while cap.health() == Health::Running || play.health() == Health::Running {
         assert!(
