@@ -835,3 +835,146 @@ async fn unplug_scenario(agent: &Assistant, pulse: &Pulse) -> anyhow::Result<App
     r?;
     Ok(app)
 }
+
+// --- A full rejoin mid-call -----------------------------------------------------------------
+
+/// The app's connection state as shown.
+async fn connection(app: &App) -> anyhow::Result<String> {
+    let v = app
+        .js("return document.querySelector('[data-testid=connection-state]').innerText;")
+        .await?;
+    Ok(v.as_str().unwrap_or_default().trim().to_owned())
+}
+
+/// The app's link goes down mid-call for longer than the server's ping timeout: the room
+/// server drops it and, without resume (the server's default), the client rejoins in full,
+/// which ends its microphone track and the assistant's audio. Voice on all along: the app
+/// publishes its microphone again (the agent subscribes to a second track and, holding the
+/// talk button, hears the microphone on it) and plays the agent's voice again on the
+/// speaker.
+#[test]
+fn voice_comes_back_after_a_full_rejoin() {
+    let _one = common::serial();
+    let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_path_buf();
+    let pair = Arc::new(NsPair::create().expect("network namespaces (run as root)"));
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let token = server.token(ROOM, "outpost-app").unwrap();
+    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
+    let server_ns = pair.server_ns.clone();
+    let client_ns = pair.client_ns.clone();
+    let url = server.url.clone();
+    let logs = root.join("logs");
+    let p = Arc::clone(&pulse);
+    let link = Arc::clone(&pair);
+    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+        let driver = Driver::start(&client_ns, &logs, &env).await?;
+        let agent = start_listening_agent(&server_ns, &url, &root)?;
+        let r = rejoin_scenario(&agent, &p, &link).await;
+        // The link must come back even if the scenario failed half way.
+        let _ = link.set_client_link(true);
+        let r = match r {
+            Ok(app) => app.quit(&driver, &config).await,
+            Err(e) => Err(e),
+        };
+        for l in driver.log().lines().filter(|l| {
+            l.contains("microphone")
+                || l.contains("assistant audio")
+                || l.contains("rejoin")
+                || l.contains("reconnect")
+        }) {
+            eprintln!("app: {l}");
+        }
+        r.map_err(|e| {
+            e.context(format!(
+                "--- driver and app log ---\n{}\n--- {}",
+                driver.log(),
+                agent.report()
+            ))
+        })
+    });
+    drop(server);
+    drop(pair);
+    if let Err(e) = outcome {
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
+    drop(dir);
+}
+
+async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> anyhow::Result<App> {
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
+    let (mut rec, recorded) = pulse.record("speaker.monitor")?;
+    let r = async {
+        let app = App::launch().await?;
+        app.wait_text("[data-testid=connection-state]", "Connected")
+            .await?;
+        wait_for("the agent to be ready", || async {
+            Ok(agent_said(agent, "ready"))
+        })
+        .await
+        .with_context(|| agent.report())?;
+        app.click("[data-testid=voice-toggle]")
+            .await
+            .context("clicking Voice")?;
+        app.wait_text("[data-testid=mic-state]", "Hold to talk")
+            .await?;
+        agent_hears_the_mic(&app, agent, "before the rejoin").await?;
+        agent_voice_on(&recorded, "before the rejoin").await?;
+
+        link.set_client_link(false)?;
+        let down = std::time::Instant::now();
+        wait_for("the app to notice the link is gone", || async {
+            Ok((connection(&app).await? != "Connected").then_some(()))
+        })
+        .await?;
+        // Past the server's 15 s ping timeout: the server has dropped the app.
+        let left = Duration::from_secs(17).saturating_sub(down.elapsed());
+        tokio::time::sleep(left).await;
+        link.set_client_link(true)?;
+        let at = recorded.lock().unwrap().len();
+        wait_for("the app to be connected again", || async {
+            Ok((connection(&app).await? == "Connected").then_some(()))
+        })
+        .await?;
+        eprintln!("connected again {} ms after the link went down", down.elapsed().as_millis());
+        wait_for("the agent to subscribe to a second microphone track", || async {
+            let n = agent
+                .events()
+                .into_iter()
+                .filter(|e| e["op"] == "subscribed")
+                .count();
+            Ok((n >= 2).then_some(()))
+        })
+        .await
+        .with_context(|| agent.report())?;
+        app.wait_text("[data-testid=mic-state]", "Hold to talk")
+            .await?;
+        agent_hears_the_mic(&app, agent, "after the rejoin").await?;
+        let tracks: Vec<String> = agent
+            .events()
+            .into_iter()
+            .filter(|e| e["op"] == "hearing")
+            .filter_map(|e| e["track"].as_str().map(str::to_owned))
+            .collect();
+        ensure!(
+            tracks.first() != tracks.last(),
+            "the agent heard only the first track: {tracks:?}"
+        );
+        let speaker = Speaker {
+            recorded: Arc::clone(&recorded),
+            pulse: pulse.server(),
+        };
+        wait_for("the agent's voice on the speaker after the rejoin", || async {
+            Ok((speaker.loud_since(at) >= 48_000).then_some(()))
+        })
+        .await
+        .with_context(|| speaker.sound_server())?;
+        anyhow::Ok(app)
+    }
+    .await;
+    let _ = (mic.kill(), rec.kill());
+    let _ = (mic.wait(), rec.wait());
+    r
+}

@@ -59,6 +59,10 @@ pub const REOPEN_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between two tries (the backoff's bound).
 pub const REOPEN_MAX: Duration = Duration::from_secs(2);
 
+/// How long the microphone track is tried again after it was lost (a rejoin can take
+/// this long when the network is down).
+pub const REPUBLISH_FOR: Duration = Duration::from_secs(120);
+
 /// One direction of audio.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Dir {
@@ -628,30 +632,70 @@ impl VoiceHub {
         st.status.clone()
     }
 
-    /// Publishes the microphone again after the track was lost (full rejoin).
-    async fn republish(&self) {
-        let session = {
-            let st = lock(&self.state);
-            if !st.status.on || st.devices.capture.is_none() {
-                return;
+    /// Publishes the microphone again after the track was lost (a full rejoin) or when a
+    /// microphone that was down opens again without a track. The track is lost as the
+    /// rejoin begins, so the first tries usually fail (not connected yet): tried again
+    /// with the same backoff as the devices for up to [`REPUBLISH_FOR`], while voice is on,
+    /// the microphone works and no track is there; then the microphone is shown failed.
+    async fn republish(self: &Arc<Self>) {
+        let run = lock(&self.state).run;
+        let began = tokio::time::Instant::now();
+        let mut wait = Duration::ZERO;
+        let mut tries = 0u32;
+        loop {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
             }
-            st.session.clone()
-        };
-        let Some(session) = session else { return };
-        match session.publish_microphone().await {
-            Ok(t) => {
-                // Muted first; `changed` unmutes it when it should send.
-                if let Err(e) = t.set_muted(true).await {
-                    tracing::warn!("could not mute the republished track: {e}");
+            let session = {
+                let st = lock(&self.state);
+                if !st.status.on
+                    || st.run != run
+                    || st.devices.capture.is_none()
+                    || st.track.is_some()
+                {
+                    return;
                 }
-                let mut st = lock(&self.state);
-                st.track = Some(t);
-                self.changed(&mut st);
-            }
-            Err(e) => {
-                let mut st = lock(&self.state);
-                st.status.input = failed(capitalise(&e.to_string()));
-                self.changed(&mut st);
+                st.session.clone()
+            };
+            let Some(session) = session else { return };
+            tries += 1;
+            match session.publish_microphone().await {
+                Ok(t) => {
+                    // Muted first; `changed` unmutes it when it should send.
+                    if let Err(e) = t.set_muted(true).await {
+                        tracing::warn!("could not mute the republished track: {e}");
+                    }
+                    let stale = {
+                        let mut st = lock(&self.state);
+                        if st.status.on && st.run == run && st.track.is_none() {
+                            tracing::info!(tries, track = %t.sid(), "microphone track published again");
+                            st.track = Some(t);
+                            self.changed(&mut st);
+                            None
+                        } else {
+                            Some(t)
+                        }
+                    };
+                    if let Some(t) = stale {
+                        let _ = t.unpublish().await;
+                    }
+                    return;
+                }
+                Err(e) => {
+                    if tries == 1 {
+                        tracing::info!("the microphone track cannot be published yet: {e}");
+                    }
+                    if began.elapsed() >= REPUBLISH_FOR {
+                        let mut st = lock(&self.state);
+                        if st.status.on && st.run == run {
+                            st.devices.capture = None;
+                            st.status.input = failed(capitalise(&e.to_string()));
+                            self.changed(&mut st);
+                        }
+                        return;
+                    }
+                    wait = (wait * 2).clamp(REOPEN_FIRST, REOPEN_MAX);
+                }
             }
         }
     }
