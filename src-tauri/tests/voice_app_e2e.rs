@@ -633,7 +633,12 @@ fn hearing(agent: &Assistant) -> (u64, f64) {
         .events()
         .into_iter()
         .filter(|e| e["op"] == "hearing")
-        .map(|e| (e["n"].as_u64().unwrap_or(0), e["freq_hz"].as_f64().unwrap_or(0.0)))
+        .map(|e| {
+            (
+                e["n"].as_u64().unwrap_or(0),
+                e["freq_hz"].as_f64().unwrap_or(0.0),
+            )
+        })
         .max_by_key(|(n, _)| *n)
         .unwrap_or((0, 0.0))
 }
@@ -726,10 +731,13 @@ async fn agent_voice_on(recorded: &Arc<Mutex<Vec<i16>>>, when: &str) -> anyhow::
         recorded: Arc::clone(recorded),
         pulse: String::new(),
     };
-    let loud = wait_for(&format!("the agent's voice on the speaker {when}"), || async {
-        let loud = speaker.loud();
-        Ok((loud.len() >= 48_000).then_some(loud))
-    })
+    let loud = wait_for(
+        &format!("the agent's voice on the speaker {when}"),
+        || async {
+            let loud = speaker.loud();
+            Ok((loud.len() >= 48_000).then_some(loud))
+        },
+    )
     .await?;
     let f = peak_hz(&loud[loud.len() - 24_000..]);
     eprintln!("speaker {when}: peak {f} Hz");
@@ -745,12 +753,18 @@ async fn agent_voice_on(recorded: &Arc<Mutex<Vec<i16>>>, when: &str) -> anyhow::
 async fn agent_hears_the_mic(app: &App, agent: &Assistant, when: &str) -> anyhow::Result<()> {
     let (before, _) = hearing(agent);
     let pressed = app.js(&press("pointerdown")).await?;
-    ensure!(pressed == "ok", "pressing the talk button {when}: {pressed}");
+    ensure!(
+        pressed == "ok",
+        "pressing the talk button {when}: {pressed}"
+    );
     app.wait_text("[data-testid=mic-state]", "Mic live").await?;
-    let f = wait_for(&format!("the agent to hear the microphone {when}"), || async {
-        let (n, f) = hearing(agent);
-        Ok((n > before).then_some(f))
-    })
+    let f = wait_for(
+        &format!("the agent to hear the microphone {when}"),
+        || async {
+            let (n, f) = hearing(agent);
+            Ok((n > before).then_some(f))
+        },
+    )
     .await
     .with_context(|| agent.report())?;
     app.js(&press("pointerup")).await?;
@@ -849,8 +863,8 @@ async fn connection(app: &App) -> anyhow::Result<String> {
 /// The app's link goes down mid-call for longer than the server's ping timeout: the room
 /// server drops it and, without resume (the server's default), the client rejoins in full,
 /// which ends its microphone track and the assistant's audio. Voice on all along: the app
-/// publishes its microphone again (the agent subscribes to a second track and, holding the
-/// talk button, hears the microphone on it) and plays the agent's voice again on the
+/// publishes its microphone again (holding the talk button, the agent subscribes to a
+/// second track and hears the microphone on it) and plays the agent's voice again on the
 /// speaker.
 #[test]
 fn voice_comes_back_after_a_full_rejoin() {
@@ -938,37 +952,35 @@ async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> any
             Ok((connection(&app).await? == "Connected").then_some(()))
         })
         .await?;
-        eprintln!("connected again {} ms after the link went down", down.elapsed().as_millis());
-        wait_for("the agent to subscribe to a second microphone track", || async {
-            let n = agent
-                .events()
-                .into_iter()
-                .filter(|e| e["op"] == "subscribed")
-                .count();
-            Ok((n >= 2).then_some(()))
-        })
-        .await
-        .with_context(|| agent.report())?;
+        eprintln!(
+            "connected again {} ms after the link went down",
+            down.elapsed().as_millis()
+        );
         app.wait_text("[data-testid=mic-state]", "Hold to talk")
             .await?;
+        // outpost-room announces a track with its first audio: the agent subscribes to
+        // the new one when the talk button is held.
         agent_hears_the_mic(&app, agent, "after the rejoin").await?;
-        let tracks: Vec<String> = agent
+        let subscribed = agent
             .events()
             .into_iter()
-            .filter(|e| e["op"] == "hearing")
-            .filter_map(|e| e["track"].as_str().map(str::to_owned))
-            .collect();
+            .filter(|e| e["op"] == "subscribed")
+            .count();
         ensure!(
-            tracks.first() != tracks.last(),
-            "the agent heard only the first track: {tracks:?}"
+            subscribed == 2,
+            "the agent subscribed to {subscribed} microphone tracks"
         );
+        // Which of the agent's listeners reports it is the SDK's business: its receiver
+        // for the first track was seen to carry the second one's audio (the same
+        // transceiver reused), so only the count of subscriptions is checked.
         let speaker = Speaker {
             recorded: Arc::clone(&recorded),
             pulse: pulse.server(),
         };
-        wait_for("the agent's voice on the speaker after the rejoin", || async {
-            Ok((speaker.loud_since(at) >= 48_000).then_some(()))
-        })
+        wait_for(
+            "the agent's voice on the speaker after the rejoin",
+            || async { Ok((speaker.loud_since(at) >= 48_000).then_some(())) },
+        )
         .await
         .with_context(|| speaker.sound_server())?;
         anyhow::Ok(app)

@@ -207,7 +207,10 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         "opening while unplugged ({} ms): {again:?} / {again_play:?}",
         started.elapsed().as_millis()
     );
-    assert!(again.is_err() && again_play.is_err(), "opened a device that is gone");
+    assert!(
+        again.is_err() && again_play.is_err(),
+        "opened a device that is gone"
+    );
     assert!(started.elapsed() < Duration::from_secs(10));
     pulse.plug();
     // The owner tries again with a backoff; the first tries may still fail while the
@@ -229,10 +232,16 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
             }
         }
     }
-    println!("open again {} ms after the replug", started.elapsed().as_millis());
+    println!(
+        "open again {} ms after the replug",
+        started.elapsed().as_millis()
+    );
     let (tail, level, _c, _p) = loop_tone(523.0, None);
     let f = peak_hz(&tail, SAMPLE_RATE);
-    assert!((f - 523.0).abs() <= 523.0 * 0.02, "heard {f} Hz after the replug");
+    assert!(
+        (f - 523.0).abs() <= 523.0 * 0.02,
+        "heard {f} Hz after the replug"
+    );
     assert!(level > 0.3, "level {level} after the replug");
 }
 

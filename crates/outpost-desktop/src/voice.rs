@@ -529,10 +529,8 @@ impl VoiceHub {
         if before.0 != st.choice.0 {
             if let Some(c) = st.devices.capture.take() {
                 c.stop();
-                st.status.input = failed(format!(
-                    "Switching the microphone from \"{}\"…",
-                    c.device()
-                ));
+                st.status.input =
+                    failed(format!("Switching the microphone from \"{}\"…", c.device()));
             }
             self.reopen_later(&mut st, Dir::Input, Duration::ZERO);
         }
@@ -540,10 +538,8 @@ impl VoiceHub {
             if let Some(p) = st.devices.playback.take() {
                 *lock(&self.playback) = None;
                 p.stop();
-                st.status.output = failed(format!(
-                    "Switching the speaker from \"{}\"…",
-                    p.device()
-                ));
+                st.status.output =
+                    failed(format!("Switching the speaker from \"{}\"…", p.device()));
             }
             self.reopen_later(&mut st, Dir::Output, Duration::ZERO);
         }

@@ -92,7 +92,12 @@ impl Pulse {
 
     /// Plugs the null sink back in (and makes it and its monitor the defaults again).
     pub fn plug(&self) {
-        self.pactl(&["load-module", "module-null-sink", "sink_name=outpost_null", "rate=48000"]);
+        self.pactl(&[
+            "load-module",
+            "module-null-sink",
+            "sink_name=outpost_null",
+            "rate=48000",
+        ]);
         self.pactl(&["set-default-sink", "outpost_null"]);
         self.pactl(&["set-default-source", "outpost_null.monitor"]);
     }
