@@ -12,6 +12,10 @@
 //! monitor, at least a second of it, at 660 Hz (±2 %), and still playing three seconds
 //! later (2.5 s of them recorded, no silence over 1.5 s, sound in the last second).
 //!
+//! Further tests: a real `AgentSession`; no sound server at all; a headset unplugged mid-call
+//! and plugged back (`pactl unload-module` of both null sinks); a full rejoin mid-call (the
+//! microphone published again, the agent's voice played again).
+//!
 //! Needs what `app_e2e.rs` needs plus pulseaudio (scripts/setup.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
