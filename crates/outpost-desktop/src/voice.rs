@@ -89,7 +89,7 @@ impl Dir {
 /// A device opened (again).
 enum Opened {
     Mic(Capture),
-    Speaker(Playback),
+    Speaker(Box<Playback>),
 }
 
 /// Opens `dir`'s device: `chosen`, or the system default when `chosen` is gone.
@@ -119,7 +119,7 @@ fn open(
                 device,
                 device_rate: None,
             })
-            .map(Opened::Speaker),
+            .map(|p| Opened::Speaker(Box::new(p))),
         }
     };
     match try_one(chosen.clone()) {
@@ -503,7 +503,7 @@ impl VoiceHub {
                     Opened::Speaker(p) => {
                         tracing::info!(tries, device = %p.device(), "speaker open again");
                         st.status.output = ready(p.device());
-                        let p = Arc::new(p);
+                        let p = Arc::new(*p);
                         st.devices.playback = Some(Arc::clone(&p));
                         *lock(&self.playback) = Some(p);
                     }
