@@ -92,42 +92,61 @@ enum Opened {
     Speaker(Box<Playback>),
 }
 
-/// Opens `dir`'s device: `chosen`, or the system default when `chosen` is gone.
+/// Tries `chosen`, and the system default when `chosen` is a device that is gone.
+fn chosen_or_default<T>(
+    what: &str,
+    chosen: Option<String>,
+    mut open: impl FnMut(Option<String>) -> Result<T, outpost_audio::AudioError>,
+) -> Result<T, outpost_audio::AudioError> {
+    match open(chosen.clone()) {
+        Err(outpost_audio::AudioError::DeviceNotFound(id)) if chosen.is_some() => {
+            tracing::info!(device = %id, "the chosen {what} is not there; using the default");
+            open(None)
+        }
+        r => r,
+    }
+}
+
+/// Opens the microphone (`chosen`, else the default), its frames to `tx`.
+fn open_mic(
+    chosen: Option<String>,
+    tx: &mpsc::Sender<Vec<f32>>,
+) -> Result<Capture, outpost_audio::AudioError> {
+    chosen_or_default("microphone", chosen, |device| {
+        Capture::start(
+            &CaptureOptions {
+                device,
+                device_rate: None,
+            },
+            tx.clone(),
+        )
+    })
+}
+
+/// Opens the speaker (`chosen`, else the default).
+fn open_speaker(chosen: Option<String>) -> Result<Playback, outpost_audio::AudioError> {
+    chosen_or_default("speaker", chosen, |device| {
+        Playback::start(&PlaybackOptions {
+            device,
+            device_rate: None,
+        })
+    })
+}
+
+/// Opens `dir`'s device again (see [`open_mic`], [`open_speaker`]).
 fn open(
     dir: Dir,
     chosen: Option<String>,
     mic: Option<mpsc::Sender<Vec<f32>>>,
 ) -> Result<Opened, outpost_audio::AudioError> {
-    let try_one = |device: Option<String>| -> Result<Opened, outpost_audio::AudioError> {
-        match dir {
-            Dir::Input => {
-                let Some(tx) = mic.clone() else {
-                    return Err(outpost_audio::AudioError::Host(
-                        "the microphone has nowhere to send".into(),
-                    ));
-                };
-                Capture::start(
-                    &CaptureOptions {
-                        device,
-                        device_rate: None,
-                    },
-                    tx,
-                )
-                .map(Opened::Mic)
-            }
-            Dir::Output => Playback::start(&PlaybackOptions {
-                device,
-                device_rate: None,
-            })
-            .map(|p| Opened::Speaker(Box::new(p))),
-        }
-    };
-    match try_one(chosen.clone()) {
-        Err(outpost_audio::AudioError::DeviceNotFound(id)) if chosen.is_some() => {
-            tracing::info!(device = %id, "the chosen {} is gone; trying the default", dir.what());
-            try_one(None)
-        }
-        r => r,
+    match dir {
+        Dir::Input => match mic {
+            Some(tx) => open_mic(chosen, &tx).map(Opened::Mic),
+            None => Err(outpost_audio::AudioError::Host(
+                "the microphone has nowhere to send".into(),
+            )),
+        },
+        Dir::Output => open_speaker(chosen).map(|p| Opened::Speaker(Box::new(p))),
     }
 }
 
@@ -322,18 +341,10 @@ impl VoiceHub {
         };
         let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
         let mic_tx = tx.clone();
+        // The chosen devices, or the defaults for one that is not there.
         let opened = tokio::task::spawn_blocking(move || {
-            let play = Playback::start(&PlaybackOptions {
-                device: output,
-                device_rate: None,
-            });
-            let cap = Capture::start(
-                &CaptureOptions {
-                    device: input,
-                    device_rate: None,
-                },
-                tx,
-            );
+            let play = open_speaker(output);
+            let cap = open_mic(input, &tx);
             (play, cap)
         })
         .await;
