@@ -10,8 +10,9 @@
 //! the agent's transcript of the user's speech (its `lk.transcribed_track_id` is
 //! Outpost's track) arrives as the user's words, interim then final, and is in the
 //! history as a user message, next to the agent's own words; push-to-talk not held and
-//! mute keep the track muted; when the sound server dies mid-call both devices show as
-//! failed with a reason and a typed message still goes out.
+//! mute keep the track muted; another microphone chosen in Settings mid-call is switched
+//! to at once and the agent keeps hearing the same track; when the sound server dies
+//! mid-call both devices show as failed with a reason and a typed message still goes out.
 //!
 //! This is the library level (`outpost_desktop::voice::VoiceHub` over
 //! `outpost_core::Session`), not the app under Xvfb. No test harness: `PULSE_SERVER`
@@ -84,9 +85,16 @@ fn scenario() -> anyhow::Result<()> {
         .env("LK_IDENTITY", AGENT)
         .env("OUTPOST_IDENTITY", OUTPOST)
         .env("LK_TIMEOUT", "150")
+        .env("LK_KEEP_LISTENING", "1")
         .env("PYTHONWARNINGS", "ignore");
     let mut agent = Proc::spawn("voice_agent", cmd)?;
     let lines = Arc::new(Mutex::new(agent.stdout_lines()?));
+    let all_lines = Arc::clone(&lines);
+    // The agent's lines so far, without waiting.
+    let drain = move || -> Vec<String> {
+        let rx = all_lines.lock().unwrap();
+        std::iter::from_fn(|| rx.try_recv().ok()).collect()
+    };
     // The next line of the agent's that contains `what` (its progress reports).
     let agent_line = move |what: &str| -> anyhow::Result<String> {
         let rx = lines.lock().unwrap();
@@ -232,6 +240,79 @@ fn scenario() -> anyhow::Result<()> {
                 .collect();
             let top = levels.iter().copied().fold(0.0f32, f32::max);
             assert!(top > 0.7, "the input meter showed at most {top}");
+
+            // Another microphone chosen in Settings while voice is on: switched at once,
+            // the same track goes on (the agent subscribes to nothing new) and the agent
+            // keeps hearing the tone through it.
+            let hearing_n = |line: &str| -> Option<u64> {
+                let v: serde_json::Value = serde_json::from_str(line).ok()?;
+                (v["op"] == "hearing").then(|| v["n"].as_u64()).flatten()
+            };
+            let so_far: Vec<String> = drain();
+            let before = so_far
+                .iter()
+                .filter_map(|l| hearing_n(l))
+                .max()
+                .unwrap_or(0);
+            let now = hub.status();
+            let listed = outpost_desktop::voice::devices(None, None).await;
+            let other = listed
+                .inputs
+                .iter()
+                .map(|d| d.id.clone())
+                .find(|id| {
+                    Some(id.as_str()) != now.input.device.as_deref() && id.ends_with(":pulse")
+                })
+                .with_context(|| format!("no other input to switch to: {listed:#?}"))?;
+            hub.use_devices(Some(other.clone()), None);
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+            loop {
+                let st = hub.status();
+                if st.input.state == DeviceState::Ready
+                    && st.input.device.as_deref() == Some(other.as_str())
+                {
+                    println!("microphone switched to {other}");
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "not switched: {st:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let mut after = Vec::new();
+            loop {
+                after.extend(drain());
+                // Two more seconds heard: at least one after the switch.
+                if after
+                    .iter()
+                    .filter_map(|l| hearing_n(l))
+                    .any(|n| n >= before + 2)
+                {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the agent did not hear the switched microphone (heard {before} s before): {after:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            assert!(
+                !after.iter().any(|l| l.contains("\"subscribed\"")),
+                "a new microphone track was published: {after:?}"
+            );
+            let f = after
+                .iter()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|v| v["op"] == "hearing")
+                .filter_map(|v| v["freq_hz"].as_f64())
+                .last()
+                .unwrap_or(0.0);
+            assert!(
+                (f - 440.0).abs() <= 8.8,
+                "the agent heard {f} Hz after the switch"
+            );
             // The sound goes away mid-call (the sound server dies, as when a headset is
             // unplugged): both devices show as failed with a reason, the session goes on
             // and a typed message still goes out.
