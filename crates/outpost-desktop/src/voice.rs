@@ -809,6 +809,62 @@ mod tests {
     }
 
     #[test]
+    fn a_chosen_device_that_is_gone_falls_back_to_the_default_and_nothing_else_does() {
+        use outpost_audio::AudioError;
+        let tried = std::cell::RefCell::new(Vec::new());
+        let gone_then_default = |d: Option<String>| {
+            tried.borrow_mut().push(d.clone());
+            match d {
+                Some(id) => Err(AudioError::DeviceNotFound(id)),
+                None => Ok("default"),
+            }
+        };
+        assert_eq!(
+            chosen_or_default("speaker", Some("alsa:usb".into()), gone_then_default),
+            Ok("default")
+        );
+        assert_eq!(*tried.borrow(), vec![Some("alsa:usb".to_owned()), None]);
+        // Another failure of the chosen device (busy, denied) is its own answer.
+        tried.borrow_mut().clear();
+        let busy = |d: Option<String>| -> Result<&str, AudioError> {
+            tried.borrow_mut().push(d);
+            Err(AudioError::OpenFailed {
+                device: "alsa:usb".into(),
+                reason: "busy".into(),
+            })
+        };
+        assert!(matches!(
+            chosen_or_default("speaker", Some("alsa:usb".into()), busy),
+            Err(AudioError::OpenFailed { .. })
+        ));
+        assert_eq!(tried.borrow().len(), 1);
+        // The default that is not there is not tried twice.
+        tried.borrow_mut().clear();
+        let none = |d: Option<String>| -> Result<&str, AudioError> {
+            tried.borrow_mut().push(d);
+            Err(AudioError::DeviceNotFound("default".into()))
+        };
+        assert!(chosen_or_default("microphone", None, none).is_err());
+        assert_eq!(tried.borrow().len(), 1);
+    }
+
+    #[test]
+    fn a_disconnected_device_is_named_and_the_way_back_said() {
+        let m = gone("speaker", "alsa:usb", &Health::Stalled);
+        assert!(
+            m.contains("The speaker \"alsa:usb\" was disconnected"),
+            "{m}"
+        );
+        assert!(m.contains("another speaker is chosen in Settings"), "{m}");
+        let m = gone(
+            "microphone",
+            "alsa:pulse",
+            &Health::Failed("Device disconnected".into()),
+        );
+        assert!(m.contains("(Device disconnected)"), "{m}");
+    }
+
+    #[test]
     fn only_an_unmuted_working_microphone_held_or_open_transmits() {
         use VoiceMode::{OpenMic, PushToTalk};
         assert!(transmitting(&status(true, true, false, OpenMic, false)));
