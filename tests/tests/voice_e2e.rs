@@ -307,7 +307,7 @@ fn scenario() -> anyhow::Result<()> {
                 .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
                 .filter(|v| v["op"] == "hearing")
                 .filter_map(|v| v["freq_hz"].as_f64())
-                .last()
+                .next_back()
                 .unwrap_or(0.0);
             assert!(
                 (f - 440.0).abs() <= 8.8,
