@@ -282,7 +282,10 @@ impl VoiceHub {
                                 st.track = None;
                             }
                         }
-                        me.republish().await;
+                        // In its own task: it retries while the rejoin is under way, and
+                        // the assistant's audio of the new connection must not wait.
+                        let me = Arc::clone(&me);
+                        tokio::spawn(async move { me.republish().await });
                     }
                     _ => {}
                 }
