@@ -25,6 +25,12 @@ pub struct CaptureOptions {
     pub device_rate: Option<u32>,
 }
 
+/// Errors in a row, with no audio between them, after which a stream counts as failed.
+/// A transient error (such as the one PulseAudio's ALSA plugin reports as its stream
+/// settles) comes alone; a stream killed under the plugin makes cpal's worker report the
+/// same error about a million times a second.
+pub(crate) const ERROR_STREAK: u64 = 1000;
+
 /// State shared with the device callback.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -38,6 +44,8 @@ pub(crate) struct Shared {
     dropped: AtomicU64,
     /// Stream errors that did not end the stream (the first is logged as a warning).
     errors: AtomicU64,
+    /// Errors since the last callback with audio (see [`ERROR_STREAK`]).
+    streak: AtomicU64,
     stopped: AtomicBool,
     /// "microphone" or "speaker", for the log.
     what: &'static str,
@@ -53,11 +61,13 @@ impl Shared {
             failed: Mutex::new(None),
             dropped: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            streak: AtomicU64::new(0),
             stopped: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn touch(&self) {
+        self.streak.store(0, Ordering::Relaxed);
         let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.last_ms.store(ms.max(1), Ordering::Relaxed);
     }
@@ -67,7 +77,10 @@ impl Shared {
     /// the stream here. Any other error (an underrun, a reroute, or an I/O error that
     /// PulseAudio's ALSA plugin reports while its stream settles) is logged and the
     /// stream goes on; if it does not recover, its callbacks stop and [`Self::health`]
-    /// reports it stalled within 2 s.
+    /// reports it stalled within 2 s. A stream whose worker reports [`ERROR_STREAK`] errors
+    /// in a row with no audio between them fails at once: that is the pulse plugin's
+    /// stream killed under it (the device unplugged), and cpal's worker would otherwise
+    /// spin on the error, a core busy, until the stream is dropped.
     pub(crate) fn report(&self, e: &cpal::Error) {
         use cpal::ErrorKind as K;
         match e.kind() {
@@ -76,6 +89,9 @@ impl Shared {
                 tracing::debug!(stream = self.what, "audio stream glitch: {e}");
             }
             _ => {
+                if self.streak.fetch_add(1, Ordering::Relaxed) + 1 == ERROR_STREAK {
+                    self.fail(format!("it keeps reporting errors: {e}"));
+                }
                 if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
                     tracing::warn!(
                         stream = self.what,
@@ -89,6 +105,11 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Errors that did not end the stream.
+    pub(crate) fn errors(&self) -> u64 {
+        self.errors.load(Ordering::Relaxed)
     }
 
     pub(crate) fn fail(&self, why: String) {
@@ -233,6 +254,13 @@ impl Capture {
     /// The device's channel count (downmixed to mono here).
     pub fn device_channels(&self) -> u16 {
         self.channels
+    }
+
+    /// Stream errors the device reported that did not end the stream (e.g. the I/O error
+    /// PulseAudio's ALSA plugin reports when its stream is killed under it; the stream
+    /// then stalls and [`Self::health`] says so).
+    pub fn stream_errors(&self) -> u64 {
+        self.shared.errors()
     }
 
     /// Frames dropped because the reader did not keep up.

@@ -143,6 +143,12 @@ impl Playback {
         self.shared.health()
     }
 
+    /// Stream errors the device reported that did not end the stream (see
+    /// [`crate::Capture::stream_errors`]).
+    pub fn stream_errors(&self) -> u64 {
+        self.shared.errors()
+    }
+
     /// The device's id (or `default`).
     pub fn device(&self) -> &str {
         &self.device

@@ -2,7 +2,8 @@
 //! private PulseAudio daemon with a null sink: a tone played to the sink is recorded
 //! from its monitor at the right frequency and level, at 48 kHz and through the
 //! resampler at 44.1 kHz; device listing and choice; an unknown device; the null sink
-//! unplugged mid-call and plugged back (`pactl unload-module` / `load-module`); the sound
+//! unplugged mid-call and plugged back (`pactl unload-module` / `load-module`: the streams
+//! fail at once on the plugin's I/O errors); the sink suspended and resumed; the sound
 //! server dying mid-call; no sound server at all.
 //!
 //! No test harness (`harness = false`): `PULSE_SERVER` must be set before any thread
@@ -192,11 +193,23 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         std::thread::sleep(Duration::from_millis(50));
     }
     println!(
-        "{} ms after the unplug: capture {:?}, playback {:?}",
+        "{} ms after the unplug: capture {:?} ({} stream errors), playback {:?} ({})",
         unplugged.elapsed().as_millis(),
+        cap.health(),
+        cap.stream_errors(),
+        play.health(),
+        play.stream_errors()
+    );
+    // What the pulse plugin reports when the server kills its stream: an I/O error, over
+    // and over (cpal's worker goes on polling); the streams fail on it at once instead of
+    // being found stalled 2 s later.
+    assert!(
+        matches!(play.health(), Health::Failed(_)) && matches!(cap.health(), Health::Failed(_)),
+        "not failed on the errors: {:?} {:?}",
         cap.health(),
         play.health()
     );
+    assert!(unplugged.elapsed() < Duration::from_millis(1500));
     drop(cap);
     drop(play);
     let (tx, _rx) = mpsc::channel(10);
@@ -243,6 +256,39 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         "heard {f} Hz after the replug"
     );
     assert!(level > 0.3, "level {level} after the replug");
+}
+
+/// The sink is suspended mid-call (`pactl suspend-sink`, as a sound server does to an
+/// idle or reconfigured device) and resumed: the stream is reported stalled meanwhile
+/// and runs again after, and a tone round-trips.
+fn a_suspended_sink_is_reported_and_plays_again(pulse: &mut Pulse) {
+    let play = Playback::start(&PlaybackOptions::default()).unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(play.health(), Health::Running);
+    pulse.pactl(&["suspend-sink", "outpost_null", "1"]);
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        std::thread::sleep(Duration::from_millis(500));
+        seen.push(play.health());
+    }
+    println!(
+        "suspended: {seen:?}, {} stream errors",
+        play.stream_errors()
+    );
+    pulse.pactl(&["suspend-sink", "outpost_null", "0"]);
+    std::thread::sleep(Duration::from_millis(1500));
+    println!("resumed: {:?}", play.health());
+    // No error: the stream just stops calling back (the owner, seeing it stalled, would
+    // open it again; that one plays once the sink is resumed), and goes on when resumed.
+    assert!(seen.contains(&Health::Stalled), "{seen:?}");
+    assert_eq!(play.health(), Health::Running);
+    drop(play);
+    let (tail, _, _c, _p) = loop_tone(587.0, None);
+    let f = peak_hz(&tail, SAMPLE_RATE);
+    assert!(
+        (f - 587.0).abs() <= 587.0 * 0.02,
+        "heard {f} Hz after the resume"
+    );
 }
 
 /// The sound server dies mid-call: both streams leave `Running` within a few seconds,
@@ -307,6 +353,10 @@ fn main() {
         (
             "an_unknown_device_is_a_clear_error",
             Box::new(|_| an_unknown_device_is_a_clear_error()),
+        ),
+        (
+            "a_suspended_sink_is_reported_and_plays_again",
+            Box::new(a_suspended_sink_is_reported_and_plays_again),
         ),
         (
             "an_unplugged_device_ends_its_streams_and_opens_again_when_back",
