@@ -7,6 +7,7 @@
 //! - the devices unplugged mid-call (`pactl unload-module` of both null sinks; with one
 //!   left PulseAudio would move the stream to it): shown disconnected, naming the device,
 //!   and open again by themselves once plugged back;
+//! - the speaker suspended by the sound server: shown, and working again once resumed;
 //! - no device at all when voice is turned on: shown failed, and open once one is plugged.
 //!
 //! Each step checks the hub's state, that the UI was told (a voice event), and for an
@@ -153,6 +154,36 @@ async fn scenario(pulse: &Pulse) -> anyhow::Result<()> {
     .await?;
     println!("plugged back: {:?}", st.output);
     wait_playing(pulse, "after the replug").await?;
+
+    // The speaker suspended for a while (`pactl suspend-sink`): its stream stops calling
+    // back, which is shown; the hub's next stream opens on the suspended sink and counts
+    // as ready (it is given 10 s for its first callback), and plays once it is resumed.
+    pulse.pactl(&["suspend-sink", "speaker", "1"])?;
+    let st = until(&hub, "the suspended speaker shown", |s| {
+        s.output.state == DeviceState::Failed
+    })
+    .await?;
+    println!("suspended: {:?}", st.output.error);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    println!("suspended 2 s later: {:?}", hub.status().output);
+    pulse.pactl(&["suspend-sink", "speaker", "0"])?;
+    let resumed = tokio::time::Instant::now();
+    // Ready and still Ready 3 s later (a stream that never calls back would fail again).
+    until(&hub, "the speaker open after the resume", |s| {
+        s.output.state == DeviceState::Ready
+    })
+    .await?;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let st = until(&hub, "the speaker working after the resume", |s| {
+        s.output.state == DeviceState::Ready
+    })
+    .await?;
+    println!(
+        "resumed: {:?} ({} ms)",
+        st.output,
+        resumed.elapsed().as_millis()
+    );
+    wait_playing(pulse, "after the resume").await?;
 
     // No device at all when voice is turned on: failed, then open once one is there.
     let st = hub.stop().await;
