@@ -3,7 +3,8 @@
 //! through cpal → ALSA → the pulse plugin, as in the app:
 //!
 //! - a chosen device that is not there: the default is opened instead;
-//! - another device chosen in Settings while voice is on: switched at once;
+//! - another device chosen in Settings while voice is on: switched at once (a microphone
+//!   chosen without a session stays "not connected");
 //! - the devices unplugged mid-call (`pactl unload-module` of both null sinks; with one
 //!   left PulseAudio would move the stream to it): shown disconnected, naming the device,
 //!   and open again by themselves once plugged back;
@@ -126,6 +127,21 @@ async fn scenario(pulse: &Pulse) -> anyhow::Result<()> {
     .await?;
     println!("switched: {:?}", st.output);
     wait_playing(pulse, "after the switch").await?;
+    // A microphone chosen without a session: opened and closed again, still "not
+    // connected" (nowhere to send it).
+    hub.use_devices(Some(other.clone()), Some(other.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let st = hub.status();
+    ensure!(
+        st.input.state == DeviceState::Failed
+            && st
+                .input
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("Not connected")),
+        "{st:#?}"
+    );
+    ensure!(st.output.state == DeviceState::Ready, "{st:#?}");
 
     // Unplugged mid-call: shown disconnected, naming the device.
     pulse.unplug("mic_in")?;

@@ -509,6 +509,11 @@ impl VoiceHub {
                 }
                 st.reopening[dir.index()] = false;
                 match opened {
+                    Opened::Mic(c) if st.session.is_none() => {
+                        // Nowhere to send it (as at `start` without a session).
+                        drop(c);
+                        st.status.input = failed("Not connected to an assistant.".into());
+                    }
                     Opened::Mic(c) => {
                         tracing::info!(tries, device = %c.device(), "microphone open again");
                         st.status.input = ready(c.device());
