@@ -32,6 +32,7 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
     let play = Playback::start(&PlaybackOptions {
         device: None,
         device_rate: rate,
+        echo: None,
     })
     .unwrap();
     let (tx, mut rx) = mpsc::channel(1000);
@@ -39,6 +40,7 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
         &CaptureOptions {
             device: None,
             device_rate: rate,
+            echo: None,
         },
         tx,
     )
@@ -125,6 +127,7 @@ fn devices_are_listed_and_chosen_by_id() {
         &CaptureOptions {
             device: Some(pulse_in.id.clone()),
             device_rate: None,
+            echo: None,
         },
         tx,
     )
@@ -133,6 +136,7 @@ fn devices_are_listed_and_chosen_by_id() {
     let play = Playback::start(&PlaybackOptions {
         device: Some(pulse_out.id.clone()),
         device_rate: None,
+        echo: None,
     })
     .unwrap();
     assert_eq!(play.device(), pulse_out.id);
@@ -148,6 +152,7 @@ fn an_unknown_device_is_a_clear_error() {
     let opts = CaptureOptions {
         device: Some("alsa:no-such-microphone".into()),
         device_rate: None,
+        echo: None,
     };
     match Capture::start(&opts, tx) {
         Err(AudioError::DeviceNotFound(id)) => assert_eq!(id, "alsa:no-such-microphone"),
@@ -156,6 +161,7 @@ fn an_unknown_device_is_a_clear_error() {
     let opts = PlaybackOptions {
         device: Some("not an id at all".into()),
         device_rate: None,
+        echo: None,
     };
     assert!(matches!(
         Playback::start(&opts),
