@@ -8,13 +8,18 @@
 //! muted, and open mic or the talk key held. Otherwise the track is muted (the server and
 //! the agent see it muted, and no packet leaves). A device that fails — none there, the
 //! system refuses it, unplugged mid-call — is shown as failed with the reason; the
-//! session and the text chat go on. There is no echo cancellation: open mic needs
-//! headphones (the UI says so).
+//! session and the text chat go on.
+//!
+//! Echo cancellation (the "Echo cancellation" setting, on by default): one
+//! [`EchoCanceller`] per voice run is shared by the speaker (which feeds it what it
+//! plays) and the microphone (whose frames it cleans), so open mic works through
+//! speakers. Switched off, or when the canceller cannot be created, open mic needs
+//! headphones and the UI says so ([`VoiceStatus::echo_cancelling`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outpost_audio::{Capture, CaptureOptions, Health, Playback, PlaybackOptions};
+use outpost_audio::{Capture, CaptureOptions, EchoCanceller, Health, Playback, PlaybackOptions};
 use outpost_core::{LocalAudioTrack, Session, VoiceEvent};
 use tokio::sync::mpsc;
 
@@ -53,6 +58,8 @@ fn failed(error: String) -> DeviceStatus {
 struct Devices {
     capture: Option<Capture>,
     playback: Option<Arc<Playback>>,
+    /// Shared by the two while voice is on (None: off, or it could not be created).
+    echo: Option<EchoCanceller>,
 }
 
 struct State {
@@ -88,8 +95,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl VoiceHub {
-    /// A hub that tells the UI through `emit`.
-    pub fn new(emit: Emit) -> Arc<Self> {
+    /// A hub that tells the UI through `emit`, with echo cancellation on or off.
+    pub fn new(emit: Emit, echo_cancellation: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 status: VoiceStatus {
@@ -100,6 +107,8 @@ impl VoiceHub {
                     transmitting: false,
                     input: off(),
                     output: off(),
+                    echo_cancellation,
+                    echo_cancelling: false,
                 },
                 devices: Devices::default(),
                 track: None,
@@ -181,6 +190,14 @@ impl VoiceHub {
     fn changed(&self, st: &mut State) {
         let live = transmitting(&st.status);
         st.status.transmitting = live;
+        let wanted = st.status.echo_cancellation;
+        st.status.echo_cancelling = match &st.devices.echo {
+            Some(e) => {
+                e.set_enabled(wanted);
+                wanted && st.status.on
+            }
+            None => false,
+        };
         let runtime = tokio::runtime::Handle::try_current()
             .ok()
             .or_else(|| lock(&self.runtime).clone());
@@ -215,22 +232,37 @@ impl VoiceHub {
             st.session.clone()
         };
         let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
+        let want_echo = self.status().echo_cancellation;
         let opened = tokio::task::spawn_blocking(move || {
+            // Created whatever the setting (switching it on later applies at once);
+            // without the library, voice still works and open mic needs headphones.
+            let echo = match EchoCanceller::new() {
+                Ok(e) => {
+                    e.set_enabled(want_echo);
+                    Some(e)
+                }
+                Err(e) => {
+                    tracing::warn!("{e}; open mic needs headphones");
+                    None
+                }
+            };
             let play = Playback::start(&PlaybackOptions {
                 device: output,
                 device_rate: None,
+                echo: echo.clone(),
             });
             let cap = Capture::start(
                 &CaptureOptions {
                     device: input,
                     device_rate: None,
+                    echo: echo.clone(),
                 },
                 tx,
             );
-            (play, cap)
+            (play, cap, echo)
         })
         .await;
-        let (play, cap) = match opened {
+        let (play, cap, echo) = match opened {
             Ok(x) => x,
             Err(e) => {
                 let mut st = lock(&self.state);
@@ -282,6 +314,7 @@ impl VoiceHub {
         st.devices = Devices {
             capture: if track.is_some() { cap.ok() } else { None },
             playback,
+            echo,
         };
         st.track = track;
         // The microphone pump: frames go to whichever track is live now. While it should
@@ -376,6 +409,9 @@ impl VoiceHub {
         }
         if let Some(t) = c.talking {
             st.status.talking = t;
+        }
+        if let Some(e) = c.echo_cancellation {
+            st.status.echo_cancellation = e;
         }
         self.changed(&mut st);
         st.status.clone()
@@ -481,6 +517,8 @@ mod tests {
 
     fn status(on: bool, ready: bool, muted: bool, mode: VoiceMode, talking: bool) -> VoiceStatus {
         VoiceStatus {
+            echo_cancellation: true,
+            echo_cancelling: false,
             on,
             mode,
             muted,
