@@ -78,6 +78,7 @@ describe('voice', () => {
     await vi.waitFor(() => expect(backend.voice.echoCancellation).toBe(false));
     expect(backend.calls.at(-1)).toEqual({ cmd: 'voice_control', args: { control: { echoCancellation: false } } });
     await vi.waitFor(() => expect(screen.getByTestId('headphones-note')).toHaveTextContent('Open mic needs headphones'));
+    app!.screen = 'chat';
     await vi.waitFor(() => expect(screen.getByTestId('headphones-hint')).toHaveTextContent('needs headphones'));
   });
 
