@@ -123,7 +123,7 @@ fn scenario() -> anyhow::Result<()> {
             let session = Arc::new(session);
             let app_events: Arc<Mutex<Vec<AppEvent>>> = Arc::default();
             let sink = Arc::clone(&app_events);
-            let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)));
+            let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)), true);
             hub.attach(Arc::clone(&session));
 
             // Voice on: both devices open; push-to-talk not held sends nothing.

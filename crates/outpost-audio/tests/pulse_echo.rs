@@ -123,6 +123,11 @@ fn run(
         echo,
         echo.as_ref().and_then(EchoCanceller::delay_ms)
     );
+    let blocks: Vec<String> = recorded
+        .chunks(RATE / 2)
+        .map(|b| format!("{:.0}", 20.0 * rms(b).max(1e-5).log10()))
+        .collect();
+    println!("  dBFS per 0.5 s: {}", blocks.join(" "));
     assert!(recorded.len() > RATE * (SECS - 4), "recorded too little");
     assert!(near_at > RATE * 8, "the recording started too late");
     Run {
@@ -172,7 +177,11 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let far = speech(
         "The weather tomorrow will be mostly sunny, with a light breeze from the west \
-         and temperatures around twenty degrees in the afternoon.",
+         and temperatures around twenty degrees in the afternoon, rising slowly towards \
+         the evening, when clouds coming in from the sea bring a chance of light rain \
+         over the hills, although the valleys should stay dry and rather warm until \
+         late at night, with the wind turning to the north and getting stronger before \
+         dawn, so that the morning after will feel much cooler everywhere.",
         "en",
         &dir.path().join("far.wav"),
     );
