@@ -188,6 +188,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(false),
                 mode: Some(VoiceMode::OpenMic),
                 talking: None,
+                echo_cancellation: None,
             });
             ensure!(st.transmitting, "{st:?}");
             wait_agent(&lines, "mic", &agent).await?;

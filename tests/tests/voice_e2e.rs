@@ -137,6 +137,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(true),
                 mode: None,
                 talking: Some(true),
+                echo_cancellation: None,
             });
             assert!(!st.transmitting, "{st:?}");
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -145,6 +146,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(false),
                 mode: Some(VoiceMode::OpenMic),
                 talking: Some(false),
+                echo_cancellation: None,
             });
             assert!(st.transmitting, "{st:?}");
             // outpost-room publishes a track when its first audio arrives: the agent sees
