@@ -7,11 +7,11 @@
 //! the null sink `mic_in`, whose monitor is Outpost's microphone, so what Outpost plays
 //! comes back into its microphone, as from loudspeakers. The far end talks (espeak-ng
 //! speech, looped) and records Outpost's microphone track with each frame's arrival time.
-//! Open mic, with the "Echo cancellation" setting switched while the call goes on:
-//! on for 14 s, off for 10 s, on again; then a near-end talker (`paplay` into `mic_in`)
-//! speaks over the far end (double talk). Checked on what the far end received: the echo
-//! (median RMS of 0.5 s blocks) is at least 20 dB lower in the last 6 s of the first "on"
-//! stretch than in the "off" stretch, and the near-end speech is there during double talk
+//! Open mic, with the "Echo cancellation" setting switched while the call goes on: off
+//! for 10 s, then on for 20 s; then a near-end talker (`paplay` into `mic_in`) speaks over
+//! the far end (double talk). Checked on what the far end received: the echo (median RMS
+//! of 0.5 s blocks) is at least 20 dB lower in the last 10 s of the "on" stretch than in
+//! the last 8 s of the "off" stretch, and the near-end speech is there during double talk
 //! (10 ms loudness envelopes, normalised cross-correlation with the original ≥ 0.6).
 //!
 //! No test harness: `PULSE_SERVER` must be set before any thread starts. Needs root,
@@ -75,7 +75,7 @@ fn median_block_rms(x: &[f64]) -> f64 {
 #[derive(Debug, Default, Clone, Copy)]
 struct Marks {
     off: f64,
-    on_again: f64,
+    on: f64,
     near: f64,
 }
 
@@ -124,7 +124,7 @@ fn scenario() -> anyhow::Result<()> {
         .env("OUTPOST_IDENTITY", OUTPOST)
         .env("FAR_WAV", &far_wav)
         .env("OUT", &out)
-        .env("RECORD_SECONDS", "44")
+        .env("RECORD_SECONDS", "42")
         .env("LK_TIMEOUT", "150")
         .env("PYTHONWARNINGS", "ignore");
     let mut far = Proc::spawn("echo_far_end", cmd)?;
@@ -200,25 +200,24 @@ fn scenario() -> anyhow::Result<()> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             let mut marks = Marks::default();
-            tokio::time::sleep(Duration::from_secs(14)).await;
             let st = hub.control(VoiceControl {
                 echo_cancellation: Some(false),
                 ..VoiceControl::default()
             });
             ensure!(!st.echo_cancelling, "{st:?}");
             marks.off = now();
-            println!(
-                "levels so far (input, output): {:?}",
-                *levels.lock().unwrap()
-            );
             tokio::time::sleep(Duration::from_secs(10)).await;
             let st = hub.control(VoiceControl {
                 echo_cancellation: Some(true),
                 ..VoiceControl::default()
             });
             ensure!(st.echo_cancelling, "{st:?}");
-            marks.on_again = now();
-            tokio::time::sleep(Duration::from_secs(10)).await;
+            marks.on = now();
+            println!(
+                "levels so far (input, output): {:?}",
+                *levels.lock().unwrap()
+            );
+            tokio::time::sleep(Duration::from_secs(20)).await;
             marks.near = now();
             let st = Command::new("paplay")
                 .arg("--device=mic_in")
@@ -261,8 +260,8 @@ fn scenario() -> anyhow::Result<()> {
             .map_or(heard.len(), |(_, i)| *i)
     };
     let second = RATE as usize;
-    let on = &heard[index(marks.off - 6.0)..index(marks.off)];
-    let off = &heard[index(marks.off + 2.0)..index(marks.on_again)];
+    let off = &heard[index(marks.off + 2.0)..index(marks.on)];
+    let on = &heard[index(marks.on + 10.0)..index(marks.near)];
     let (e_on, e_off) = (median_block_rms(on), median_block_rms(off));
     let erle = 20.0 * (e_off / e_on.max(1e-9)).log10();
     println!(
@@ -275,7 +274,15 @@ fn scenario() -> anyhow::Result<()> {
     let to = (index(marks.near) + near.len() * 48_000 / 22_050 + 2 * second).min(heard.len());
     let near_env = envelope(&near, 22_050);
     let (m, _) = best_match(&envelope(&heard[from..to], 48_000), &near_env);
-    println!("double talk: envelope correlation with the near-end speech {m:.2}");
+    let around: Vec<String> = heard[from..to]
+        .chunks(second / 4)
+        .map(|b| format!("{:.0}", 20.0 * rms(b).max(1e-5).log10()))
+        .collect();
+    println!(
+        "double talk: envelope correlation with the near-end speech {m:.2}; dBFS per \
+         0.25 s from 0.5 s before it: {}",
+        around.join(" ")
+    );
     ensure!(
         e_off > 0.01,
         "no echo reached the far end with cancellation off ({e_off:.4})"
