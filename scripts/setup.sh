@@ -32,6 +32,7 @@ apt_packages=(
   libayatana-appindicator3-dev libxdo-dev
   libopus-dev        # outpost-livekit's audio tracks (the opus crate links it)
   libasound2-dev     # outpost-audio: cpal's ALSA backend
+  libwebrtc-audio-processing-dev libclang-dev  # outpost-audio's echo canceller (WebRTC audio processing 0.3; bindgen needs libclang)
   pulseaudio pulseaudio-utils libasound2-plugins  # outpost-audio's tests: a private null sink via ALSA's pulse plugin
   libdbus-1-dev      # the keyring's Secret Service client (libdbus, as GTK and WebKit use)
 )

@@ -98,13 +98,19 @@ fn scenario(deb: &Path) -> anyhow::Result<()> {
          and purges it)"
     );
 
-    // What the package says it needs: WebKitGTK and GTK, so apt pulls them in, and libopus,
-    // which the programs link and WebKitGTK does not (tauri.conf.json's deb.depends).
+    // What the package says it needs: WebKitGTK and GTK, so apt pulls them in, and libopus
+    // and WebRTC's audio processing (the app's echo canceller), which the programs link and
+    // WebKitGTK does not (tauri.conf.json's deb.depends).
     let depends = run(Command::new("dpkg-deb")
         .args(["-f"])
         .arg(deb)
         .arg("Depends"))?;
-    for lib in ["libwebkit2gtk-4.1-0", "libgtk-3-0", "libopus0"] {
+    for lib in [
+        "libwebkit2gtk-4.1-0",
+        "libgtk-3-0",
+        "libopus0",
+        "libwebrtc-audio-processing1",
+    ] {
         ensure!(depends.contains(lib), "Depends lacks {lib}: {depends}");
     }
 

@@ -80,7 +80,11 @@ fn names(text: &str, ident: &str) -> bool {
             let b = bytes[at - 1];
             !(b.is_ascii_alphanumeric() || b == b'_' || b == b':')
         };
-        if !before_ok {
+        // `webrtc` is not named by `webrtc_audio_processing`.
+        let after_ok = bytes
+            .get(from)
+            .is_none_or(|b| !(b.is_ascii_alphanumeric() || *b == b'_'));
+        if !before_ok || !after_ok {
             continue;
         }
         let rest = text[from..].trim_start();
@@ -134,6 +138,7 @@ const IMPORT_RULES: &[(&str, &[&str])] = &[
     // Audio devices: only outpost-audio (the core knows no device).
     ("cpal", &["crates/outpost-audio/"]),
     ("rubato", &["crates/outpost-audio/"]),
+    ("webrtc_audio_processing", &["crates/outpost-audio/"]),
     (
         "outpost_tools",
         &[

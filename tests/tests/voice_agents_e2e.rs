@@ -172,9 +172,12 @@ fn scenario() -> anyhow::Result<()> {
             // played sound).
             let app_events: Arc<Mutex<Vec<(Instant, AppEvent)>>> = Arc::default();
             let sink = Arc::clone(&app_events);
-            let hub = VoiceHub::new(Arc::new(move |e| {
-                sink.lock().unwrap().push((Instant::now(), e));
-            }));
+            let hub = VoiceHub::new(
+                Arc::new(move |e| {
+                    sink.lock().unwrap().push((Instant::now(), e));
+                }),
+                true,
+            );
             hub.attach(Arc::clone(&session));
             let st = hub.start(None, None).await;
             ensure!(st.input.state == DeviceState::Ready, "{st:?}");
@@ -185,6 +188,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(false),
                 mode: Some(VoiceMode::OpenMic),
                 talking: None,
+                echo_cancellation: None,
             });
             ensure!(st.transmitting, "{st:?}");
             wait_agent(&lines, "mic", &agent).await?;

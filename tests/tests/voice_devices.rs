@@ -93,7 +93,7 @@ fn told(events: &Mutex<Vec<AppEvent>>, ok: impl Fn(&VoiceStatus) -> bool) -> boo
 async fn scenario(pulse: &Pulse) -> anyhow::Result<()> {
     let events: Arc<Mutex<Vec<AppEvent>>> = Arc::default();
     let sink = Arc::clone(&events);
-    let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)));
+    let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)), true);
 
     // A chosen speaker that is not there: the default instead.
     let st = hub

@@ -131,7 +131,7 @@ fn scenario() -> anyhow::Result<()> {
             let session = Arc::new(session);
             let app_events: Arc<Mutex<Vec<AppEvent>>> = Arc::default();
             let sink = Arc::clone(&app_events);
-            let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)));
+            let hub = VoiceHub::new(Arc::new(move |e| sink.lock().unwrap().push(e)), true);
             hub.attach(Arc::clone(&session));
 
             // Voice on: both devices open; push-to-talk not held sends nothing.
@@ -145,6 +145,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(true),
                 mode: None,
                 talking: Some(true),
+                echo_cancellation: None,
             });
             assert!(!st.transmitting, "{st:?}");
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -153,6 +154,7 @@ fn scenario() -> anyhow::Result<()> {
                 muted: Some(false),
                 mode: Some(VoiceMode::OpenMic),
                 talking: Some(false),
+                echo_cancellation: None,
             });
             assert!(st.transmitting, "{st:?}");
             // outpost-room publishes a track when its first audio arrives: the agent sees

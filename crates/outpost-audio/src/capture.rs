@@ -23,6 +23,10 @@ pub struct CaptureOptions {
     /// Run the device at this rate instead of 48 kHz (the frames handed out are still
     /// 48 kHz: they are resampled). `None` = 48 kHz when the device offers it.
     pub device_rate: Option<u32>,
+    /// Remove the speaker's echo from each frame (before the level is measured and the
+    /// frame handed out). The same canceller goes to the [`crate::Playback`] whose sound
+    /// should be removed (see [`crate::PlaybackOptions::echo`]).
+    pub echo: Option<crate::EchoCanceller>,
 }
 
 /// Errors in a row, with no audio between them, after which a stream counts as failed.
@@ -209,13 +213,14 @@ impl Capture {
         let rate = config.sample_rate();
         let channels = config.channels();
         let shared = Arc::new(Shared::new("microphone"));
+        let echo = opts.echo.clone();
         let stream = match config.sample_format() {
-            SampleFormat::I16 => build::<i16>(&device, &config, &shared, frames),
-            SampleFormat::I32 => build::<i32>(&device, &config, &shared, frames),
-            SampleFormat::U8 => build::<u8>(&device, &config, &shared, frames),
-            SampleFormat::U16 => build::<u16>(&device, &config, &shared, frames),
-            SampleFormat::F64 => build::<f64>(&device, &config, &shared, frames),
-            _ => build::<f32>(&device, &config, &shared, frames),
+            SampleFormat::I16 => build::<i16>(&device, &config, &shared, frames, echo),
+            SampleFormat::I32 => build::<i32>(&device, &config, &shared, frames, echo),
+            SampleFormat::U8 => build::<u8>(&device, &config, &shared, frames, echo),
+            SampleFormat::U16 => build::<u16>(&device, &config, &shared, frames, echo),
+            SampleFormat::F64 => build::<f64>(&device, &config, &shared, frames, echo),
+            _ => build::<f32>(&device, &config, &shared, frames, echo),
         }
         .map_err(|e| no_default(open_error(&name, &e)))?;
         stream
@@ -292,6 +297,7 @@ fn build<T>(
     config: &cpal::SupportedStreamConfig,
     shared: &Arc<Shared>,
     frames: mpsc::Sender<Vec<f32>>,
+    mut echo: Option<crate::EchoCanceller>,
 ) -> std::result::Result<cpal::Stream, cpal::Error>
 where
     T: SizedSample,
@@ -329,7 +335,10 @@ where
             }));
             resampler.process(&mono, &mut at48);
             let whole = at48.len() / FRAME_SAMPLES * FRAME_SAMPLES;
-            for frame in at48[..whole].chunks(FRAME_SAMPLES) {
+            for frame in at48[..whole].chunks_mut(FRAME_SAMPLES) {
+                if let Some(echo) = echo.as_mut() {
+                    echo.capture(frame);
+                }
                 s.level
                     .store(level::level_of(frame).to_bits(), Ordering::Relaxed);
                 match frames.try_send(frame.to_vec()) {

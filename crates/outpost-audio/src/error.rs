@@ -29,6 +29,9 @@ pub enum AudioError {
         /// What the system said.
         reason: String,
     },
+    /// The echo canceller (WebRTC's audio processing library) could not be set up.
+    #[error("echo cancellation is not available: {0}")]
+    EchoCanceller(String),
     /// The audio system itself failed (e.g. it could not list devices).
     #[error("the audio system failed: {0}")]
     Host(String),

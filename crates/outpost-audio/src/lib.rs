@@ -10,14 +10,19 @@
 //! device, the device is gone, access denied), and a stream that dies later reports it
 //! through [`Health`].
 //!
+//! For open mic, an [`EchoCanceller`] shared by the two removes the speaker's sound from
+//! the microphone (WebRTC's audio processing: the speaker's callback feeds it what it
+//! plays, the microphone's callback runs each frame through it).
+//!
 //! Layout: `devices` (listing and lookup on cpal's default host), `capture`,
-//! `playback`, `resample` (a streaming mono resampler on rubato), `level` (the meter),
+//! `playback`, `echo` (the canceller), `resample` (a streaming mono resampler on rubato), `level` (the meter),
 //! `error`. On Linux cpal talks to ALSA, which reaches PulseAudio and PipeWire through
 //! their ALSA plugins; the tests drive the real code through a PulseAudio null sink and
 //! its monitor source.
 
 mod capture;
 mod devices;
+mod echo;
 mod error;
 mod level;
 mod playback;
@@ -25,6 +30,7 @@ mod resample;
 
 pub use capture::{Capture, CaptureOptions};
 pub use devices::{DeviceInfo, Devices, list_devices};
+pub use echo::EchoCanceller;
 pub use error::{AudioError, Result};
 pub use level::level_of;
 pub use playback::{Playback, PlaybackOptions};

@@ -23,6 +23,9 @@ pub struct PlaybackOptions {
     pub device: Option<String>,
     /// Run the device at this rate instead of 48 kHz (input is still 48 kHz).
     pub device_rate: Option<u32>,
+    /// Feed what the device plays (at 48 kHz) to this canceller as its far-end
+    /// reference; the [`crate::Capture`] given the same canceller removes it.
+    pub echo: Option<crate::EchoCanceller>,
 }
 
 /// Audio waiting for the device, at the device's rate.
@@ -77,13 +80,21 @@ impl Playback {
             dropped: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared::new("speaker"));
+        // The reference goes to the canceller at 48 kHz: back from the device's rate.
+        let echo = match opts.echo.clone() {
+            Some(e) if rate != SAMPLE_RATE => {
+                Some((e, Some(MonoResampler::new(rate, SAMPLE_RATE)?)))
+            }
+            Some(e) => Some((e, None)),
+            None => None,
+        };
         let stream = match config.sample_format() {
-            SampleFormat::I16 => build::<i16>(&device, &config, &queue, &shared),
-            SampleFormat::I32 => build::<i32>(&device, &config, &queue, &shared),
-            SampleFormat::U8 => build::<u8>(&device, &config, &queue, &shared),
-            SampleFormat::U16 => build::<u16>(&device, &config, &queue, &shared),
-            SampleFormat::F64 => build::<f64>(&device, &config, &queue, &shared),
-            _ => build::<f32>(&device, &config, &queue, &shared),
+            SampleFormat::I16 => build::<i16>(&device, &config, &queue, &shared, echo),
+            SampleFormat::I32 => build::<i32>(&device, &config, &queue, &shared, echo),
+            SampleFormat::U8 => build::<u8>(&device, &config, &queue, &shared, echo),
+            SampleFormat::U16 => build::<u16>(&device, &config, &queue, &shared, echo),
+            SampleFormat::F64 => build::<f64>(&device, &config, &queue, &shared, echo),
+            _ => build::<f32>(&device, &config, &queue, &shared, echo),
         }
         .map_err(|e| open_error(&name, &e))?;
         stream.play().map_err(|e| open_error(&name, &e))?;
@@ -179,10 +190,12 @@ fn build<T>(
     config: &cpal::SupportedStreamConfig,
     queue: &Arc<Queue>,
     shared: &Arc<Shared>,
+    mut echo: Option<(crate::EchoCanceller, Option<MonoResampler>)>,
 ) -> std::result::Result<cpal::Stream, cpal::Error>
 where
     T: SizedSample + FromSample<f32>,
 {
+    let mut at48: Vec<f32> = Vec::new();
     let channels = usize::from(config.channels()).max(1);
     let q = queue.clone();
     let cb_shared = shared.clone();
@@ -211,6 +224,15 @@ where
             }
             q.level
                 .store(level::level_of(&played).to_bits(), Ordering::Relaxed);
+            match echo.as_mut() {
+                Some((e, Some(r))) => {
+                    at48.clear();
+                    r.process(&played, &mut at48);
+                    e.render(&at48);
+                }
+                Some((e, None)) => e.render(&played),
+                None => {}
+            }
         },
         move |e| err_shared.report(&e),
         None,

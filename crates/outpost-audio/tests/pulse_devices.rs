@@ -34,6 +34,7 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
     let play = Playback::start(&PlaybackOptions {
         device: None,
         device_rate: rate,
+        echo: None,
     })
     .unwrap();
     let (tx, mut rx) = mpsc::channel(1000);
@@ -41,6 +42,7 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
         &CaptureOptions {
             device: None,
             device_rate: rate,
+            echo: None,
         },
         tx,
     )
@@ -127,6 +129,7 @@ fn devices_are_listed_and_chosen_by_id() {
         &CaptureOptions {
             device: Some(pulse_in.id.clone()),
             device_rate: None,
+            echo: None,
         },
         tx,
     )
@@ -135,6 +138,7 @@ fn devices_are_listed_and_chosen_by_id() {
     let play = Playback::start(&PlaybackOptions {
         device: Some(pulse_out.id.clone()),
         device_rate: None,
+        echo: None,
     })
     .unwrap();
     assert_eq!(play.device(), pulse_out.id);
@@ -150,6 +154,7 @@ fn an_unknown_device_is_a_clear_error() {
     let opts = CaptureOptions {
         device: Some("alsa:no-such-microphone".into()),
         device_rate: None,
+        echo: None,
     };
     match Capture::start(&opts, tx) {
         Err(AudioError::DeviceNotFound(id)) => assert_eq!(id, "alsa:no-such-microphone"),
@@ -158,6 +163,7 @@ fn an_unknown_device_is_a_clear_error() {
     let opts = PlaybackOptions {
         device: Some("not an id at all".into()),
         device_rate: None,
+        echo: None,
     };
     assert!(matches!(
         Playback::start(&opts),

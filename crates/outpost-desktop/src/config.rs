@@ -141,6 +141,9 @@ pub struct AppConfig {
     /// The chosen speaker or headphones; none = the system default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voice_output: Option<String>,
+    /// Echo cancellation for open mic; none = on (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice_echo_cancellation: Option<bool>,
 }
 
 impl AppConfig {

@@ -401,6 +401,11 @@ pub struct VoiceStatus {
     pub input: DeviceStatus,
     /// The speaker or headphones.
     pub output: DeviceStatus,
+    /// The "Echo cancellation" setting (saved; on by default).
+    pub echo_cancellation: bool,
+    /// The speaker's sound is being removed from the microphone right now (the setting
+    /// is on and the canceller runs). Off with open mic: headphones are needed.
+    pub echo_cancelling: bool,
 }
 
 /// `voice_level`: 0.0 (silence) to 1.0 (full scale), on a decibel scale.
@@ -459,6 +464,9 @@ pub struct VoiceControl {
     /// The talk key or button went down (true) or up (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub talking: Option<bool>,
+    /// Turn echo cancellation on or off (saved in the settings; applies at once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub echo_cancellation: Option<bool>,
 }
 
 /// `elicitation`: an MCP server's `elicitation/create` (form mode), shown as a form.

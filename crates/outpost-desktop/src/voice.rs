@@ -13,13 +13,18 @@
 //! device again in the background ([`REOPEN_FIRST`] doubling up to [`REOPEN_MAX`] between
 //! tries, while voice is on): the chosen device, or the system default when the chosen
 //! one is gone; choosing another device in Settings tries it at once. When it opens,
-//! voice resumes without leaving the call. There is no echo cancellation: open mic needs
-//! headphones (the UI says so).
+//! voice resumes without leaving the call.
+//!
+//! Echo cancellation (the "Echo cancellation" setting, on by default): one
+//! [`EchoCanceller`] per voice run is shared by the speaker (which feeds it what it
+//! plays) and the microphone (whose frames it cleans), a reopened device included, so
+//! open mic works through speakers. Switched off, or when the canceller cannot be
+//! created, open mic needs headphones and the UI says so ([`VoiceStatus::echo_cancelling`]).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outpost_audio::{Capture, CaptureOptions, Health, Playback, PlaybackOptions};
+use outpost_audio::{Capture, CaptureOptions, EchoCanceller, Health, Playback, PlaybackOptions};
 use outpost_core::{LocalAudioTrack, Session, VoiceEvent};
 use tokio::sync::{Notify, mpsc};
 
@@ -111,12 +116,14 @@ fn chosen_or_default<T>(
 fn open_mic(
     chosen: Option<String>,
     tx: &mpsc::Sender<Vec<f32>>,
+    echo: Option<EchoCanceller>,
 ) -> Result<Capture, outpost_audio::AudioError> {
     chosen_or_default("microphone", chosen, |device| {
         Capture::start(
             &CaptureOptions {
                 device,
                 device_rate: None,
+                echo: echo.clone(),
             },
             tx.clone(),
         )
@@ -124,29 +131,35 @@ fn open_mic(
 }
 
 /// Opens the speaker (`chosen`, else the default).
-fn open_speaker(chosen: Option<String>) -> Result<Playback, outpost_audio::AudioError> {
+fn open_speaker(
+    chosen: Option<String>,
+    echo: Option<EchoCanceller>,
+) -> Result<Playback, outpost_audio::AudioError> {
     chosen_or_default("speaker", chosen, |device| {
         Playback::start(&PlaybackOptions {
             device,
             device_rate: None,
+            echo: echo.clone(),
         })
     })
 }
 
-/// Opens `dir`'s device again (see [`open_mic`], [`open_speaker`]).
+/// Opens `dir`'s device again (see [`open_mic`], [`open_speaker`]), on the voice run's
+/// echo canceller.
 fn open(
     dir: Dir,
     chosen: Option<String>,
     mic: Option<mpsc::Sender<Vec<f32>>>,
+    echo: Option<EchoCanceller>,
 ) -> Result<Opened, outpost_audio::AudioError> {
     match dir {
         Dir::Input => match mic {
-            Some(tx) => open_mic(chosen, &tx).map(Opened::Mic),
+            Some(tx) => open_mic(chosen, &tx, echo).map(Opened::Mic),
             None => Err(outpost_audio::AudioError::Host(
                 "the microphone has nowhere to send".into(),
             )),
         },
-        Dir::Output => open_speaker(chosen).map(|p| Opened::Speaker(Box::new(p))),
+        Dir::Output => open_speaker(chosen, echo).map(|p| Opened::Speaker(Box::new(p))),
     }
 }
 
@@ -154,6 +167,8 @@ fn open(
 struct Devices {
     capture: Option<Capture>,
     playback: Option<Arc<Playback>>,
+    /// Shared by the two while voice is on (None: off, or it could not be created).
+    echo: Option<EchoCanceller>,
 }
 
 struct State {
@@ -199,8 +214,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl VoiceHub {
-    /// A hub that tells the UI through `emit`.
-    pub fn new(emit: Emit) -> Arc<Self> {
+    /// A hub that tells the UI through `emit`, with echo cancellation on or off.
+    pub fn new(emit: Emit, echo_cancellation: bool) -> Arc<Self> {
         Arc::new(Self {
             state: Mutex::new(State {
                 status: VoiceStatus {
@@ -211,6 +226,8 @@ impl VoiceHub {
                     transmitting: false,
                     input: off(),
                     output: off(),
+                    echo_cancellation,
+                    echo_cancelling: false,
                 },
                 devices: Devices::default(),
                 track: None,
@@ -308,6 +325,14 @@ impl VoiceHub {
     fn changed(&self, st: &mut State) {
         let live = transmitting(&st.status);
         st.status.transmitting = live;
+        let wanted = st.status.echo_cancellation;
+        st.status.echo_cancelling = match &st.devices.echo {
+            Some(e) => {
+                e.set_enabled(wanted);
+                wanted && st.status.on
+            }
+            None => false,
+        };
         let runtime = tokio::runtime::Handle::try_current()
             .ok()
             .or_else(|| lock(&self.runtime).clone());
@@ -344,14 +369,27 @@ impl VoiceHub {
         };
         let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
         let mic_tx = tx.clone();
+        let want_echo = self.status().echo_cancellation;
         // The chosen devices, or the defaults for one that is not there.
         let opened = tokio::task::spawn_blocking(move || {
-            let play = open_speaker(output);
-            let cap = open_mic(input, &tx);
-            (play, cap)
+            // Created whatever the setting (switching it on later applies at once);
+            // without the library, voice still works and open mic needs headphones.
+            let echo = match EchoCanceller::new() {
+                Ok(e) => {
+                    e.set_enabled(want_echo);
+                    Some(e)
+                }
+                Err(e) => {
+                    tracing::warn!("{e}; open mic needs headphones");
+                    None
+                }
+            };
+            let play = open_speaker(output, echo.clone());
+            let cap = open_mic(input, &tx, echo.clone());
+            (play, cap, echo)
         })
         .await;
-        let (play, cap) = match opened {
+        let (play, cap, echo) = match opened {
             Ok(x) => x,
             Err(e) => {
                 let mut st = lock(&self.state);
@@ -405,6 +443,7 @@ impl VoiceHub {
         st.devices = Devices {
             capture: if track.is_some() { cap.ok() } else { None },
             playback,
+            echo,
         };
         st.track = track;
         st.mic_tx = Some(mic_tx);
@@ -474,7 +513,7 @@ impl VoiceHub {
                     () = self.wake.notified() => {}
                 }
             }
-            let (chosen, mic) = {
+            let (chosen, mic, echo) = {
                 let st = lock(&self.state);
                 if !st.status.on || st.run != run {
                     return;
@@ -483,10 +522,10 @@ impl VoiceHub {
                     Dir::Input => st.choice.0.clone(),
                     Dir::Output => st.choice.1.clone(),
                 };
-                (chosen, st.mic_tx.clone())
+                (chosen, st.mic_tx.clone(), st.devices.echo.clone())
             };
             tries += 1;
-            let opened = tokio::task::spawn_blocking(move || open(dir, chosen, mic)).await;
+            let opened = tokio::task::spawn_blocking(move || open(dir, chosen, mic, echo)).await;
             let opened = match opened {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
@@ -643,6 +682,9 @@ impl VoiceHub {
         if let Some(t) = c.talking {
             st.status.talking = t;
         }
+        if let Some(e) = c.echo_cancellation {
+            st.status.echo_cancellation = e;
+        }
         self.changed(&mut st);
         st.status.clone()
     }
@@ -798,6 +840,8 @@ mod tests {
 
     fn status(on: bool, ready: bool, muted: bool, mode: VoiceMode, talking: bool) -> VoiceStatus {
         VoiceStatus {
+            echo_cancellation: true,
+            echo_cancelling: false,
             on,
             mode,
             muted,

@@ -148,6 +148,8 @@ export class MockBackend implements Backend {
     transmitting: false,
     input: { state: 'off' },
     output: { state: 'off' },
+    echoCancellation: true,
+    echoCancelling: false,
   };
   audioInputs = [
     { id: 'alsa:default', name: 'Default microphone', isDefault: true },
@@ -403,6 +405,7 @@ export class MockBackend implements Backend {
       if (control.muted !== undefined) this.voice.muted = control.muted;
       if (control.mode !== undefined) this.voice.mode = control.mode;
       if (control.talking !== undefined) this.voice.talking = control.talking;
+      if (control.echoCancellation !== undefined) this.voice.echoCancellation = control.echoCancellation;
       return this.#voiceChanged();
     },
     voice_devices: () => this.#audioDevices(),
@@ -760,6 +763,7 @@ export class MockBackend implements Backend {
   #voiceChanged(): VoiceStatus {
     const v = this.voice;
     v.transmitting = v.on && v.input.state === 'ready' && !v.muted && (v.mode === 'open_mic' || v.talking);
+    v.echoCancelling = v.on && v.echoCancellation;
     this.emit({ type: 'voice', data: clone(v) });
     return v;
   }

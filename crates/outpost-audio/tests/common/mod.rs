@@ -146,3 +146,78 @@ pub fn peak_hz(s: &[f32], rate: u32) -> f32 {
     }
     best.1
 }
+
+/// `espeak-ng`'s audio for `text` (voice `voice`) as 48 kHz mono samples, and the WAV
+/// file it wrote (22.05 kHz) at `path`.
+pub fn speech(text: &str, voice: &str, path: &std::path::Path) -> Vec<f32> {
+    let st = Command::new("espeak-ng")
+        .args(["-v", voice, "-s", "150", "-w"])
+        .arg(path)
+        .arg(text)
+        .status()
+        .expect("espeak-ng (Debian package espeak-ng; scripts/setup.sh installs it)");
+    assert!(st.success(), "espeak-ng failed: {st}");
+    let b = std::fs::read(path).unwrap();
+    assert!(b.len() > 44 && &b[..4] == b"RIFF", "not a WAV file");
+    let rate = u32::from_le_bytes([b[24], b[25], b[26], b[27]]);
+    let mut i = 12;
+    let mut samples = Vec::new();
+    while i + 8 <= b.len() {
+        let size = u32::from_le_bytes([b[i + 4], b[i + 5], b[i + 6], b[i + 7]]) as usize;
+        if &b[i..i + 4] == b"data" {
+            let end = (i + 8 + size).min(b.len());
+            samples = b[i + 8..end]
+                .chunks_exact(2)
+                .map(|c| f32::from(i16::from_le_bytes([c[0], c[1]])) / 32768.0)
+                .collect();
+            break;
+        }
+        i += 8 + size;
+    }
+    assert!(!samples.is_empty(), "no samples in {}", path.display());
+    let mut r = outpost_audio::MonoResampler::new(rate, 48_000).unwrap();
+    let mut out = Vec::new();
+    r.process(&samples, &mut out);
+    out
+}
+
+/// Loudness per 10 ms (RMS) of 48 kHz audio.
+pub fn envelope(x: &[f32]) -> Vec<f64> {
+    x.chunks_exact(480)
+        .map(|w| (w.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / 480.0).sqrt())
+        .collect()
+}
+
+/// The best normalised cross-correlation of `reference` slid along `signal`, and where.
+pub fn best_match(signal: &[f64], reference: &[f64]) -> (f64, usize) {
+    let n = reference.len();
+    if signal.len() < n || n == 0 {
+        return (0.0, 0);
+    }
+    let mr = reference.iter().sum::<f64>() / n as f64;
+    let r: Vec<f64> = reference.iter().map(|v| v - mr).collect();
+    let rn = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let mut best = (0.0, 0);
+    for off in 0..=signal.len() - n {
+        let w = &signal[off..off + n];
+        let mw = w.iter().sum::<f64>() / n as f64;
+        let (mut dot, mut wn) = (0.0, 0.0);
+        for (a, b) in w.iter().zip(&r) {
+            dot += (a - mw) * b;
+            wn += (a - mw) * (a - mw);
+        }
+        let c = dot / (wn.sqrt() * rn).max(1e-9);
+        if c > best.0 {
+            best = (c, off);
+        }
+    }
+    best
+}
+
+/// RMS of `x`.
+pub fn rms(x: &[f32]) -> f64 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    (x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64).sqrt()
+}

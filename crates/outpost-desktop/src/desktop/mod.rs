@@ -143,11 +143,14 @@ impl Desktop {
             inner: Arc::new_cyclic(|weak: &std::sync::Weak<Inner>| Inner {
                 voice: {
                     let weak = weak.clone();
-                    crate::voice::VoiceHub::new(Arc::new(move |ev| {
-                        if let Some(inner) = weak.upgrade() {
-                            lock(&inner.live).emit(ev);
-                        }
-                    }))
+                    crate::voice::VoiceHub::new(
+                        Arc::new(move |ev| {
+                            if let Some(inner) = weak.upgrade() {
+                                lock(&inner.live).emit(ev);
+                            }
+                        }),
+                        config.voice_echo_cancellation != Some(false),
+                    )
                 },
                 core,
                 paths,

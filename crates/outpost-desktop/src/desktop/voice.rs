@@ -24,8 +24,17 @@ impl Desktop {
         self.inner.voice.stop().await
     }
 
-    /// `voice_control`: mute, push-to-talk or open mic, the talk key.
+    /// `voice_control`: mute, push-to-talk or open mic, the talk key, echo cancellation
+    /// (the last one is saved in the settings; if the file cannot be written the change
+    /// still applies until the app quits, and the log says why).
     pub fn voice_control(&self, control: VoiceControl) -> VoiceStatus {
+        if let Some(on) = control.echo_cancellation {
+            let mut c = lock(&self.inner.config);
+            c.voice_echo_cancellation = Some(on);
+            if let Err(e) = c.save(&self.inner.paths.settings_file()) {
+                tracing::warn!("the echo cancellation setting was not saved: {e}");
+            }
+        }
         self.inner.voice.control(control)
     }
 

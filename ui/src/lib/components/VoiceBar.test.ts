@@ -1,6 +1,6 @@
 // The voice controls over the mock backend: voice on, push-to-talk by the button and by
 // the Space key, mute always visible and winning over the talk key, open mic with its
-// headphones note, the no-microphone state (text chat still works), the live transcript
+// echo cancellation setting (headphones hint only with it off), the no-microphone state (text chat still works), the live transcript
 // of the user's speech (interim → final), and the device choice in Settings → Voice.
 import { render, screen, within } from '@testing-library/svelte';
 import userEvent from '@testing-library/user-event';
@@ -60,14 +60,26 @@ describe('voice', () => {
     expect(micState()).toHaveTextContent('Muted');
   });
 
-  it('open mic sends without holding and says it needs headphones', async () => {
+  it('open mic sends without holding; it needs headphones only with echo cancellation off', async () => {
     const { backend, user } = await open();
     await user.click(screen.getByTestId('voice-toggle'));
     await user.click(await screen.findByTestId('open-mic'));
     await vi.waitFor(() => expect(micState()).toHaveTextContent('Mic live'));
     expect(backend.voice.mode).toBe('open_mic');
-    expect(screen.getByTestId('voice-bar')).toHaveTextContent('needs headphones');
+    expect(backend.voice.echoCancelling).toBe(true);
+    expect(screen.queryByTestId('headphones-hint')).toBeNull();
     expect(screen.queryByTestId('talk-button')).toBeNull();
+
+    app!.openSettings('voice');
+    const echo = await screen.findByTestId('echo-cancellation');
+    expect(echo).toBeChecked();
+    expect(screen.queryByTestId('headphones-note')).toBeNull();
+    await user.click(echo);
+    await vi.waitFor(() => expect(backend.voice.echoCancellation).toBe(false));
+    expect(backend.calls.at(-1)).toEqual({ cmd: 'voice_control', args: { control: { echoCancellation: false } } });
+    await vi.waitFor(() => expect(screen.getByTestId('headphones-note')).toHaveTextContent('Open mic needs headphones'));
+    app!.screen = 'chat';
+    await vi.waitFor(() => expect(screen.getByTestId('headphones-hint')).toHaveTextContent('needs headphones'));
   });
 
   it('no microphone is a clear state and the text chat keeps working', async () => {
@@ -98,7 +110,7 @@ describe('voice', () => {
     app!.openSettings('voice');
     const input = await screen.findByTestId('voice-input');
     await vi.waitFor(() => expect(within(input).getAllByRole('option')).toHaveLength(3));
-    expect(screen.getByTestId('headphones-note')).toHaveTextContent('Open mic needs headphones');
+    expect(screen.getByTestId('echo-cancellation')).toBeChecked();
     await user.selectOptions(input, 'alsa:usb-headset');
     await vi.waitFor(() => expect(backend.audioChoice.input).toBe('alsa:usb-headset'));
     expect(backend.calls.at(-1)).toEqual({ cmd: 'voice_set_devices', args: { input: 'alsa:usb-headset', output: null } });

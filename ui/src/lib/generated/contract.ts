@@ -591,7 +591,16 @@ input: DeviceStatus,
 /**
  * The speaker or headphones.
  */
-output: DeviceStatus, };
+output: DeviceStatus, 
+/**
+ * The "Echo cancellation" setting (saved; on by default).
+ */
+echoCancellation: boolean, 
+/**
+ * The speaker's sound is being removed from the microphone right now (the setting
+ * is on and the canceller runs). Off with open mic: headphones are needed.
+ */
+echoCancelling: boolean, };
 
 export type VoiceLevel = { 
 /**
@@ -651,7 +660,11 @@ mode?: VoiceMode,
 /**
  * The talk key or button went down (true) or up (false).
  */
-talking?: boolean, };
+talking?: boolean, 
+/**
+ * Turn echo cancellation on or off (saved in the settings; applies at once).
+ */
+echoCancellation?: boolean, };
 
 export type ConnectionSettings = { 
 /**

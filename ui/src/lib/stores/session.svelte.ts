@@ -35,6 +35,8 @@ export class SessionStore {
     transmitting: false,
     input: { state: 'off' },
     output: { state: 'off' },
+    echoCancellation: true,
+    echoCancelling: false,
   });
   level = $state<VoiceLevel>({ input: 0, output: 0 });
 
