@@ -154,6 +154,9 @@ def analyse(samples, arrivals):
         "tone_start_ms": first * 20,
         "longest_gap_ms": longest * 20,
         "max_arrival_gap_ms": round(float(gaps.max()) * 1000, 1),
+        # Where the longest arrival gap ended, in seconds from the first frame.
+        "max_arrival_gap_at_s": round(float(arrivals[int(gaps.argmax()) + 1] - arrivals[0]), 2)
+        if len(arrivals) > 1 else 0.0,
         "heard_s": round(len(heard) / RATE, 2),
     }
 

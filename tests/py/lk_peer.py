@@ -105,6 +105,7 @@ class Peer:
         log(event=what)
 
     def on_track_subscribed(self, track, pub, participant):
+        self.track_events.append(["subscribed", participant.identity, pub.sid])
         # Every subscribed audio track is played out at once, as an app would: its
         # frames go to whoever listens (hear_speech), otherwise nowhere.
         if track.kind == rtc.TrackKind.KIND_AUDIO:
