@@ -205,6 +205,11 @@ struct Session {
 struct Subscription {
     local: LocalAudioTrack,
     task: JoinHandle<()>,
+    track: Arc<PublishedTrack>,
+    /// A subscriber offer with this track has gone out.
+    offered: bool,
+    /// The client answered an offer with this track: it is bound to its receiver.
+    bound: bool,
 }
 
 async fn next_frame(stream: &mut Option<Stream>) -> Option<Result<Message, axum::Error>> {
@@ -424,6 +429,7 @@ impl Session {
                     Some(WireEvent::Connected(role)) => {
                         if role == Role::Subscriber {
                             self.sub_connected.send_replace(true);
+                            self.tell_subscribed();
                         }
                         if role == self.primary() && !self.connected {
                             self.connected = true;
@@ -504,6 +510,9 @@ impl Session {
         self.sub_answered = false;
         self.sub_offer_outstanding = true;
         self.offer_id += 1;
+        for s in self.subscriptions.values_mut() {
+            s.offered = true;
+        }
         let offer = SessionDescription {
             r#type: "offer".to_owned(),
             sdp,
@@ -641,6 +650,10 @@ impl Session {
                 }
                 self.sub_answered = true;
                 self.sub_offer_outstanding = false;
+                for s in self.subscriptions.values_mut() {
+                    s.bound |= s.offered;
+                }
+                self.tell_subscribed();
                 for c in std::mem::take(&mut self.sub_candidates) {
                     if let Err(e) = sub.add_candidate(&c).await {
                         tracing::warn!(identity = %self.participant.identity(), "early subscriber candidate: {e}");
@@ -959,10 +972,34 @@ impl Session {
             self.sub_connected.subscribe(),
             track.sid.clone(),
         ));
-        self.subscriptions
-            .insert(track.sid.clone(), Subscription { local, task });
-        self.room.subscribed(&track);
+        self.subscriptions.insert(
+            track.sid.clone(),
+            Subscription {
+                local,
+                task,
+                track,
+                offered: false,
+                bound: false,
+            },
+        );
         self.renegotiate_subscriber().await
+    }
+
+    /// Tells the publishers of the tracks this client can now receive (its answer bound
+    /// them and its subscriber connection is up) that they have a subscriber, as
+    /// livekit-server does (`TrackSubscribed` on the down track's bind-and-connected,
+    /// once per track; not for hidden participants): a publisher that waits for it
+    /// before it speaks (LiveKit Agents) is not heard from before it can be.
+    fn tell_subscribed(&self) {
+        if !*self.sub_connected.borrow() || self.participant.grant.hidden {
+            return;
+        }
+        for s in self.subscriptions.values() {
+            if s.bound {
+                // Only the track's first subscriber reaches its publisher.
+                self.room.subscribed(&s.track);
+            }
+        }
     }
 
     /// Stops forwarding a track to this client and renegotiates it away.
