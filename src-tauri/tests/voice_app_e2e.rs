@@ -507,7 +507,7 @@ async fn session_scenario(
         .context("pressing the talk button")?;
     ensure!(pressed == "ok", "pressing the talk button: {pressed}");
     app.wait_text("[data-testid=mic-state]", "Mic live").await?;
-    // outpost-room announces the track with its first audio; the agent subscribes.
+    // The agent subscribes to the microphone (announced when its offer is answered).
     wait_for("the agent to subscribe to the microphone", || async {
         Ok(session_event(agent, "mic"))
     })
@@ -962,8 +962,8 @@ async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> any
         );
         app.wait_text("[data-testid=mic-state]", "Hold to talk")
             .await?;
-        // outpost-room announces a track with its first audio: the agent subscribes to
-        // the new one when the talk button is held.
+        // The agent subscribes to the new microphone track; holding the talk button
+        // makes it hear it.
         agent_hears_the_mic(&app, agent, "after the rejoin").await?;
         let subscribed = agent
             .events()

@@ -8,7 +8,8 @@ LK_TONE_SECONDS (10 by default):
   peak within 2 % of 440 Hz and energy well above silence), so a stretch of lost
   packets shows up as windows without it; the longest such stretch and the longest
   gap between frame arrivals must both stay under 100 ms.
-Then alice mutes and unmutes (bob sees track_muted / track_unmuted), unpublishes (bob
+alice's publication must learn that it has a subscriber (TrackSubscribed, what LiveKit
+Agents waits for before it speaks). Then alice mutes and unmutes (bob sees track_muted / track_unmuted), unpublishes (bob
 sees track_unpublished), publishes again (bob hears the tone again), and leaves (bob
 sees the track unpublished and alice disconnected).
 """
@@ -21,7 +22,7 @@ import time
 import numpy as np
 from livekit import rtc
 
-from lkcommon import URL, check, report, run, token, wait_for
+from lkcommon import URL, check, fail, report, run, token, wait_for
 
 RATE = 48000
 FREQ = 440.0
@@ -154,6 +155,9 @@ def analyse(samples, arrivals):
         "tone_start_ms": first * 20,
         "longest_gap_ms": longest * 20,
         "max_arrival_gap_ms": round(float(gaps.max()) * 1000, 1),
+        # Where the longest arrival gap ended, in seconds from the first frame.
+        "max_arrival_gap_at_s": round(float(arrivals[int(gaps.argmax()) + 1] - arrivals[0]), 2)
+        if len(arrivals) > 1 else 0.0,
         "heard_s": round(len(heard) / RATE, 2),
     }
 
@@ -171,6 +175,13 @@ async def main():
     alice = await join("alice", auto_subscribe=False)
     source, track, pub = await publish(alice)
     tone = Tone(source)
+    # alice is told that her track has a subscriber (TrackSubscribed), once bob's
+    # answer has bound it: bob has the track by then.
+    try:
+        await asyncio.wait_for(pub.wait_for_subscription(), 15)
+    except asyncio.TimeoutError:
+        fail("alice was never told that bob subscribed (TrackSubscribed)")
+    bob_had_it = bool(subscribed)
     await wait_for(lambda: subscribed, 15, "bob to subscribe to alice's track")
     check(subscribed[0].kind == rtc.TrackKind.KIND_AUDIO, f"subscribed a {subscribed[0].kind}")
     rp = bob.remote_participants["alice"]
@@ -210,7 +221,8 @@ async def main():
     await wait_for(lambda: ("unpublished", "alice", pub2.sid) in events, 10,
                    "bob to see the track unpublished when alice left")
     await wait_for(lambda: ("left", "alice", "") in events, 10, "bob to see alice leave")
-    report(scenario="audio_tone", ok=True, **res, republished_freq_hz=res2["freq_hz"])
+    report(scenario="audio_tone", ok=True, **res, republished_freq_hz=res2["freq_hz"],
+           subscriber_had_track_when_publisher_was_told=bob_had_it)
     await bob.disconnect()
 
 

@@ -21,38 +21,13 @@ import tempfile
 
 from livekit import rtc
 
-from lkcommon import ROOM, URL, finish, token
+from lkcommon import ROOM, URL, finish, inbound_stats, token
 
 IDENTITY = os.environ.get("LK_IDENTITY", "assistant")
 
 
 def log(**kv):
     print(json.dumps(kv), flush=True)
-
-
-async def inbound_stats(track):
-    """libwebrtc's receive statistics of `track` (NetEq's view: loss, jitter, how much
-    it concealed and time-stretched)."""
-    out = {}
-    for s in await track.get_stats():
-        if s.WhichOneof("stats") == "inbound_rtp":
-            r = s.inbound_rtp
-            for src, names in ((r.received, ("packets_received", "packets_lost", "jitter")),
-                               (r.inbound, ("concealed_samples", "silent_concealed_samples",
-                                            "concealment_events",
-                                            "inserted_samples_for_deceleration",
-                                            "removed_samples_for_acceleration",
-                                            "jitter_buffer_delay",
-                                            "jitter_buffer_emitted_count",
-                                            "jitter_buffer_target_delay",
-                                            "packets_discarded", "fec_packets_received",
-                                            "total_samples_received"))):
-                for n in names:
-                    try:
-                        out[n] = round(float(getattr(src, n)), 4)
-                    except AttributeError:
-                        pass
-    return out
 
 
 class Peer:
@@ -105,6 +80,7 @@ class Peer:
         log(event=what)
 
     def on_track_subscribed(self, track, pub, participant):
+        self.track_events.append(["subscribed", participant.identity, pub.sid])
         # Every subscribed audio track is played out at once, as an app would: its
         # frames go to whoever listens (hear_speech), otherwise nowhere.
         if track.kind == rtc.TrackKind.KIND_AUDIO:

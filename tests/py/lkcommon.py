@@ -86,3 +86,28 @@ def run(main):
     except asyncio.TimeoutError:
         fail("scenario timed out")
     finish(0)
+
+
+async def inbound_stats(track):
+    """libwebrtc's receive statistics of `track` (NetEq's view: loss, jitter, how much
+    it concealed and time-stretched)."""
+    out = {}
+    for s in await track.get_stats():
+        if s.WhichOneof("stats") == "inbound_rtp":
+            r = s.inbound_rtp
+            for src, names in ((r.received, ("packets_received", "packets_lost", "jitter")),
+                               (r.inbound, ("concealed_samples", "silent_concealed_samples",
+                                            "concealment_events",
+                                            "inserted_samples_for_deceleration",
+                                            "removed_samples_for_acceleration",
+                                            "jitter_buffer_delay",
+                                            "jitter_buffer_emitted_count",
+                                            "jitter_buffer_target_delay",
+                                            "packets_discarded", "fec_packets_received",
+                                            "total_samples_received"))):
+                for n in names:
+                    try:
+                        out[n] = round(float(getattr(src, n)), 4)
+                    except AttributeError:
+                        pass
+    return out

@@ -258,7 +258,6 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
             .await
             .expect("publish again");
         assert_ne!(again.sid(), track.sid());
-        // The server announces a track once its first packets arrive.
         let stereo = again.clone();
         let tone2 = tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(20));
@@ -285,6 +284,59 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
         d.peer_sees("assistant", "unpublished", "app", again.sid())
             .await;
         d.room.leave().await.unwrap();
+        Ok(())
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
+/// A track is announced when the offer carrying it is applied, before any of its audio,
+/// as livekit-server does: our track, with no frame pushed yet (so not one RTP packet
+/// sent), is seen published and subscribed by the SDK; the tone pushed afterwards is
+/// heard on that subscription.
+#[test]
+fn a_track_is_announced_and_subscribed_before_its_first_packet() {
+    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let track = c
+            .room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect("publish");
+        c.peer_sees("assistant", "published", "app", track.sid())
+            .await;
+        c.peer_sees("assistant", "subscribed", "app", track.sid())
+            .await;
+        let tone = spawn_tone(track.clone());
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let heard = c
+            .ask(
+                "assistant",
+                json!({"op": "hear_tone", "from": "app", "seconds": 3}),
+                "heard",
+                Duration::from_secs(30),
+            )
+            .await;
+        eprintln!("the SDK heard: {heard}");
+        assert!(heard["error"].is_null(), "{heard}");
+        assert_eq!(heard["sid"], track.sid());
+        let f = heard["freq_hz"].as_f64().unwrap();
+        assert!((f - 440.0).abs() <= 440.0 * 0.02, "{heard}");
+        assert!(heard["longest_gap_ms"].as_f64().unwrap() < 100.0, "{heard}");
+        tone.abort();
+        c.room.leave().await.unwrap();
         Ok(())
     });
     if res.is_err() {

@@ -136,16 +136,17 @@ fn audio_tone_is_forwarded_with_mute_unpublish_and_leave() {
     );
 }
 
-/// Official-SDK peers (6, or `OUTPOST_AUDIO_PARTICIPANTS`), each publishing its own
-/// tone from its own process and hearing every other one (n × (n − 1) forwarded
-/// streams), joining one after another (later ones get the tracks already published)
+/// Official-SDK peers (10, as issue 14 asks, or `OUTPOST_AUDIO_PARTICIPANTS`), each
+/// publishing its own tone from its own process and hearing every other one
+/// (n × (n − 1) forwarded streams, each at its publisher's frequency and without a gap
+/// of 100 ms), joining one after another (later ones get the tracks already published)
 /// and leaving one after another.
 #[test]
 fn audio_participants_each_hear_the_others() {
     let n: u64 = std::env::var("OUTPOST_AUDIO_PARTICIPANTS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(10);
     let ns = NetNs::create().expect("network namespace");
     let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
     let out = run_script(

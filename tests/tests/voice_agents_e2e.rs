@@ -339,7 +339,11 @@ fn scenario() -> anyhow::Result<()> {
     let _ = rec.kill();
     let _ = rec.wait();
     if let Err(e) = outcome {
-        bail!("{e:#}\nthe agent's stderr:\n{}", agent.stderr());
+        bail!(
+            "{e:#}\nthe agent's stderr:\n{}\nthe room server's log:\n{}",
+            agent.stderr(),
+            env.server.proc.stderr()
+        );
     }
 
     // The agent's speech on Outpost's speaker: its loudness envelope matches espeak-ng's
@@ -373,15 +377,26 @@ fn scenario() -> anyhow::Result<()> {
         rec_started.elapsed(),
         at * 10
     );
-    ensure!(
-        pieces >= 0.8 && corr >= 0.5,
-        "Outpost's speaker did not play the agent's speech (envelope correlation {corr:.3}, \
-         piece by piece {pieces:.3})"
-    );
-    ensure!(
-        loud_ms * 10 >= ref_ms * 7 && loud_ms * 10 <= ref_ms * 13,
-        "Outpost's speaker played {loud_ms} ms of sound for a reply of {ref_ms} ms"
-    );
+    let verdict = if pieces < 0.8 || corr < 0.5 {
+        Some(format!(
+            "Outpost's speaker did not play the agent's speech (envelope correlation {corr:.3}, \
+             piece by piece {pieces:.3})"
+        ))
+    } else if loud_ms * 10 < ref_ms * 7 || loud_ms * 10 > ref_ms * 13 {
+        Some(format!(
+            "Outpost's speaker played {loud_ms} ms of sound for a reply of {ref_ms} ms"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = verdict {
+        // What the room server saw (subscriptions, forwarding) and the agent's side.
+        bail!(
+            "{why}\nthe agent's stderr:\n{}\nthe room server's log:\n{}",
+            agent.stderr(),
+            env.server.proc.stderr()
+        );
+    }
     drop(files);
     Ok(())
 }

@@ -157,8 +157,8 @@ fn scenario() -> anyhow::Result<()> {
                 echo_cancellation: None,
             });
             assert!(st.transmitting, "{st:?}");
-            // outpost-room publishes a track when its first audio arrives: the agent sees
-            // the microphone now.
+            // The agent saw the microphone track when it was published (outpost-room
+            // announces a track at the offer that carries it, as livekit-server does).
             let mic_line = tokio::task::spawn_blocking({
                 let agent_line = agent_line.clone();
                 move || agent_line("\"mic\"")

@@ -1,9 +1,11 @@
 //! Published audio tracks and the forwarding of their RTP, like a small SFU.
 //!
 //! A participant's `AddTrackRequest` becomes a pending [`TrackInfo`] (answered with
-//! `TrackPublishedResponse`); when its media arrives on the publisher connection the
-//! session makes it a [`PublishedTrack`], which the room announces in the
-//! participant's `ParticipantInfo.tracks` and offers to every other participant. Each
+//! `TrackPublishedResponse`); when the publisher's next offer carries its media section
+//! (before any of its audio, as livekit-server does), the session makes it a
+//! [`PublishedTrack`], which the room announces in the participant's
+//! `ParticipantInfo.tracks` and offers to every other participant; its packets are
+//! forwarded from the first one that arrives. Each
 //! subscriber session adds a local track per published track to its subscriber
 //! connection (server-side renegotiation) and runs one [`forward`] task that copies
 //! packets from the track's broadcast queue onto it.

@@ -395,8 +395,9 @@ impl Room {
         }
     }
 
-    /// Someone subscribed to `track`: its publisher is told once (`TrackSubscribed`, as a
-    /// LiveKit server does). LiveKit Agents waits for it before it speaks on the track.
+    /// A subscriber can receive `track` (its answer bound it, its connection is up): the
+    /// publisher is told once (`TrackSubscribed`, as a LiveKit server does). LiveKit
+    /// Agents waits for it before it speaks on the track.
     pub fn subscribed(&self, track: &PublishedTrack) {
         if !track.first_subscription() {
             return;

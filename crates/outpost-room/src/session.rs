@@ -110,6 +110,7 @@ pub(crate) async fn run(
         detached_at: None,
         auto_subscribe,
         pending_tracks: Vec::new(),
+        awaiting_media: Vec::new(),
         subscriptions: HashMap::new(),
         sub_offer_outstanding: false,
         sub_renegotiate: false,
@@ -182,9 +183,12 @@ struct Session {
     detached_at: Option<Instant>,
     /// Subscribe to the others' tracks (the join's `auto_subscribe`, default on).
     auto_subscribe: bool,
-    /// Tracks announced with `AddTrackRequest` whose media has not arrived yet:
+    /// Tracks announced with `AddTrackRequest` that no offer has carried yet:
     /// (cid, info with its sid).
     pending_tracks: Vec<(String, TrackInfo)>,
+    /// Tracks published when an offer carried them (as livekit-server does), whose
+    /// media has not arrived yet: their reader starts with the first packet.
+    awaiting_media: Vec<Arc<PublishedTrack>>,
     /// The others' tracks we forward to this client, by track sid.
     subscriptions: HashMap<String, Subscription>,
     /// An offer on the subscriber connection awaits its answer.
@@ -201,6 +205,11 @@ struct Session {
 struct Subscription {
     local: LocalAudioTrack,
     task: JoinHandle<()>,
+    track: Arc<PublishedTrack>,
+    /// A subscriber offer with this track has gone out.
+    offered: bool,
+    /// The client answered an offer with this track: it is bound to its receiver.
+    bound: bool,
 }
 
 async fn next_frame(stream: &mut Option<Stream>) -> Option<Result<Message, axum::Error>> {
@@ -420,6 +429,7 @@ impl Session {
                     Some(WireEvent::Connected(role)) => {
                         if role == Role::Subscriber {
                             self.sub_connected.send_replace(true);
+                            self.tell_subscribed();
                         }
                         if role == self.primary() && !self.connected {
                             self.connected = true;
@@ -500,6 +510,9 @@ impl Session {
         self.sub_answered = false;
         self.sub_offer_outstanding = true;
         self.offer_id += 1;
+        for s in self.subscriptions.values_mut() {
+            s.offered = true;
+        }
         let offer = SessionDescription {
             r#type: "offer".to_owned(),
             sdp,
@@ -617,6 +630,7 @@ impl Session {
                         for sid in stopped {
                             self.unpublish(&sid, "its sender was removed").await?;
                         }
+                        self.publish_offered(&sending);
                     }
                     Err(e) => {
                         tracing::warn!(identity = %self.participant.identity(), "offer refused: {e}");
@@ -636,6 +650,10 @@ impl Session {
                 }
                 self.sub_answered = true;
                 self.sub_offer_outstanding = false;
+                for s in self.subscriptions.values_mut() {
+                    s.bound |= s.offered;
+                }
+                self.tell_subscribed();
                 for c in std::mem::take(&mut self.sub_candidates) {
                     if let Err(e) = sub.add_candidate(&c).await {
                         tracing::warn!(identity = %self.participant.identity(), "early subscriber candidate: {e}");
@@ -741,7 +759,9 @@ impl Session {
 
     /// `AddTrackRequest`: an audio track gets its sid and a `TrackPublishedResponse`
     /// (what the SDK's `publish_track` waits for, before it offers the media); it is
-    /// published once its media arrives. Anything else is refused with a
+    /// published when an offer carries its media section (before any audio, as
+    /// livekit-server does), or failing a match when its media arrives. Anything else
+    /// is refused with a
     /// `RequestResponse` saying why (video: UNSUPPORTED_TYPE).
     async fn add_track(&mut self, req: AddTrackRequest) -> Result<(), ()> {
         let sid = format!("TR_{}", crate::room::short_id());
@@ -789,40 +809,94 @@ impl Session {
         }
     }
 
-    /// Media arrived on the publisher connection: the pending track it belongs to
-    /// (matched by the cid in its `a=msid`, else the only pending audio track) is
-    /// published, and a task forwards its packets until it ends.
+    /// A publisher offer was applied: each pending track whose media section it now
+    /// sends is published (announced to everyone, subscribed by the others) at once,
+    /// before its first packet, as livekit-server does (its `OnTrack` fires from the
+    /// SDP). A section is matched to its `AddTrackRequest` by the track id of its
+    /// `a=msid` (the SDKs use the cid), else, when one section and one request are
+    /// left unmatched, to each other. What stays unmatched is published when its
+    /// media arrives ([`Self::track_arrived`]).
+    fn publish_offered(&mut self, sending: &[String]) {
+        let known: Vec<String> = self
+            .participant
+            .tracks()
+            .iter()
+            .map(|t| t.media_id.clone())
+            .collect();
+        let mut new: Vec<&String> = sending.iter().filter(|id| !known.contains(id)).collect();
+        new.dedup();
+        let mut unmatched = Vec::new();
+        for id in new {
+            match self.pending_tracks.iter().position(|(cid, _)| cid == id) {
+                Some(at) => {
+                    self.publish_pending(at, id);
+                }
+                None => unmatched.push(id),
+            }
+        }
+        if let ([id], 1) = (unmatched.as_slice(), self.pending_tracks.len()) {
+            self.publish_pending(0, id);
+        }
+    }
+
+    /// Publishes pending track `at`, whose media will carry the track id `media_id`.
+    fn publish_pending(&mut self, at: usize, media_id: &str) -> Arc<PublishedTrack> {
+        let (cid, info) = self.pending_tracks.remove(at);
+        let track = PublishedTrack::new(&self.participant.sid, &cid, media_id, info);
+        tracing::info!(identity = %self.participant.identity(), sid = %track.sid, "audio track published");
+        self.awaiting_media.push(track.clone());
+        self.room.publish(&self.participant, track.clone());
+        track
+    }
+
+    /// Media arrived on the publisher connection: the published track it belongs to
+    /// (matched by the track id of its `a=msid`, else the only one awaiting media) or,
+    /// when no offer's section was matched to it, the pending track (same rules) is
+    /// published now; a task forwards its packets until it ends.
     fn track_arrived(&mut self, remote: RemoteTrack) {
         if remote.kind() == MediaKind::Video {
             tracing::warn!(identity = %self.participant.identity(), ?remote, "{}", media::VIDEO_REFUSED);
             return;
         }
-        let at = self
-            .pending_tracks
+        let id = remote.track_id();
+        let awaiting = self
+            .awaiting_media
             .iter()
-            .position(|(cid, _)| cid == remote.track_id())
-            .or((self.pending_tracks.len() == 1).then_some(0));
-        let Some(at) = at else {
-            tracing::warn!(identity = %self.participant.identity(), ?remote, "media for a track that was not announced with AddTrackRequest; ignored");
-            return;
+            .position(|t| t.media_id == id)
+            .or_else(|| {
+                let pending = self.pending_tracks.iter().any(|(cid, _)| cid == id);
+                (!pending && self.awaiting_media.len() == 1).then_some(0)
+            });
+        let track = if let Some(at) = awaiting {
+            self.awaiting_media.remove(at)
+        } else {
+            let at = self
+                .pending_tracks
+                .iter()
+                .position(|(cid, _)| cid == id)
+                .or((self.pending_tracks.len() == 1).then_some(0));
+            let Some(at) = at else {
+                tracing::warn!(identity = %self.participant.identity(), ?remote, "media for a track that was not announced with AddTrackRequest; ignored");
+                return;
+            };
+            let track = self.publish_pending(at, id);
+            self.awaiting_media.retain(|t| t.sid != track.sid);
+            track
         };
-        let (cid, info) = self.pending_tracks.remove(at);
-        let track = PublishedTrack::new(&self.participant.sid, &cid, remote.track_id(), info);
-        tracing::info!(identity = %self.participant.identity(), sid = %track.sid, "audio track published");
-        let reader = track.clone();
+        tracing::debug!(identity = %self.participant.identity(), sid = %track.sid, "audio track media arrived");
         let events = self.wire_tx.clone();
         self.tasks.push(self.shared.tasks.spawn(async move {
             while let Some(packet) = remote.recv().await {
-                reader.forward(packet);
+                track.forward(packet);
             }
-            let _ = events.send(WireEvent::TrackEnded(reader.sid.clone()));
+            let _ = events.send(WireEvent::TrackEnded(track.sid.clone()));
         }));
-        self.room.publish(&self.participant, track);
     }
 
     /// Stops publishing one of this client's tracks; the client hears of it
     /// (`TrackUnpublishedResponse`), the others see it go.
     async fn unpublish(&mut self, sid: &str, why: &str) -> Result<(), ()> {
+        self.awaiting_media.retain(|t| t.sid != sid);
         if !self.room.unpublish(&self.participant, sid) {
             return Ok(());
         }
@@ -898,10 +972,34 @@ impl Session {
             self.sub_connected.subscribe(),
             track.sid.clone(),
         ));
-        self.subscriptions
-            .insert(track.sid.clone(), Subscription { local, task });
-        self.room.subscribed(&track);
+        self.subscriptions.insert(
+            track.sid.clone(),
+            Subscription {
+                local,
+                task,
+                track,
+                offered: false,
+                bound: false,
+            },
+        );
         self.renegotiate_subscriber().await
+    }
+
+    /// Tells the publishers of the tracks this client can now receive (its answer bound
+    /// them and its subscriber connection is up) that they have a subscriber, as
+    /// livekit-server does (`TrackSubscribed` on the down track's bind-and-connected,
+    /// once per track; not for hidden participants): a publisher that waits for it
+    /// before it speaks (LiveKit Agents) is not heard from before it can be.
+    fn tell_subscribed(&self) {
+        if !*self.sub_connected.borrow() || self.participant.grant.hidden {
+            return;
+        }
+        for s in self.subscriptions.values() {
+            if s.bound {
+                // Only the track's first subscriber reaches its publisher.
+                self.room.subscribed(&s.track);
+            }
+        }
     }
 
     /// Stops forwarding a track to this client and renegotiates it away.
