@@ -28,7 +28,9 @@ const PING: &[&str] = &[
 static ALONE: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
-    ALONE.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    ALONE
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn scenario(script: &str, timeout_s: u64) -> Vec<serde_json::Value> {
@@ -160,7 +162,9 @@ fn audio_participants_each_hear_the_others() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10);
-    let _alone = ALONE.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _alone = ALONE
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let ns = NetNs::create().expect("network namespace");
     let server = RoomProcess::start(&ns, Path::new(BIN), PING).expect("server");
     let out = run_script(
