@@ -19,15 +19,21 @@
 //! CPU: each client process's own CPU time (all threads) over its bursts.
 //! Knobs: BENCH_TURNS (3), BURSTS (15 per turn).
 
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
+use outpost_audio::{Capture, CaptureOptions, Playback, PlaybackOptions};
 use outpost_livekit::{AudioSourceOptions, Room, RoomEvent, RoomOptions};
 use outpost_tests::bench::{env_num, median};
 use outpost_tests::lkclient::{self, Env, in_netns};
 use outpost_tests::proc::Proc;
+use outpost_tests::pulse::Pulse;
 use outpost_tests::python;
+use tokio::sync::mpsc;
 
 const RUST_ROOM: &str = "voice-outpost";
 const PY_ROOM: &str = "voice-sdk";
@@ -58,7 +64,12 @@ impl Turn {
 
 /// User + system CPU time of this process (all threads), from /proc/self/stat.
 fn cpu_seconds() -> anyhow::Result<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    cpu_seconds_of("self")
+}
+
+/// User + system CPU time of process `pid` ("self" for this one).
+fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name (which is in parentheses and may hold spaces).
     let rest = stat.rsplit_once(") ").context("odd /proc/self/stat")?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -178,20 +189,30 @@ fn python_turn(env: &Env, bursts: usize) -> anyhow::Result<Turn> {
     if !status.success() {
         bail!("voice_bench.py client failed: {out}\n{err}");
     }
+    turn_from_json(&result_line(&out, &err)?)
+}
+
+/// A child's last JSON line.
+fn result_line(out: &str, err: &str) -> anyhow::Result<serde_json::Value> {
     let line = out
         .lines()
         .rev()
         .find(|l| l.starts_with('{'))
         .with_context(|| format!("no result line: {out}\n{err}"))?;
-    let v: serde_json::Value = serde_json::from_str(line)?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// The numbers in `v[k]`.
+fn nums(v: &serde_json::Value, k: &str) -> Vec<f64> {
+    v[k].as_array()
+        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+        .unwrap_or_default()
+}
+
+fn turn_from_json(v: &serde_json::Value) -> anyhow::Result<Turn> {
     let f = |k: &str| v[k].as_f64().with_context(|| format!("{k} missing in {v}"));
     Ok(Turn {
-        latencies_ms: v["latencies_ms"]
-            .as_array()
-            .context("latencies")?
-            .iter()
-            .filter_map(serde_json::Value::as_f64)
-            .collect(),
+        latencies_ms: nums(v, "latencies_ms"),
         sent: f("sent")? as usize,
         cpu_s: f("cpu_s")?,
         wall_s: f("wall_s")?,
@@ -214,23 +235,399 @@ fn echo_agent(env: &Env, room: &str) -> anyhow::Result<Proc> {
     Ok(p)
 }
 
+// ---- The device path -------------------------------------------------------------
+
+/// pacat / parec latency for the bench's own player and recorders (not Outpost's).
+const HARNESS_LATENCY_MS: &str = "20";
+
+/// A PulseAudio tool (`pacat` / `parec`) started with `-v`, once it says its stream is
+/// created: writing into a player before that would leave a standing backlog in its pipe.
+fn pa_tool(server: &str, args: &[&str]) -> anyhow::Result<Child> {
+    let mut child = Command::new(args[0])
+        .args(&args[1..])
+        .args(["-v", "--format=s16le", "--rate=48000", "--channels=1"])
+        .arg(format!("--latency-msec={HARNESS_LATENCY_MS}"))
+        .env("PULSE_SERVER", server)
+        // The tuning knob is for Outpost's streams, never for the measuring ones.
+        .env_remove("PULSE_LATENCY_MSEC")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {} (Debian's pulseaudio-utils)", args[0]))?;
+    let err = child.stderr.take().context("stderr")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut tx = Some(tx);
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            if line.contains("Stream successfully created") {
+                if let Some(tx) = tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(10))
+        .with_context(|| format!("{} did not create its stream in 10 s", args[0]))?;
+    Ok(child)
+}
+
+/// Samples, and (samples so far, arrival) after each read.
+type Timeline = (Vec<i16>, Vec<(usize, Instant)>);
+
+/// What the player reports: when each burst was written, and the CPU and wall clocks
+/// when the bursts started.
+type Played = (Vec<Instant>, f64, Instant);
+
+/// A recording of a source, with when each chunk arrived.
+struct Recording {
+    child: Child,
+    data: Arc<Mutex<Timeline>>,
+}
+
+impl Recording {
+    fn start(server: &str, source: &str) -> anyhow::Result<Self> {
+        let mut child = pa_tool(server, &["parec", &format!("--device={source}"), "--raw"])?;
+        let mut out = child.stdout.take().context("parec's stdout")?;
+        let data = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+        let sink = Arc::clone(&data);
+        std::thread::spawn(move || {
+            let mut chunk = [0u8; 960];
+            let mut odd: Option<u8> = None;
+            while let Ok(n) = out.read(&mut chunk) {
+                if n == 0 {
+                    return;
+                }
+                let now = Instant::now();
+                let mut bytes: Vec<u8> = odd.take().into_iter().collect();
+                bytes.extend_from_slice(&chunk[..n]);
+                if bytes.len() % 2 == 1 {
+                    odd = bytes.pop();
+                }
+                let mut d = sink.lock().unwrap_or_else(|p| p.into_inner());
+                d.0.extend(
+                    bytes
+                        .chunks_exact(2)
+                        .map(|c| i16::from_le_bytes([c[0], c[1]])),
+                );
+                let len = d.0.len();
+                d.1.push((len, now));
+            }
+        });
+        Ok(Self { child, data })
+    }
+
+    /// When each burst started in the recording: a sample above the threshold after
+    /// 100 ms of quiet. A sample's time is its chunk's arrival less the samples after it.
+    fn onsets(mut self) -> Vec<Instant> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let d = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        let (samples, marks) = (&d.0, &d.1);
+        let quiet = (RATE * 0.1) as usize;
+        let mut out = Vec::new();
+        let mut last_loud: Option<usize> = None;
+        let mut m = 0;
+        for (i, s) in samples.iter().enumerate() {
+            if f64::from(*s).abs() <= THRESHOLD {
+                continue;
+            }
+            if last_loud.is_none_or(|l| i - l > quiet) {
+                while m < marks.len() && marks[m].0 <= i {
+                    m += 1;
+                }
+                if let Some((end, at)) = marks.get(m) {
+                    out.push(*at - Duration::from_secs_f64((end - i) as f64 / RATE));
+                }
+            }
+            last_loud = Some(i);
+        }
+        out
+    }
+}
+
+/// Plays silence with the bursts into `sink` through pacat, 10 ms frames paced by the
+/// wall clock, from a thread; returns when each burst's first frame was written. The
+/// CPU clock starts (`cpu0`) when the bursts do.
+fn play_bursts(
+    server: &str,
+    sink: &str,
+    bursts: usize,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<Played>>> {
+    let mut child = pa_tool(
+        server,
+        &["pacat", "--playback", &format!("--device={sink}")],
+    )?;
+    let mut stdin = child.stdin.take().context("pacat's stdin")?;
+    Ok(std::thread::spawn(move || {
+        let total = SETTLE_FRAMES + bursts * SPACING_FRAMES + 100;
+        let start = Instant::now();
+        let mut onsets = Vec::new();
+        let (mut cpu0, mut wall0) = (0.0, start);
+        let mut bytes = Vec::with_capacity(FRAME * 2);
+        for n in 0..total {
+            let due = start + Duration::from_millis(10 * n as u64);
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if n == SETTLE_FRAMES {
+                cpu0 = cpu_seconds()?;
+                wall0 = Instant::now();
+            }
+            let k = n.wrapping_sub(SETTLE_FRAMES);
+            let loud = n >= SETTLE_FRAMES
+                && k < bursts * SPACING_FRAMES
+                && k % SPACING_FRAMES < BURST_FRAMES;
+            bytes.clear();
+            for i in 0..FRAME {
+                let v = if loud {
+                    let t = ((k % SPACING_FRAMES) * FRAME + i) as f64 / RATE;
+                    (AMP * (2.0 * std::f64::consts::PI * 1000.0 * t).sin()) as i16
+                } else {
+                    0
+                };
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            if loud && k % SPACING_FRAMES == 0 {
+                onsets.push(Instant::now());
+            }
+            stdin.write_all(&bytes).context("writing to pacat")?;
+        }
+        drop(stdin);
+        let _ = child.kill();
+        let _ = child.wait();
+        Ok((onsets, cpu0, wall0))
+    }))
+}
+
+/// Each heard onset less the latest input onset before it, in ms.
+fn latencies(onsets_in: &[Instant], onsets_out: &[Instant]) -> Vec<f64> {
+    onsets_out
+        .iter()
+        .filter_map(|o| {
+            onsets_in
+                .iter()
+                .rev()
+                .find(|i| *i <= o)
+                .map(|i| (*o - *i).as_secs_f64() * 1000.0)
+        })
+        .collect()
+}
+
+/// The device loop alone (no Outpost, no room): bursts played into the `speaker` null
+/// sink, recorded from its monitor. What the bench's own player and recorder add.
+fn device_loop_turn(server: &str, bursts: usize) -> anyhow::Result<Turn> {
+    let rec = Recording::start(server, "speaker.monitor")?;
+    let (onsets_in, cpu0, wall0) = play_bursts(server, "speaker", bursts)?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the player panicked"))??;
+    let cpu_s = cpu_seconds()? - cpu0;
+    let wall_s = wall0.elapsed().as_secs_f64();
+    Ok(Turn {
+        latencies_ms: latencies(&onsets_in, &rec.onsets()),
+        sent: onsets_in.len(),
+        cpu_s,
+        wall_s,
+        receiver_delay_ms: None,
+    })
+}
+
+/// `voice_bench device-turn` (a child process, so that each run of Outpost's devices
+/// has its own environment, e.g. `PULSE_LATENCY_MSEC`, and its own CPU clock): Outpost's
+/// microphone and speaker (outpost-audio on cpal → ALSA → PulseAudio, wired to the
+/// track and the stream as the desktop's voice hub wires them) in a call with the echo
+/// agent. The bursts are played into the `mic_in` null sink (its monitor is the default
+/// source: Outpost's microphone); Outpost's speaker is the default sink `speaker`.
+/// Both monitors are recorded with the same recorder: the mouth is the burst's onset in
+/// `mic_in.monitor`, the ear its echo's onset in `speaker.monitor`, so the bench's own
+/// player and recorder latency cancel out. Also from the burst's write into the player
+/// (the device loop's reference). Prints one JSON line.
+fn device_turn() -> anyhow::Result<()> {
+    let var = |k: &str| std::env::var(k).with_context(|| format!("{k} not set"));
+    let (server, url, ns) = (var("PULSE_SERVER")?, var("LK_URL")?, var("CLIENT_NS")?);
+    let bursts = env_num("BURSTS", 15);
+    let v = in_netns(&ns, move || async move {
+        let token = lkclient::token(RUST_ROOM, "outpost-devices", lkclient::DEV_SECRET)?;
+        let mut opts = RoomOptions::default();
+        opts.auto_subscribe = true;
+        let (room, mut events) = Room::connect(&url, &token, opts).await?;
+        let mic = room.publish_audio(AudioSourceOptions::default()).await?;
+        let mut stream = loop {
+            let ev = tokio::time::timeout(Duration::from_secs(20), events.recv())
+                .await
+                .context("no echo track within 20 s")?
+                .context("events closed")?;
+            if let RoomEvent::AudioTrackSubscribed { stream, .. } = ev {
+                break stream;
+            }
+        };
+        let drain = tokio::spawn(async move { while events.recv().await.is_some() {} });
+        // The devices, opened and wired as outpost-desktop's VoiceHub does.
+        let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
+        let (play, cap) = tokio::task::spawn_blocking(move || {
+            let play = Playback::start(&PlaybackOptions::default());
+            let cap = Capture::start(&CaptureOptions::default(), tx);
+            (play, cap)
+        })
+        .await?;
+        let (play, cap) = (Arc::new(play?), cap?);
+        let pump = tokio::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                let _ = mic.push_frame_f32(&frame).await;
+            }
+        });
+        let speaker = Arc::clone(&play);
+        let listener = tokio::spawn(async move {
+            let mut queued = Vec::new();
+            while let Some(frame) = stream.recv().await {
+                speaker.push_i16(&frame.samples);
+                queued.push(speaker.queued_ms() as f64);
+            }
+            queued
+        });
+        let server2 = server.clone();
+        let (onsets_in, cpu0, wall0, mouth, ear) = tokio::task::spawn_blocking(move || {
+            let mouth = Recording::start(&server2, "mic_in.monitor")?;
+            let ear = Recording::start(&server2, "speaker.monitor")?;
+            let (onsets_in, cpu0, wall0) = play_bursts(&server2, "mic_in", bursts)?
+                .join()
+                .map_err(|_| anyhow::anyhow!("the player panicked"))??;
+            // The last echo's tail.
+            std::thread::sleep(Duration::from_millis(300));
+            anyhow::Ok((onsets_in, cpu0, wall0, mouth.onsets(), ear.onsets()))
+        })
+        .await??;
+        let cpu_s = cpu_seconds()? - cpu0;
+        let wall_s = wall0.elapsed().as_secs_f64();
+        let dropped = cap.dropped_frames();
+        let (rate_in, rate_out) = (cap.device_rate(), play.device_rate());
+        drop(cap);
+        pump.abort();
+        room.leave().await?;
+        let queued = tokio::time::timeout(Duration::from_secs(10), listener)
+            .await
+            .context("the echo stream did not end after leaving")??;
+        drain.abort();
+        anyhow::Ok(serde_json::json!({
+            "latencies_ms": latencies(&mouth, &ear),
+            "from_player_ms": latencies(&onsets_in, &ear),
+            "mouth_lag_ms": latencies(&onsets_in, &mouth),
+            "sent": onsets_in.len(),
+            "cpu_s": cpu_s,
+            "wall_s": wall_s,
+            "speaker_queue_ms": if queued.is_empty() { 0.0 } else { median(queued) },
+            "capture_dropped": dropped,
+            "device_rates": [rate_in, rate_out],
+        }))
+    })?;
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{v}");
+    }
+    Ok(())
+}
+
 fn pct(v: &[f64], p: f64) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// One run of Outpost's devices (`device-turn`) as the parent saw it.
+#[derive(Debug, Clone)]
+struct DeviceTurn {
+    turn: Turn,
+    /// From the burst's write into the player to its echo's onset in the recording.
+    from_player_ms: Vec<f64>,
+    /// From the write into the player to the onset in `mic_in.monitor`.
+    mouth_lag_ms: Vec<f64>,
+    speaker_queue_ms: f64,
+    /// The PulseAudio daemon's CPU over the turn, % of one core.
+    pulse_cpu_percent: f64,
+}
+
+/// Outpost's device configurations compared in one run: a label and the environment of
+/// the `device-turn` child.
+fn device_variants() -> Vec<(String, Vec<(String, String)>)> {
+    let mut v = vec![("as shipped".to_owned(), Vec::new())];
+    // BENCH_PULSE_LATENCY_MSEC=10,30: also with libpulse's own latency request.
+    if let Ok(list) = std::env::var("BENCH_PULSE_LATENCY_MSEC") {
+        for ms in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
+            v.push((
+                format!("PULSE_LATENCY_MSEC={ms}"),
+                vec![("PULSE_LATENCY_MSEC".to_owned(), ms.to_owned())],
+            ));
+        }
+    }
+    v
+}
+
+fn run_device_turn(
+    env: &Env,
+    pulse: &Pulse,
+    me: &Path,
+    bursts: usize,
+    extra: &[(String, String)],
+) -> anyhow::Result<DeviceTurn> {
+    let mut cmd = Command::new(me);
+    cmd.arg("device-turn")
+        .env("PULSE_SERVER", pulse.server())
+        .env("LK_URL", &env.server.url)
+        .env("CLIENT_NS", &env.pair.client_ns)
+        .env("BURSTS", bursts.to_string())
+        .env_remove("PULSE_LATENCY_MSEC");
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    let pid = pulse.pid().to_string();
+    let (p0, t0) = (cpu_seconds_of(&pid)?, Instant::now());
+    let (status, out, err) =
+        Proc::spawn("voice_bench device-turn", cmd)?.finish(Duration::from_secs(120))?;
+    let pulse_cpu_percent = (cpu_seconds_of(&pid)? - p0) / t0.elapsed().as_secs_f64() * 100.0;
+    if !status.success() {
+        bail!("device-turn failed: {out}\n{err}");
+    }
+    let v = result_line(&out, &err)?;
+    Ok(DeviceTurn {
+        turn: turn_from_json(&v)?,
+        from_player_ms: nums(&v, "from_player_ms"),
+        mouth_lag_ms: nums(&v, "mouth_lag_ms"),
+        speaker_queue_ms: v["speaker_queue_ms"].as_f64().unwrap_or(0.0),
+        pulse_cpu_percent,
+    })
+}
+
+fn all(v: &[Turn]) -> Vec<f64> {
+    v.iter().flat_map(|t| t.latencies_ms.clone()).collect()
+}
+
+fn heard_enough(t: &Turn, who: &str) -> anyhow::Result<()> {
+    if t.latencies_ms.len() + 2 < t.sent {
+        bail!(
+            "{who}: only {} of {} bursts heard back",
+            t.latencies_ms.len(),
+            t.sent
+        );
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
-    if std::env::args().nth(1).as_deref() == Some("serve") {
-        return outpost_room::cli::main().map_err(Into::into);
+    match std::env::args().nth(1).as_deref() {
+        Some("serve") => return outpost_room::cli::main().map_err(Into::into),
+        Some("device-turn") => return device_turn(),
+        _ => {}
     }
     let turns = env_num("BENCH_TURNS", 3);
     let bursts = env_num("BURSTS", 15);
+    let devices = env_num("BENCH_DEVICES", 1) != 0;
     let me = std::env::current_exe().context("locating myself")?;
+    let pulse = if devices { Some(Pulse::start()?) } else { None };
+    let variants = device_variants();
     let env = Env::start(Path::new(&me))?;
     let _echo_rust = echo_agent(&env, RUST_ROOM)?;
     let _echo_py = echo_agent(&env, PY_ROOM)?;
     let (mut rust, mut py) = (Vec::new(), Vec::new());
+    let mut dev: Vec<Vec<DeviceTurn>> = vec![Vec::new(); variants.len()];
+    let (mut lp, mut lp_pulse) = (Vec::new(), Vec::new());
     for turn in 0..turns {
         let url = env.server.url.clone();
         let r = in_netns(&env.pair.client_ns.clone(), move || rust_turn(url, bursts))?;
@@ -250,23 +647,39 @@ fn main() -> anyhow::Result<()> {
                 p.cpu_percent(),
             );
         }
-        for (t, who) in [(&r, "outpost"), (&p, "sdk")] {
-            if t.latencies_ms.len() + 2 < t.sent {
-                bail!(
-                    "{who}: only {} of {} bursts heard back",
-                    t.latencies_ms.len(),
-                    t.sent
-                );
-            }
-        }
+        heard_enough(&r, "outpost")?;
+        heard_enough(&p, "sdk")?;
         rust.push(r);
         py.push(p);
+        let Some(pulse) = &pulse else { continue };
+        let pid = pulse.pid().to_string();
+        let (p0, t0) = (cpu_seconds_of(&pid)?, Instant::now());
+        let l = device_loop_turn(&pulse.server(), bursts)?;
+        lp_pulse.push((cpu_seconds_of(&pid)? - p0) / t0.elapsed().as_secs_f64() * 100.0);
+        heard_enough(&l, "device loop")?;
+        for (i, (label, extra)) in variants.iter().enumerate() {
+            let d = run_device_turn(&env, pulse, &me, bursts, extra)?;
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "        devices ({label}) {} of {} bursts heard, median {:.1} ms \
+                     (device loop alone {:.1} ms), cpu {:.1} %",
+                    d.turn.latencies_ms.len(),
+                    d.turn.sent,
+                    median(d.turn.latencies_ms.clone()),
+                    median(l.latencies_ms.clone()),
+                    d.turn.cpu_percent(),
+                );
+            }
+            heard_enough(&d.turn, label)?;
+            dev[i].push(d);
+        }
+        lp.push(l);
     }
-    let all = |v: &[Turn]| -> Vec<f64> { v.iter().flat_map(|t| t.latencies_ms.clone()).collect() };
     let (ra, pa) = (all(&rust), all(&py));
     let cpu = |v: &[Turn]| median(v.iter().map(Turn::cpu_percent).collect());
     let (rc, pc) = (cpu(&rust), cpu(&py));
-    let report = format!(
+    let mut report = format!(
         "| measure ({turns} alternating turns, {} bursts each) | Outpost (outpost-livekit) ↔ SDK echo agent | official SDK ↔ SDK echo agent | ratio Outpost / SDK (goal ≤ 1.1) |\n|---|---|---|---|\n\
          | mouth-to-ear p50 | {:.1} ms | {:.1} ms | {:.2} |\n\
          | mouth-to-ear p90 | {:.1} ms | {:.1} ms | {:.2} |\n\
@@ -300,9 +713,170 @@ fn main() -> anyhow::Result<()> {
             }
         },
     );
+    if !lp.is_empty() {
+        report.push_str(&device_report(
+            &variants, &dev, &lp, &lp_pulse, &ra, &pa, pc,
+        ));
+    }
     #[allow(clippy::print_stdout)]
     {
         println!("{report}");
     }
     Ok(())
+}
+
+/// The device-path table: each of Outpost's device configurations, the device loop
+/// alone, and the frame-path figures of the same run beside them.
+fn device_report(
+    variants: &[(String, Vec<(String, String)>)],
+    dev: &[Vec<DeviceTurn>],
+    lp: &[Turn],
+    lp_pulse: &[f64],
+    frame_outpost: &[f64],
+    frame_sdk: &[f64],
+    sdk_cpu: f64,
+) -> String {
+    use std::fmt::Write as _;
+    let la = all(lp);
+    let mut s = String::from(
+        "\nThrough sound devices (PulseAudio null sinks; mouth = the burst's onset in \
+         `mic_in.monitor`, Outpost's microphone; ear = its echo's onset in `speaker.monitor`, \
+         what Outpost's speaker played):\n\n| measure |",
+    );
+    for (label, _) in variants {
+        let _ = write!(s, " Outpost through devices ({label}) |");
+    }
+    s.push_str(" device loop alone (player → null sink → monitor → recorder) | Outpost frame path (above) | SDK pair frame path (above) |\n|---|");
+    s.push_str(&"---|".repeat(variants.len() + 3));
+    s.push('\n');
+    let row = |s: &mut String, name: &str, cells: Vec<String>| {
+        let _ = writeln!(s, "| {name} | {} |", cells.join(" | "));
+    };
+    let lat = |p: f64| {
+        let mut c: Vec<String> = dev
+            .iter()
+            .map(|d| {
+                let v: Vec<f64> = d.iter().flat_map(|t| t.turn.latencies_ms.clone()).collect();
+                format!("{:.1} ms", pct(&v, p))
+            })
+            .collect();
+        c.push(format!("{:.1} ms", pct(&la, p)));
+        c.push(format!("{:.1} ms", pct(frame_outpost, p)));
+        c.push(format!("{:.1} ms", pct(frame_sdk, p)));
+        c
+    };
+    row(&mut s, "mouth-to-ear p50", lat(0.5));
+    row(&mut s, "mouth-to-ear p90", lat(0.9));
+    row(&mut s, "mouth-to-ear max", lat(1.0));
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            let v: Vec<f64> = d.iter().flat_map(|t| t.turn.latencies_ms.clone()).collect();
+            format!("{:.2}", pct(&v, 0.5) / pct(frame_sdk, 0.5))
+        })
+        .collect();
+    c.extend([
+        "".into(),
+        format!("{:.2}", pct(frame_outpost, 0.5) / pct(frame_sdk, 0.5)),
+        "1".into(),
+    ]);
+    row(&mut s, "p50 / SDK pair's frame-path p50 (goal ≤ 1.1)", c);
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            let v: Vec<f64> = d.iter().flat_map(|t| t.from_player_ms.clone()).collect();
+            format!("{:.1} ms", pct(&v, 0.5))
+        })
+        .collect();
+    c.extend([format!("{:.1} ms", pct(&la, 0.5)), "".into(), "".into()]);
+    row(
+        &mut s,
+        "from the write into the player to the recorded echo, p50",
+        c,
+    );
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            let v: Vec<f64> = d.iter().flat_map(|t| t.mouth_lag_ms.clone()).collect();
+            format!("{:.1} ms", pct(&v, 0.5))
+        })
+        .collect();
+    c.extend(["".into(), "".into(), "".into()]);
+    row(&mut s, "player write → onset in `mic_in.monitor`, p50", c);
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            format!(
+                "{:.0} ms",
+                median(d.iter().map(|t| t.speaker_queue_ms).collect())
+            )
+        })
+        .collect();
+    c.extend(["".into(), "".into(), "".into()]);
+    row(&mut s, "Outpost's speaker queue (median while playing)", c);
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            let heard: usize = d.iter().map(|t| t.turn.latencies_ms.len()).sum();
+            let sent: usize = d.iter().map(|t| t.turn.sent).sum();
+            format!("{heard} of {sent}")
+        })
+        .collect();
+    c.push(format!(
+        "{} of {}",
+        la.len(),
+        lp.iter().map(|t| t.sent).sum::<usize>()
+    ));
+    c.extend(["".into(), "".into()]);
+    row(&mut s, "bursts heard back", c);
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            format!(
+                "{:.1} %",
+                median(
+                    d.iter()
+                        .map(|t: &DeviceTurn| t.turn.cpu_percent())
+                        .collect()
+                )
+            )
+        })
+        .collect();
+    c.extend(["".into(), "".into(), format!("{sdk_cpu:.1} %")]);
+    row(
+        &mut s,
+        "client CPU during the call (median of turns, % of one core)",
+        c,
+    );
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            format!(
+                "{:.2}",
+                median(
+                    d.iter()
+                        .map(|t: &DeviceTurn| t.turn.cpu_percent())
+                        .collect()
+                ) / sdk_cpu
+            )
+        })
+        .collect();
+    c.extend(["".into(), "".into(), "1".into()]);
+    row(&mut s, "client CPU / SDK pair's", c);
+    let mut c: Vec<String> = dev
+        .iter()
+        .map(|d| {
+            format!(
+                "{:.1} %",
+                median(d.iter().map(|t| t.pulse_cpu_percent).collect())
+            )
+        })
+        .collect();
+    c.extend([
+        format!("{:.1} %", median(lp_pulse.to_vec())),
+        "".into(),
+        "".into(),
+    ]);
+    row(&mut s, "PulseAudio daemon CPU (median of turns)", c);
+    s
 }
