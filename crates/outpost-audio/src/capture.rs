@@ -247,10 +247,23 @@ impl Capture {
     }
 }
 
-/// A 20 ms device buffer where the device says what it allows: the default of some
-/// backends (ALSA through PulseAudio) is seconds long, which would delay everything.
+/// A whole number of milliseconds from the environment variable `key`, within
+/// `range`; `default` when unset or out of range.
+pub(crate) fn env_ms(key: &str, range: std::ops::RangeInclusive<u32>, default: u32) -> u32 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|v| range.contains(v))
+        .unwrap_or(default)
+}
+
+/// A 10 ms device period (cpal double-buffers: 20 ms of buffer) where the device says
+/// what it allows: the default of some backends (ALSA through PulseAudio) is seconds
+/// long, which would delay everything. `OUTPOST_AUDIO_PERIOD_MS` (5..=100) changes it
+/// (a longer one for a device that crackles). 10 ms took 45–50 ms off mouth-to-ear
+/// against the former 20 ms through PulseAudio (docs/BENCHMARKS.md, voice_bench).
 pub(crate) fn buffer_size(config: &cpal::SupportedStreamConfig) -> cpal::BufferSize {
-    let want = config.sample_rate() / 50;
+    let want = config.sample_rate() * env_ms("OUTPOST_AUDIO_PERIOD_MS", 5..=100, 10) / 1000;
     match config.buffer_size() {
         cpal::SupportedBufferSize::Range { min, max } if *min <= *max => {
             cpal::BufferSize::Fixed(want.clamp(*min, *max))

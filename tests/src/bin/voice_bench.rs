@@ -67,6 +67,28 @@ fn cpu_seconds() -> anyhow::Result<f64> {
     cpu_seconds_of("self")
 }
 
+/// User + system CPU time of each of this process's threads, summed by thread name.
+fn thread_cpu() -> std::collections::BTreeMap<String, f64> {
+    let mut by = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return by;
+    };
+    for t in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(t.path().join("stat")) else {
+            continue;
+        };
+        let (Some((head, rest)), Some(open)) = (stat.rsplit_once(") "), stat.find('(')) else {
+            continue;
+        };
+        let name = head[open + 1..].to_owned();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = f.get(11).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+            + f.get(12).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        *by.entry(name).or_insert(0.0) += ticks / 100.0;
+    }
+    by
+}
+
 /// User + system CPU time of process `pid` ("self" for this one).
 fn cpu_seconds_of(pid: &str) -> anyhow::Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
@@ -412,34 +434,42 @@ fn latencies(onsets_in: &[Instant], onsets_out: &[Instant]) -> Vec<f64> {
         .collect()
 }
 
-/// The device loop alone (no Outpost, no room): bursts played into the `speaker` null
-/// sink, recorded from its monitor. What the bench's own player and recorder add.
-fn device_loop_turn(server: &str, bursts: usize) -> anyhow::Result<Turn> {
-    let rec = Recording::start(server, "speaker.monitor")?;
-    let (onsets_in, cpu0, wall0) = play_bursts(server, "speaker", bursts)?
+/// Bursts through the devices: played into `mic_in` (its monitor is the default source:
+/// Outpost's microphone) while both monitors are recorded by the same recorder, so the
+/// bench's own player and recorder latency cancel out. Returns the mouth → ear
+/// latencies (onset in `mic_in.monitor` → onset in `speaker.monitor`), the player
+/// write → `mic_in.monitor` lags, the burst count, and the CPU and wall clocks at the
+/// first burst.
+fn device_bursts(
+    server: &str,
+    bursts: usize,
+) -> anyhow::Result<(Vec<f64>, Vec<f64>, usize, f64, Instant)> {
+    let mouth = Recording::start(server, "mic_in.monitor")?;
+    let ear = Recording::start(server, "speaker.monitor")?;
+    let (onsets_in, cpu0, wall0) = play_bursts(server, "mic_in", bursts)?
         .join()
         .map_err(|_| anyhow::anyhow!("the player panicked"))??;
-    let cpu_s = cpu_seconds()? - cpu0;
-    let wall_s = wall0.elapsed().as_secs_f64();
-    Ok(Turn {
-        latencies_ms: latencies(&onsets_in, &rec.onsets()),
-        sent: onsets_in.len(),
-        cpu_s,
-        wall_s,
-        receiver_delay_ms: None,
-    })
+    let (mouth, ear) = (mouth.onsets(), ear.onsets());
+    Ok((
+        latencies(&mouth, &ear),
+        latencies(&onsets_in, &mouth),
+        onsets_in.len(),
+        cpu0,
+        wall0,
+    ))
 }
 
-/// `voice_bench device-turn` (a child process, so that each run of Outpost's devices
-/// has its own environment, e.g. `PULSE_LATENCY_MSEC`, and its own CPU clock): Outpost's
-/// microphone and speaker (outpost-audio on cpal → ALSA → PulseAudio, wired to the
-/// track and the stream as the desktop's voice hub wires them) in a call with the echo
-/// agent. The bursts are played into the `mic_in` null sink (its monitor is the default
-/// source: Outpost's microphone); Outpost's speaker is the default sink `speaker`.
-/// Both monitors are recorded with the same recorder: the mouth is the burst's onset in
-/// `mic_in.monitor`, the ear its echo's onset in `speaker.monitor`, so the bench's own
-/// player and recorder latency cancel out. Also from the burst's write into the player
-/// (the device loop's reference). Prints one JSON line.
+/// `voice_bench device-turn` (a child process, so that each configuration of Outpost's
+/// devices has its own environment, e.g. `PULSE_LATENCY_MSEC`, and its own CPU clock):
+/// Outpost's microphone and speaker (outpost-audio on cpal → ALSA → PulseAudio, the
+/// defaults: `mic_in.monitor` and `speaker`), opened once, in two phases with the same
+/// bursts ([`device_bursts`]):
+/// 1. the devices alone: the microphone's frames go straight to the speaker (no
+///    network, no room): what the devices' buffers add;
+/// 2. the call: the microphone's frames go to the published track and the echo agent's
+///    stream to the speaker, as outpost-desktop's voice hub wires them.
+///
+/// Prints one JSON line.
 fn device_turn() -> anyhow::Result<()> {
     let var = |k: &str| std::env::var(k).with_context(|| format!("{k} not set"));
     let (server, url, ns) = (var("PULSE_SERVER")?, var("LK_URL")?, var("CLIENT_NS")?);
@@ -460,7 +490,7 @@ fn device_turn() -> anyhow::Result<()> {
             }
         };
         let drain = tokio::spawn(async move { while events.recv().await.is_some() {} });
-        // The devices, opened and wired as outpost-desktop's VoiceHub does.
+        // The devices, opened as outpost-desktop's VoiceHub opens them.
         let (tx, mut rx) = mpsc::channel::<Vec<f32>>(50);
         let (play, cap) = tokio::task::spawn_blocking(move || {
             let play = Playback::start(&PlaybackOptions::default());
@@ -469,32 +499,45 @@ fn device_turn() -> anyhow::Result<()> {
         })
         .await?;
         let (play, cap) = (Arc::new(play?), cap?);
+        // Phase 1 (`direct`): microphone → speaker. Phase 2: microphone → track, echo → speaker.
+        let direct = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (speaker, is_direct) = (Arc::clone(&play), Arc::clone(&direct));
         let pump = tokio::spawn(async move {
             while let Some(frame) = rx.recv().await {
-                let _ = mic.push_frame_f32(&frame).await;
+                if is_direct.load(std::sync::atomic::Ordering::Relaxed) {
+                    speaker.push(&frame);
+                    // The track's clock keeps running on silence meanwhile.
+                    let _ = mic.push_frame_f32(&[0.0; FRAME]).await;
+                } else {
+                    let _ = mic.push_frame_f32(&frame).await;
+                }
             }
         });
-        let speaker = Arc::clone(&play);
+        let (speaker, is_direct) = (Arc::clone(&play), Arc::clone(&direct));
         let listener = tokio::spawn(async move {
             let mut queued = Vec::new();
             while let Some(frame) = stream.recv().await {
-                speaker.push_i16(&frame.samples);
-                queued.push(speaker.queued_ms() as f64);
+                if !is_direct.load(std::sync::atomic::Ordering::Relaxed) {
+                    speaker.push_i16(&frame.samples);
+                    queued.push(speaker.queued_ms() as f64);
+                }
             }
             queued
         });
         let server2 = server.clone();
-        let (onsets_in, cpu0, wall0, mouth, ear) = tokio::task::spawn_blocking(move || {
-            let mouth = Recording::start(&server2, "mic_in.monitor")?;
-            let ear = Recording::start(&server2, "speaker.monitor")?;
-            let (onsets_in, cpu0, wall0) = play_bursts(&server2, "mic_in", bursts)?
-                .join()
-                .map_err(|_| anyhow::anyhow!("the player panicked"))??;
-            // The last echo's tail.
-            std::thread::sleep(Duration::from_millis(300));
-            anyhow::Ok((onsets_in, cpu0, wall0, mouth.onsets(), ear.onsets()))
-        })
-        .await??;
+        let alone = tokio::task::spawn_blocking(move || device_bursts(&server2, bursts)).await??;
+        direct.store(false, std::sync::atomic::Ordering::Relaxed);
+        let threads0 = thread_cpu();
+        let call = tokio::task::spawn_blocking(move || device_bursts(&server, bursts)).await??;
+        let threads: serde_json::Map<String, serde_json::Value> = thread_cpu()
+            .into_iter()
+            .map(|(k, v)| {
+                let d = v - threads0.get(&k).copied().unwrap_or(0.0);
+                (k, serde_json::json!(d))
+            })
+            .filter(|(_, v)| v.as_f64().is_some_and(|d| d > 0.0))
+            .collect();
+        let (lat, mouth_lag, sent, cpu0, wall0) = call;
         let cpu_s = cpu_seconds()? - cpu0;
         let wall_s = wall0.elapsed().as_secs_f64();
         let dropped = cap.dropped_frames();
@@ -507,14 +550,16 @@ fn device_turn() -> anyhow::Result<()> {
             .context("the echo stream did not end after leaving")??;
         drain.abort();
         anyhow::Ok(serde_json::json!({
-            "latencies_ms": latencies(&mouth, &ear),
-            "from_player_ms": latencies(&onsets_in, &ear),
-            "mouth_lag_ms": latencies(&onsets_in, &mouth),
-            "sent": onsets_in.len(),
+            "latencies_ms": lat,
+            "mouth_lag_ms": mouth_lag,
+            "devices_alone_ms": alone.0,
+            "devices_alone_sent": alone.2,
+            "sent": sent,
             "cpu_s": cpu_s,
             "wall_s": wall_s,
             "speaker_queue_ms": if queued.is_empty() { 0.0 } else { median(queued) },
             "capture_dropped": dropped,
+            "thread_cpu_s": threads,
             "device_rates": [rate_in, rate_out],
         }))
     })?;
@@ -526,6 +571,9 @@ fn device_turn() -> anyhow::Result<()> {
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     v[((v.len() - 1) as f64 * p).round() as usize]
@@ -534,30 +582,44 @@ fn pct(v: &[f64], p: f64) -> f64 {
 /// One run of Outpost's devices (`device-turn`) as the parent saw it.
 #[derive(Debug, Clone)]
 struct DeviceTurn {
+    /// The call through the devices.
     turn: Turn,
-    /// From the burst's write into the player to its echo's onset in the recording.
-    from_player_ms: Vec<f64>,
-    /// From the write into the player to the onset in `mic_in.monitor`.
+    /// Phase 1: microphone → speaker, no network.
+    alone_ms: Vec<f64>,
+    alone_sent: usize,
+    /// From the write into the player to the onset in `mic_in.monitor` (the bench's
+    /// player, cancelled out of the figures).
     mouth_lag_ms: Vec<f64>,
     speaker_queue_ms: f64,
-    /// The PulseAudio daemon's CPU over the turn, % of one core.
+    capture_dropped: u64,
+    /// CPU seconds by thread name over the call (diagnostics).
+    threads: String,
+    /// The PulseAudio daemon's CPU over the child's run, % of one core.
     pulse_cpu_percent: f64,
 }
 
 /// Outpost's device configurations compared in one run: a label and the environment of
-/// the `device-turn` child.
+/// the `device-turn` child. `BENCH_DEVICE_VARIANTS`: configurations separated by `;`,
+/// each a space-separated list of `KEY=VALUE` (empty: as shipped); by default the
+/// shipped configuration (a 10 ms device period), the former 20 ms one and 5 ms.
 fn device_variants() -> Vec<(String, Vec<(String, String)>)> {
-    let mut v = vec![("as shipped".to_owned(), Vec::new())];
-    // BENCH_PULSE_LATENCY_MSEC=10,30: also with libpulse's own latency request.
-    if let Ok(list) = std::env::var("BENCH_PULSE_LATENCY_MSEC") {
-        for ms in list.split(',').map(str::trim).filter(|m| !m.is_empty()) {
-            v.push((
-                format!("PULSE_LATENCY_MSEC={ms}"),
-                vec![("PULSE_LATENCY_MSEC".to_owned(), ms.to_owned())],
-            ));
-        }
-    }
-    v
+    let spec = std::env::var("BENCH_DEVICE_VARIANTS")
+        .unwrap_or_else(|_| ";OUTPOST_AUDIO_PERIOD_MS=20;OUTPOST_AUDIO_PERIOD_MS=5".to_owned());
+    spec.split(';')
+        .map(|v| {
+            let kv: Vec<(String, String)> = v
+                .split_whitespace()
+                .filter_map(|p| p.split_once('='))
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect();
+            let label = if kv.is_empty() {
+                "as shipped".to_owned()
+            } else {
+                v.split_whitespace().collect::<Vec<_>>().join(" ")
+            };
+            (label, kv)
+        })
+        .collect()
 }
 
 fn run_device_turn(
@@ -573,7 +635,9 @@ fn run_device_turn(
         .env("LK_URL", &env.server.url)
         .env("CLIENT_NS", &env.pair.client_ns)
         .env("BURSTS", bursts.to_string())
-        .env_remove("PULSE_LATENCY_MSEC");
+        .env_remove("PULSE_LATENCY_MSEC")
+        .env_remove("OUTPOST_AUDIO_PERIOD_MS")
+        .env_remove("OUTPOST_AUDIO_QUEUE_MS");
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -588,9 +652,12 @@ fn run_device_turn(
     let v = result_line(&out, &err)?;
     Ok(DeviceTurn {
         turn: turn_from_json(&v)?,
-        from_player_ms: nums(&v, "from_player_ms"),
+        alone_ms: nums(&v, "devices_alone_ms"),
+        alone_sent: v["devices_alone_sent"].as_u64().unwrap_or(0) as usize,
         mouth_lag_ms: nums(&v, "mouth_lag_ms"),
         speaker_queue_ms: v["speaker_queue_ms"].as_f64().unwrap_or(0.0),
+        capture_dropped: v["capture_dropped"].as_u64().unwrap_or(0),
+        threads: v["thread_cpu_s"].to_string(),
         pulse_cpu_percent,
     })
 }
@@ -627,7 +694,6 @@ fn main() -> anyhow::Result<()> {
     let _echo_py = echo_agent(&env, PY_ROOM)?;
     let (mut rust, mut py) = (Vec::new(), Vec::new());
     let mut dev: Vec<Vec<DeviceTurn>> = vec![Vec::new(); variants.len()];
-    let (mut lp, mut lp_pulse) = (Vec::new(), Vec::new());
     for turn in 0..turns {
         let url = env.server.url.clone();
         let r = in_netns(&env.pair.client_ns.clone(), move || rust_turn(url, bursts))?;
@@ -652,29 +718,38 @@ fn main() -> anyhow::Result<()> {
         rust.push(r);
         py.push(p);
         let Some(pulse) = &pulse else { continue };
-        let pid = pulse.pid().to_string();
-        let (p0, t0) = (cpu_seconds_of(&pid)?, Instant::now());
-        let l = device_loop_turn(&pulse.server(), bursts)?;
-        lp_pulse.push((cpu_seconds_of(&pid)? - p0) / t0.elapsed().as_secs_f64() * 100.0);
-        heard_enough(&l, "device loop")?;
         for (i, (label, extra)) in variants.iter().enumerate() {
             let d = run_device_turn(&env, pulse, &me, bursts, extra)?;
             #[allow(clippy::print_stderr)]
             {
                 eprintln!(
                     "        devices ({label}) {} of {} bursts heard, median {:.1} ms \
-                     (device loop alone {:.1} ms), cpu {:.1} %",
+                     (devices alone {} of {}, median {:.1} ms), cpu {:.1} %, \
+                     speaker queue {:.0} ms, player lag {:.1} ms, {} capture frames dropped\n          \
+                     thread CPU s: {}",
                     d.turn.latencies_ms.len(),
                     d.turn.sent,
                     median(d.turn.latencies_ms.clone()),
-                    median(l.latencies_ms.clone()),
+                    d.alone_ms.len(),
+                    d.alone_sent,
+                    median(d.alone_ms.clone()),
                     d.turn.cpu_percent(),
+                    d.speaker_queue_ms,
+                    median(d.mouth_lag_ms.clone()),
+                    d.capture_dropped,
+                    d.threads,
                 );
             }
             heard_enough(&d.turn, label)?;
+            if d.alone_ms.len() + 2 < d.alone_sent {
+                bail!(
+                    "{label}: the devices alone passed only {} of {} bursts",
+                    d.alone_ms.len(),
+                    d.alone_sent
+                );
+            }
             dev[i].push(d);
         }
-        lp.push(l);
     }
     let (ra, pa) = (all(&rust), all(&py));
     let cpu = |v: &[Turn]| median(v.iter().map(Turn::cpu_percent).collect());
@@ -713,10 +788,8 @@ fn main() -> anyhow::Result<()> {
             }
         },
     );
-    if !lp.is_empty() {
-        report.push_str(&device_report(
-            &variants, &dev, &lp, &lp_pulse, &ra, &pa, pc,
-        ));
+    if pulse.is_some() {
+        report.push_str(&device_report(&variants, &dev, &ra, &pa, pc));
     }
     #[allow(clippy::print_stdout)]
     {
@@ -725,158 +798,120 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The device-path table: each of Outpost's device configurations, the device loop
-/// alone, and the frame-path figures of the same run beside them.
+/// The device-path table: each of Outpost's device configurations, and the frame-path
+/// figures of the same run beside them.
 fn device_report(
     variants: &[(String, Vec<(String, String)>)],
     dev: &[Vec<DeviceTurn>],
-    lp: &[Turn],
-    lp_pulse: &[f64],
     frame_outpost: &[f64],
     frame_sdk: &[f64],
     sdk_cpu: f64,
 ) -> String {
     use std::fmt::Write as _;
-    let la = all(lp);
     let mut s = String::from(
         "\nThrough sound devices (PulseAudio null sinks; mouth = the burst's onset in \
          `mic_in.monitor`, Outpost's microphone; ear = its echo's onset in `speaker.monitor`, \
          what Outpost's speaker played):\n\n| measure |",
     );
     for (label, _) in variants {
-        let _ = write!(s, " Outpost through devices ({label}) |");
+        let _ = write!(s, " Outpost through its devices ({label}) |");
     }
-    s.push_str(" device loop alone (player → null sink → monitor → recorder) | Outpost frame path (above) | SDK pair frame path (above) |\n|---|");
-    s.push_str(&"---|".repeat(variants.len() + 3));
+    s.push_str(" Outpost frame path (above) | SDK pair frame path (above) |\n|---|");
+    s.push_str(&"---|".repeat(variants.len() + 2));
     s.push('\n');
-    let row = |s: &mut String, name: &str, cells: Vec<String>| {
+    let per =
+        |f: &dyn Fn(&[DeviceTurn]) -> String| -> Vec<String> { dev.iter().map(|d| f(d)).collect() };
+    let call = |d: &[DeviceTurn]| -> Vec<f64> {
+        d.iter().flat_map(|t| t.turn.latencies_ms.clone()).collect()
+    };
+    let alone =
+        |d: &[DeviceTurn]| -> Vec<f64> { d.iter().flat_map(|t| t.alone_ms.clone()).collect() };
+    let row = |s: &mut String, name: &str, mut cells: Vec<String>, frame: [String; 2]| {
+        cells.extend(frame);
         let _ = writeln!(s, "| {name} | {} |", cells.join(" | "));
     };
-    let lat = |p: f64| {
-        let mut c: Vec<String> = dev
-            .iter()
-            .map(|d| {
-                let v: Vec<f64> = d.iter().flat_map(|t| t.turn.latencies_ms.clone()).collect();
-                format!("{:.1} ms", pct(&v, p))
-            })
-            .collect();
-        c.push(format!("{:.1} ms", pct(&la, p)));
-        c.push(format!("{:.1} ms", pct(frame_outpost, p)));
-        c.push(format!("{:.1} ms", pct(frame_sdk, p)));
-        c
-    };
-    row(&mut s, "mouth-to-ear p50", lat(0.5));
-    row(&mut s, "mouth-to-ear p90", lat(0.9));
-    row(&mut s, "mouth-to-ear max", lat(1.0));
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
-            let v: Vec<f64> = d.iter().flat_map(|t| t.turn.latencies_ms.clone()).collect();
-            format!("{:.2}", pct(&v, 0.5) / pct(frame_sdk, 0.5))
-        })
-        .collect();
-    c.extend([
-        "".into(),
-        format!("{:.2}", pct(frame_outpost, 0.5) / pct(frame_sdk, 0.5)),
-        "1".into(),
-    ]);
-    row(&mut s, "p50 / SDK pair's frame-path p50 (goal ≤ 1.1)", c);
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
-            let v: Vec<f64> = d.iter().flat_map(|t| t.from_player_ms.clone()).collect();
-            format!("{:.1} ms", pct(&v, 0.5))
-        })
-        .collect();
-    c.extend([format!("{:.1} ms", pct(&la, 0.5)), "".into(), "".into()]);
+    let none = || [String::new(), String::new()];
+    for (name, p) in [("p50", 0.5), ("p90", 0.9), ("max", 1.0)] {
+        row(
+            &mut s,
+            &format!("mouth-to-ear {name}"),
+            per(&|d| format!("{:.1} ms", pct(&call(d), p))),
+            [
+                format!("{:.1} ms", pct(frame_outpost, p)),
+                format!("{:.1} ms", pct(frame_sdk, p)),
+            ],
+        );
+    }
     row(
         &mut s,
-        "from the write into the player to the recorded echo, p50",
-        c,
+        "mouth-to-ear p50 / the SDK pair's frame-path p50 (goal ≤ 1.1)",
+        per(&|d| format!("{:.2}", pct(&call(d), 0.5) / pct(frame_sdk, 0.5))),
+        [
+            format!("{:.2}", pct(frame_outpost, 0.5) / pct(frame_sdk, 0.5)),
+            "1".into(),
+        ],
     );
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
-            let v: Vec<f64> = d.iter().flat_map(|t| t.mouth_lag_ms.clone()).collect();
-            format!("{:.1} ms", pct(&v, 0.5))
-        })
-        .collect();
-    c.extend(["".into(), "".into(), "".into()]);
-    row(&mut s, "player write → onset in `mic_in.monitor`, p50", c);
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
+    row(
+        &mut s,
+        "bursts heard back",
+        per(&|d| {
+            let heard: usize = d.iter().map(|t| t.turn.latencies_ms.len()).sum();
+            let sent: usize = d.iter().map(|t| t.turn.sent).sum();
+            format!("{heard} of {sent}")
+        }),
+        none(),
+    );
+    for (name, p) in [("p50", 0.5), ("max", 1.0)] {
+        row(
+            &mut s,
+            &format!("the devices alone (microphone → speaker, no network), {name}"),
+            per(&|d| format!("{:.1} ms", pct(&alone(d), p))),
+            none(),
+        );
+    }
+    row(
+        &mut s,
+        "Outpost's speaker queue while the echo plays (median)",
+        per(&|d| {
             format!(
                 "{:.0} ms",
                 median(d.iter().map(|t| t.speaker_queue_ms).collect())
             )
-        })
-        .collect();
-    c.extend(["".into(), "".into(), "".into()]);
-    row(&mut s, "Outpost's speaker queue (median while playing)", c);
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
-            let heard: usize = d.iter().map(|t| t.turn.latencies_ms.len()).sum();
-            let sent: usize = d.iter().map(|t| t.turn.sent).sum();
-            format!("{heard} of {sent}")
-        })
-        .collect();
-    c.push(format!(
-        "{} of {}",
-        la.len(),
-        lp.iter().map(|t| t.sent).sum::<usize>()
-    ));
-    c.extend(["".into(), "".into()]);
-    row(&mut s, "bursts heard back", c);
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
-            format!(
-                "{:.1} %",
-                median(
-                    d.iter()
-                        .map(|t: &DeviceTurn| t.turn.cpu_percent())
-                        .collect()
-                )
-            )
-        })
-        .collect();
-    c.extend(["".into(), "".into(), format!("{sdk_cpu:.1} %")]);
+        }),
+        none(),
+    );
     row(
         &mut s,
         "client CPU during the call (median of turns, % of one core)",
-        c,
+        per(&|d| {
+            format!(
+                "{:.1} %",
+                median(d.iter().map(|t| t.turn.cpu_percent()).collect())
+            )
+        }),
+        [String::new(), format!("{sdk_cpu:.1} %")],
     );
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
+    row(
+        &mut s,
+        "client CPU / the SDK pair's (frame path)",
+        per(&|d| {
             format!(
                 "{:.2}",
-                median(
-                    d.iter()
-                        .map(|t: &DeviceTurn| t.turn.cpu_percent())
-                        .collect()
-                ) / sdk_cpu
+                median(d.iter().map(|t| t.turn.cpu_percent()).collect()) / sdk_cpu
             )
-        })
-        .collect();
-    c.extend(["".into(), "".into(), "1".into()]);
-    row(&mut s, "client CPU / SDK pair's", c);
-    let mut c: Vec<String> = dev
-        .iter()
-        .map(|d| {
+        }),
+        [String::new(), "1".into()],
+    );
+    row(
+        &mut s,
+        "PulseAudio daemon CPU over the device turn (median, % of one core)",
+        per(&|d| {
             format!(
                 "{:.1} %",
                 median(d.iter().map(|t| t.pulse_cpu_percent).collect())
             )
-        })
-        .collect();
-    c.extend([
-        format!("{:.1} %", median(lp_pulse.to_vec())),
-        "".into(),
-        "".into(),
-    ]);
-    row(&mut s, "PulseAudio daemon CPU (median of turns)", c);
+        }),
+        none(),
+    );
     s
 }
