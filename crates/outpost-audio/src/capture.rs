@@ -257,13 +257,19 @@ pub(crate) fn env_ms(key: &str, range: std::ops::RangeInclusive<u32>, default: u
         .unwrap_or(default)
 }
 
-/// A 10 ms device period (cpal double-buffers: 20 ms of buffer) where the device says
-/// what it allows: the default of some backends (ALSA through PulseAudio) is seconds
-/// long, which would delay everything. `OUTPOST_AUDIO_PERIOD_MS` (5..=100) changes it
-/// (a longer one for a device that crackles). 10 ms took 45–50 ms off mouth-to-ear
-/// against the former 20 ms through PulseAudio (docs/BENCHMARKS.md, voice_bench).
-pub(crate) fn buffer_size(config: &cpal::SupportedStreamConfig) -> cpal::BufferSize {
-    let want = config.sample_rate() * env_ms("OUTPOST_AUDIO_PERIOD_MS", 5..=100, 10) / 1000;
+/// The device period, `default_ms` (cpal double-buffers: two periods of buffer) where the
+/// device says what it allows: the default of some backends (ALSA through PulseAudio) is
+/// seconds long, which would delay everything. `OUTPOST_AUDIO_PERIOD_MS` (5..=100) sets
+/// both directions (a longer one for a device that crackles). The speaker runs 10 ms
+/// periods (20 ms took 20–25 ms more mouth-to-ear through PulseAudio; docs/BENCHMARKS.md,
+/// voice_bench); the microphone stays at 20 ms: at 10 ms, PulseAudio's ALSA plugin kept
+/// calling the capture callback after the sound server had died, so the microphone was
+/// never seen to stall (outpost-audio's pulse_devices test).
+pub(crate) fn buffer_size(
+    config: &cpal::SupportedStreamConfig,
+    default_ms: u32,
+) -> cpal::BufferSize {
+    let want = config.sample_rate() * env_ms("OUTPOST_AUDIO_PERIOD_MS", 5..=100, default_ms) / 1000;
     match config.buffer_size() {
         cpal::SupportedBufferSize::Range { min, max } if *min <= *max => {
             cpal::BufferSize::Fixed(want.clamp(*min, *max))
@@ -294,7 +300,7 @@ where
     let stream_config = cpal::StreamConfig {
         channels: config.channels(),
         sample_rate: rate,
-        buffer_size: buffer_size(config),
+        buffer_size: buffer_size(config, 20),
     };
     device.build_input_stream(
         stream_config,

@@ -601,7 +601,9 @@ struct DeviceTurn {
 /// Outpost's device configurations compared in one run: a label and the environment of
 /// the `device-turn` child. `BENCH_DEVICE_VARIANTS`: configurations separated by `;`,
 /// each a space-separated list of `KEY=VALUE` (empty: as shipped); by default the
-/// shipped configuration (a 10 ms device period), the former 20 ms one and 5 ms.
+/// shipped configuration (device periods: microphone 20 ms, speaker 10 ms), the former
+/// 20 ms for both, 10 ms for both, and libpulse's own latency request
+/// (`PULSE_LATENCY_MSEC`) on top of the shipped one.
 fn device_variants() -> Vec<(String, Vec<(String, String)>)> {
     let spec = std::env::var("BENCH_DEVICE_VARIANTS")
         .unwrap_or_else(|_| ";OUTPOST_AUDIO_PERIOD_MS=20;OUTPOST_AUDIO_PERIOD_MS=5".to_owned());
@@ -740,14 +742,8 @@ fn main() -> anyhow::Result<()> {
                     d.threads,
                 );
             }
-            heard_enough(&d.turn, label)?;
-            if d.alone_ms.len() + 2 < d.alone_sent {
-                bail!(
-                    "{label}: the devices alone passed only {} of {} bursts",
-                    d.alone_ms.len(),
-                    d.alone_sent
-                );
-            }
+            // A configuration that loses bursts is reported as it is (its row says how
+            // many were heard), not a failure of the run: trying such knobs is the point.
             dev[i].push(d);
         }
     }
@@ -869,6 +865,22 @@ fn device_report(
             none(),
         );
     }
+    row(
+        &mut s,
+        "the devices alone: bursts through",
+        per(&|d| {
+            let heard: usize = d.iter().map(|t| t.alone_ms.len()).sum();
+            let sent: usize = d.iter().map(|t| t.alone_sent).sum();
+            format!("{heard} of {sent}")
+        }),
+        none(),
+    );
+    row(
+        &mut s,
+        "the call through the devices less the devices alone, p50 (the network part)",
+        per(&|d| format!("{:.1} ms", pct(&call(d), 0.5) - pct(&alone(d), 0.5))),
+        none(),
+    );
     row(
         &mut s,
         "Outpost's speaker queue while the echo plays (median)",
