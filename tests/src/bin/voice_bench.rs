@@ -605,8 +605,9 @@ struct DeviceTurn {
 /// 20 ms for both, 10 ms for both, and libpulse's own latency request
 /// (`PULSE_LATENCY_MSEC`) on top of the shipped one.
 fn device_variants() -> Vec<(String, Vec<(String, String)>)> {
-    let spec = std::env::var("BENCH_DEVICE_VARIANTS")
-        .unwrap_or_else(|_| ";OUTPOST_AUDIO_PERIOD_MS=20;OUTPOST_AUDIO_PERIOD_MS=5".to_owned());
+    let spec = std::env::var("BENCH_DEVICE_VARIANTS").unwrap_or_else(|_| {
+        ";OUTPOST_AUDIO_PERIOD_MS=20;OUTPOST_AUDIO_PERIOD_MS=10;PULSE_LATENCY_MSEC=10".to_owned()
+    });
     spec.split(';')
         .map(|v| {
             let kv: Vec<(String, String)> = v
