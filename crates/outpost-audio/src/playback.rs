@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use cpal::traits::{DeviceTrait, StreamTrait};
 use cpal::{FromSample, SampleFormat, SizedSample};
 
-use crate::capture::{Shared, buffer_size, env_ms, pick_config};
+use crate::capture::{Shared, buffer_size, pick_config};
 use crate::error::{Result, open_error};
 use crate::resample::MonoResampler;
 use crate::{Health, SAMPLE_RATE, devices, level};
@@ -71,8 +71,8 @@ impl Playback {
         let channels = config.channels();
         let queue = Arc::new(Queue {
             samples: Mutex::new(VecDeque::with_capacity(rate as usize)),
-            // One second of audio at most (`OUTPOST_AUDIO_QUEUE_MS`, 20..=5000, changes it).
-            cap: rate as usize * env_ms("OUTPOST_AUDIO_QUEUE_MS", 20..=5000, 1000) as usize / 1000,
+            // One second of audio at most.
+            cap: rate as usize,
             level: AtomicU32::new(0),
             dropped: AtomicU64::new(0),
         });

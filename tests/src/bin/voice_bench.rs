@@ -434,16 +434,16 @@ fn latencies(onsets_in: &[Instant], onsets_out: &[Instant]) -> Vec<f64> {
         .collect()
 }
 
+/// What [`device_bursts`] returns.
+type Bursts = (Vec<f64>, Vec<f64>, usize, f64, Instant);
+
 /// Bursts through the devices: played into `mic_in` (its monitor is the default source:
 /// Outpost's microphone) while both monitors are recorded by the same recorder, so the
 /// bench's own player and recorder latency cancel out. Returns the mouth → ear
 /// latencies (onset in `mic_in.monitor` → onset in `speaker.monitor`), the player
 /// write → `mic_in.monitor` lags, the burst count, and the CPU and wall clocks at the
 /// first burst.
-fn device_bursts(
-    server: &str,
-    bursts: usize,
-) -> anyhow::Result<(Vec<f64>, Vec<f64>, usize, f64, Instant)> {
+fn device_bursts(server: &str, bursts: usize) -> anyhow::Result<Bursts> {
     let mouth = Recording::start(server, "mic_in.monitor")?;
     let ear = Recording::start(server, "speaker.monitor")?;
     let (onsets_in, cpu0, wall0) = play_bursts(server, "mic_in", bursts)?
@@ -639,8 +639,7 @@ fn run_device_turn(
         .env("CLIENT_NS", &env.pair.client_ns)
         .env("BURSTS", bursts.to_string())
         .env_remove("PULSE_LATENCY_MSEC")
-        .env_remove("OUTPOST_AUDIO_PERIOD_MS")
-        .env_remove("OUTPOST_AUDIO_QUEUE_MS");
+        .env_remove("OUTPOST_AUDIO_PERIOD_MS");
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -653,12 +652,26 @@ fn run_device_turn(
         bail!("device-turn failed: {out}\n{err}");
     }
     let v = result_line(&out, &err)?;
+    let mut turn = turn_from_json(&v)?;
+    let speaker_queue_ms = v["speaker_queue_ms"].as_f64().unwrap_or(0.0);
+    // Bursts are 500 ms apart: an echo later than that is paired with the next burst.
+    // A speaker queue that long makes every figure of the turn ambiguous: none counts.
+    if speaker_queue_ms > f64::from(SPACING_FRAMES as u32 * 10) / 2.0 {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!(
+                "        warning: the speaker queue held {speaker_queue_ms:.0} ms: \
+                 this turn's echoes cannot be paired with their bursts; not counted"
+            );
+        }
+        turn.latencies_ms.clear();
+    }
     Ok(DeviceTurn {
-        turn: turn_from_json(&v)?,
+        turn,
         alone_ms: nums(&v, "devices_alone_ms"),
         alone_sent: v["devices_alone_sent"].as_u64().unwrap_or(0) as usize,
         mouth_lag_ms: nums(&v, "mouth_lag_ms"),
-        speaker_queue_ms: v["speaker_queue_ms"].as_f64().unwrap_or(0.0),
+        speaker_queue_ms,
         capture_dropped: v["capture_dropped"].as_u64().unwrap_or(0),
         threads: v["thread_cpu_s"].to_string(),
         pulse_cpu_percent,
