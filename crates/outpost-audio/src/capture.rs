@@ -262,7 +262,7 @@ pub(crate) fn env_ms(key: &str, range: std::ops::RangeInclusive<u32>, default: u
 /// seconds long, which would delay everything. `OUTPOST_AUDIO_PERIOD_MS` (5..=100) sets
 /// both directions (a longer one for a device that crackles). The speaker runs 10 ms
 /// periods: through PulseAudio that took the devices' own share of mouth-to-ear from
-/// 55 to 35 ms (docs/BENCHMARKS.md, voice_bench). The microphone stays at 20 ms: at
+/// about 50 to 33 ms (docs/BENCHMARKS.md, voice_bench). The microphone stays at 20 ms: at
 /// 10 ms PulseAudio's ALSA plugin kept calling the capture callback after the sound
 /// server had died (the microphone was never seen to stall: pulse_devices failed 4 runs
 /// of 4), and under load it lost bursts in voice_bench.

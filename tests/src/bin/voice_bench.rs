@@ -16,6 +16,13 @@
 //! playback) or the SDK's `AudioStream`. A heard sample's time is its frame's arrival
 //! plus its offset in the frame. Both clients' device paths would add the same sound
 //! card buffers; leaving them out keeps the comparison about the clients.
+//!
+//! Through the devices (on by default; `BENCH_DEVICES=0` leaves it out): a private
+//! PulseAudio daemon with two null sinks, and per configuration of Outpost's devices
+//! (`BENCH_DEVICE_VARIANTS`, see [`device_variants`]) a child process of this binary
+//! (`device-turn`) that opens outpost-audio's microphone and speaker and runs the bursts
+//! twice: the devices alone (microphone → speaker) and the call with the echo agent.
+//! Mouth and ear are the bursts' onsets in the two null sinks' monitors, recorded alike.
 //! CPU: each client process's own CPU time (all threads) over its bursts.
 //! Knobs: BENCH_TURNS (3), BURSTS (15 per turn).
 
