@@ -19,8 +19,11 @@ pub fn env_num(key: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// The median of `v` (the upper one of an even count). `v` must not be empty.
+/// The median of `v` (the upper one of an even count); NaN when `v` is empty.
 pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }

@@ -280,10 +280,30 @@ impl Capture {
     }
 }
 
-/// A 20 ms device buffer where the device says what it allows: the default of some
-/// backends (ALSA through PulseAudio) is seconds long, which would delay everything.
-pub(crate) fn buffer_size(config: &cpal::SupportedStreamConfig) -> cpal::BufferSize {
-    let want = config.sample_rate() / 50;
+/// A whole number of milliseconds from the environment variable `key`, within
+/// `range`; `default` when unset or out of range.
+pub(crate) fn env_ms(key: &str, range: std::ops::RangeInclusive<u32>, default: u32) -> u32 {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|v| range.contains(v))
+        .unwrap_or(default)
+}
+
+/// The device period, `default_ms` (cpal double-buffers: two periods of buffer) where the
+/// device says what it allows: the default of some backends (ALSA through PulseAudio) is
+/// seconds long, which would delay everything. `OUTPOST_AUDIO_PERIOD_MS` (5..=100) sets
+/// both directions (a longer one for a device that crackles). The speaker runs 10 ms
+/// periods: through PulseAudio that took the devices' own share of mouth-to-ear from
+/// about 50 to 33 ms (docs/BENCHMARKS.md, voice_bench). The microphone stays at 20 ms: at
+/// 10 ms PulseAudio's ALSA plugin kept calling the capture callback after the sound
+/// server had died (the microphone was never seen to stall: pulse_devices failed 4 runs
+/// of 4), and under load it lost bursts in voice_bench.
+pub(crate) fn buffer_size(
+    config: &cpal::SupportedStreamConfig,
+    default_ms: u32,
+) -> cpal::BufferSize {
+    let want = config.sample_rate() * env_ms("OUTPOST_AUDIO_PERIOD_MS", 5..=100, default_ms) / 1000;
     match config.buffer_size() {
         cpal::SupportedBufferSize::Range { min, max } if *min <= *max => {
             cpal::BufferSize::Fixed(want.clamp(*min, *max))
@@ -315,7 +335,7 @@ where
     let stream_config = cpal::StreamConfig {
         channels: config.channels(),
         sample_rate: rate,
-        buffer_size: buffer_size(config),
+        buffer_size: buffer_size(config, 20),
     };
     device.build_input_stream(
         stream_config,

@@ -204,7 +204,7 @@ where
     let stream_config = cpal::StreamConfig {
         channels: config.channels(),
         sample_rate: config.sample_rate(),
-        buffer_size: buffer_size(config),
+        buffer_size: buffer_size(config, 10),
     };
     device.build_output_stream(
         stream_config,
