@@ -21,6 +21,7 @@ mod devices;
 mod error;
 mod level;
 mod playback;
+pub mod playout;
 mod resample;
 
 pub use capture::{Capture, CaptureOptions};
