@@ -26,6 +26,7 @@ mod echo;
 mod error;
 mod level;
 mod playback;
+pub mod playout;
 mod resample;
 
 pub use capture::{Capture, CaptureOptions};

@@ -2,7 +2,8 @@
 //! thread and queued; the cpal output callback takes from the queue, copies each sample
 //! to every channel, and plays silence when the queue runs dry. The queue is capped (a
 //! stalled device must not grow memory or latency without bound): beyond the cap the
-//! oldest audio is dropped.
+//! oldest audio is dropped. Below the cap, [`crate::playout::Playout`] keeps a late burst
+//! from leaving a standing delay for the rest of the call.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -36,6 +37,8 @@ struct Queue {
     /// The level of what was played last (f32 bits).
     level: AtomicU32,
     dropped: AtomicU64,
+    /// Samples the playout target cut (standing delay).
+    cut: AtomicU64,
 }
 
 /// The open output device. Dropping it closes the device.
@@ -78,6 +81,7 @@ impl Playback {
             cap: rate as usize,
             level: AtomicU32::new(0),
             dropped: AtomicU64::new(0),
+            cut: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared::new("speaker"));
         // The reference goes to the canceller at 48 kHz: back from the device's rate.
@@ -144,6 +148,11 @@ impl Playback {
         n as u64 * 1000 / u64::from(self.rate.max(1))
     }
 
+    /// Audio cut so far as standing delay (see [`crate::playout`]), in milliseconds.
+    pub fn cut_ms(&self) -> u64 {
+        self.queue.cut.load(Ordering::Relaxed) * 1000 / u64::from(self.rate.max(1))
+    }
+
     /// The level of what the device played last, 0.0..=1.0.
     pub fn level(&self) -> f32 {
         f32::from_bits(self.queue.level.load(Ordering::Relaxed))
@@ -201,6 +210,7 @@ where
     let cb_shared = shared.clone();
     let err_shared = shared.clone();
     let mut played: Vec<f32> = Vec::new();
+    let mut playout = crate::playout::Playout::new(config.sample_rate());
     let stream_config = cpal::StreamConfig {
         channels: config.channels(),
         sample_rate: config.sample_rate(),
@@ -213,6 +223,10 @@ where
             played.clear();
             {
                 let mut samples = q.samples.lock().unwrap_or_else(|p| p.into_inner());
+                let cut = playout.before_callback(&mut samples, data.len() / channels);
+                if cut > 0 {
+                    q.cut.fetch_add(cut as u64, Ordering::Relaxed);
+                }
                 for frame in data.chunks_mut(channels) {
                     let s = samples.pop_front().unwrap_or(0.0).clamp(-1.0, 1.0);
                     played.push(s);

@@ -549,6 +549,7 @@ fn device_turn() -> anyhow::Result<()> {
         let wall_s = wall0.elapsed().as_secs_f64();
         let dropped = cap.dropped_frames();
         let (rate_in, rate_out) = (cap.device_rate(), play.device_rate());
+        let speaker_cut_ms = play.cut_ms();
         drop(cap);
         pump.abort();
         room.leave().await?;
@@ -566,6 +567,7 @@ fn device_turn() -> anyhow::Result<()> {
             "wall_s": wall_s,
             "speaker_queue_ms": if queued.is_empty() { 0.0 } else { median(queued) },
             "capture_dropped": dropped,
+            "speaker_cut_ms": speaker_cut_ms,
             "thread_cpu_s": threads,
             "device_rates": [rate_in, rate_out],
         }))
@@ -598,6 +600,8 @@ struct DeviceTurn {
     /// player, cancelled out of the figures).
     mouth_lag_ms: Vec<f64>,
     speaker_queue_ms: f64,
+    /// Standing delay the speaker's playout target cut over the call.
+    speaker_cut_ms: u64,
     capture_dropped: u64,
     /// CPU seconds by thread name over the call (diagnostics).
     threads: String,
@@ -679,6 +683,7 @@ fn run_device_turn(
         alone_sent: v["devices_alone_sent"].as_u64().unwrap_or(0) as usize,
         mouth_lag_ms: nums(&v, "mouth_lag_ms"),
         speaker_queue_ms,
+        speaker_cut_ms: v["speaker_cut_ms"].as_u64().unwrap_or(0),
         capture_dropped: v["capture_dropped"].as_u64().unwrap_or(0),
         threads: v["thread_cpu_s"].to_string(),
         pulse_cpu_percent,
@@ -756,7 +761,7 @@ fn main() -> anyhow::Result<()> {
                 eprintln!(
                     "        devices ({label}) {} of {} bursts heard, median {:.1} ms \
                      (devices alone {} of {}, median {:.1} ms), cpu {:.1} %, \
-                     speaker queue {:.0} ms, player lag {:.1} ms, {} capture frames dropped\n          \
+                     speaker queue {:.0} ms ({} ms cut), player lag {:.1} ms, {} capture frames dropped\n          \
                      thread CPU s: {}",
                     d.turn.latencies_ms.len(),
                     d.turn.sent,
@@ -766,6 +771,7 @@ fn main() -> anyhow::Result<()> {
                     median(d.alone_ms.clone()),
                     d.turn.cpu_percent(),
                     d.speaker_queue_ms,
+                    d.speaker_cut_ms,
                     median(d.mouth_lag_ms.clone()),
                     d.capture_dropped,
                     d.threads,
