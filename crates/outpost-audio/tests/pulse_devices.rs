@@ -89,8 +89,21 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
         "recorded only {} samples",
         got.len()
     );
-    // The last second of the recording holds the tone (it ended ~600 ms before).
-    let tail = got[got.len() - SAMPLE_RATE as usize..].to_vec();
+    // The last second of sound in the recording. Not simply the recording's last second:
+    // the tone may end earlier than the pushes did, since audio queued while the device
+    // was slow to start counts as standing delay, which the speaker's playout target
+    // cuts (outpost_audio::playout).
+    println!("the speaker's playout target cut {} ms", play.cut_ms());
+    let end = got
+        .iter()
+        .rposition(|s| s.abs() > 0.05)
+        .map_or(0, |i| i + 1);
+    assert!(
+        end >= SAMPLE_RATE as usize,
+        "less than a second of sound in {} ms recorded",
+        got.len() * 1000 / SAMPLE_RATE as usize
+    );
+    let tail = got[end - SAMPLE_RATE as usize..end].to_vec();
     (tail, max_level, cap, play)
 }
 
