@@ -23,7 +23,7 @@ pub const QUIET_PEAK: f32 = 0.005;
 /// The playout state of one speaker stream, driven from its device callback.
 #[derive(Debug)]
 pub struct Playout {
-    rate_per_ms: usize,
+    rate: usize,
     /// The lowest queue depth (samples) seen at a callback in this window.
     low: usize,
     /// Samples played in this window.
@@ -36,7 +36,7 @@ impl Playout {
     /// For a device running at `rate` Hz.
     pub fn new(rate: u32) -> Self {
         Self {
-            rate_per_ms: (rate as usize / 1000).max(1),
+            rate: (rate as usize).max(1000),
             low: usize::MAX,
             seen: 0,
             excess: 0,
@@ -49,9 +49,9 @@ impl Playout {
         self.low = self.low.min(queue.len());
         self.seen += wanted;
         let mut cut = 0;
-        if self.seen >= WINDOW_MS * self.rate_per_ms {
-            let standing = self.low.saturating_sub(TARGET_MS * self.rate_per_ms);
-            if standing > HARD_MS * self.rate_per_ms {
+        if self.seen >= self.samples(WINDOW_MS) {
+            let standing = self.low.saturating_sub(self.samples(TARGET_MS));
+            if standing > self.samples(HARD_MS) {
                 queue.drain(..standing.min(queue.len()));
                 cut += standing;
                 self.excess = 0;
@@ -61,7 +61,7 @@ impl Playout {
             self.low = usize::MAX;
             self.seen = 0;
         }
-        let chunk = 10 * self.rate_per_ms;
+        let chunk = self.samples(10);
         while self.excess >= chunk && queue.len() >= chunk + wanted {
             let quiet = queue.iter().take(chunk).all(|s| s.abs() < QUIET_PEAK);
             if !quiet {
@@ -72,6 +72,11 @@ impl Playout {
             cut += chunk;
         }
         cut
+    }
+
+    /// `ms` of audio in samples (exact at 44.1 kHz too: 10 ms = 441).
+    fn samples(&self, ms: usize) -> usize {
+        ms * self.rate / 1000
     }
 }
 
