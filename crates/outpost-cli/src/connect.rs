@@ -108,8 +108,18 @@ async fn start_mcp(
         outpost_mcp::HostOptions::new(connect, outpost_mcp::secrets::from_env()),
         roots,
     );
-    host.start_all(&cfg)
+    // Only the servers the user confirmed start; one added or changed in mcp.toml
+    // outside Outpost waits for `outpost mcp trust`.
+    let held = outpost_mcp::trust::start_confirmed(&host, &cfg, &path, &data_dir)
         .map_err(|e| Failure::Invalid(e.to_string()))?;
+    for name in &held {
+        let _ = writeln!(
+            std::io::stderr(),
+            "* MCP server '{name}' is not started: {}",
+            outpost_mcp::trust::unconfirmed_message(name)
+        );
+    }
+    let enabled: Vec<String> = enabled.into_iter().filter(|n| !held.contains(n)).collect();
     let waits = enabled.iter().map(|n| host.wait_running(n, wait));
     for (name, r) in enabled.iter().zip(futures::future::join_all(waits).await) {
         if let Err(e) = r {
@@ -159,6 +169,28 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             CoreError::Policy { .. } => Failure::Invalid(e.to_string()),
             other => Failure::Other(anyhow::Error::new(other).context("opening Outpost")),
         })?;
+        // A policy change made outside Outpost that allows more waits for the user; say
+        // so now and whenever it happens during the session.
+        let policy_notes = {
+            let mut status = core.permissions().policy().status();
+            tokio::spawn(async move {
+                let mut told: Option<String> = None;
+                loop {
+                    let now = status.borrow_and_update().unconfirmed.clone();
+                    if now.is_some() && now != told {
+                        let _ = writeln!(
+                            std::io::stderr(),
+                            "* {}",
+                            now.as_deref().unwrap_or_default()
+                        );
+                    }
+                    told = now;
+                    if status.changed().await.is_err() {
+                        break;
+                    }
+                }
+            })
+        };
         let mut opts = ConnectOptions::new(credentials);
         opts.assistant_identity = args.assistant_identity.clone();
         opts.conversation_id = args.conversation.clone();
@@ -183,10 +215,18 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         };
         let mut follow_roots = None;
         if !args.no_mcp {
-            // The policy's allowed folders are the servers' roots.
+            // The policy's allowed folders, split around what it denies, are the servers'
+            // roots; what was left out is said.
+            let roots = core.mcp_roots().await;
+            for why in &roots.left_out {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "* not offered to MCP servers as a root: {why}"
+                );
+            }
             opts.mcp = start_mcp(
                 args.data_dir.as_deref(),
-                core.mcp_roots(),
+                roots.roots,
                 Duration::from_secs(args.mcp_wait),
             )
             .await?;
@@ -325,6 +365,7 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             let _ = out.flush();
         }
         reader.abort();
+        policy_notes.abort();
         if let Some(task) = follow_roots {
             task.abort();
         }

@@ -7,7 +7,9 @@
 //! - `outpost history list|show|search|export`: the store in the same data directory.
 //! - `outpost protocol decode`: one MessagePack message on stdin → pretty JSON on stdout.
 //! - `outpost protocol encode`: one JSON message on stdin → MessagePack on stdout.
-//! - `outpost mcp add|list|remove|tools`: the user's MCP servers (`mcp.toml`, docs/MCP.md).
+//! - `outpost mcp add|list|remove|trust|tools`: the user's MCP servers (`mcp.toml`,
+//!   docs/MCP.md); `trust` confirms servers added or changed outside Outpost.
+//! - `outpost policy trust`: confirms a policy file changed outside Outpost to allow more.
 //!
 //! Invalid input (a message, an argument, a policy file, an unknown conversation) exits
 //! with status 2 and the error on stderr; other failures exit with 1.
@@ -18,6 +20,7 @@
 mod connect;
 mod history;
 mod mcp;
+mod policy;
 mod protocol;
 
 use std::process::ExitCode;
@@ -44,8 +47,10 @@ enum Command {
     /// Debug an assistant integration: convert protocol messages between MessagePack and JSON.
     #[command(subcommand)]
     Protocol(protocol::ProtocolCommand),
-    /// The MCP servers whose tools Outpost offers: add, list, remove, tools.
+    /// The MCP servers whose tools Outpost offers: add, list, remove, trust, tools.
     Mcp(mcp::McpArgs),
+    /// The policy file: confirm a change made outside Outpost (trust).
+    Policy(policy::PolicyArgs),
 }
 
 /// Exit status for input that is not valid (messages, arguments, files).
@@ -59,6 +64,7 @@ pub fn main() -> ExitCode {
         Command::Connect(args) => connect::run(args),
         Command::History(args) => history::run(args),
         Command::Mcp(args) => mcp::run(args),
+        Command::Policy(args) => policy::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,5 +1,6 @@
-//! `outpost mcp add|list|remove|tools`: the user's MCP servers in `mcp.toml` (config
-//! directory), the same file the app reads. Values of `--env`/`--header` go to the OS
+//! `outpost mcp add|list|remove|trust|tools`: the user's MCP servers in `mcp.toml` (config
+//! directory), the same file the app reads. A server added or changed in the file outside
+//! Outpost does not start until `trust` confirms it (`outpost_mcp::trust`). Values of `--env`/`--header` go to the OS
 //! keyring (the file only names the keyring entry); `--plain-env`/`--plain-header` values,
 //! or all with `--plain`, are written into the file.
 
@@ -19,6 +20,11 @@ use crate::Failure;
 pub(crate) struct McpArgs {
     #[command(subcommand)]
     command: McpCommand,
+    /// The data directory (default: $OUTPOST_DATA_DIR, else the platform's data dir): the
+    /// record of the servers you confirmed (`trust.json`) and the servers' stderr logs
+    /// (`mcp-logs/`). Use the same one as `outpost connect`.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -32,15 +38,18 @@ enum McpCommand {
         /// The server's name.
         name: String,
     },
+    /// Confirm servers added or changed in mcp.toml outside Outpost (all of them, or the
+    /// named ones), so they start: prints each with what it runs. Check that first with
+    /// `outpost mcp list`.
+    Trust {
+        /// The servers to confirm; none: every server in mcp.toml.
+        names: Vec<String>,
+    },
     /// Start the servers (or one) and print their tools, each as `NAME<TAB>description`
     /// under a `[server]` line. Exits with 1 if any server failed.
     Tools {
         /// Only this server.
         name: Option<String>,
-        /// Where the servers' stderr logs go (default: $OUTPOST_DATA_DIR, else the
-        /// platform's data dir; the logs are in `mcp-logs/`).
-        #[arg(long)]
-        data_dir: Option<PathBuf>,
         /// Seconds each server may take to start and list its tools.
         #[arg(long, default_value_t = 30)]
         timeout: u64,
@@ -84,16 +93,55 @@ struct AddArgs {
 /// Runs `outpost mcp ...`.
 pub(crate) fn run(args: McpArgs) -> Result<(), Failure> {
     let path = config::config_path(&config::config_dir_from_env().map_err(invalid)?);
+    let data_dir = || {
+        outpost_store::data_dir(args.data_dir.as_deref())
+            .map_err(|e| Failure::Invalid(format!("data directory: {e}")))
+    };
     match args.command {
-        McpCommand::Add(a) => add(&path, a),
-        McpCommand::List => list(&path),
-        McpCommand::Remove { name } => remove(&path, &name),
-        McpCommand::Tools {
-            name,
-            data_dir,
-            timeout,
-        } => tools(&path, name, data_dir, Duration::from_secs(timeout)),
+        McpCommand::Add(a) => add(&path, &data_dir()?, a),
+        McpCommand::List => list(&path, &data_dir()?),
+        McpCommand::Remove { name } => remove(&path, &data_dir()?, &name),
+        McpCommand::Trust { names } => trust(&path, &data_dir()?, &names),
+        McpCommand::Tools { name, timeout } => {
+            tools(&path, name, &data_dir()?, Duration::from_secs(timeout))
+        }
     }
+}
+
+/// Records Outpost's own write of `after` (read as `before`), confirming `confirmed`.
+fn record(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+    before: &McpConfig,
+    after: &McpConfig,
+    confirmed: &[&str],
+) -> Result<(), Failure> {
+    outpost_mcp::trust::record_write(data_dir, path, before, after, confirmed)
+        .map_err(|e| Failure::Other(e.into()))
+}
+
+#[allow(clippy::print_stdout)]
+fn trust(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+    names: &[String],
+) -> Result<(), Failure> {
+    let cfg = load(path)?;
+    if cfg.servers.is_empty() {
+        note(&format!("no MCP servers configured in {}", path.display()));
+        return Ok(());
+    }
+    outpost_mcp::trust::confirm(data_dir, path, &cfg, names).map_err(|e| match e {
+        McpError::UnknownServer(_) => invalid(e),
+        other => Failure::Other(other.into()),
+    })?;
+    for (name, s) in &cfg.servers {
+        if names.is_empty() || names.contains(name) {
+            println!("{name}\t{}", s.describe());
+        }
+    }
+    note("confirmed: these servers start at the next connect");
+    Ok(())
 }
 
 fn invalid(e: McpError) -> Failure {
@@ -182,9 +230,10 @@ fn store_values(
     Ok(out)
 }
 
-fn add(path: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
+fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
     config::check_server_name(&a.name).map_err(invalid)?;
     let mut cfg = load(path)?;
+    let before = cfg.clone();
     if cfg.servers.contains_key(&a.name) {
         return Err(Failure::Invalid(format!(
             "an MCP server named '{}' is already configured; remove it first (`outpost mcp remove {}`)",
@@ -241,6 +290,7 @@ fn add(path: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
         }
         return Err(Failure::Other(e.into()));
     }
+    record(path, data_dir, &before, &cfg, &[a.name.as_str()])?;
     for entry in &stored {
         note(&format!("stored a secret in the keyring as '{entry}'"));
     }
@@ -253,8 +303,16 @@ fn add(path: &std::path::Path, a: AddArgs) -> Result<(), Failure> {
 }
 
 #[allow(clippy::print_stdout)]
-fn list(path: &std::path::Path) -> Result<(), Failure> {
+fn list(path: &std::path::Path, data_dir: &std::path::Path) -> Result<(), Failure> {
     let cfg = load(path)?;
+    let held = outpost_mcp::trust::unconfirmed(data_dir, path, &cfg)
+        .map_err(|e| Failure::Other(e.into()))?;
+    for name in &held {
+        note(&format!(
+            "'{name}' was added or changed outside Outpost and does not start until you \
+             confirm it: `outpost mcp trust {name}`"
+        ));
+    }
     if cfg.servers.is_empty() {
         note(&format!(
             "no MCP servers configured in {}; add one with `outpost mcp add`",
@@ -272,14 +330,16 @@ fn list(path: &std::path::Path) -> Result<(), Failure> {
     Ok(())
 }
 
-fn remove(path: &std::path::Path, name: &str) -> Result<(), Failure> {
+fn remove(path: &std::path::Path, data_dir: &std::path::Path, name: &str) -> Result<(), Failure> {
     let mut cfg = load(path)?;
+    let before = cfg.clone();
     let Some(server) = cfg.servers.remove(name) else {
         return Err(Failure::Invalid(format!(
             "no MCP server named '{name}' is configured"
         )));
     };
     cfg.save(path).map_err(|e| Failure::Other(e.into()))?;
+    record(path, data_dir, &before, &cfg, &[])?;
     let values = match &server.transport {
         Transport::Stdio { env, .. } => env,
         Transport::Http { headers, .. } => headers,
@@ -307,10 +367,13 @@ fn one_line(s: &str) -> String {
 fn tools(
     path: &std::path::Path,
     only: Option<String>,
-    data_dir: Option<PathBuf>,
+    data_dir: &std::path::Path,
     timeout: Duration,
 ) -> Result<(), Failure> {
     let cfg = load(path)?;
+    // Never run a server the user has not confirmed, not even to list its tools.
+    let held =
+        outpost_mcp::trust::check(data_dir, path, &cfg).map_err(|e| Failure::Other(e.into()))?;
     let chosen: Vec<(String, ServerConfig)> = match &only {
         Some(n) => match cfg.servers.get(n) {
             Some(s) => vec![(n.clone(), s.clone())],
@@ -327,14 +390,21 @@ fn tools(
             .map(|(n, s)| (n.clone(), s.clone()))
             .collect(),
     };
-    if chosen.is_empty() {
+    let total = chosen.len();
+    let (chosen, unconfirmed): (Vec<_>, Vec<_>) =
+        chosen.into_iter().partition(|(n, _)| !held.contains(n));
+    for (name, _) in &unconfirmed {
+        note(&format!(
+            "error: MCP server '{name}' is not started: {}",
+            outpost_mcp::trust::unconfirmed_message(name)
+        ));
+    }
+    if total == 0 {
         note(&format!("no enabled MCP servers in {}", path.display()));
         return Ok(());
     }
-    let data_dir = outpost_store::data_dir(data_dir.as_deref())
-        .map_err(|e| Failure::Invalid(format!("data directory: {e}")))?;
     let opts = ConnectOptions {
-        log_dir: Some(config::log_dir(&data_dir)),
+        log_dir: Some(config::log_dir(data_dir)),
         start_timeout: timeout,
         ..ConnectOptions::default()
     };
@@ -352,7 +422,7 @@ fn tools(
         });
         futures::future::join_all(runs).await
     });
-    let mut failed = 0;
+    let mut failed = unconfirmed.len();
     let mut out = std::io::stdout().lock();
     for ((name, _), result) in chosen.iter().zip(results) {
         match result {
@@ -374,8 +444,7 @@ fn tools(
     rt.shutdown_timeout(Duration::from_secs(1));
     if failed > 0 {
         return Err(Failure::Other(anyhow::anyhow!(
-            "{failed} of {} MCP servers failed",
-            chosen.len()
+            "{failed} of {total} MCP servers failed"
         )));
     }
     Ok(())

@@ -45,7 +45,9 @@ pub mod voice;
 
 pub use error::{CoreError, Result};
 pub use events::{AssistantMode, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
-pub use executor::{Permissions, PolicySource, ToolsConfig};
+pub use executor::{
+    McpRoots, Permissions, PolicySource, ToolsConfig, confirm_policy, outpost_places,
+};
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
 /// The audio types a voice caller handles.
 pub use outpost_livekit::{AudioFrame, AudioStream, LocalAudioTrack};

@@ -19,7 +19,7 @@ use crate::codec::{Frame, Inbound, InboundOrder, Ticket, frame};
 use crate::error::{CoreError, Result};
 use crate::events::UiEvent;
 use crate::executor::{
-    DispatchEvent, Executor, Permissions, ToolsConfig, consent_event, exec_event,
+    DispatchEvent, Executor, McpRoots, Permissions, ToolsConfig, consent_event, exec_event,
 };
 use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record, RpcFailure};
 use crate::voice::{LocalTracks, VoiceEvent};
@@ -114,10 +114,12 @@ impl Core {
 
     /// A core over an already open store.
     pub fn with_store(store: Store, mut tools: ToolsConfig) -> Result<Self> {
-        if let Some(p) = store.path().and_then(|p| p.parent()) {
-            tools.protected.push(p.to_path_buf());
+        let data_dir = store.path().and_then(|p| p.parent()).map(PathBuf::from);
+        if let Some(dir) = &data_dir {
+            tools.protected.push(dir.clone());
         }
-        let perms = Permissions::new(&tools)?;
+        // The record of confirmed settings lives beside the history.
+        let perms = Permissions::with_trust(&tools, data_dir.as_deref())?;
         Ok(Self { store, perms })
     }
 
@@ -136,39 +138,31 @@ impl Core {
         &self.perms
     }
 
-    /// The policy's allowed folders as MCP roots: absolute paths, or `~/...` under `$HOME`
-    /// ([`outpost_mcp::roots_of_folders`]); denied and relative folders are left out.
-    pub fn mcp_roots(&self) -> Vec<outpost_mcp::Root> {
-        let folders: Vec<(String, bool)> = self
-            .perms
-            .policy()
-            .current()
-            .policy()
-            .folders
-            .iter()
-            .map(|f| {
-                (
-                    f.path.clone(),
-                    f.access == outpost_policy::FolderAccess::Allow,
-                )
-            })
-            .collect();
-        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/"), PathBuf::from);
-        outpost_mcp::roots_of_folders(&folders, &home)
+    /// The policy's allowed folders as MCP roots, split around everything the policy
+    /// denies ([`Permissions::mcp_roots`]), and what was left out. The folders are walked
+    /// on the blocking pool. Call inside a tokio runtime.
+    pub async fn mcp_roots(&self) -> McpRoots {
+        let perms = self.perms.clone();
+        tokio::task::spawn_blocking(move || perms.mcp_roots())
+            .await
+            .unwrap_or_default()
     }
 
     /// Offers [`Self::mcp_roots`] to `host`'s servers again after every change of the policy
     /// (an edit of the policy file, the settings pane); the host sends
-    /// `notifications/roots/list_changed` when the list differs. Runs until aborted or the
-    /// policy is gone. Call inside a tokio runtime.
+    /// `notifications/roots/list_changed` when the list differs, and what was left out is
+    /// logged. Runs until aborted or the policy is gone. Call inside a tokio runtime.
     pub fn follow_mcp_roots(&self, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
         let core = self.clone();
         let mut status = self.perms.policy().status();
         tokio::spawn(async move {
             while status.changed().await.is_ok() {
-                let roots = core.mcp_roots();
-                if roots != host.roots() {
-                    host.set_roots(roots);
+                let roots = core.mcp_roots().await;
+                if roots.roots != host.roots() {
+                    for why in &roots.left_out {
+                        tracing::info!("not offered to MCP servers as a root: {why}");
+                    }
+                    host.set_roots(roots.roots);
                 }
             }
         })

@@ -707,6 +707,11 @@ pub struct Settings {
     pub notifications: NotificationSettings,
     /// 0 = forever.
     pub retention_days: u32,
+    /// The policy file was changed outside Outpost to allow more than the user confirmed:
+    /// what it would allow (not in force until `settings_trust_policy`). Ignored by
+    /// `settings_set`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_unconfirmed: Option<String>,
 }
 
 /// `ConnectionTestResult`.
@@ -1055,6 +1060,9 @@ closed_set! {
         Stopped,
         /// Turned off in `mcp.toml`.
         Disabled,
+        /// Added or changed in `mcp.toml` outside Outpost: not started until the user
+        /// confirms it (`mcp_servers_trust`).
+        Unconfirmed,
     }
 }
 

@@ -90,16 +90,28 @@ pub async fn start(
         HostOptions::new(connect, outpost_mcp::secrets::from_env()),
         roots,
     );
-    if let Err(e) = host.start_all(&cfg) {
-        return Started {
-            host: None,
-            problems: vec![format!("The tool servers were not started: {e}")],
-        };
-    }
+    // Only the servers the user confirmed start (outpost_mcp::trust).
+    let held = match outpost_mcp::trust::start_confirmed(&host, &cfg, &file, &paths.data_dir) {
+        Ok(held) => held,
+        Err(e) => {
+            return Started {
+                host: None,
+                problems: vec![format!("The tool servers were not started: {e}")],
+            };
+        }
+    };
     // The servers start at once; one deadline bounds the wait for all of them.
     let deadline = tokio::time::Instant::now() + wait;
-    let mut problems = Vec::new();
-    for name in &enabled {
+    let mut problems: Vec<String> = held
+        .iter()
+        .map(|name| {
+            format!(
+                "Tool server '{name}' was added or changed outside Outpost and is not \
+                 started: check it in Settings → Tool servers and confirm it there."
+            )
+        })
+        .collect();
+    for name in enabled.iter().filter(|n| !held.contains(n)) {
         let left = deadline.saturating_duration_since(tokio::time::Instant::now());
         if let Err(e) = host.wait_running(name, left).await {
             tracing::warn!(server = %name, error = %e, "MCP server not ready at connect");
@@ -253,8 +265,20 @@ fn load(paths: &Paths) -> Result<McpConfig> {
     McpConfig::load(&config_file(paths)).map_err(mcp_err)
 }
 
-fn save(paths: &Paths, cfg: &McpConfig) -> Result<()> {
-    cfg.save(&config_file(paths)).map_err(mcp_err)
+/// Writes `after` (read as `before`) and records the write: `confirmed` (the server the
+/// user just added, edited or confirmed) and the servers confirmed before stay confirmed
+/// (outpost_mcp::trust).
+fn save(paths: &Paths, before: &McpConfig, after: &McpConfig, confirmed: &[&str]) -> Result<()> {
+    let file = config_file(paths);
+    after.save(&file).map_err(mcp_err)?;
+    outpost_mcp::trust::record_write(&paths.data_dir, &file, before, after, confirmed)
+        .map_err(mcp_err)
+}
+
+/// The servers waiting for the user's confirmation (none when the record is unreadable:
+/// the session's start tells that).
+fn unconfirmed(paths: &Paths, cfg: &McpConfig) -> Vec<String> {
+    outpost_mcp::trust::unconfirmed(&paths.data_dir, &config_file(paths), cfg).unwrap_or_default()
 }
 
 fn status_of(s: &ServerStatus) -> McpServerStatus {
@@ -263,13 +287,25 @@ fn status_of(s: &ServerStatus) -> McpServerStatus {
         ServerStatus::Starting => McpServerStatus::Starting,
         ServerStatus::Restarting { .. } => McpServerStatus::Crashed,
         ServerStatus::Disabled => McpServerStatus::Disabled,
+        ServerStatus::Unconfirmed => McpServerStatus::Unconfirmed,
         _ => McpServerStatus::Stopped,
     }
 }
 
-fn info(name: &str, cfg: &ServerConfig, host: Option<&McpHost>, paths: &Paths) -> McpServerInfo {
+fn info(
+    name: &str,
+    cfg: &ServerConfig,
+    host: Option<&McpHost>,
+    paths: &Paths,
+    held: bool,
+) -> McpServerInfo {
     let state = host.and_then(|h| h.snapshot().get(name).cloned());
     let (status, tool_count, last_error) = match &state {
+        _ if held => (
+            McpServerStatus::Unconfirmed,
+            0,
+            Some(outpost_mcp::trust::unconfirmed_message(name)),
+        ),
         Some(st) => (
             status_of(&st.status),
             u32::try_from(st.tools.len()).unwrap_or(u32::MAX),
@@ -303,11 +339,32 @@ fn log_file(paths: &Paths, name: &str) -> PathBuf {
 /// `mcp_servers_list`: every server of `mcp.toml`, with its state in the live session.
 pub fn list(paths: &Paths, host: Option<&McpHost>) -> Result<Vec<McpServerInfo>> {
     let cfg = load(paths)?;
+    let held = unconfirmed(paths, &cfg);
     Ok(cfg
         .servers
         .iter()
-        .map(|(n, c)| info(n, c, host, paths))
+        .map(|(n, c)| info(n, c, host, paths, held.contains(n)))
         .collect())
+}
+
+/// `mcp_servers_trust`: the user confirms a server added or changed in `mcp.toml` outside
+/// Outpost, as it is now; in a live session an enabled one starts at once.
+pub fn trust(paths: &Paths, host: Option<&McpHost>, name: &str) -> Result<McpServerInfo> {
+    let cfg = load(paths)?;
+    let Some(server) = cfg.servers.get(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    outpost_mcp::trust::confirm(
+        &paths.data_dir,
+        &config_file(paths),
+        &cfg,
+        &[name.to_owned()],
+    )
+    .map_err(mcp_err)?;
+    if let Some(h) = host {
+        h.start(name, server.clone()).map_err(mcp_err)?;
+    }
+    Ok(info(name, server, host, paths, false))
 }
 
 /// Checks a draft and turns it into a server; every value not named in `plain` goes to
@@ -411,12 +468,13 @@ pub fn add(
         ));
     }
     let server = draft_config(d, secrets)?;
+    let before = cfg.clone();
     cfg.servers.insert(d.name.clone(), server.clone());
-    save(paths, &cfg)?;
+    save(paths, &before, &cfg, &[d.name.as_str()])?;
     if let Some(h) = host {
         h.start(&d.name, server.clone()).map_err(mcp_err)?;
     }
-    Ok(info(&d.name, &server, host, paths))
+    Ok(info(&d.name, &server, host, paths, false))
 }
 
 /// `mcp_servers_get`: a server's settings as the form edits them. A secret value (kept in
@@ -534,8 +592,9 @@ pub fn update(
             _ => None,
         })
         .collect();
+    let before = cfg.clone();
     cfg.servers.insert(d.name.clone(), server.clone());
-    save(paths, &cfg)?;
+    save(paths, &before, &cfg, &[d.name.as_str()])?;
     for entry in gone {
         if let Err(e) = secrets.delete(&entry) {
             tracing::warn!(entry = %entry, error = %e, "could not delete a keyring entry");
@@ -544,7 +603,7 @@ pub fn update(
     if let Some(h) = host {
         h.start(&d.name, server.clone()).map_err(mcp_err)?;
     }
-    Ok(info(&d.name, &server, host, paths))
+    Ok(info(&d.name, &server, host, paths, false))
 }
 
 /// `mcp_servers_restart`: stops the server and starts it again with what `mcp.toml` says
@@ -558,8 +617,14 @@ pub fn restart(paths: &Paths, host: Option<&McpHost>, name: &str) -> Result<McpS
     let Some(h) = host else {
         return Err(DesktopError::NotConnected);
     };
+    // A server waiting for the user's confirmation is not started by a restart.
+    if unconfirmed(paths, &cfg).iter().any(|n| n == name) {
+        h.hold(name, outpost_mcp::trust::unconfirmed_message(name))
+            .map_err(mcp_err)?;
+        return Ok(info(name, server, host, paths, true));
+    }
     h.start(name, server.clone()).map_err(mcp_err)?;
-    Ok(info(name, server, host, paths))
+    Ok(info(name, server, host, paths, false))
 }
 
 /// `mcp_servers_set_enabled`: writes `enabled`; in a live session the server starts or
@@ -571,16 +636,24 @@ pub fn set_enabled(
     enabled: bool,
 ) -> Result<McpServerInfo> {
     let mut cfg = load(paths)?;
+    let before = cfg.clone();
     let Some(server) = cfg.servers.get_mut(name) else {
         return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
     };
     server.enabled = enabled;
     let server = server.clone();
-    save(paths, &cfg)?;
+    // Switching a server on or off does not confirm it.
+    save(paths, &before, &cfg, &[])?;
+    let held = unconfirmed(paths, &cfg).iter().any(|n| n == name);
     if let Some(h) = host {
-        h.start(name, server.clone()).map_err(mcp_err)?;
+        if held {
+            h.hold(name, outpost_mcp::trust::unconfirmed_message(name))
+                .map_err(mcp_err)?;
+        } else {
+            h.start(name, server.clone()).map_err(mcp_err)?;
+        }
     }
-    Ok(info(name, &server, host, paths))
+    Ok(info(name, &server, host, paths, held))
 }
 
 /// `mcp_servers_remove`: stops the server, removes it from `mcp.toml` and deletes the
@@ -592,10 +665,11 @@ pub fn remove(
     name: &str,
 ) -> Result<()> {
     let mut cfg = load(paths)?;
+    let before = cfg.clone();
     let Some(server) = cfg.servers.remove(name) else {
         return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
     };
-    save(paths, &cfg)?;
+    save(paths, &before, &cfg, &[])?;
     if let Some(h) = host {
         let _ = h.remove(name);
     }
@@ -822,6 +896,13 @@ impl ToolLists {
             st.tools
         } else if let Some(known) = self.known(name).filter(|_| !refresh) {
             known
+        } else if unconfirmed(paths, &cfg).iter().any(|n| n == name) {
+            // Never run a server the user has not confirmed, not even to list its tools.
+            problem = Some(format!(
+                "The server is not started: {}",
+                outpost_mcp::trust::unconfirmed_message(name)
+            ));
+            Arc::new(Vec::new())
         } else {
             let opts = ConnectOptions {
                 log_dir: Some(config::log_dir(&paths.data_dir)),
@@ -1432,6 +1513,84 @@ mod tests {
         assert_eq!(info.target, "npx -y server-filesystem /tmp");
     }
 
+    /// Issue 30, finding 3: a server written into `mcp.toml` behind Outpost's back is
+    /// listed as unconfirmed and not started (at connect, by a restart, or to list its
+    /// tools) until the user confirms it in the pane; servers Outpost wrote are unaffected.
+    #[tokio::test]
+    async fn a_server_added_outside_outpost_waits_for_the_users_confirmation() {
+        let (dir, p) = paths();
+        let secrets = outpost_mcp::MemorySecrets::default();
+        add(&p, None, &secrets, &draft("mine", "true", "")).unwrap();
+        let marker = dir.path().join("ran");
+        let mut text = std::fs::read_to_string(config_file(&p)).unwrap();
+        text.push_str(&format!(
+            "\n[servers.sneaky]\ncommand = \"sh\"\nargs = [\"-c\", \"touch '{}'; sleep 30\"]\n",
+            marker.display()
+        ));
+        std::fs::write(config_file(&p), text).unwrap();
+        let status = |list: &[McpServerInfo], name: &str| {
+            list.iter().find(|i| i.name == name).map(|i| i.status)
+        };
+        let listed = list(&p, None).unwrap();
+        assert_eq!(
+            status(&listed, "sneaky"),
+            Some(McpServerStatus::Unconfirmed)
+        );
+        assert_eq!(status(&listed, "mine"), Some(McpServerStatus::Stopped));
+        let started = start(
+            &p,
+            Vec::new(),
+            Arc::new(outpost_mcp::DefaultRequests),
+            Duration::from_millis(300),
+        )
+        .await;
+        let host = started.host.unwrap();
+        assert!(
+            started
+                .problems
+                .iter()
+                .any(|m| m.contains("'sneaky' was added or changed outside Outpost")),
+            "{:?}",
+            started.problems
+        );
+        assert_eq!(
+            status(&list(&p, Some(&host)).unwrap(), "sneaky"),
+            Some(McpServerStatus::Unconfirmed)
+        );
+        restart(&p, Some(&host), "sneaky").unwrap();
+        let lists = ToolLists::default();
+        let store = PolicyStore::in_memory(
+            Policy::default(),
+            outpost_policy::PolicyContext::new(dir.path(), Vec::new()),
+        );
+        let tools = lists
+            .tools(
+                &p,
+                Some(&host),
+                &store,
+                "sneaky",
+                true,
+                Duration::from_secs(2),
+            )
+            .await
+            .unwrap();
+        assert!(tools.problem.unwrap_or_default().contains("not started"));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!marker.exists(), "an unconfirmed server ran");
+        let info = trust(&p, Some(&host), "sneaky").unwrap();
+        assert_ne!(info.status, McpServerStatus::Unconfirmed);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !marker.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the confirmed server never ran"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(trust(&p, None, "nope").unwrap_err().code(), "not_found");
+        host.shutdown();
+    }
+
     #[tokio::test]
     async fn an_elicitation_waits_for_the_users_answer_or_times_out() {
         let events = Arc::new(Mutex::new(Vec::new()));
@@ -1592,27 +1751,5 @@ mod tests {
             );
         }
         assert_eq!(quick.pending.open_count(), 0);
-    }
-
-    #[test]
-    fn roots_are_the_allowed_absolute_folders() {
-        let home = std::path::Path::new("/home/me");
-        let folders = vec![
-            ("~/Documents".to_owned(), true),
-            ("/srv/data".to_owned(), true),
-            ("/srv/secret".to_owned(), false),
-            ("relative/dir".to_owned(), true),
-            ("~".to_owned(), true),
-        ];
-        let r = outpost_mcp::roots_of_folders(&folders, home);
-        let uris: Vec<&str> = r.iter().map(|r| r.uri.as_str()).collect();
-        assert_eq!(
-            uris,
-            [
-                "file:///home/me/Documents/",
-                "file:///srv/data/",
-                "file:///home/me/"
-            ]
-        );
     }
 }

@@ -379,20 +379,25 @@ impl ServerConfig {
     }
 }
 
+/// The platform's config directory for Outpost (`~/.config/outpost` on Linux), whatever
+/// `$OUTPOST_CONFIG_DIR` says; `None` without a home directory.
+pub fn platform_config_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("dev", "outpost", "outpost")
+        .map(|p| p.config_dir().to_path_buf())
+}
+
 /// The config directory: `$OUTPOST_CONFIG_DIR`, else the platform's (the same folder as
 /// the app's `settings.toml` and `policy.toml`).
 pub fn config_dir_from_env() -> Result<PathBuf> {
     if let Some(d) = std::env::var_os("OUTPOST_CONFIG_DIR").filter(|v| !v.is_empty()) {
         return Ok(PathBuf::from(d));
     }
-    directories::ProjectDirs::from("dev", "outpost", "outpost")
-        .map(|p| p.config_dir().to_path_buf())
-        .ok_or_else(|| {
-            McpError::invalid(
-                "config directory",
-                "cannot find one: $HOME is not set. Set OUTPOST_CONFIG_DIR to choose one.",
-            )
-        })
+    platform_config_dir().ok_or_else(|| {
+        McpError::invalid(
+            "config directory",
+            "cannot find one: $HOME is not set. Set OUTPOST_CONFIG_DIR to choose one.",
+        )
+    })
 }
 
 /// `mcp.toml` in `config_dir`.

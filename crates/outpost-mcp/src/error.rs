@@ -115,6 +115,9 @@ pub enum McpError {
         /// What happened (the user's answer, or the server's error message).
         message: String,
     },
+    /// The record of confirmed servers (outpost-trust) could not be read or written.
+    #[error("the record of confirmed MCP servers: {0}")]
+    Trust(String),
     /// A local I/O operation failed.
     #[error("{context}: {source}")]
     Io {

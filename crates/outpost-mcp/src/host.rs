@@ -71,6 +71,9 @@ pub enum ServerStatus {
     },
     /// Disabled in the config: never started.
     Disabled,
+    /// Added or changed in `mcp.toml` outside Outpost: not started until the user
+    /// confirms it ([`crate::trust`]).
+    Unconfirmed,
     /// Stopped by the caller.
     Stopped,
 }
@@ -225,6 +228,19 @@ impl McpHost {
             stop,
             conn_tx,
         ));
+        Ok(())
+    }
+
+    /// Lists `name` as [`ServerStatus::Unconfirmed`] (with `why` as its last error)
+    /// without starting it; a running one is stopped.
+    pub fn hold(&self, name: &str, why: String) -> Result<()> {
+        check_server_name(name)?;
+        self.stop_slot(name);
+        self.inner.state.send_modify(|snap| {
+            let mut state = ServerState::new(ServerStatus::Unconfirmed, None);
+            state.last_error = Some(why);
+            Arc::make_mut(snap).insert(name.to_owned(), state);
+        });
         Ok(())
     }
 
@@ -449,6 +465,7 @@ fn describe(status: &ServerStatus, last_error: Option<&str>) -> String {
             retry_in.as_millis()
         ),
         ServerStatus::Disabled => "it is disabled in mcp.toml".to_owned(),
+        ServerStatus::Unconfirmed => "it waits for you to confirm it".to_owned(),
         ServerStatus::Stopped => "it was stopped".to_owned(),
     };
     match last_error {

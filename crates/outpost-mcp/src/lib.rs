@@ -13,6 +13,8 @@
 //! - [`import`]: the `mcpServers` block of a Claude Desktop config, read for review.
 //! - [`host`]: [`McpHost`], every configured server under supervision (restart with
 //!   backoff, roots, tool lists kept current) and one watchable snapshot of their state.
+//! - [`trust`]: which servers of `mcp.toml` the user confirmed; one added or changed
+//!   behind Outpost's back is not started until they do (`outpost-trust`).
 //!
 //! Internals: `handler` is the rmcp client handler; `process` spawns stdio servers (no
 //! shell), captures their stderr to a bounded per-server log and watches their stdout for
@@ -29,6 +31,7 @@ mod process;
 pub mod requests;
 pub mod result;
 pub mod secrets;
+pub mod trust;
 
 pub use config::{ConfigValue, McpConfig, ServerConfig, Transport};
 pub use connection::{
@@ -36,7 +39,5 @@ pub use connection::{
 };
 pub use error::{McpError, Result};
 pub use host::{HostOptions, HostSnapshot, McpHost, ServerState, ServerStatus};
-pub use requests::{
-    DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests, roots_of_folders,
-};
+pub use requests::{DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
 pub use secrets::{Keyring, MemorySecrets, SecretStore};

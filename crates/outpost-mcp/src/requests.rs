@@ -1,7 +1,7 @@
 //! Requests an MCP server sends to the host: roots, elicitation and sampling.
 //!
 //! The host answers `roots/list` itself from the list its caller gives (Outpost passes the
-//! user's allowed folders). It never answers elicitation or sampling by itself: it asks the
+//! user's allowed folders, split around what the policy denies: `outpost-policy`'s roots). It never answers elicitation or sampling by itself: it asks the
 //! caller's [`ServerRequests`]. [`DefaultRequests`] declines every elicitation and refuses
 //! every sampling request with a clear error.
 
@@ -101,28 +101,6 @@ pub trait ServerRequests: Send + Sync + std::fmt::Debug + 'static {
 pub struct DefaultRequests;
 
 impl ServerRequests for DefaultRequests {}
-
-/// A policy's folders, `(path, allowed)`, as roots: the allowed ones that are absolute or
-/// `~` / `~/...` under `home`; anything else (denied, relative, not a path a URI can name)
-/// is left out.
-pub fn roots_of_folders(folders: &[(String, bool)], home: &Path) -> Vec<Root> {
-    folders
-        .iter()
-        .filter(|(_, allow)| *allow)
-        .filter_map(|(p, _)| {
-            let path = if p == "~" {
-                home.to_path_buf()
-            } else if let Some(rest) = p.strip_prefix("~/") {
-                home.join(rest)
-            } else {
-                std::path::PathBuf::from(p)
-            };
-            path.is_absolute()
-                .then(|| Root::from_path(&path).ok())
-                .flatten()
-        })
-        .collect()
-}
 
 #[cfg(test)]
 mod tests {

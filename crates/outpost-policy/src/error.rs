@@ -23,6 +23,15 @@ pub enum PolicyError {
         /// What is wrong, with the line and column when TOML knows them.
         message: String,
     },
+    /// The file was changed outside Outpost to allow more than the user confirmed, and
+    /// Outpost will not edit it (nor so confirm the change) until the user has.
+    #[error("{message}")]
+    Unconfirmed {
+        /// The file concerned.
+        path: PathBuf,
+        /// What the change would allow, and how to confirm it.
+        message: String,
+    },
     /// The file watcher could not be started.
     #[error("cannot watch policy file {path}: {message}")]
     Watch {

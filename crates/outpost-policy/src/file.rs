@@ -6,6 +6,13 @@
 //! [`PolicyStore::status`] and the last valid policy stays in force. A file that is invalid
 //! at start leaves the built-in defaults in force (which ask before anything outside a
 //! folder scope runs).
+//!
+//! With a trust record ([`PolicyStore::open_with_trust`], `outpost-trust` in the data
+//! directory), a change Outpost did not make itself takes effect only when it allows
+//! nothing more than the policy last confirmed ([`Policy::widenings`]); otherwise the
+//! confirmed policy stays in force, the change is told in [`PolicyStatus::unconfirmed`],
+//! and it waits for the user ([`PolicyStore::confirm`]). Outpost's own writes ("always"
+//! answers, the settings pane) are confirmed as they are written.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -70,6 +77,9 @@ allow_system_paths = false
 #   path = "~/projects/app/.env.example"
 "#;
 
+/// The entry name of a policy file in the trust record (the whole file is one entry).
+const TRUST_ENTRY: &str = "policy";
+
 /// How long the watcher waits for a burst of change events to end before reloading.
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(150);
 
@@ -80,11 +90,16 @@ pub struct PolicyStatus {
     pub generation: u64,
     /// The last load's error, `None` when the file in force is the file on disk.
     pub error: Option<String>,
+    /// A change of the file made outside Outpost that allows more than the policy last
+    /// confirmed, and is not in force until the user confirms it: what it would allow.
+    pub unconfirmed: Option<String>,
 }
 
 #[derive(Debug)]
 struct Inner {
     path: Option<PathBuf>,
+    /// The data directory holding the trust record; none: every valid file is taken.
+    trust_dir: Option<PathBuf>,
     ctx: PolicyContext,
     current: RwLock<Arc<CompiledPolicy>>,
     status: watch::Sender<PolicyStatus>,
@@ -102,6 +117,16 @@ impl PolicyStore {
     /// Opens the policy file at `path`, writing [`DEFAULT_POLICY_TOML`] when it does not
     /// exist. An invalid file is reported in [`status`](Self::status) and the defaults apply.
     pub fn open(path: impl Into<PathBuf>, ctx: PolicyContext) -> Result<Self> {
+        Self::open_with_trust(path, ctx, None)
+    }
+
+    /// [`Self::open`], gating changes made outside Outpost with the trust record in
+    /// `trust_dir` (the data directory; the module's doc).
+    pub fn open_with_trust(
+        path: impl Into<PathBuf>,
+        ctx: PolicyContext,
+        trust_dir: Option<PathBuf>,
+    ) -> Result<Self> {
         let path = path.into();
         if !path.exists() {
             if let Some(dir) = path.parent() {
@@ -112,7 +137,7 @@ impl PolicyStore {
             }
             write_atomic(&path, DEFAULT_POLICY_TOML)?;
         }
-        let store = Self::build(Some(path), ctx, Policy::default());
+        let store = Self::build(Some(path), trust_dir, ctx, Policy::default());
         // The error, if any, is now in `status`; the defaults stay in force.
         let _ = store.reload();
         Ok(store)
@@ -121,18 +146,25 @@ impl PolicyStore {
     /// A store with no file: `policy` stays in force and "always" answers are kept in
     /// memory only. For tests, benchmarks and headless use.
     pub fn in_memory(policy: Policy, ctx: PolicyContext) -> Self {
-        Self::build(None, ctx, policy)
+        Self::build(None, None, ctx, policy)
     }
 
-    fn build(path: Option<PathBuf>, ctx: PolicyContext, policy: Policy) -> Self {
+    fn build(
+        path: Option<PathBuf>,
+        trust_dir: Option<PathBuf>,
+        ctx: PolicyContext,
+        policy: Policy,
+    ) -> Self {
         let compiled = Arc::new(CompiledPolicy::new(policy, &ctx));
         let (status, _) = watch::channel(PolicyStatus {
             generation: 0,
             error: None,
+            unconfirmed: None,
         });
         Self {
             inner: Arc::new(Inner {
                 path,
+                trust_dir,
                 ctx,
                 current: RwLock::new(compiled),
                 status,
@@ -165,6 +197,10 @@ impl PolicyStore {
     }
 
     fn install(&self, policy: Policy) {
+        self.install_gated(policy, None);
+    }
+
+    fn install_gated(&self, policy: Policy, unconfirmed: Option<String>) {
         let compiled = Arc::new(CompiledPolicy::new(policy, &self.inner.ctx));
         match self.inner.current.write() {
             Ok(mut g) => *g = compiled,
@@ -173,18 +209,114 @@ impl PolicyStore {
         self.inner.status.send_modify(|s| {
             s.generation += 1;
             s.error = None;
+            s.unconfirmed = unconfirmed;
         });
     }
 
+    fn trust(&self, path: &Path) -> Result<Option<outpost_trust::Trust>> {
+        let Some(dir) = &self.inner.trust_dir else {
+            return Ok(None);
+        };
+        outpost_trust::Trust::open(dir)
+            .map(Some)
+            .map_err(|e| PolicyError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("the record of confirmed settings cannot be read: {e}"),
+            })
+    }
+
+    /// What to put in force for `text` (parsed: `policy`) read from `path`: the policy, or
+    /// when it is a change made outside Outpost that allows more than the confirmed one,
+    /// the confirmed one and what the change would allow. A change that allows nothing
+    /// more is confirmed here.
+    fn gate(&self, path: &Path, text: &str, policy: Policy) -> Result<(Policy, Option<String>)> {
+        let Some(mut trust) = self.trust(path)? else {
+            return Ok((policy, None));
+        };
+        if trust.knows(path) && trust.confirmed(path, TRUST_ENTRY, text) {
+            return Ok((policy, None));
+        }
+        let confirmed = if trust.knows(path) {
+            // Nothing confirmed that still reads: the built-in defaults.
+            trust
+                .copy(path, TRUST_ENTRY)
+                .and_then(|t| parse_policy(path, t).ok())
+                .unwrap_or_default()
+        } else {
+            // First sight: taken as it is.
+            policy.clone()
+        };
+        let wider = confirmed.widenings(&policy);
+        if !wider.is_empty() {
+            let message = format!(
+                "{} was changed outside Outpost and would allow more than you confirmed: {}. \
+                 The policy you confirmed stays in force until you confirm the change \
+                 (`outpost policy trust {}`, or Settings in the app).",
+                path.display(),
+                wider.join("; "),
+                path.display()
+            );
+            tracing::warn!("{message}");
+            return Ok((confirmed, Some(message)));
+        }
+        trust.confirm_keeping(path, TRUST_ENTRY, text);
+        trust.save().map_err(|e| PolicyError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("the record of confirmed settings cannot be written: {e}"),
+        })?;
+        Ok((policy, None))
+    }
+
+    /// Records `text` as confirmed for the file (Outpost wrote it, or the user confirmed).
+    fn confirm_text(&self, path: &Path, text: &str) -> Result<()> {
+        if let Some(mut trust) = self.trust(path)? {
+            trust.confirm_keeping(path, TRUST_ENTRY, text);
+            trust.save().map_err(|e| PolicyError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("the record of confirmed settings cannot be written: {e}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The user confirms the file as it is on disk now (a change made outside Outpost):
+    /// it is recorded, rewritten unchanged (so every Outpost watching it reloads) and put
+    /// in force. An invalid file is refused.
+    pub fn confirm(&self) -> Result<()> {
+        let Some(path) = self.inner.path.clone() else {
+            return Ok(());
+        };
+        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        let policy = parse_policy(&path, &text)?;
+        self.confirm_text(&path, &text)?;
+        write_atomic(&path, &text)?;
+        self.install(policy);
+        Ok(())
+    }
+
     /// Reads the file again. On error the last valid policy stays in force, the error is
-    /// published in [`status`](Self::status) and returned.
+    /// published in [`status`](Self::status) and returned. A change made outside Outpost
+    /// that allows more than the confirmed policy is not put in force (the module's doc).
     pub fn reload(&self) -> Result<()> {
         let Some(path) = self.inner.path.clone() else {
             return Ok(());
         };
-        match read_policy(&path) {
-            Ok(policy) => {
-                self.install(policy);
+        let read = std::fs::read_to_string(&path)
+            .map_err(|source| PolicyError::Io {
+                path: path.clone(),
+                source,
+            })
+            .and_then(|text| {
+                let policy = parse_policy(&path, &text)?;
+                self.gate(&path, &text, policy)
+            });
+        match read {
+            Ok((policy, unconfirmed)) => {
+                self.install_gated(policy, unconfirmed);
                 Ok(())
             }
             Err(e) => {
@@ -282,6 +414,16 @@ impl PolicyStore {
             path: path.clone(),
             source,
         })?;
+        // Never confirm, by editing it, a change made outside Outpost that waits for the
+        // user: an "always" answer must not put it in force behind their back.
+        if let Ok(on_disk) = parse_policy(&path, &text) {
+            if let (_, Some(unconfirmed)) = self.gate(&path, &text, on_disk)? {
+                return Err(PolicyError::Unconfirmed {
+                    path: path.clone(),
+                    message: unconfirmed,
+                });
+            }
+        }
         let mut doc: toml_edit::DocumentMut =
             text.parse()
                 .map_err(|e: toml_edit::TomlError| PolicyError::Invalid {
@@ -293,6 +435,7 @@ impl PolicyStore {
         // Never write a file we could not read back.
         let parsed = parse_policy(&path, &new_text)?;
         write_atomic(&path, &new_text)?;
+        self.confirm_text(&path, &new_text)?;
         self.install(parsed.clone());
         Ok(parsed)
     }
@@ -614,6 +757,75 @@ mod tests {
             Some(&["read_local_file".to_owned()][..])
         );
         assert_eq!(store.current().policy(), &reread);
+    }
+
+    /// Issue 30, finding 3: a change of the policy file made outside Outpost that allows
+    /// more does not take effect until the user confirms it; one that allows less does;
+    /// Outpost's own edits are confirmed as written; a new process sees the same.
+    #[test]
+    fn an_outside_change_that_allows_more_waits_for_the_user() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let path = dir.path().join("policy.toml");
+        let docs = "[[folders]]\npath = \"~/docs\"\naccess = \"allow\"\n";
+        std::fs::write(&path, docs).unwrap();
+        let open = || PolicyStore::open_with_trust(&path, ctx(dir.path()), Some(data.clone()));
+        // First sight: taken as it is.
+        let store = open().unwrap();
+        let confirmed = read_policy(&path).unwrap();
+        assert_eq!(store.current().policy(), &confirmed);
+        assert_eq!(store.status().borrow().unconfirmed, None);
+
+        // Less: in force, and confirmed.
+        let less = format!("{docs}[tools]\ncalculator = \"deny\"\n");
+        std::fs::write(&path, &less).unwrap();
+        store.reload().unwrap();
+        assert_eq!(
+            store.current().policy().tools.get("calculator"),
+            Some(&Rule::Deny)
+        );
+        let confirmed = read_policy(&path).unwrap();
+
+        // More: the confirmed policy stays, the change is told.
+        let more =
+            format!("{less}write_file = \"ask\"\n[[folders]]\npath = \"~\"\naccess = \"allow\"\n");
+        std::fs::write(&path, &more).unwrap();
+        store.reload().unwrap();
+        assert_eq!(store.current().policy(), &confirmed);
+        let told = store.status().borrow().unconfirmed.clone().unwrap();
+        assert!(
+            told.contains("write_file") && told.contains("a new allowed folder: ~"),
+            "{told}"
+        );
+        // A new process: the same.
+        let again = open().unwrap();
+        assert_eq!(again.current().policy(), &confirmed);
+        assert!(again.status().borrow().unconfirmed.is_some());
+        // Outpost does not edit the file meanwhile (an edit would confirm the change).
+        let err = store
+            .remember("calculator", None, FolderAccess::Allow)
+            .unwrap_err();
+        assert!(matches!(err, PolicyError::Unconfirmed { .. }), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), more);
+
+        // The user confirms: in force, here and in a new process.
+        store.confirm().unwrap();
+        assert_eq!(store.current().policy(), &read_policy(&path).unwrap());
+        assert_eq!(store.status().borrow().unconfirmed, None);
+        assert_eq!(open().unwrap().status().borrow().unconfirmed, None);
+
+        // Outpost's own edits are confirmed as written.
+        store
+            .update(|p| {
+                p.mcp_servers.insert("files".into(), Rule::Allow);
+            })
+            .unwrap();
+        let reopened = open().unwrap();
+        assert_eq!(reopened.status().borrow().unconfirmed, None);
+        assert_eq!(
+            reopened.current().policy().mcp_servers.get("files"),
+            Some(&Rule::Allow)
+        );
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //!   invalid file is reported and the last valid policy stays), and "always" answers written
 //!   back with comments kept.
 //! - `consent`: the consent broker ([`ConsentBroker`]) a UI attaches to; no UI means deny.
+//! - `roots`: the allowed folders as MCP roots, split around everything the policy denies
+//!   ([`CompiledPolicy::mcp_roots`]; the caller lists the folders).
 //!
 //! The tool executor (`outpost-tools`) resolves paths and asks this crate before it runs
 //! anything; this crate itself never reads user files.
@@ -18,6 +20,7 @@ mod consent;
 mod error;
 mod file;
 mod model;
+mod roots;
 mod secrets;
 
 pub use consent::{
@@ -32,4 +35,5 @@ pub use model::{
     Decider, Decision, Exception, FolderAccess, FolderRule, MAX_CONSENT_TIMEOUT_SECS, Policy,
     PolicyContext, Rule, ServerClaims, ToolHints, Verdict, canonical_or_clean,
 };
+pub use roots::{Entry, EntryKind, ListFolder, RootLimits, RootsPlan};
 pub use secrets::SecretsList;

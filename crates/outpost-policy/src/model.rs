@@ -2,8 +2,8 @@
 //! directory ([`CompiledPolicy`]), and the evaluation of one tool call into a [`Verdict`].
 //!
 //! Evaluation order, strongest first: an explicit `deny` (tool or folder), the off-by-default
-//! rule for destructive tools, /proc and /sys, the secrets deny list (unless an exception
-//! names the path), then the asks that no allow rule may skip (destructive and launching
+//! rule for destructive tools, Outpost's own settings and data (no exception lifts them),
+//! /proc and /sys, the secrets deny list (unless an exception names the path), then the asks that no allow rule may skip (destructive and launching
 //! tools, hard-linked files), then allow rules (tool, folder scope, conversation grant), and
 //! finally "ask".
 
@@ -120,6 +120,55 @@ impl Policy {
             return Rule::Deny;
         }
         own.or(of_server).unwrap_or(Rule::Ask)
+    }
+
+    /// What `new` allows that `self` does not, one sentence each (empty: `new` allows
+    /// nothing more). Judged entry by entry, on the safe side: a rule that is not the same,
+    /// made `deny`, or `allow` made `ask`, counts as allowing more; so does a new allowed
+    /// folder or exception, a denied folder gone, and `allow_system_paths` turned on.
+    /// The consent timeout is neither.
+    pub fn widenings(&self, new: &Policy) -> Vec<String> {
+        let mut out = Vec::new();
+        if new.allow_system_paths && !self.allow_system_paths {
+            out.push("allow_system_paths is turned on".to_owned());
+        }
+        let word = |r: Option<&Rule>| match r {
+            None => "(no rule)",
+            Some(Rule::Allow) => "allow",
+            Some(Rule::Ask) => "ask",
+            Some(Rule::Deny) => "deny",
+        };
+        for (table, old, new) in [
+            ("tools", &self.tools, &new.tools),
+            ("mcp_servers", &self.mcp_servers, &new.mcp_servers),
+        ] {
+            for name in old.keys().chain(new.keys()) {
+                let (a, b) = (old.get(name), new.get(name));
+                let narrower = a == b
+                    || b == Some(&Rule::Deny)
+                    || (a == Some(&Rule::Allow) && b == Some(&Rule::Ask));
+                let line = format!("[{table}] \"{name}\": {} → {}", word(a), word(b));
+                if !narrower && !out.contains(&line) {
+                    out.push(line);
+                }
+            }
+        }
+        for f in &new.folders {
+            if f.access == FolderAccess::Allow && !self.folders.contains(f) {
+                out.push(format!("a new allowed folder: {}", f.path));
+            }
+        }
+        for f in &self.folders {
+            if f.access == FolderAccess::Deny && !new.folders.contains(f) {
+                out.push(format!("a denied folder is no longer denied: {}", f.path));
+            }
+        }
+        for e in &new.exceptions {
+            if !self.exceptions.contains(e) {
+                out.push(format!("a new exception to the secrets list: {}", e.path));
+            }
+        }
+        out
     }
 
     /// Checks values serde cannot: ranges and path shapes. The message names the entry.
@@ -505,10 +554,10 @@ impl ConversationGrants {
 }
 
 #[derive(Debug, Clone)]
-struct CompiledFolder {
-    path: PathBuf,
-    access: FolderAccess,
-    tools: Option<Vec<String>>,
+pub(crate) struct CompiledFolder {
+    pub(crate) path: PathBuf,
+    pub(crate) access: FolderAccess,
+    pub(crate) tools: Option<Vec<String>>,
 }
 
 impl CompiledFolder {
@@ -521,15 +570,15 @@ impl CompiledFolder {
     }
 }
 
-const SYSTEM_DIRS: &[&str] = &["/proc", "/sys", "/dev"];
+pub(crate) const SYSTEM_DIRS: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// A [`Policy`] with its paths expanded and canonicalized, ready to evaluate calls.
 #[derive(Debug, Clone)]
 pub struct CompiledPolicy {
     policy: Policy,
-    folders: Vec<CompiledFolder>,
-    exceptions: Vec<PathBuf>,
-    secrets: SecretsList,
+    pub(crate) folders: Vec<CompiledFolder>,
+    pub(crate) exceptions: Vec<PathBuf>,
+    pub(crate) secrets: SecretsList,
 }
 
 impl CompiledPolicy {
@@ -570,6 +619,10 @@ impl CompiledPolicy {
     /// Why `path` may not be touched by `tool` whatever the user answers, or `None`.
     /// Recursive tools call this for every entry they return.
     pub fn hard_deny(&self, tool: &str, path: &Path) -> Option<(Decider, String)> {
+        // Outpost's own settings and data come first: no exception lifts them.
+        if let Some(why) = self.secrets.outpost_own(path) {
+            return Some((Decider::SecretsList, why));
+        }
         if !self.policy.allow_system_paths && SYSTEM_DIRS.iter().any(|d| path.starts_with(d)) {
             return Some((
                 Decider::Policy,
@@ -882,6 +935,89 @@ mod tests {
             matches!(v, Verdict::Deny { .. }),
             "exception is per path: {v:?}"
         );
+    }
+
+    #[test]
+    fn widenings_name_what_allows_more_and_nothing_else() {
+        let mut old = docs_policy();
+        old.tools.insert("read_local_file".into(), Rule::Allow);
+        old.tools.insert("web_fetch".into(), Rule::Ask);
+        old.mcp_servers.insert("files".into(), Rule::Allow);
+        old.folders.push(FolderRule {
+            path: "~/docs/private".into(),
+            access: FolderAccess::Deny,
+            tools: None,
+        });
+        assert!(old.widenings(&old).is_empty());
+        let mut narrower = old.clone();
+        narrower.tools.insert("read_local_file".into(), Rule::Ask);
+        narrower.tools.insert("web_fetch".into(), Rule::Deny);
+        narrower.mcp_servers.insert("files".into(), Rule::Deny);
+        narrower.folders.retain(|f| f.access == FolderAccess::Deny);
+        narrower.consent_timeout_secs = 5;
+        assert!(
+            old.widenings(&narrower).is_empty(),
+            "{:?}",
+            old.widenings(&narrower)
+        );
+        let mut wider = old.clone();
+        wider.allow_system_paths = true;
+        wider.tools.insert("write_file".into(), Rule::Ask);
+        wider.tools.remove("web_fetch");
+        wider.mcp_servers.insert("evil".into(), Rule::Allow);
+        wider.folders.retain(|f| f.access == FolderAccess::Allow);
+        wider.folders.push(FolderRule {
+            path: "~".into(),
+            access: FolderAccess::Allow,
+            tools: None,
+        });
+        wider.exceptions.push(Exception {
+            path: "~/.ssh".into(),
+        });
+        let said = old.widenings(&wider).join("\n");
+        for what in [
+            "allow_system_paths",
+            "\"write_file\": (no rule) → ask",
+            "\"web_fetch\": ask → (no rule)",
+            "[mcp_servers] \"evil\"",
+            "a new allowed folder: ~",
+            "no longer denied: ~/docs/private",
+            "exception to the secrets list: ~/.ssh",
+        ] {
+            assert!(said.contains(what), "{what} missing:\n{said}");
+        }
+    }
+
+    /// Issue 30, finding 3: Outpost's own settings and data are out of reach of every tool,
+    /// reads and writes, whatever the policy says (allowed folder, tool allowed, an
+    /// `[[exceptions]]` entry naming them).
+    #[test]
+    fn outpost_s_own_folders_are_denied_even_with_an_exception() {
+        let mut p = docs_policy();
+        p.folders.push(FolderRule {
+            path: "~".into(),
+            access: FolderAccess::Allow,
+            tools: None,
+        });
+        p.tools.insert("read_local_file".into(), Rule::Allow);
+        p.tools.insert("write_file".into(), Rule::Ask);
+        p.exceptions.push(Exception {
+            path: "~/.config/outpost".into(),
+        });
+        let write = ToolHints {
+            destructive: true,
+            ..ToolHints::default()
+        };
+        for (tool, hints) in [("read_local_file", read_only()), ("write_file", write)] {
+            let v = eval(&p, tool, hints, Some("/home/u/.config/outpost/mcp.toml"));
+            match v {
+                Verdict::Deny { by, reason } => {
+                    assert_eq!(by, Decider::SecretsList);
+                    assert!(reason.contains("Outpost's own settings"), "{reason}");
+                }
+                other => panic!("{tool}: {other:?}"),
+            }
+        }
     }
 
     #[test]

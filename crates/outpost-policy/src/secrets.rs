@@ -141,6 +141,7 @@ const NAME_PATTERNS: &[&str] = &[
 #[derive(Debug, Clone)]
 pub struct SecretsList {
     home: Vec<String>,
+    home_path: PathBuf,
     /// Two globs per [`HOME_ENTRIES`] entry (the entry, and everything beneath it).
     home_entries: GlobSet,
     protected: Vec<(PathBuf, Vec<String>)>,
@@ -180,23 +181,51 @@ impl SecretsList {
             .collect();
         Self {
             home: folded(home),
+            home_path: home.to_path_buf(),
             home_entries: glob_set(home_patterns.iter().map(String::as_str)),
             protected: protected.iter().map(|p| (p.clone(), folded(p))).collect(),
             names: glob_set(NAME_PATTERNS.iter().copied()),
         }
     }
 
+    /// Why `path` (canonical) is one of Outpost's own folders or files (its config and data
+    /// folders, its policy file), or `None`. Unlike the rest of the list, no exception in
+    /// the policy lifts this: a tool that could change these could change its own limits.
+    pub fn outpost_own(&self, path: &Path) -> Option<String> {
+        let parts = folded(path);
+        self.protected
+            .iter()
+            .find(|(_, dir_parts)| parts.starts_with(dir_parts))
+            .map(|(dir, _)| {
+                format!(
+                    "{} holds Outpost's own settings and data, which no tool may read or \
+                     change whatever the policy says",
+                    dir.display()
+                )
+            })
+    }
+
+    /// The places on the list that are named by a fixed path (Outpost's own folders, and
+    /// the home entries without a wildcard), whether they exist or not: a folder that
+    /// contains one cannot be handed out whole (MCP roots), even before it is created.
+    pub fn fixed_places(&self) -> Vec<PathBuf> {
+        let home = HOME_ENTRIES
+            .iter()
+            .filter(|e| !e.contains(['*', '?', '[', '{']))
+            .map(|e| self.home_path.join(e));
+        self.protected
+            .iter()
+            .map(|(p, _)| p.clone())
+            .chain(home)
+            .collect()
+    }
+
     /// Why `path` (canonical) is protected, or `None` when it is not on the list.
     pub fn matches(&self, path: &Path) -> Option<String> {
-        let parts = folded(path);
-        for (dir, dir_parts) in &self.protected {
-            if parts.starts_with(dir_parts) {
-                return Some(format!(
-                    "{} holds Outpost's own settings and data",
-                    dir.display()
-                ));
-            }
+        if let Some(why) = self.outpost_own(path) {
+            return Some(why);
         }
+        let parts = folded(path);
         if parts.len() > self.home.len() && parts.starts_with(&self.home) {
             let relative: Vec<String> = path
                 .components()

@@ -107,6 +107,16 @@ pub async fn mcp_servers_remove(desktop: State<'_, Desktop>, name: String) -> Cm
     desktop.mcp_server_remove(&name).map_err(err)
 }
 
+/// Confirms a server added or changed in mcp.toml outside Outpost (started at once in a
+/// live session when enabled).
+#[tauri::command]
+pub async fn mcp_servers_trust(
+    desktop: State<'_, Desktop>,
+    name: String,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_trust(&name).map_err(err)
+}
+
 /// The end of a server's stderr log.
 #[tauri::command]
 pub fn mcp_servers_log(desktop: State<'_, Desktop>, name: String) -> CmdResult<String> {

@@ -13,6 +13,13 @@ pub fn settings_get(desktop: State<'_, Desktop>) -> Settings {
     desktop.settings()
 }
 
+/// Confirms the policy file as it is on disk (a change made outside Outpost that allows
+/// more), putting it in force.
+#[tauri::command]
+pub fn settings_trust_policy(desktop: State<'_, Desktop>) -> CmdResult<Settings> {
+    desktop.trust_policy().map_err(err)
+}
+
 /// Validates and saves all settings.
 #[tauri::command]
 pub async fn settings_set(desktop: State<'_, Desktop>, settings: Settings) -> CmdResult<Settings> {

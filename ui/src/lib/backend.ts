@@ -125,6 +125,7 @@ export interface Commands {
   settings_clear_secret: { args: { name: SecretName }; returns: null };
   settings_pick_folder: { args: NoArgs; returns: string | null };
   settings_about: { args: NoArgs; returns: AboutInfo };
+  settings_trust_policy: { args: NoArgs; returns: Settings };
 
   history_list: { args: { limit: number; offset: number }; returns: ConversationSummary[] };
   history_search: {
@@ -151,6 +152,7 @@ export interface Commands {
   mcp_servers_set_tool_rule: { args: { name: string; tool: string; rule: ToolRule | null }; returns: McpServerTools };
   mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
   mcp_servers_remove: { args: { name: string }; returns: null };
+  mcp_servers_trust: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_log: { args: { name: string }; returns: string };
   mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
   mcp_elicitation_answer: { args: { id: string; action: ElicitationAction; content: JsonObject | null }; returns: null };
@@ -184,6 +186,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'settings_clear_secret',
   'settings_pick_folder',
   'settings_about',
+  'settings_trust_policy',
   'history_list',
   'history_search',
   'history_get',
@@ -201,6 +204,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_set_tool_rule',
   'mcp_servers_set_enabled',
   'mcp_servers_remove',
+  'mcp_servers_trust',
   'mcp_servers_log',
   'mcp_servers_import_preview',
   'mcp_elicitation_answer',

@@ -324,6 +324,10 @@ export class MockBackend implements Backend {
       if (settings.connection.livekitUrl && settings.connection.room) this.#configured = true;
       return this.#handlers.settings_get({}) as Settings;
     },
+    settings_trust_policy: () => {
+      delete this.settings.policyUnconfirmed;
+      return this.#handlers.settings_get({}) as Settings;
+    },
     settings_set_secret: ({ name, value }) => {
       if (!value) throw fail('invalid_argument', 'The secret is empty.');
       this.secrets.set(name, value);
@@ -469,6 +473,12 @@ export class MockBackend implements Backend {
       s.enabled = enabled;
       s.status = enabled ? (this.#connection.state === 'connected' ? 'running' : 'stopped') : 'disabled';
       if (!enabled) s.toolCount = 0;
+      return s;
+    },
+    mcp_servers_trust: ({ name }) => {
+      const s = this.#server(name);
+      delete s.lastError;
+      s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'running' : 'stopped';
       return s;
     },
     mcp_servers_remove: ({ name }) => {

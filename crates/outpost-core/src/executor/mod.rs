@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use outpost_mcp::{McpHost, McpTool};
 
 use outpost_policy::{
-    ConsentBroker, ConsentEvent, ConsentInbox, Decision, Policy, PolicyContext, PolicyStore,
-    ServerClaims,
+    ConsentBroker, ConsentEvent, ConsentInbox, Decision, Entry, EntryKind, Policy, PolicyContext,
+    PolicyStore, RootLimits, ServerClaims,
 };
 use outpost_protocol::{ToolDescriptor, ToolUseCancel, ToolUseRequest};
 pub use outpost_tools::DispatchEvent;
@@ -66,16 +66,33 @@ pub struct Permissions {
 }
 
 impl Permissions {
-    /// Opens the policy as configured.
+    /// Opens the policy as configured. Outpost's own places are out of every tool's reach
+    /// whatever the policy says: the caller's `protected` folders, the policy file, and
+    /// [`outpost_places`].
     pub fn new(config: &ToolsConfig) -> Result<Self> {
-        let ctx = PolicyContext::new(config.home.clone(), config.protected.clone());
+        Self::with_trust(config, None)
+    }
+
+    /// [`Self::new`], with the record of confirmed settings in `trust_dir` (the data
+    /// directory): a change of the policy file made outside Outpost that allows more than
+    /// the user confirmed is not put in force (it is told in the policy's status).
+    pub fn with_trust(config: &ToolsConfig, trust_dir: Option<&std::path::Path>) -> Result<Self> {
+        let mut protected = config.protected.clone();
+        protected.extend(outpost_places());
+        if let PolicySource::File(path) = &config.policy {
+            protected.push(path.clone());
+            // What the policy store writes before renaming it over the file.
+            protected.push(path.with_extension("toml.tmp"));
+        }
+        let ctx = PolicyContext::new(config.home.clone(), protected);
         let policy = match &config.policy {
             PolicySource::File(path) => {
                 let store =
-                    PolicyStore::open(path.clone(), ctx).map_err(|e| CoreError::Policy {
-                        path: path.clone(),
-                        message: e.to_string(),
-                    })?;
+                    PolicyStore::open_with_trust(path.clone(), ctx, trust_dir.map(Into::into))
+                        .map_err(|e| CoreError::Policy {
+                            path: path.clone(),
+                            message: e.to_string(),
+                        })?;
                 let error = store.status().borrow().error.clone();
                 if let Some(message) = error {
                     return Err(CoreError::Policy {
@@ -116,6 +133,124 @@ impl Permissions {
     pub fn policy_path(&self) -> Option<PathBuf> {
         self.policy.path().map(PathBuf::from)
     }
+}
+
+/// Where Outpost keeps its settings and data: the config and data folders this run's
+/// environment names (`$OUTPOST_CONFIG_DIR`, `$OUTPOST_DATA_DIR`), the platform's (also
+/// when the environment points elsewhere: the user's own profile stays out of reach of a
+/// demo or a test run), and the local demo's profile beside the platform's data folder
+/// (`outpost-demo`, scripts/run.sh). A `--data-dir` is added by the core, which opens the
+/// store there.
+pub fn outpost_places() -> Vec<PathBuf> {
+    let mut places = Vec::new();
+    if let Ok(dir) = outpost_mcp::config::config_dir_from_env() {
+        places.push(dir);
+    }
+    places.extend(outpost_mcp::config::platform_config_dir());
+    if let Ok(dir) = outpost_store::data_dir(None) {
+        places.push(dir);
+    }
+    if let Ok(dir) = outpost_store::paths::resolve_data_dir(None, None) {
+        if let Some(parent) = dir.parent() {
+            places.push(parent.join("outpost-demo"));
+        }
+        places.push(dir);
+    }
+    places.sort();
+    places.dedup();
+    places
+}
+
+/// The user confirms the policy file at `path` as it is now (a change made outside
+/// Outpost that allows more than they had confirmed), in the record in `data_dir`. Returns
+/// what the change allows that was not in force (empty when nothing was waiting). Every
+/// Outpost that follows the file puts it in force. An invalid or missing file is an error.
+pub fn confirm_policy(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+) -> Result<Option<String>> {
+    let err = |e: outpost_policy::PolicyError| CoreError::Policy {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    };
+    if !path.is_file() {
+        return Err(CoreError::Policy {
+            path: path.to_path_buf(),
+            message: "there is no such file".into(),
+        });
+    }
+    outpost_policy::read_policy(path).map_err(err)?;
+    let ctx = PolicyContext::new(ToolsConfig::defaults().home, Vec::new());
+    let store = PolicyStore::open_with_trust(path.to_path_buf(), ctx, Some(data_dir.to_path_buf()))
+        .map_err(err)?;
+    let waiting = store.status().borrow().unconfirmed.clone();
+    store.confirm().map_err(err)?;
+    Ok(waiting)
+}
+
+/// The MCP roots to offer now ([`Permissions::mcp_roots`]) and what was left out of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpRoots {
+    /// The roots, as `file://` URIs.
+    pub roots: Vec<outpost_mcp::Root>,
+    /// One sentence per folder or file left out (bounded), for the log or the terminal.
+    pub left_out: Vec<String>,
+}
+
+impl Permissions {
+    /// The policy's allowed folders as MCP roots, split around everything it denies
+    /// ([`outpost_policy::CompiledPolicy::mcp_roots`]): a server that honours roots never
+    /// learns of a denied folder, a secret or Outpost's own files as something it may
+    /// use. Walks the allowed folders (bounded): call it off the async threads.
+    pub fn mcp_roots(&self) -> McpRoots {
+        let limits = RootLimits::default();
+        let plan = self
+            .policy
+            .current()
+            .mcp_roots(limits, &mut |dir: &std::path::Path| {
+                list_folder(dir, limits.entries + 1)
+            });
+        McpRoots {
+            roots: plan
+                .roots
+                .iter()
+                .filter_map(|p| outpost_mcp::Root::from_path(p).ok())
+                .collect(),
+            left_out: plan.left_out,
+        }
+    }
+}
+
+/// One folder's entries for the roots walk (links not followed), at most `max`.
+fn list_folder(dir: &std::path::Path, max: usize) -> std::io::Result<Vec<Entry>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)?.take(max) {
+        let entry = entry?;
+        let kind = match entry.file_type()? {
+            t if t.is_dir() => EntryKind::Folder,
+            t if t.is_file() => EntryKind::File {
+                links: links(&entry),
+            },
+            _ => EntryKind::Other,
+        };
+        out.push(Entry {
+            name: entry.file_name(),
+            kind,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(unix)]
+fn links(entry: &std::fs::DirEntry) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    // Unreadable: counted as linked, so its folder is not offered whole.
+    entry.metadata().map_or(2, |m| m.nlink())
+}
+
+#[cfg(not(unix))]
+fn links(_entry: &std::fs::DirEntry) -> u64 {
+    1
 }
 
 /// The built-in tools' descriptors (name, schema, hints), in catalogue order.

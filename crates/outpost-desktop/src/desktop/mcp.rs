@@ -14,7 +14,11 @@ impl Desktop {
     /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
     /// app"); problems are told to the UI as non-fatal errors.
     pub(super) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
-        let roots = self.inner.core.mcp_roots();
+        let roots = self.inner.core.mcp_roots().await;
+        for why in &roots.left_out {
+            tracing::info!("not offered to MCP servers as a root: {why}");
+        }
+        let roots = roots.roots;
         let timeout_secs = self
             .inner
             .core
@@ -238,6 +242,14 @@ impl Desktop {
             .map(|i| self.with_rule(i))
     }
 
+    /// `mcp_servers_trust`: the user confirms a server added or changed in `mcp.toml`
+    /// outside Outpost; in a live session an enabled one starts at once (within the app's
+    /// tokio runtime).
+    pub fn mcp_server_trust(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
+        crate::mcp::trust(&self.inner.paths, self.mcp_host().as_ref(), name)
+            .map(|i| self.with_rule(i))
+    }
+
     /// `mcp_servers_remove`.
     pub fn mcp_server_remove(&self, name: &str) -> Result<()> {
         crate::mcp::remove(
@@ -297,7 +309,7 @@ mod tests {
                 outpost_mcp::ConnectOptions::default(),
                 Arc::new(outpost_mcp::MemorySecrets::default()),
             ),
-            core.mcp_roots(),
+            core.mcp_roots().await.roots,
         );
         assert!(host.roots().is_empty());
         let task = core.follow_mcp_roots(host.clone());
@@ -311,7 +323,7 @@ mod tests {
             .update(|p| {
                 p.folders = vec![
                     folder(&a, FolderAccess::Allow),
-                    folder(dir.path(), FolderAccess::Deny),
+                    folder(&dir.path().join("b"), FolderAccess::Deny),
                 ];
             })
             .unwrap();

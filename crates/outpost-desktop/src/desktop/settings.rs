@@ -43,7 +43,23 @@ impl Desktop {
                 long_task_secs: c.notifications.long_task_secs,
             },
             retention_days: c.retention_days,
+            policy_unconfirmed: self
+                .inner
+                .core
+                .permissions()
+                .policy()
+                .status()
+                .borrow()
+                .unconfirmed
+                .clone(),
         }
+    }
+
+    /// `settings_trust_policy`: the user confirms the policy file as it is on disk (a
+    /// change made outside Outpost that allows more); it is in force at once.
+    pub fn trust_policy(&self) -> Result<Settings> {
+        self.inner.core.permissions().policy().confirm()?;
+        Ok(self.settings())
     }
 
     /// `settings_set`: validates everything first, then writes the policy and the

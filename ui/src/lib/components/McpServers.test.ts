@@ -1,4 +1,5 @@
-// Settings → Tool servers over the mock backend: list with status, enable/disable, add
+// Settings → Tool servers over the mock backend: list with status, a server to confirm,
+// enable/disable, add
 // (command or URL), refused input, edit (env/headers: every value secret, by name only,
 // unless written as plain), restart, remove, log, per-tool rules, and the import's review
 // step.
@@ -40,6 +41,24 @@ describe('Settings → Tool servers', () => {
     await user.click(within(web).getByRole('checkbox', { name: /web-tools enabled/ }));
     await vi.waitFor(() => expect(row(list, 'web-tools')).toHaveAttribute('data-status', 'disabled'));
     expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_enabled', args: { name: 'web-tools', enabled: false } });
+  });
+
+  it('shows a server changed outside Outpost as not confirmed, with no restart, until Confirm', async () => {
+    const { backend, list, user } = await open();
+    Object.assign(backend.mcpServers.find((s) => s.name === 'web-tools')!, {
+      status: 'unconfirmed',
+      toolCount: 0,
+      lastError: 'its entry in mcp.toml was added or changed outside Outpost',
+    });
+    await vi.waitFor(() => expect(row(list, 'web-tools')).toHaveAttribute('data-status', 'unconfirmed'), { timeout: 3000 });
+    const web = row(list, 'web-tools');
+    expect(web).toHaveTextContent('Not confirmed');
+    expect(web).toHaveTextContent('changed outside Outpost');
+    expect(within(web).queryByRole('button', { name: 'Restart web-tools' })).toBeNull();
+    await user.click(within(web).getByRole('button', { name: 'Confirm web-tools' }));
+    await vi.waitFor(() => expect(row(list, 'web-tools')).not.toHaveAttribute('data-status', 'unconfirmed'));
+    expect(within(row(list, 'web-tools')).queryByRole('button', { name: 'Confirm web-tools' })).toBeNull();
+    expect(backend.calls.some((c) => c.cmd === 'mcp_servers_trust' && (c.args as { name: string }).name === 'web-tools')).toBe(true);
   });
 
   it('adds a command server with its arguments, refuses a bad name, adds a URL server', async () => {

@@ -744,7 +744,13 @@ notifications: NotificationSettings,
 /**
  * 0 = forever.
  */
-retentionDays: number, };
+retentionDays: number, 
+/**
+ * The policy file was changed outside Outpost to allow more than the user confirmed:
+ * what it would allow (not in force until `settings_trust_policy`). Ignored by
+ * `settings_set`.
+ */
+policyUnconfirmed?: string, };
 
 export type ConnectionTestResult = { 
 /**
@@ -804,7 +810,7 @@ openWorld: boolean, };
 
 export type McpTransport = "stdio" | "http";
 
-export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled";
+export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled" | "unconfirmed";
 
 export type McpServerInfo = { 
 /**
