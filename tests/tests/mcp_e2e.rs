@@ -269,6 +269,15 @@ fn cli(args: &[&str], data_dir: &Path) -> (i32, String, String) {
     )
 }
 
+/// How many ToolsChanged the assistant had received at its step `name`.
+fn tools_changed(outcomes: &[Value], name: &str) -> u64 {
+    outcomes
+        .iter()
+        .find(|o| o["name"] == name)
+        .and_then(|o| o["toolsChanged"].as_u64())
+        .unwrap_or_else(|| panic!("no outcome for {name}"))
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -430,13 +439,7 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
     let events = connect.finish();
 
     // The assistant (protocol 2) was told of the crash and of the restart.
-    let changed = |name: &str| {
-        outcomes
-            .iter()
-            .find(|o| o["name"] == name)
-            .and_then(|o| o["toolsChanged"].as_u64())
-            .unwrap_or_else(|| panic!("no outcome for {name}"))
-    };
+    let changed = |name: &str| tools_changed(&outcomes, name);
     assert!(
         changed("back after restart") >= changed("list changed") + 2,
         "the crash and the restart each send a ToolsChanged"
@@ -787,5 +790,71 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+    connect.finish();
+}
+
+/// Issue 30, finding 6, end to end: a server (tests/mcp/hostile_server.py, official Python
+/// SDK) with a big tool list floods `notifications/tools/list_changed` (30 changes in
+/// 3 s); the assistant gets the last catalogue, in a few ToolsChanged (one a second at
+/// most), not one per change. The review's flood was 20 changes of 200 × 50 KiB tools;
+/// here 300 tools of 8 KB, the same shape.
+#[test]
+fn a_tools_list_changed_flood_reaches_the_assistant_paced() {
+    let fx = Fixture {
+        dir: tempfile::tempdir().unwrap(),
+    };
+    let config = fx.dir.path().join("config");
+    std::fs::create_dir_all(&config).unwrap();
+    let py = python::python().unwrap().display().to_string();
+    let script = python::workspace_root().join("tests/mcp/hostile_server.py");
+    std::fs::write(
+        config.join("mcp.toml"),
+        format!(
+            "[servers.hostile]\ncommand = {}\nargs = [{}, \"--tools\", \"300\", \"--description\", \"6000\", \"--schema\", \"2000\"]\n",
+            toml::Value::String(py),
+            toml::Value::String(script.display().to_string())
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        fx.dir.path().join("policy.toml"),
+        "[mcp_servers]\nhostile = \"allow\"\n",
+    )
+    .unwrap();
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let steps = json!([
+        {"op": "wait_user", "text": USER_TEXT},
+        {"name": "before", "op": "wait_tool", "toolName": "mcp__hostile__marker_g0"},
+        {"name": "flood", "op": "request", "id": "h-flood", "toolName": "mcp__hostile__flood",
+         "parameters": {"count": 30, "pause_ms": 100}, "expect": {"success": true}},
+        {"name": "after", "op": "wait_tool", "toolName": "mcp__hostile__marker_g30",
+         "wait_ms": 20000},
+        {"op": "say", "text": "MCP checks are done."}
+    ]);
+    let agent = start_agent(&env, &fx, &steps);
+    let mut connect = Connect::start(&env, &fx);
+    connect.say(USER_TEXT);
+    let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
+    assert!(
+        status.success(),
+        "the assistant's scenario failed ({status}):\n{out}\nstderr:\n{err}\n--- outpost connect ---\n{}",
+        connect.stderr(),
+    );
+    let outcomes: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let sent = tools_changed(&outcomes, "after") - tools_changed(&outcomes, "before");
+    let secs = outcomes
+        .iter()
+        .filter(|o| o["name"] == "flood" || o["name"] == "after")
+        .filter_map(|o| o["ms"].as_u64())
+        .sum::<u64>() as f64
+        / 1000.0;
+    eprintln!("{sent} ToolsChanged for 30 changes in {secs:.1} s");
+    assert!(
+        sent as f64 <= secs.ceil() + 2.0,
+        "{sent} ToolsChanged for 30 changes in {secs:.1} s"
+    );
     connect.finish();
 }

@@ -17,6 +17,8 @@
 //! - [`executor`]: the only module that drives `outpost-tools` and `outpost-policy` (the
 //!   machine and the events use only the policy's value types: [`Decision`], [`Decider`]).
 //! - [`events`]: the UI events (`{"type": ..., "data": ...}`).
+//! - [`pace`]: how often a session takes the MCP servers' tools again (coalesced, one
+//!   catalogue queued for the assistant at a time).
 //! - [`voice`]: voice without devices: the microphone track the caller feeds, the
 //!   assistant's audio handed out, which tracks are ours (for transcripts of the user).
 //!
@@ -40,6 +42,7 @@ mod error;
 pub mod events;
 pub mod executor;
 pub mod machine;
+pub mod pace;
 pub mod session;
 pub mod voice;
 

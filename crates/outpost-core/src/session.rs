@@ -4,6 +4,8 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use outpost_livekit::{
     AudioSourceOptions, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents, RoomOptions,
@@ -22,6 +24,7 @@ use crate::executor::{
     DispatchEvent, Executor, McpRoots, Permissions, ToolsConfig, consent_event, exec_event,
 };
 use crate::machine::{Command, Effect, Input, Machine, MachineConfig, Record, RpcFailure};
+use crate::pace::CataloguePace;
 use crate::voice::{LocalTracks, VoiceEvent};
 
 /// How to get into the room.
@@ -216,7 +219,13 @@ impl Core {
         let (conv_tx, conv_rx) = watch::channel(None);
         let consent = opts.consent_ui.then(|| self.perms.attach_consent());
         let (send_tx, send_rx) = mpsc::unbounded_channel();
-        let sender = tokio::spawn(sender_task(room.clone(), send_rx, ui_tx.clone()));
+        let catalogues_queued = Arc::new(AtomicUsize::new(0));
+        let sender = tokio::spawn(sender_task(
+            room.clone(),
+            send_rx,
+            ui_tx.clone(),
+            Arc::clone(&catalogues_queued),
+        ));
         let (text_tx, text_rx) = mpsc::unbounded_channel();
         tokio::spawn(agents_io::text_sender(room.clone(), text_rx, ui_tx.clone()));
         let assistant = room.assistant().map(|p| p.identity);
@@ -243,6 +252,7 @@ impl Core {
             registered,
             local_tracks: local_tracks.clone(),
             voice: opts.voice.then_some(voice_tx),
+            catalogues_queued,
         };
 
         let task =
@@ -375,6 +385,8 @@ struct Io {
     local_tracks: LocalTracks,
     /// Where the assistant's audio goes, in a voice session.
     voice: Option<mpsc::UnboundedSender<VoiceEvent>>,
+    /// ToolsChanged messages handed to the sender and not sent yet.
+    catalogues_queued: Arc<AtomicUsize>,
 }
 
 /// The next change of the MCP servers' state, or never without a host.
@@ -423,6 +435,7 @@ impl Io {
             leave = leave || self.apply(state).await;
         }
         let mut cmds_open = true;
+        let mut pace = CataloguePace::new();
         let mut mcp_state = self
             .executor
             .mcp_host()
@@ -482,7 +495,14 @@ impl Io {
                     continue;
                 }
                 () = mcp_changed(&mut mcp_state) => {
-                    if self.executor.refresh_mcp() {
+                    // Taken when due (crate::pace): a flood of changes is one catalogue
+                    // at a time.
+                    pace.changed(tokio::time::Instant::now());
+                    continue;
+                }
+                () = tokio::time::sleep_until(pace.due().unwrap_or_else(tokio::time::Instant::now)), if pace.due().is_some() => {
+                    let queued = self.catalogues_queued.load(Ordering::Acquire) > 0;
+                    if pace.fire(tokio::time::Instant::now(), queued) && self.executor.refresh_mcp() {
                         leave = self.tools_changed().await;
                     }
                     continue;
@@ -655,7 +675,12 @@ impl Io {
         for fx in effects {
             match fx {
                 Effect::Send { to, message } => {
-                    let _ = self.send.send((to, message));
+                    if matches!(message, Message::ToolsChanged(_)) {
+                        self.catalogues_queued.fetch_add(1, Ordering::AcqRel);
+                    }
+                    if self.send.send((to, message)).is_err() {
+                        self.catalogues_queued.store(0, Ordering::Release);
+                    }
                 }
                 Effect::RunTool {
                     grant_scope,
@@ -769,13 +794,28 @@ async fn read_stream(mut reader: StreamReader) -> Inbound {
     Inbound::Bytes { sender, bytes: buf }
 }
 
+/// Takes one off a count when dropped.
+struct CountDown(Arc<AtomicUsize>);
+
+impl Drop for CountDown {
+    fn drop(&mut self) {
+        let _ = self
+            .0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+    }
+}
+
 /// Sends messages one at a time, in order: a packet or a byte stream by size.
 async fn sender_task(
     room: Room,
     mut rx: mpsc::UnboundedReceiver<(String, Message)>,
     ui: mpsc::UnboundedSender<UiEvent>,
+    catalogues_queued: Arc<AtomicUsize>,
 ) {
     while let Some((to, message)) = rx.recv().await {
+        // Counted down whatever becomes of it (sent, refused, failed).
+        let _catalogue = matches!(message, Message::ToolsChanged(_))
+            .then(|| CountDown(Arc::clone(&catalogues_queued)));
         let framed = match frame(&message) {
             Ok(f) => f,
             Err(e) => match &message {

@@ -38,6 +38,32 @@ pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26
 /// never ends).
 const MAX_PAGES: usize = 100;
 
+/// Most tools kept from one server's list; the rest are left out (and no more pages read).
+pub const MAX_TOOLS: usize = 256;
+/// Longest tool name (the server's own) kept; a tool with a longer one is left out.
+pub const MAX_NAME_BYTES: usize = 1024;
+/// Longest title or description kept, in bytes; a longer one is cut (ending in `…`).
+pub const MAX_DESCRIPTION_BYTES: usize = 4 * 1024;
+/// Largest input and output schema of one tool, encoded; a tool with larger ones is left
+/// out.
+pub const MAX_SCHEMA_BYTES: usize = 32 * 1024;
+/// Most bytes of names, descriptions and schemas kept from one server's list; the tools
+/// past it are left out. With [`MAX_TOOLS`], what one server's list can cost Outpost.
+pub const MAX_LIST_BYTES: usize = 1024 * 1024;
+
+/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut.
+fn cut(s: &mut String, max: usize) {
+    if s.len() <= max {
+        return;
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s.push('…');
+}
+
 /// How a connection is made.
 #[derive(Debug, Clone)]
 pub struct ConnectOptions {
@@ -61,6 +87,10 @@ pub struct ConnectOptions {
     /// Declare the sampling capability. Off by default, so servers do not ask; the handler
     /// still answers (refuses, by default) any server that asks anyway.
     pub sampling: bool,
+    /// Longest message read from a stdio server (one line of its stdout); a longer one ends
+    /// the session with an error. The default, 64 MiB, is the Outpost protocol's largest
+    /// message: no tool result could carry more.
+    pub max_message_bytes: usize,
 }
 
 impl Default for ConnectOptions {
@@ -74,6 +104,7 @@ impl Default for ConnectOptions {
             elicitation: true,
             elicitation_url: false,
             sampling: false,
+            max_message_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -153,6 +184,32 @@ impl McpTool {
             name,
         })
     }
+}
+
+/// `tool` with its title and description cut to size, and what it costs (names,
+/// descriptions, schemas); `None` when its name or schemas are too large to keep.
+fn bounded(mut tool: McpTool) -> Option<(McpTool, usize)> {
+    if tool.name.len() > MAX_NAME_BYTES {
+        return None;
+    }
+    cut(&mut tool.description, MAX_DESCRIPTION_BYTES);
+    if let Some(t) = tool.title.as_mut() {
+        cut(t, MAX_DESCRIPTION_BYTES);
+    }
+    let schemas = tool.input_schema.to_string().len()
+        + tool
+            .output_schema
+            .as_ref()
+            .map_or(0, |s| s.to_string().len());
+    if schemas > MAX_SCHEMA_BYTES {
+        return None;
+    }
+    let size = tool.name.len()
+        + tool.outpost_name.len()
+        + tool.description.len()
+        + tool.title.as_ref().map_or(0, String::len)
+        + schemas;
+    Some((tool, size))
 }
 
 /// One progress notification of a call.
@@ -367,6 +424,7 @@ impl Connection {
                     env: &env,
                     cwd: cwd.as_deref(),
                     log,
+                    max_message: opts.max_message_bytes,
                 })?;
                 let evidence = process.evidence.clone();
                 let said = move || -> String {
@@ -563,10 +621,15 @@ impl Connection {
         }
     }
 
-    /// Every tool, following `nextCursor` through all pages.
+    /// Every tool, following `nextCursor` through all pages, within bounds: at most
+    /// [`MAX_TOOLS`] tools and [`MAX_LIST_BYTES`] of them, each description cut to
+    /// [`MAX_DESCRIPTION_BYTES`], and no tool whose name or schemas are larger than
+    /// [`MAX_NAME_BYTES`] / [`MAX_SCHEMA_BYTES`] (what is left out is logged).
     pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<McpTool>> {
         let work = async {
             let mut tools = Vec::new();
+            let mut bytes = 0usize;
+            let mut left_out = 0usize;
             let mut cursor: Option<String> = None;
             for _ in 0..MAX_PAGES {
                 let params = cursor.take().map(|c| {
@@ -587,20 +650,38 @@ impl Connection {
                 let ServerResult::ListToolsResult(page) = answer else {
                     return Err(self.gone("tools/list", ServiceError::UnexpectedResponse));
                 };
+                let next = page.next_cursor.clone().filter(|c| !c.is_empty());
                 let wire = serde_json::to_value(&page).unwrap_or(Value::Null);
+                drop(page);
                 for t in wire
                     .get("tools")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                 {
-                    if let Some(tool) = McpTool::from_wire(&self.server, t) {
-                        tools.push(tool);
+                    match McpTool::from_wire(&self.server, t) {
+                        Some(tool) if tools.len() < MAX_TOOLS => match bounded(tool) {
+                            Some((tool, size)) if bytes + size <= MAX_LIST_BYTES => {
+                                bytes += size;
+                                tools.push(tool);
+                            }
+                            _ => left_out += 1,
+                        },
+                        _ => left_out += 1,
                     }
                 }
-                match page.next_cursor {
-                    Some(c) if !c.is_empty() => cursor = Some(c),
-                    _ => return Ok(tools),
+                match next {
+                    Some(c) if tools.len() < MAX_TOOLS => cursor = Some(c),
+                    _ => {
+                        if left_out > 0 {
+                            tracing::warn!(
+                                server = %self.server,
+                                "{left_out} tool(s) left out: past {MAX_TOOLS} tools or \
+                                 {MAX_LIST_BYTES} bytes, or a name or schema too large"
+                            );
+                        }
+                        return Ok(tools);
+                    }
                 }
             }
             Err(McpError::Protocol {

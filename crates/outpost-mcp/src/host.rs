@@ -1,7 +1,8 @@
 //! [`McpHost`]: every configured server under supervision.
 //!
-//! One task per enabled server starts it, reads its tools, re-reads them on
-//! `notifications/tools/list_changed`, and restarts it with exponential backoff when it
+//! One task per enabled server starts it, reads its tools (bounded: see
+//! [`Connection::list_tools`]), re-reads them on `notifications/tools/list_changed` (at
+//! most once per [`HostOptions::relist_interval`]), and restarts it with exponential backoff when it
 //! stops or fails to start. The state of every server lives in one place, a
 //! [`HostSnapshot`] that callers watch ([`McpHost::subscribe`]): status, last error, tools
 //! (with a version that changes whenever the list does), pid and log file. Calls go to the
@@ -39,6 +40,10 @@ pub struct HostOptions {
     pub backoff_max: Duration,
     /// A session that lasted this long resets the failure count.
     pub stable_after: Duration,
+    /// Shortest time between two `tools/list` of one server after
+    /// `notifications/tools/list_changed`: notifications meanwhile fold into the next
+    /// list, so a server that floods them is listed at this pace at most.
+    pub relist_interval: Duration,
 }
 
 impl HostOptions {
@@ -50,6 +55,7 @@ impl HostOptions {
             backoff_initial: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             stable_after: Duration::from_secs(60),
+            relist_interval: Duration::from_secs(1),
         }
     }
 }
@@ -592,6 +598,7 @@ async fn session(
         Err(e) => return Ended::Failed(format!("listing its tools failed: {e}")),
     }
     let _ = conn_tx.send(Some(conn.clone()));
+    let mut listed = Instant::now();
     loop {
         tokio::select! {
             _ = stop.cancelled() => return Ended::Stopped,
@@ -603,7 +610,14 @@ async fn session(
                 if r.is_err() {
                     continue;
                 }
+                // Coalesce: the notifications that come before the next list is due fold
+                // into it (a flood costs one list per interval, not one per notification).
+                tokio::select! {
+                    _ = tokio::time::sleep_until(listed + inner.opts.relist_interval) => {}
+                    _ = stop.cancelled() => return Ended::Stopped,
+                }
                 let count = *changed.borrow_and_update();
+                listed = Instant::now();
                 match conn.list_tools(timeout).await {
                     Ok(tools) => set_tools(inner, name, tools, count),
                     Err(e) => tracing::warn!(server = %name, "re-listing tools failed: {e}"),

@@ -29,12 +29,19 @@ pub(crate) struct Evidence {
     pub stderr_tail: VecDeque<String>,
     /// The first stdout line that is not a JSON-RPC message.
     pub garbage: Option<String>,
+    /// The server sent a message (a stdout line) longer than this many bytes.
+    pub oversized: Option<usize>,
 }
 
 impl Evidence {
     /// A sentence or two for an error message (empty when there is nothing to say).
     pub fn describe(&self) -> String {
         let mut s = String::new();
+        if let Some(max) = self.oversized {
+            s.push_str(&format!(
+                "; it sent a message longer than {max} bytes, which Outpost does not read"
+            ));
+        }
         if let Some(g) = &self.garbage {
             s.push_str(&format!(
                 "; it wrote this on stdout, which is not MCP (JSON-RPC): '{g}'"
@@ -79,6 +86,8 @@ pub(crate) struct SpawnSpec<'a> {
     pub env: &'a [(String, String)],
     pub cwd: Option<&'a Path>,
     pub log: Option<LogFile>,
+    /// Longest message (stdout line) read from the server.
+    pub max_message: usize,
 }
 
 /// The variables of Outpost's own environment a server inherits (the rest, such as the
@@ -184,7 +193,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(watch_exit(child, pid, kill_rx, exit_tx, stderr_reader));
 
-    let stdout = SniffedStdout::new(stdout, evidence.clone());
+    let stdout = SniffedStdout::new(stdout, evidence.clone(), spec.max_message);
     let process = ServerProcess {
         pid,
         exit: exit_rx,
@@ -266,21 +275,32 @@ fn truncate(s: &str, max: usize) -> String {
 }
 
 /// The server's stdout, passed through unchanged, remembering the first line that does
-/// not start like a JSON-RPC message (`{`).
+/// not start like a JSON-RPC message (`{`), and ending with an error at a line longer than
+/// `max_message` bytes: the SDK reads a message whole, so a server that never ends a line
+/// would otherwise make Outpost hold all of it.
 pub(crate) struct SniffedStdout {
     inner: tokio::process::ChildStdout,
     evidence: Arc<Mutex<Evidence>>,
     line: Vec<u8>,
     done: bool,
+    max_message: usize,
+    /// Bytes since the last newline.
+    open_line: usize,
 }
 
 impl SniffedStdout {
-    fn new(inner: tokio::process::ChildStdout, evidence: Arc<Mutex<Evidence>>) -> Self {
+    fn new(
+        inner: tokio::process::ChildStdout,
+        evidence: Arc<Mutex<Evidence>>,
+        max_message: usize,
+    ) -> Self {
         Self {
             inner,
             evidence,
             line: Vec::new(),
             done: false,
+            max_message,
+            open_line: 0,
         }
     }
 
@@ -318,9 +338,26 @@ impl AsyncRead for SniffedStdout {
         let this = self.get_mut();
         let before = buf.filled().len();
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if !this.done && matches!(poll, Poll::Ready(Ok(()))) {
-            let new = buf.filled()[before..].to_vec();
-            this.look(&new);
+        if matches!(poll, Poll::Ready(Ok(()))) {
+            let new = &buf.filled()[before..];
+            this.open_line = match new.iter().rposition(|&b| b == b'\n') {
+                Some(i) => new.len() - i - 1,
+                None => this.open_line.saturating_add(new.len()),
+            };
+            if this.open_line > this.max_message {
+                this.evidence
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .oversized = Some(this.max_message);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!("a message longer than {} bytes", this.max_message),
+                )));
+            }
+            if !this.done {
+                let new = new.to_vec();
+                this.look(&new);
+            }
         }
         poll
     }

@@ -23,6 +23,11 @@ pub(crate) const MAX_TOOL_BYTES: usize = 64 * 1024;
 /// Most tools offered from one server; the rest are left out.
 pub(crate) const MAX_TOOLS_PER_SERVER: usize = 256;
 
+/// Most bytes of MCP tools in the catalogue, encoded, over every server: the tools past it
+/// are left out, so the hello and every ToolsChanged stay within it whatever the servers
+/// list (each server's list is bounded by `outpost-mcp` too).
+pub(crate) const MAX_CATALOGUE_BYTES: usize = 4 * 1024 * 1024;
+
 /// The longest an MCP call may take on its own; the request's `timeoutMs` (at most an hour)
 /// is enforced by the dispatcher, which cancels the call.
 const CALL_BOUND: Duration = Duration::from_secs(3600);
@@ -147,26 +152,28 @@ impl Tool for McpToolAdapter {
     }
 }
 
-/// Why an MCP tool cannot be offered, if it cannot: its entry breaks a protocol rule (a
-/// schema nested deeper than the protocol allows, a name or description with control
-/// characters...) or is too large. Checked by encoding it as the wire would.
-fn unfit(t: &McpTool) -> Option<String> {
+/// The size of an MCP tool's catalogue entry, encoded, or why it cannot be offered: its
+/// entry breaks a protocol rule (a schema nested deeper than the protocol allows, a name
+/// or description with control characters...) or is too large. Checked by encoding it as
+/// the wire would.
+fn entry_size(t: &McpTool) -> Result<usize, String> {
     let m = Message::ToolsChanged(ToolsChanged {
         tools: vec![descriptor(t)],
     });
     match outpost_protocol::encode(&m) {
-        Err(e) => Some(format!("its catalogue entry is not valid: {e}")),
-        Ok(b) if b.len() > MAX_TOOL_BYTES => Some(format!(
+        Err(e) => Err(format!("its catalogue entry is not valid: {e}")),
+        Ok(b) if b.len() > MAX_TOOL_BYTES => Err(format!(
             "its catalogue entry takes {} bytes, more than {MAX_TOOL_BYTES}",
             b.len()
         )),
-        Ok(_) => None,
+        Ok(b) => Ok(b.len()),
     }
 }
 
 /// A registry of every tool the host's running servers offer now. A tool that cannot be
-/// offered ([`unfit`], a parameter schema that cannot be compiled, past
-/// [`MAX_TOOLS_PER_SERVER`] of its server) is left out; its name and why are returned.
+/// offered ([`entry_size`], a parameter schema that cannot be compiled, past
+/// [`MAX_TOOLS_PER_SERVER`] of its server or [`MAX_CATALOGUE_BYTES`] in all) is left out;
+/// its name and why are returned.
 pub(crate) fn registry(
     host: &McpHost,
     tools: &[McpTool],
@@ -175,6 +182,7 @@ pub(crate) fn registry(
     let mut reg = Registry::new();
     let mut left_out = Vec::new();
     let mut per_server: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut total = 0usize;
     for t in tools {
         let count = per_server.entry(t.server.as_str()).or_default();
         if *count >= MAX_TOOLS_PER_SERVER {
@@ -184,10 +192,22 @@ pub(crate) fn registry(
             ));
             continue;
         }
-        if let Some(why) = unfit(t) {
-            left_out.push(format!("{}: {why}", t.outpost_name));
+        let size = match entry_size(t) {
+            Ok(size) => size,
+            Err(why) => {
+                left_out.push(format!("{}: {why}", t.outpost_name));
+                continue;
+            }
+        };
+        if total + size > MAX_CATALOGUE_BYTES {
+            left_out.push(format!(
+                "{}: the MCP tools already take {total} bytes of the catalogue (at most \
+                 {MAX_CATALOGUE_BYTES})",
+                t.outpost_name
+            ));
             continue;
         }
+        total += size;
         *count += 1;
         let adapter = McpToolAdapter {
             host: host.clone(),
@@ -221,15 +241,19 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn hostile_catalogue_entries_are_left_out_and_the_rest_offered() {
-        let host = McpHost::new(
+    fn idle_host() -> McpHost {
+        McpHost::new(
             HostOptions::new(
                 ConnectOptions::default(),
                 std::sync::Arc::new(MemorySecrets::default()),
             ),
             Vec::new(),
-        );
+        )
+    }
+
+    #[tokio::test]
+    async fn hostile_catalogue_entries_are_left_out_and_the_rest_offered() {
+        let host = idle_host();
         let mut deep = json!({"type": "string"});
         for _ in 0..40 {
             deep = json!({"type": "object", "properties": {"a": deep}});
@@ -276,5 +300,33 @@ mod tests {
         // What is offered always makes a valid ToolsChanged.
         let all: Vec<ToolDescriptor> = reg.descriptors();
         outpost_protocol::encode(&Message::ToolsChanged(ToolsChanged { tools: all })).unwrap();
+    }
+
+    /// Issue 30, finding 6: however many servers list big tools, the MCP part of the
+    /// catalogue stays within its bound (here 8 servers × 200 tools of 6 KB: 9.6 MB
+    /// listed).
+    #[tokio::test]
+    async fn the_whole_catalogue_is_bounded_over_every_server() {
+        let host = idle_host();
+        let mut tools = Vec::new();
+        for s in 0..8 {
+            for i in 0..200 {
+                let mut t = tool(
+                    &format!("s{s}"),
+                    &format!("t{i}"),
+                    json!({"type": "object"}),
+                );
+                t.description = "d".repeat(6000);
+                tools.push(t);
+            }
+        }
+        let (reg, left_out) = registry(&host, &tools, &tokio::runtime::Handle::current());
+        let all: Vec<ToolDescriptor> = reg.descriptors();
+        let bytes = outpost_protocol::encode(&Message::ToolsChanged(ToolsChanged { tools: all }))
+            .unwrap()
+            .len();
+        assert!(bytes <= MAX_CATALOGUE_BYTES + 1024, "{bytes}");
+        assert!(!left_out.is_empty() && left_out.iter().all(|w| w.contains("of the catalogue")));
+        assert!(reg.names().count() > 500, "{}", reg.names().count());
     }
 }
