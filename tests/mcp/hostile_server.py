@@ -11,8 +11,8 @@ within MCP but sends as much as it can:
   apart, the list changing each time; answers "flooded <count>".
 - `progress_flood(count, size)`: sends `count` progress notifications (message of `size`
   bytes each) as fast as it can, then answers "done after <count>".
-- With `--stderr-flood MIB`, it first writes MIB MiB to stderr without a newline, then
-  `STDERR-END` and a newline, then serves.
+- With `--stderr-flood MIB`, it first writes MIB MiB to stderr without a newline, then a
+  newline and `STDERR-END`, then serves.
 - With `--one-page-bytes BYTES`, its first tools/list answer is padded to that size on
   one line.
 """
@@ -88,6 +88,6 @@ if __name__ == "__main__":
         chunk = "e" * (1024 * 1024)
         for _ in range(args.stderr_flood):
             sys.stderr.write(chunk)
-        sys.stderr.write("STDERR-END\n")
+        sys.stderr.write("\nSTDERR-END\n")
         sys.stderr.flush()
     anyio.run(server.run_stdio_async)

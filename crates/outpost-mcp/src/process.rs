@@ -11,7 +11,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, ReadBuf};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::watch;
 
@@ -19,6 +19,11 @@ use crate::error::{McpError, Result};
 
 /// Lines of stderr kept in memory for error messages.
 const STDERR_TAIL: usize = 20;
+/// Longest stderr line kept (in the log and in memory); the rest of a longer line is cut,
+/// so a server that never ends a line costs this much, not all it writes.
+pub(crate) const MAX_STDERR_LINE: usize = 16 * 1024;
+/// How much of stderr is read at a time.
+const STDERR_CHUNK: usize = 8 * 1024;
 /// Longest stdout line quoted in an error message.
 const QUOTE: usize = 200;
 
@@ -176,16 +181,20 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
         ));
     }
     let stderr_reader = tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(l) = log.as_mut() {
-                l.write_line(&line);
+        let mut stderr = stderr;
+        let mut lines = StderrLines::default();
+        let mut chunk = vec![0u8; STDERR_CHUNK];
+        loop {
+            let n = match stderr.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            for line in lines.push(chunk.get(..n).unwrap_or_default()) {
+                keep_line(&line, log.as_mut(), &ev);
             }
-            let mut e = ev.lock().unwrap_or_else(|p| p.into_inner());
-            if e.stderr_tail.len() >= STDERR_TAIL {
-                e.stderr_tail.pop_front();
-            }
-            e.stderr_tail.push_back(truncate(&line, QUOTE));
+        }
+        if let Some(line) = lines.finish() {
+            keep_line(&line, log.as_mut(), &ev);
         }
     });
 
@@ -201,6 +210,70 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
         kill: Some(kill_tx),
     };
     Ok((process, stdout, stdin))
+}
+
+/// Writes one stderr line to the log and keeps it (quoted short) for error messages.
+fn keep_line(line: &str, log: Option<&mut LogFile>, evidence: &Mutex<Evidence>) {
+    if let Some(l) = log {
+        l.write_line(line);
+    }
+    let mut e = evidence.lock().unwrap_or_else(|p| p.into_inner());
+    if e.stderr_tail.len() >= STDERR_TAIL {
+        e.stderr_tail.pop_front();
+    }
+    e.stderr_tail.push_back(truncate(line, QUOTE));
+}
+
+/// Splits stderr into lines of at most [`MAX_STDERR_LINE`] bytes, as it arrives: a longer
+/// line is given once cut (marked), and the rest of it up to its newline is dropped.
+#[derive(Debug, Default)]
+struct StderrLines {
+    line: Vec<u8>,
+    /// In a line already given cut: its bytes are dropped until the newline.
+    dropping: bool,
+}
+
+impl StderrLines {
+    /// The lines `bytes` completes (or cuts).
+    fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for part in bytes.split_inclusive(|&b| b == b'\n') {
+            let (text, ends) = match part.strip_suffix(b"\n") {
+                Some(t) => (t, true),
+                None => (part, false),
+            };
+            if !self.dropping {
+                let room = MAX_STDERR_LINE - self.line.len();
+                if text.len() > room {
+                    self.line
+                        .extend_from_slice(text.get(..room).unwrap_or_default());
+                    let mut cut = String::from_utf8_lossy(&self.line).into_owned();
+                    cut.push_str(&format!(
+                        " … [cut: the line is longer than {MAX_STDERR_LINE} bytes]"
+                    ));
+                    out.push(cut);
+                    self.line.clear();
+                    self.dropping = true;
+                } else {
+                    self.line.extend_from_slice(text);
+                }
+            }
+            if ends {
+                if !self.dropping {
+                    out.push(String::from_utf8_lossy(&self.line).into_owned());
+                }
+                self.line.clear();
+                self.dropping = false;
+            }
+        }
+        out
+    }
+
+    /// The last line, when stderr ended without a newline.
+    fn finish(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.line);
+        (!rest.is_empty() && !self.dropping).then(|| String::from_utf8_lossy(&rest).into_owned())
+    }
 }
 
 async fn watch_exit(
@@ -363,6 +436,28 @@ impl AsyncRead for SniffedStdout {
     }
 }
 
+/// Options that create a log file readable by the user only.
+fn log_options() -> std::fs::OpenOptions {
+    let mut o = std::fs::OpenOptions::new();
+    o.create(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o
+}
+
+/// Gives `path` the permission bits `mode` (a file or folder made before, or under a loose
+/// umask).
+#[cfg(unix)]
+fn private(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn private(_path: &Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
 /// A per-server stderr log, at most `limit` bytes: when full it becomes `NAME.log.1`
 /// (replacing the previous one) and a new file starts.
 pub(crate) struct LogFile {
@@ -373,15 +468,22 @@ pub(crate) struct LogFile {
 }
 
 impl LogFile {
+    /// Opens (creates) `NAME.log` in `dir`. The folder is the user's only (0700) and so are
+    /// the logs (0600): a server's stderr may hold what its environment held.
     pub fn open(dir: &Path, server: &str, limit: u64) -> Result<Self> {
         std::fs::create_dir_all(dir)
             .map_err(|e| McpError::io(format!("creating {}", dir.display()), e))?;
+        private(dir, 0o700)
+            .map_err(|e| McpError::io(format!("restricting {}", dir.display()), e))?;
         let path = dir.join(format!("{server}.log"));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
+        let file = log_options()
             .append(true)
             .open(&path)
             .map_err(|e| McpError::io(format!("opening {}", path.display()), e))?;
+        private(&path, 0o600)
+            .map_err(|e| McpError::io(format!("restricting {}", path.display()), e))?;
+        // An older rotated log, from before logs were private (none: nothing to do).
+        let _ = private(&path.with_extension("log.1"), 0o600);
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Self {
             path,
@@ -396,8 +498,7 @@ impl LogFile {
         if self.size + len > self.limit && self.size > 0 {
             self.file = None;
             let _ = std::fs::rename(&self.path, self.path.with_extension("log.1"));
-            self.file = std::fs::OpenOptions::new()
-                .create(true)
+            self.file = log_options()
                 .truncate(true)
                 .write(true)
                 .open(&self.path)
@@ -417,6 +518,35 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    /// Issue 30, finding 7: a line that never ends is cut at the bound (once, marked), the
+    /// lines after it are whole, and nothing past the bound is held.
+    #[test]
+    fn stderr_lines_are_cut_at_the_bound() {
+        let mut lines = StderrLines::default();
+        let mut got = Vec::new();
+        got.extend(lines.push(b"first\nsecond "));
+        for _ in 0..1000 {
+            got.extend(lines.push(&[b'x'; 1000]));
+            assert!(lines.line.len() <= MAX_STDERR_LINE);
+        }
+        got.extend(lines.push(b"yyy\nthird\nfour"));
+        got.extend(lines.finish());
+        assert_eq!(
+            got.len(),
+            4,
+            "{:?}",
+            got.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(got[0], "first");
+        assert!(
+            got[1].starts_with("second xxx") && got[1].ends_with("bytes]"),
+            "{}",
+            &got[1][..20]
+        );
+        assert!(got[1].len() < MAX_STDERR_LINE + 100);
+        assert_eq!(got[2..], ["third", "four"]);
+    }
+
     #[test]
     fn log_file_stays_bounded() {
         let dir = tempfile::tempdir().unwrap();
@@ -429,5 +559,13 @@ mod tests {
         assert!(main <= 100 && old <= 100, "{main} {old}");
         let text = std::fs::read_to_string(dir.path().join("s.log")).unwrap();
         assert!(text.contains("line 0049"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(dir.path()), 0o700);
+            assert_eq!(mode(&dir.path().join("s.log")), 0o600);
+            assert_eq!(mode(&dir.path().join("s.log.1")), 0o600);
+        }
     }
 }
