@@ -793,13 +793,15 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
     connect.finish();
 }
 
-/// Issue 30, finding 6, end to end: a server (tests/mcp/hostile_server.py, official Python
-/// SDK) with a big tool list floods `notifications/tools/list_changed` (30 changes in
-/// 3 s); the assistant gets the last catalogue, in a few ToolsChanged (one a second at
+/// Issue 30, findings 6 and 8, end to end: a server (tests/mcp/hostile_server.py, official
+/// Python SDK) with a big tool list floods `notifications/tools/list_changed` (30 changes
+/// in 3 s); the assistant gets the last catalogue, in a few ToolsChanged (one a second at
 /// most), not one per change. The review's flood was 20 changes of 200 × 50 KiB tools;
-/// here 300 tools of 8 KB, the same shape.
+/// here 300 tools of 8 KB, the same shape. Then it floods progress (1,000 of 64 KiB; the
+/// review's 4,000 of 256 KiB) and the result still arrives, after a few short progress
+/// updates.
 #[test]
-fn a_tools_list_changed_flood_reaches_the_assistant_paced() {
+fn a_hostile_servers_floods_reach_the_assistant_paced() {
     let fx = Fixture {
         dir: tempfile::tempdir().unwrap(),
     };
@@ -829,6 +831,9 @@ fn a_tools_list_changed_flood_reaches_the_assistant_paced() {
          "parameters": {"count": 30, "pause_ms": 100}, "expect": {"success": true}},
         {"name": "after", "op": "wait_tool", "toolName": "mcp__hostile__marker_g30",
          "wait_ms": 20000},
+        {"name": "progress flood", "op": "request", "id": "h-progress",
+         "toolName": "mcp__hostile__progress_flood", "parameters": {"count": 1000, "size": 65536},
+         "expect": {"success": true, "result": {"text": "done after 1000"}}},
         {"op": "say", "text": "MCP checks are done."}
     ]);
     let agent = start_agent(&env, &fx, &steps);
@@ -856,5 +861,35 @@ fn a_tools_list_changed_flood_reaches_the_assistant_paced() {
         sent as f64 <= secs.ceil() + 2.0,
         "{sent} ToolsChanged for 30 changes in {secs:.1} s"
     );
-    connect.finish();
+    // Finding 8: 1,000 progress notifications of 64 KiB reach the assistant as a few short
+    // ones (ten a second at most), and the result arrives.
+    let ms = outcomes
+        .iter()
+        .find(|o| o["name"] == "progress flood")
+        .and_then(|o| o["ms"].as_u64())
+        .unwrap();
+    connect.wait_for(
+        "the final assistant message",
+        Duration::from_secs(10),
+        |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
+    );
+    let events = connect.finish();
+    let progress: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_call_progress" && e["data"]["id"] == "h-progress")
+        .collect();
+    eprintln!("{} progress events in {ms} ms", progress.len());
+    assert!(
+        progress.len() as f64 <= ms as f64 / 100.0 + 3.0,
+        "{} progress events in {ms} ms",
+        progress.len()
+    );
+    for p in progress {
+        let detail = p["data"]["detail"].as_str().unwrap_or("");
+        assert!(
+            detail.len() <= 1100,
+            "a progress detail of {} bytes",
+            detail.len()
+        );
+    }
 }

@@ -51,8 +51,16 @@ pub const MAX_SCHEMA_BYTES: usize = 32 * 1024;
 /// past it are left out. With [`MAX_TOOLS`], what one server's list can cost Outpost.
 pub const MAX_LIST_BYTES: usize = 1024 * 1024;
 
+/// Shortest time between two progress notifications passed on for one call: the ones in
+/// between are dropped (progress says how far a call is; the latest is what matters), so a
+/// server that floods them costs at most ten a second.
+pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Longest progress message passed on, in bytes; a longer one is cut (ending in `…`).
+pub const MAX_PROGRESS_MESSAGE: usize = 1024;
+
 /// Cuts `s` to at most `max` bytes on a character boundary, marking the cut.
-fn cut(s: &mut String, max: usize) {
+pub(crate) fn cut(s: &mut String, max: usize) {
     if s.len() <= max {
         return;
     }
@@ -232,7 +240,8 @@ pub struct CallOptions {
     /// Fires to cancel the call (`notifications/cancelled`, then [`McpError::Cancelled`]).
     /// Dropping the call's future cancels it too.
     pub cancel: CancellationToken,
-    /// Where progress notifications go.
+    /// Where progress notifications go: at most one per [`PROGRESS_INTERVAL`], messages
+    /// cut to [`MAX_PROGRESS_MESSAGE`] bytes.
     pub progress: Option<mpsc::UnboundedSender<Progress>>,
 }
 

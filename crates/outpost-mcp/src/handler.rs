@@ -19,7 +19,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use crate::connection::Progress;
+use crate::connection::{MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress, cut};
 use crate::requests::{ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
 
 /// Progress notifications that arrive before their call registered (bounded).
@@ -34,7 +34,8 @@ pub(crate) const ELICITATION_COMPLETE: &str = "notifications/elicitation/complet
 
 #[derive(Debug, Default)]
 struct Routes {
-    live: HashMap<ProgressToken, mpsc::UnboundedSender<Progress>>,
+    /// Each call's sink and when its last progress was passed on.
+    live: HashMap<ProgressToken, (mpsc::UnboundedSender<Progress>, Option<std::time::Instant>)>,
     early: VecDeque<(ProgressToken, Progress)>,
 }
 
@@ -61,14 +62,21 @@ impl Shared {
     pub fn route(&self, token: ProgressToken, sink: mpsc::UnboundedSender<Progress>) {
         let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
         let early = std::mem::take(&mut r.early);
+        // Of the early ones, the latest is enough.
+        let mut latest = None;
         for (t, p) in early {
             if t == token {
-                let _ = sink.send(p);
+                latest = Some(p);
             } else {
                 r.early.push_back((t, p));
             }
         }
-        r.live.insert(token, sink);
+        let mut sent = None;
+        if let Some(p) = latest {
+            let _ = sink.send(p);
+            sent = Some(std::time::Instant::now());
+        }
+        r.live.insert(token, (sink, sent));
     }
 
     pub fn unroute(&self, token: &ProgressToken) {
@@ -77,15 +85,25 @@ impl Shared {
         r.early.retain(|(t, _)| t != token);
     }
 
+    /// Passes a call's progress on: at most one per [`PROGRESS_INTERVAL`], its message cut
+    /// to [`MAX_PROGRESS_MESSAGE`].
     fn progress(&self, params: ProgressNotificationParam) {
+        let mut message = params.message;
+        if let Some(m) = message.as_mut() {
+            cut(m, MAX_PROGRESS_MESSAGE);
+        }
         let p = Progress {
             progress: params.progress,
             total: params.total,
-            message: params.message,
+            message,
         };
         let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(sink) = r.live.get(&params.progress_token) {
-            let _ = sink.send(p);
+        if let Some((sink, last)) = r.live.get_mut(&params.progress_token) {
+            let now = std::time::Instant::now();
+            if last.is_none_or(|l| now.duration_since(l) >= PROGRESS_INTERVAL) {
+                *last = Some(now);
+                let _ = sink.send(p);
+            }
         } else {
             if r.early.len() >= MAX_EARLY_PROGRESS {
                 r.early.pop_front();

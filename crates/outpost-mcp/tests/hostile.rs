@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use outpost_mcp::ServerConfig;
-use outpost_mcp::connection::{MAX_DESCRIPTION_BYTES, MAX_LIST_BYTES, MAX_SCHEMA_BYTES, MAX_TOOLS};
+use outpost_mcp::connection::{
+    MAX_DESCRIPTION_BYTES, MAX_LIST_BYTES, MAX_PROGRESS_MESSAGE, MAX_SCHEMA_BYTES, MAX_TOOLS,
+};
 
 fn hostile(args: &[&str]) -> ServerConfig {
     let mut argv = vec![
@@ -21,6 +23,18 @@ fn hostile(args: &[&str]) -> ServerConfig {
     ];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
     ServerConfig::stdio(python().display().to_string(), argv)
+}
+
+/// Calls one of the hostile server's tools; it answers.
+async fn call(
+    host: &outpost_mcp::McpHost,
+    tool: &str,
+    arguments: serde_json::Value,
+    opts: outpost_mcp::CallOptions,
+) -> outpost_mcp::CallOutcome {
+    host.call("hostile", tool, args(arguments), opts)
+        .await
+        .unwrap()
 }
 
 /// `tools/list` answers the server logged (`LIST n` lines of its stderr log).
@@ -82,15 +96,13 @@ async fn a_list_changed_flood_is_coalesced_and_the_list_bounded() {
     let before = lists(dir.path());
     // 30 changes, 100 ms apart: 3 s.
     let started = Instant::now();
-    let out = host
-        .call(
-            "hostile",
-            "flood",
-            args(serde_json::json!({"count": 30, "pause_ms": 100})),
-            outpost_mcp::CallOptions::with_timeout(CALL),
-        )
-        .await
-        .unwrap();
+    let out = call(
+        &host,
+        "flood",
+        serde_json::json!({"count": 30, "pause_ms": 100}),
+        outpost_mcp::CallOptions::with_timeout(CALL),
+    )
+    .await;
     assert!(!out.is_error, "{:?}", out.result);
     // The last change is listed too.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -141,4 +153,43 @@ async fn a_message_past_the_bound_ends_the_session_with_a_clear_error() {
         .clone()
         .unwrap_or_default();
     assert!(why.contains("a message longer than 262144 bytes"), "{why}");
+}
+
+/// Finding 8: a server that floods progress notifications (1,000 of 64 KiB: the review's
+/// 4,000 of 256 KiB, smaller) is passed on at most ten a second with messages cut to
+/// 1 KiB, and the call's result still arrives.
+#[tokio::test]
+async fn a_progress_flood_is_throttled_and_cut_and_the_result_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path(), Vec::new(), None);
+    host.start("hostile", hostile(&[])).unwrap();
+    host.wait_running("hostile", START).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut opts = outpost_mcp::CallOptions::with_timeout(Duration::from_secs(60));
+    opts.progress = Some(tx);
+    let started = Instant::now();
+    let out = call(
+        &host,
+        "progress_flood",
+        serde_json::json!({"count": 1000, "size": 65536}),
+        opts,
+    )
+    .await;
+    let spent = started.elapsed().as_secs_f64();
+    assert_eq!(out.result["text"], "done after 1000", "{:?}", out.result);
+    let mut got = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        got.push(p);
+    }
+    assert!(!got.is_empty(), "no progress passed on");
+    assert!(
+        got.len() as f64 <= spent * 10.0 + 2.0,
+        "{} progress notifications passed on in {spent:.1} s",
+        got.len()
+    );
+    for p in &got {
+        let len = p.message.as_deref().map_or(0, str::len);
+        assert!(len <= MAX_PROGRESS_MESSAGE, "a message of {len} bytes");
+    }
+    host.shutdown();
 }
