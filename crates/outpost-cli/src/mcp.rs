@@ -240,6 +240,12 @@ fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result
             a.name, a.name
         )));
     }
+    // A name whose tools could be named like another server's is refused first.
+    let mut probe = cfg.clone();
+    probe
+        .servers
+        .insert(a.name.clone(), ServerConfig::stdio("-", Vec::new()));
+    probe.check().map_err(Failure::Invalid)?;
     let store = secrets::from_env();
     let mut stored = Vec::new();
     let transport = match (&a.url, a.command.split_first()) {

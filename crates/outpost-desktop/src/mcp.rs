@@ -467,8 +467,12 @@ pub fn add(
             ),
         ));
     }
-    let server = draft_config(d, secrets)?;
     let before = cfg.clone();
+    cfg.servers
+        .insert(d.name.clone(), ServerConfig::stdio("-", Vec::new()));
+    // A name whose tools could be named like another server's is refused first.
+    cfg.check().map_err(|e| DesktopError::invalid("name", e))?;
+    let server = draft_config(d, secrets)?;
     cfg.servers.insert(d.name.clone(), server.clone());
     save(paths, &before, &cfg, &[d.name.as_str()])?;
     if let Some(h) = host {
@@ -1451,6 +1455,10 @@ mod tests {
             code(add(&p, None, &secrets, &draft("x", "npx", ""))),
             "invalid_argument"
         );
+        // Issue 30, finding 10: `x_` beside `x` could name its tools like x's.
+        let e = add(&p, None, &secrets, &draft("x_", "npx", "")).unwrap_err();
+        assert_eq!(e.code(), "invalid_argument");
+        assert!(e.to_string().contains("mcp__x___x"), "{e}");
         assert_eq!(code(set_enabled(&p, None, "nope", true)), "not_found");
         assert_eq!(
             remove(&p, None, &secrets, "nope").unwrap_err().code(),

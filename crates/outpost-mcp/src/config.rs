@@ -218,6 +218,30 @@ pub fn check_server_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// The server among `others` whose tools' Outpost names could be the same as `name`'s:
+/// `name` without one trailing `_`, if it is there.
+pub fn colliding_server<'a>(
+    name: &str,
+    others: impl IntoIterator<Item = &'a String>,
+) -> Option<&'a str> {
+    let shorter = name.strip_suffix('_')?;
+    others
+        .into_iter()
+        .find(|o| o.as_str() == shorter)
+        .map(String::as_str)
+}
+
+/// Why `a` and `a_` (`longer`) cannot both be configured.
+pub fn collision_message(shorter: &str, longer: &str) -> String {
+    format!(
+        "the MCP servers '{shorter}' and '{longer}' cannot both be configured: a tool '_x' \
+         of '{shorter}' and a tool 'x' of '{longer}' would both be named \
+         'mcp__{shorter}___x' in Outpost and share their rules; rename one (its rules in \
+         policy.toml follow the new name: `mcp__NEW__...` under [tools], NEW under \
+         [mcp_servers])"
+    )
+}
+
 impl McpConfig {
     /// Reads `path`; a missing file is an empty config.
     pub fn load(path: &Path) -> Result<Self> {
@@ -237,13 +261,25 @@ impl McpConfig {
         })
     }
 
-    /// Parses the file's text and checks every server name.
+    /// Parses the file's text and checks it ([`Self::check`]).
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Self = toml::from_str(text).map_err(|e| e.to_string())?;
-        for name in config.servers.keys() {
-            check_server_name(name).map_err(|e| e.to_string())?;
-        }
+        config.check()?;
         Ok(config)
+    }
+
+    /// Checks every server name, and that no two servers' tools could share an Outpost
+    /// name: `NAME` and `NAME_` together are refused, since a tool `_x` of the first and a
+    /// tool `x` of the second would both be `mcp__NAME___x` (and share their policy rules).
+    /// No other pair can collide (server names have no `__`; docs/MCP.md, "Tool names").
+    pub fn check(&self) -> Result<(), String> {
+        for name in self.servers.keys() {
+            check_server_name(name).map_err(|e| e.to_string())?;
+            if let Some(other) = colliding_server(name, self.servers.keys()) {
+                return Err(collision_message(other, name));
+            }
+        }
+        Ok(())
     }
 
     /// Writes the config to `path` (a temporary file renamed over it, so a reader never
@@ -253,6 +289,8 @@ impl McpConfig {
             path: path.to_owned(),
             message,
         };
+        // Never write a file that would not load.
+        self.check().map_err(err)?;
         let body = toml::to_string_pretty(self).map_err(|e| err(e.to_string()))?;
         let text = format!(
             "# Outpost's MCP servers (docs/MCP.md). Edited by `outpost mcp add/remove` and the\n\
@@ -464,6 +502,27 @@ enabled = false
                 .contains("__")
         );
         assert!(McpConfig::parse("[servers.\"a b\"]\ncommand='x'").is_err());
+    }
+
+    /// Issue 30, finding 10: servers `a` and `a_` would name a tool `_x` of the first and a
+    /// tool `x` of the second alike (`mcp__a___x`), so the user's rule for one would run the
+    /// other: such a configuration is refused, naming both; either alone is fine.
+    #[test]
+    fn servers_whose_tool_names_could_collide_are_refused() {
+        let err =
+            McpConfig::parse("[servers.a]\ncommand='x'\n[servers.a_]\ncommand='y'").unwrap_err();
+        assert!(
+            err.contains("'a' and 'a_'") && err.contains("mcp__a___x"),
+            "{err}"
+        );
+        assert!(McpConfig::parse("[servers.a_]\ncommand='y'").is_ok());
+        assert!(McpConfig::parse("[servers.a]\ncommand='x'\n[servers.a-]\ncommand='y'").is_ok());
+        let mut c = McpConfig::parse("[servers.a]\ncommand='x'").unwrap();
+        c.servers
+            .insert("a_".into(), ServerConfig::stdio("y", Vec::new()));
+        let dir = tempfile::tempdir().unwrap();
+        assert!(c.save(&dir.path().join("mcp.toml")).is_err());
+        assert!(!dir.path().join("mcp.toml").exists());
         assert!(McpConfig::parse("[servers.a]\ncommand='x'\nheaders={A='b'}").is_err());
     }
 

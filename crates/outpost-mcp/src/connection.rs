@@ -669,13 +669,22 @@ impl Connection {
                     .flatten()
                 {
                     match McpTool::from_wire(&self.server, t) {
-                        Some(tool) if tools.len() < MAX_TOOLS => match bounded(tool) {
-                            Some((tool, size)) if bytes + size <= MAX_LIST_BYTES => {
-                                bytes += size;
-                                tools.push(tool);
+                        // The first of two tools with one Outpost name (a hash collision)
+                        // is kept: a name always means one tool.
+                        Some(tool)
+                            if tools.len() < MAX_TOOLS
+                                && !tools
+                                    .iter()
+                                    .any(|t: &McpTool| t.outpost_name == tool.outpost_name) =>
+                        {
+                            match bounded(tool) {
+                                Some((tool, size)) if bytes + size <= MAX_LIST_BYTES => {
+                                    bytes += size;
+                                    tools.push(tool);
+                                }
+                                _ => left_out += 1,
                             }
-                            _ => left_out += 1,
-                        },
+                        }
                         _ => left_out += 1,
                     }
                 }

@@ -198,6 +198,7 @@ impl McpHost {
     /// once; watch [`Self::subscribe`] or use [`Self::wait_running`].
     pub fn start(&self, name: &str, config: ServerConfig) -> Result<()> {
         check_server_name(name)?;
+        self.check_collision(name)?;
         self.stop_slot(name);
         let log_file = match (&config.transport, &self.inner.opts.connect.log_dir) {
             (crate::Transport::Stdio { .. }, Some(dir)) => Some(dir.join(format!("{name}.log"))),
@@ -241,6 +242,7 @@ impl McpHost {
     /// without starting it; a running one is stopped.
     pub fn hold(&self, name: &str, why: String) -> Result<()> {
         check_server_name(name)?;
+        self.check_collision(name)?;
         self.stop_slot(name);
         self.inner.state.send_modify(|snap| {
             let mut state = ServerState::new(ServerStatus::Unconfirmed, None);
@@ -248,6 +250,28 @@ impl McpHost {
             Arc::make_mut(snap).insert(name.to_owned(), state);
         });
         Ok(())
+    }
+
+    /// Refuses `name` when a server the host knows could give its tools the same Outpost
+    /// names (`NAME` and `NAME_`: [`crate::config::colliding_server`]).
+    fn check_collision(&self, name: &str) -> Result<()> {
+        let snapshot = self.snapshot();
+        let known: Vec<String> = snapshot.keys().cloned().collect();
+        let with_underscore = format!("{name}_");
+        let clash = match crate::config::colliding_server(name, &known) {
+            Some(shorter) => Some((shorter.to_owned(), name.to_owned())),
+            None => known
+                .iter()
+                .find(|k| **k == with_underscore)
+                .map(|longer| (name.to_owned(), longer.clone())),
+        };
+        match clash {
+            Some((shorter, longer)) => Err(McpError::invalid(
+                "server name",
+                crate::config::collision_message(&shorter, &longer),
+            )),
+            None => Ok(()),
+        }
     }
 
     fn stop_slot(&self, name: &str) -> bool {

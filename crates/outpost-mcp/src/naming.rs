@@ -6,9 +6,13 @@
 //! apart. The whole name uses only `[A-Za-z0-9_-]` and is at most [`MAX_TOOL_NAME`] bytes,
 //! the strictest rule among the language-model APIs an assistant may forward it to
 //! (within the protocol's own limit of 128 bytes). A tool name that has other characters
-//! or is too long is rewritten (other characters become `_`, the end is cut) and gets
-//! `_` plus 8 hex digits of a hash of the original name, so two tools of one server never
-//! share a name. The host keeps the map back to the server's own name.
+//! or is too long, or that already ends like a rewritten name (`_` and 8 hex digits), is
+//! rewritten (other characters become `_`, the end is cut) and gets `_` plus 8 hex digits
+//! of a hash of the original name. Server names have no `__` and `NAME` and `NAME_` are
+//! never configured together ([`crate::config::McpConfig::check`]), so the first `__`
+//! after the prefix ends the server's name: two servers' tools never share a name. Two
+//! tools of one server could only by a hash collision; the host keeps the first of such
+//! (`Connection::list_tools`). The host keeps the map back to the server's own name.
 
 /// The prefix of every MCP tool's Outpost name.
 pub const PREFIX: &str = "mcp__";
@@ -30,11 +34,28 @@ fn short_hash(s: &str) -> String {
     format!("{h:08x}")
 }
 
-/// Outpost's name for `tool` of `server` (whose name is already checked).
+/// Whether `name` ends like a rewritten name does (`_` and 8 lowercase hex digits).
+fn looks_rewritten(name: &str) -> bool {
+    name.len() > 9
+        && name.get(name.len() - 9..).is_some_and(|end| {
+            end.starts_with('_')
+                && end
+                    .bytes()
+                    .skip(1)
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
+/// Outpost's name for `tool` of `server` (whose name is already checked). A tool name
+/// that already ends like a rewritten one is rewritten too, so a tool cannot take the name
+/// Outpost gave another tool of its server.
 pub fn tool_name(server: &str, tool: &str) -> String {
     let head = format!("{PREFIX}{server}__");
     let budget = MAX_TOOL_NAME.saturating_sub(head.len());
-    let clean = !tool.is_empty() && tool.chars().all(allowed) && tool.len() <= budget;
+    let clean = !tool.is_empty()
+        && tool.chars().all(allowed)
+        && tool.len() <= budget
+        && !looks_rewritten(tool);
     if clean {
         return format!("{head}{tool}");
     }
@@ -57,6 +78,7 @@ pub fn server_of(outpost_name: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -84,5 +106,16 @@ mod tests {
             tool_name("a-very-long-server-name-32-chars", &"x".repeat(201))
         );
         assert!(tool_name("s", "").len() > "mcp__s__".len());
+    }
+
+    /// Issue 30, finding 10: a tool cannot take the name Outpost gave another tool of its
+    /// server by naming itself like the rewritten name.
+    #[test]
+    fn a_tool_named_like_a_rewritten_name_is_rewritten_too() {
+        let rewritten = tool_name("srv", "do.thing");
+        let lookalike = rewritten.strip_prefix("mcp__srv__").unwrap();
+        assert_ne!(tool_name("srv", lookalike), rewritten);
+        assert_eq!(tool_name("srv", "do_thing_x"), "mcp__srv__do_thing_x");
+        assert_eq!(tool_name("srv", "get_sum"), "mcp__srv__get_sum");
     }
 }

@@ -407,3 +407,25 @@ async fn dropping_the_host_stops_its_servers() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Issue 30, finding 10: the host refuses a server whose tools could be named like another
+/// one's (`a` and `a_`: a tool `_x` of `a` and `x` of `a_` are both `mcp__a___x`), either
+/// way round, with an error naming both.
+#[tokio::test]
+async fn a_server_whose_tool_names_could_collide_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = host(dir.path(), Vec::new(), None);
+    let idle = outpost_mcp::ServerConfig {
+        enabled: false,
+        ..everything()
+    };
+    host.start("a", idle.clone()).unwrap();
+    let err = host.start("a_", idle.clone()).unwrap_err().to_string();
+    assert!(
+        err.contains("'a' and 'a_'") && err.contains("mcp__a___x"),
+        "{err}"
+    );
+    host.start("b_", idle.clone()).unwrap();
+    let err = host.start("b", idle).unwrap_err().to_string();
+    assert!(err.contains("'b' and 'b_'"), "{err}");
+}

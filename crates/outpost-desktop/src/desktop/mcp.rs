@@ -296,7 +296,7 @@ mod tests {
         let a = dir.path().join("a");
         std::fs::create_dir_all(&a).unwrap();
         let core = Core::open(
-            None,
+            Some(dir.path().join("data")),
             outpost_core::ToolsConfig {
                 policy: outpost_core::PolicySource::InMemory(outpost_policy::Policy::default()),
                 home: dir.path().to_path_buf(),
