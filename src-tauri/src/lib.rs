@@ -178,12 +178,18 @@ pub fn run() {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
         .map(std::time::Duration::from_millis);
-    app.run(move |_app, event| {
+    app.run(move |app, event| {
         if let tauri::RunEvent::ExitRequested { .. } | tauri::RunEvent::Exit = event {
             #[cfg(unix)]
             if let Some(i) = &instance {
                 i.exiting();
             }
+        }
+        // No MCP server outlives the app: their process groups are killed now, before the
+        // runtime that supervises them is gone (a crash is covered by the servers'
+        // parent-death signal and watchdog, outpost-mcp's process.rs).
+        if let (tauri::RunEvent::Exit, Some(desktop)) = (&event, app.try_state::<Desktop>()) {
+            desktop.stop_tool_servers();
         }
         if let (tauri::RunEvent::Exit, Some(d)) = (&event, linger) {
             std::thread::sleep(d);

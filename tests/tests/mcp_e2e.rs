@@ -103,6 +103,15 @@ impl Fixture {
         Fixture { dir }
     }
 
+    /// A config directory with this `mcp.toml`, and this policy.
+    fn with(mcp: &str, policy: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("config")).unwrap();
+        std::fs::write(dir.path().join("config/mcp.toml"), mcp).unwrap();
+        std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
+        Fixture { dir }
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -388,15 +397,16 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
     };
     // An edit made outside Outpost that allows more waits for the user (issue 30,
     // finding 3): not in force, and said on stderr, until `outpost policy trust`.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !connect.stderr().contains("changed outside Outpost") {
-        assert!(
-            Instant::now() < deadline,
-            "the unconfirmed edit was not told; stderr:\n{}",
-            connect.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(
+        "note of the unconfirmed edit",
+        Duration::from_secs(30),
+        || {
+            connect
+                .stderr()
+                .contains("changed outside Outpost")
+                .then_some(())
+        },
+    );
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         !offered(&shared2_uri),
@@ -781,15 +791,11 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
     let (ok, said) = home.outpost(&["mcp", "trust", "pwned"]);
     assert!(ok && said.contains("pwned\tsh -c"), "{said}");
     let connect = home.connect(&env, "3");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !marker.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "the confirmed server never started: {}",
-            connect.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(
+        "start of the confirmed server",
+        Duration::from_secs(30),
+        || marker.exists().then_some(()),
+    );
     connect.finish();
 }
 
@@ -802,27 +808,16 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
 /// updates.
 #[test]
 fn a_hostile_servers_floods_reach_the_assistant_paced() {
-    let fx = Fixture {
-        dir: tempfile::tempdir().unwrap(),
-    };
-    let config = fx.dir.path().join("config");
-    std::fs::create_dir_all(&config).unwrap();
     let py = python::python().unwrap().display().to_string();
     let script = python::workspace_root().join("tests/mcp/hostile_server.py");
-    std::fs::write(
-        config.join("mcp.toml"),
-        format!(
+    let fx = Fixture::with(
+        &format!(
             "[servers.hostile]\ncommand = {}\nargs = [{}, \"--tools\", \"300\", \"--description\", \"6000\", \"--schema\", \"2000\"]\n",
             toml::Value::String(py),
             toml::Value::String(script.display().to_string())
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        fx.dir.path().join("policy.toml"),
         "[mcp_servers]\nhostile = \"allow\"\n",
-    )
-    .unwrap();
+    );
     let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
     let steps = json!([
         {"op": "wait_user", "text": USER_TEXT},
@@ -891,5 +886,108 @@ fn a_hostile_servers_floods_reach_the_assistant_paced() {
             "a progress detail of {} bytes",
             detail.len()
         );
+    }
+}
+
+/// Waits up to `within` for `f` to give something; fails naming `what`.
+fn poll<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "no {what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The processes in process group `pgid` (zombies left out: a container's init may not
+/// reap them).
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's name in parentheses: state, ppid, pgrp.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() != Some(&"Z") && fields.get(2) == Some(&pgid.to_string().as_str()) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The parent of `pid`.
+fn parent_of(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Issue 30, finding 12: an MCP server (here server-everything started by `sh`, which
+/// leaves a helper, `sleep`, in the server's process group) ends with `outpost connect`,
+/// whether it is asked to stop (SIGTERM: it leaves the room and stops its servers) or
+/// killed (SIGKILL: the server's parent-death signal and its group's watchdog): no process
+/// of the group is left.
+#[test]
+fn mcp_servers_end_with_outpost_connect_however_it_ends() {
+    let pids = tempfile::tempdir().unwrap();
+    let pidfile = pids.path().join("server.pid");
+    let script = format!(
+        "echo $$ > '{}'; sleep 1000 & exec node '{}' stdio",
+        pidfile.display(),
+        node_server("server-everything").display()
+    );
+    let fx = Fixture::with(
+        &format!(
+            "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+            toml::Value::String(script)
+        ),
+        "consent_timeout_secs = 5\n",
+    );
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    for signal in ["TERM", "KILL"] {
+        let _ = std::fs::remove_file(&pidfile);
+        let mut connect = Connect::start(&env, &fx);
+        let pgid = poll("the server and its helper", Duration::from_secs(60), || {
+            let pid = std::fs::read_to_string(&pidfile)
+                .ok()?
+                .trim()
+                .parse::<u32>()
+                .ok()?;
+            (group_members(pid).len() >= 2).then_some(pid)
+        });
+        let outpost = parent_of(pgid);
+        connect.wait_for("the session", Duration::from_secs(30), |e| {
+            e["type"] == "connection"
+        });
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &outpost.to_string()])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let status = poll(
+            "the end of outpost connect",
+            Duration::from_secs(20),
+            || connect.child.try_wait().unwrap(),
+        );
+        if signal == "TERM" {
+            assert!(
+                status.success(),
+                "SIGTERM leaves the room cleanly: {status}; stderr:\n{}",
+                connect.stderr()
+            );
+        }
+        let what = format!("end of the server's group {pgid} after SIG{signal}");
+        poll(&what, Duration::from_secs(10), || {
+            group_members(pgid).is_empty().then_some(())
+        });
     }
 }

@@ -16,7 +16,8 @@ use crate::Failure;
 
 /// What `outpost connect`'s exit statuses mean (its `--help` and the README say the same).
 const EXIT_STATUSES: &str = "Exit status:\n  \
-    0  left the room as asked: end of input, and the answers came or --linger ran out\n  \
+    0  left the room as asked: end of input, and the answers came or --linger ran out, or a \
+    SIGTERM or SIGINT (which leaves at once; a second one stops waiting, with 1)\n  \
     1  could not join (server unreachable, token refused), or the session ended otherwise \
     (link lost for good, the assistant ended it)\n  \
     2  invalid input: arguments, a malformed URL, a missing or invalid policy file";
@@ -234,6 +235,9 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                 follow_roots = Some(core.follow_mcp_roots(host));
             }
         }
+        // Kept to stop the servers when leaving: whatever ends the session, none outlives
+        // this process.
+        let mcp_host = opts.mcp.clone();
         let (session, mut events) = core.connect(opts).await.map_err(|e| match e {
             // The URL given on the command line cannot work: the user must fix it.
             CoreError::Connect(outpost_livekit::Error::BadUrl { .. }) => {
@@ -241,6 +245,9 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             }
             other => Failure::Other(anyhow::Error::new(other).context("connecting")),
         })?;
+        // Caught from here on; before, a signal ends the process and the servers go with
+        // it (crates/outpost-mcp/src/process.rs: parent-death signal and watchdog).
+        let mut stop_signals = StopSignals::new();
         let session = Arc::new(session);
         // Stdin is read on a plain thread: tokio's stdin needs a feature the workspace
         // does not enable, and a blocking read there is what tokio would do anyway.
@@ -296,6 +303,7 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         let mut answered = std::collections::HashSet::new();
         let mut leave_by: Option<tokio::time::Instant> = None;
         let mut leaving = false;
+        let mut forced = false;
         let leave = |session: &Arc<outpost_core::Session>| {
             let session = Arc::clone(session);
             tokio::spawn(async move {
@@ -306,6 +314,18 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             let far = tokio::time::Instant::now() + Duration::from_secs(86_400);
             let ev = tokio::select! {
                 biased;
+                name = stop_signals.next() => {
+                    // The first SIGTERM or SIGINT leaves the room now (answers are not
+                    // waited for); a second one stops waiting for the leave.
+                    let _ = writeln!(std::io::stderr(), "* {name}: leaving");
+                    if leaving {
+                        forced = true;
+                        break;
+                    }
+                    leaving = true;
+                    leave(&session);
+                    continue;
+                }
                 ev = events.recv() => match ev {
                     Some(ev) => ev,
                     None => break,
@@ -369,6 +389,14 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         if let Some(task) = follow_roots {
             task.abort();
         }
+        if let Some(host) = &mcp_host {
+            host.shutdown();
+        }
+        if forced {
+            return Err(Failure::Other(anyhow::anyhow!(
+                "stopped by a second signal before the room was left"
+            )));
+        }
         session.closed().await;
         if clean {
             Ok(())
@@ -378,6 +406,51 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             )))
         }
     })
+}
+
+/// SIGTERM and SIGINT, as requests to leave (none where they cannot be caught).
+struct StopSignals {
+    #[cfg(unix)]
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Self {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
+            }
+        }
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next signal's name; never, when none can be caught.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+                let received = match s {
+                    Some(s) => s.recv().await.is_some(),
+                    None => false,
+                };
+                if !received {
+                    std::future::pending::<()>().await;
+                }
+            }
+            tokio::select! {
+                () = one(&mut self.term) => "SIGTERM",
+                () = one(&mut self.int) => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        std::future::pending().await
+    }
 }
 
 fn side(s: Side) -> &'static str {

@@ -2,6 +2,17 @@
 //! group on Unix so everything they start is stopped with them; stderr appended to a
 //! bounded per-server log; stdout watched for lines that are not JSON-RPC, so a server
 //! that prints garbage is reported as such.
+//!
+//! A server must not outlive Outpost, however Outpost ends. An orderly stop kills the
+//! group at once (not only through a task, which a runtime shutting down may never run).
+//! When Outpost is killed, two things end the group: the server gets `SIGKILL` as its
+//! parent dies (`PR_SET_PDEATHSIG` on Linux; the kernel ties it to the spawning thread,
+//! which for the host is a runtime worker that lives as long as the runtime), and a
+//! watchdog in the server's group (`/bin/sh` blocked reading a pipe whose other end only
+//! Outpost holds) sees the pipe close when Outpost's process ends, for any reason, and
+//! kills the whole group, helpers the server started included. The watchdog is in the
+//! group, so an orderly stop ends it too, and while it lives the group's id cannot be
+//! reused.
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -67,12 +78,18 @@ pub(crate) struct ServerProcess {
     pub exit: watch::Receiver<Option<String>>,
     pub evidence: Arc<Mutex<Evidence>>,
     kill: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The watchdog's pipe: open while Outpost runs (the module's doc).
+    _watchdog: Option<tokio::process::ChildStdin>,
 }
 
 impl ServerProcess {
-    /// Asks the process (and its group) to stop.
+    /// Stops the process and its group: killed here and now (while it has not been seen
+    /// to exit, its id is still its own), then reaped by its task.
     pub fn stop(&mut self) {
         if let Some(k) = self.kill.take() {
+            if self.exit.borrow().is_none() {
+                kill_group(self.pid);
+            }
             let _ = k.send(());
         }
     }
@@ -156,6 +173,8 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
     }
     #[cfg(unix)]
     cmd.process_group(0);
+    #[cfg(target_os = "linux")]
+    die_with_parent(&mut cmd);
     let mut child = cmd.spawn().map_err(|e| McpError::Start {
         server: spec.server.to_owned(),
         message: format!("cannot run '{}': {e}", spec.command),
@@ -198,6 +217,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
         }
     });
 
+    let watchdog = watchdog(spec.server, pid);
     let (exit_tx, exit_rx) = watch::channel(None);
     let (kill_tx, kill_rx) = tokio::sync::oneshot::channel();
     tokio::spawn(watch_exit(child, pid, kill_rx, exit_tx, stderr_reader));
@@ -208,6 +228,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
         exit: exit_rx,
         evidence,
         kill: Some(kill_tx),
+        _watchdog: watchdog,
     };
     Ok((process, stdout, stdin))
 }
@@ -274,6 +295,58 @@ impl StderrLines {
         let rest = std::mem::take(&mut self.line);
         (!rest.is_empty() && !self.dropping).then(|| String::from_utf8_lossy(&rest).into_owned())
     }
+}
+
+/// The child gets `SIGKILL` when the thread that spawned it ends (Outpost's process
+/// ending included); if Outpost is already gone by then, it does not start.
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    let parent = rustix::process::getpid();
+    // SAFETY: the closure runs in the child between fork and exec, and makes only two
+    // system calls (prctl, getppid), which are async-signal-safe; it allocates nothing and
+    // takes no lock.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)?;
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from(std::io::ErrorKind::Other));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Starts the watchdog of the group `pid` (the module's doc): `/bin/sh` in that group,
+/// reading a pipe until Outpost closes it (or ends), then killing the group. Its pipe's
+/// end is returned: keep it while the server runs. None (logged) when it cannot start;
+/// the server then has only the parent-death signal.
+#[cfg(unix)]
+fn watchdog(server: &str, pid: Option<u32>) -> Option<tokio::process::ChildStdin> {
+    let group = pid?;
+    let mut cmd = Command::new("/bin/sh");
+    cmd.env_clear()
+        .arg("-c")
+        .arg("read _; kill -9 -\"$0\" 2>/dev/null")
+        .arg(group.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(i32::try_from(group).ok()?);
+    match cmd.spawn() {
+        // The child is reaped by tokio once its handle is dropped.
+        Ok(mut child) => child.stdin.take(),
+        Err(e) => {
+            tracing::warn!(server, "no watchdog for the server's process group: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn watchdog(_server: &str, _pid: Option<u32>) -> Option<tokio::process::ChildStdin> {
+    None
 }
 
 async fn watch_exit(

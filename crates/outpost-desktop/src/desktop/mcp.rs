@@ -67,6 +67,12 @@ impl Desktop {
         started.host
     }
 
+    /// Stops every MCP server now (their process groups are killed before this returns):
+    /// the app's exit path calls it, so no server outlives the app.
+    pub fn stop_tool_servers(&self) {
+        self.stop_mcp();
+    }
+
     /// Stops every MCP server of the session, if any.
     pub(super) fn stop_mcp(&self) {
         if let Some(task) = lock(&self.inner.mcp_roots).take() {
@@ -344,6 +350,73 @@ mod tests {
         task.abort();
     }
 
+    /// A throw-away folder and the app's paths in it.
+    fn test_paths() -> (tempfile::TempDir, Paths) {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = Paths {
+            config_dir: dir.path().join("config"),
+            data_dir: dir.path().join("data"),
+        };
+        (dir, paths)
+    }
+
+    /// Whether `pid` has ended (gone, or a zombie nobody reaped yet).
+    fn ended(pid: &str) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    }
+
+    /// Issue 30, finding 12 (the app's exit path): stopping the tool servers kills each
+    /// server's process group before it returns, helpers included, with no task left to
+    /// run (the runtime is blocked here, as it may be gone when the app exits).
+    #[tokio::test]
+    async fn stopping_the_tool_servers_ends_their_groups_at_once() {
+        let (dir, paths) = test_paths();
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        let (server, helper) = (dir.path().join("server.pid"), dir.path().join("helper.pid"));
+        let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        );
+        let script = format!(
+            "echo $$ > '{}'; sleep 1000 & echo $! > '{}'; exec node '{}' stdio",
+            server.display(),
+            helper.display(),
+            everything.display()
+        );
+        std::fs::write(
+            paths.config_dir.join("mcp.toml"),
+            format!(
+                "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+                toml::Value::String(script)
+            ),
+        )
+        .unwrap();
+        let desktop = Desktop::open(
+            paths,
+            Arc::new(crate::secrets::MemorySecrets::default()),
+            Arc::new(Quiet),
+        )
+        .unwrap();
+        let host = desktop.start_mcp().await.unwrap();
+        host.wait_running("helper", std::time::Duration::from_secs(30))
+            .await
+            .unwrap();
+        let pids = [
+            std::fs::read_to_string(&server).unwrap(),
+            std::fs::read_to_string(&helper).unwrap(),
+        ];
+        assert!(pids.iter().all(|p| !ended(p)));
+        desktop.stop_tool_servers();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !pids.iter().all(|p| ended(p)) {
+            assert!(std::time::Instant::now() < deadline, "{pids:?} still run");
+            // Blocking: no task of the runtime runs meanwhile.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     #[derive(Debug)]
     struct Quiet;
     impl Notifier for Quiet {
@@ -352,11 +425,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tool_servers_rule_is_written_to_the_policy_and_listed() {
-        let dir = tempfile::tempdir().unwrap();
-        let paths = Paths {
-            config_dir: dir.path().join("config"),
-            data_dir: dir.path().join("data"),
-        };
+        let (_dir, paths) = test_paths();
         let desktop = Desktop::open(
             paths.clone(),
             Arc::new(crate::secrets::MemorySecrets::default()),
