@@ -126,11 +126,19 @@ pub async fn start(
     }
 }
 
-/// The elicitation forms open in the UI, each waiting for the user's answer.
+/// Most forms (or links) one server may have open at once; more are declined at once.
+pub const MAX_FORMS_PER_SERVER: usize = 4;
+/// Most forms open at once, all servers together; more are declined at once.
+pub const MAX_FORMS: usize = 16;
+
+/// The elicitation forms open in the UI, each waiting for the user's answer (at most
+/// [`MAX_FORMS_PER_SERVER`] per server and [`MAX_FORMS`] in all: a server that asks more
+/// is declined at once, so it can neither pile forms on the user nor hold memory).
 #[derive(Debug, Default)]
 pub struct Elicitations {
     next: AtomicU64,
-    open: Mutex<HashMap<String, oneshot::Sender<ElicitationAnswer>>>,
+    /// By form id: the asking server and where the answer goes.
+    open: Mutex<HashMap<String, (String, oneshot::Sender<ElicitationAnswer>)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -152,7 +160,7 @@ impl Elicitations {
             ElicitationAction::Decline => ElicitationAnswer::Decline,
             ElicitationAction::Cancel => ElicitationAnswer::Cancel,
         };
-        let tx = lock(&self.open).remove(id).ok_or_else(|| {
+        let (_, tx) = lock(&self.open).remove(id).ok_or_else(|| {
             DesktopError::NotFound("That form is no longer open (answered or timed out).".into())
         })?;
         tx.send(answer).map_err(|_| {
@@ -162,10 +170,10 @@ impl Elicitations {
 
     /// Closes every open form (the session ended): each is cancelled; the ids closed.
     pub fn close_all(&self) -> Vec<String> {
-        let open: Vec<(String, oneshot::Sender<ElicitationAnswer>)> =
+        let open: Vec<(String, (String, oneshot::Sender<ElicitationAnswer>))> =
             lock(&self.open).drain().collect();
         open.into_iter()
-            .map(|(id, tx)| {
+            .map(|(id, (_, tx))| {
                 let _ = tx.send(ElicitationAnswer::Cancel);
                 id
             })
@@ -175,6 +183,19 @@ impl Elicitations {
     /// How many forms are open.
     pub fn open_count(&self) -> usize {
         lock(&self.open).len()
+    }
+
+    /// Opens a form for `server` under a new id, or `None` when it has (or all have) as
+    /// many open as allowed.
+    fn open_for(&self, server: &str, tx: oneshot::Sender<ElicitationAnswer>) -> Option<String> {
+        let mut open = lock(&self.open);
+        let of_server = open.values().filter(|(s, _)| s == server).count();
+        if of_server >= MAX_FORMS_PER_SERVER || open.len() >= MAX_FORMS {
+            return None;
+        }
+        let id = format!("elicit-{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        open.insert(id.clone(), (server.to_owned(), tx));
+        Some(id)
     }
 }
 
@@ -217,12 +238,14 @@ impl ServerRequests for UiRequests {
             _ => return ElicitationAnswer::Decline,
         };
         let url_mode = url.is_some();
-        let id = format!(
-            "elicit-{}",
-            self.pending.next.fetch_add(1, Ordering::Relaxed) + 1
-        );
         let (tx, rx) = oneshot::channel();
-        lock(&self.pending.open).insert(id.clone(), tx);
+        let Some(id) = self.pending.open_for(server, tx) else {
+            tracing::warn!(
+                server,
+                "an elicitation was declined unasked: too many forms are open"
+            );
+            return ElicitationAnswer::Decline;
+        };
         (self.emit)(AppEvent::Elicitation(ElicitationEvent {
             id: id.clone(),
             server: server.to_owned(),
@@ -1599,15 +1622,78 @@ mod tests {
         host.shutdown();
     }
 
-    #[tokio::test]
-    async fn an_elicitation_waits_for_the_users_answer_or_times_out() {
+    /// A UI answerer whose events are kept, with this form timeout.
+    fn recording_ui(timeout: Duration) -> (UiRequests, Arc<Mutex<Vec<AppEvent>>>) {
         let events = Arc::new(Mutex::new(Vec::new()));
         let sink = Arc::clone(&events);
         let ui = UiRequests {
             pending: Arc::new(Elicitations::default()),
             emit: Arc::new(move |e| sink.lock().unwrap().push(e)),
-            timeout: Duration::from_secs(5),
+            timeout,
         };
+        (ui, events)
+    }
+
+    /// Issue 30: open forms are bounded. One server may hold at most
+    /// `MAX_FORMS_PER_SERVER` open and all of them `MAX_FORMS`; the rest are declined at
+    /// once, never shown; a slot frees when a form is answered.
+    #[tokio::test]
+    async fn open_forms_are_bounded_per_server_and_in_all() {
+        let (ui, events) = recording_ui(Duration::from_secs(30));
+        let form = || ElicitationRequest::Form {
+            message: "?".into(),
+            requested_schema: serde_json::json!({"type": "object"}),
+        };
+        let ask = |server: String| {
+            let ui = ui.clone();
+            let req = form();
+            tokio::spawn(async move { ui.elicit(&server, req).await })
+        };
+        // One server asks 10 times: MAX_FORMS_PER_SERVER open, the rest declined at once.
+        let mut greedy: Vec<_> = (0..10).map(|_| ask("greedy".into())).collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut declined = 0;
+        while declined < 10 - MAX_FORMS_PER_SERVER {
+            assert!(std::time::Instant::now() < deadline, "{declined} declined");
+            let mut still = Vec::new();
+            for h in greedy {
+                if h.is_finished() {
+                    assert_eq!(h.await.unwrap(), ElicitationAnswer::Decline);
+                    declined += 1;
+                } else {
+                    still.push(h);
+                }
+            }
+            greedy = still;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(ui.pending.open_count(), MAX_FORMS_PER_SERVER);
+        // Many servers: MAX_FORMS open in all.
+        let others: Vec<_> = (0..40).map(|i| ask(format!("s{}", i % 20))).collect();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(ui.pending.open_count(), MAX_FORMS);
+        let shown = events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| matches!(e, AppEvent::Elicitation(_)))
+            .count();
+        assert_eq!(shown, MAX_FORMS, "only the open forms are shown");
+        // Closing them all answers every waiting server (cancel); all slots free.
+        assert_eq!(ui.pending.close_all().len(), MAX_FORMS);
+        for h in greedy.into_iter().chain(others) {
+            let a = h.await.unwrap();
+            assert!(matches!(
+                a,
+                ElicitationAnswer::Cancel | ElicitationAnswer::Decline
+            ));
+        }
+        assert_eq!(ui.pending.open_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_elicitation_waits_for_the_users_answer_or_times_out() {
+        let (ui, events) = recording_ui(Duration::from_secs(5));
         let schema =
             serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
         let form = move || ElicitationRequest::Form {
