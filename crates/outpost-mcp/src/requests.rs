@@ -1,9 +1,10 @@
 //! Requests an MCP server sends to the host: roots, elicitation and sampling.
 //!
 //! The host answers `roots/list` itself from the list its caller gives (Outpost passes the
-//! user's allowed folders, split around what the policy denies: `outpost-policy`'s roots). It never answers elicitation or sampling by itself: it asks the
-//! caller's [`ServerRequests`]. [`DefaultRequests`] declines every elicitation and refuses
-//! every sampling request with a clear error.
+//! user's allowed folders, split around what the policy denies: `outpost-policy`'s roots).
+//! It never answers elicitation or sampling by itself: it asks the caller's
+//! [`ServerRequests`]. [`DefaultRequests`] declines every elicitation and refuses every
+//! sampling request with a clear error.
 
 use std::path::Path;
 
