@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "history_list",
     "history_search",
     "history_get",
+    "history_continue",
     "history_export",
     "history_delete_all",
     "tools_list",

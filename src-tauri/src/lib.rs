@@ -71,6 +71,7 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::history::history_list,
             commands::history::history_search,
             commands::history::history_get,
+            commands::history::history_continue,
             commands::history::history_export,
             commands::history::history_delete_all,
             commands::tools::tools_list,

@@ -12,13 +12,17 @@ subclass of the framework's own `llm.LLM`:
                        the content (or the error code); a cut result is read on to the
                        end with outpost_read_result first
 - "calculate EXPR"   → a call to calculator {"expression": EXPR}, then the answer
+- "recall ..."       → quotes the first user message of its chat context (which
+                       `outpost_tools.follow_conversation` keeps on the conversation
+                       Outpost shows)
 
 Environment: LK_URL, LK_TOKEN, OUTPOST_IDENTITY (who Outpost is), LK_TIMEOUT (seconds).
 With `--stranger` it instead joins as a plain participant (LK_TOKEN is its token), calls
 Outpost's calculator by RPC and prints what Outpost answered.
 
 Prints JSON lines on stdout: {"event": "ready"}, {"event": "tools", "names": [...]},
-{"event": "stranger", ...}.
+{"event": "context", "conversation": ID, "messages": N} (a conversation loaded from
+Outpost), {"event": "stranger", ...}.
 """
 
 from __future__ import annotations
@@ -93,6 +97,15 @@ class ScriptedLLM(llm.LLM):
             return [self._call("mcp__everything__echo", {"message": text[9:].strip()})]
         if text.startswith("calculate "):
             return [self._call("calculator", {"expression": text[10:].strip()})]
+        if text.startswith("recall"):
+            earlier = [
+                i.text_content or ""
+                for i in chat_ctx.items[:-1]
+                if isinstance(i, llm.ChatMessage) and i.role == "user"
+            ]
+            if not earlier:
+                return ["This conversation has nothing earlier to recall."]
+            return [f"The first thing you said in this conversation was: “{earlier[0]}”"]
         return [f"You said: {text}"]
 
     def _after_tool(self, out: llm.FunctionCallOutput) -> list:
@@ -156,6 +169,15 @@ async def run_agent() -> None:
             text_input=True,
             text_output=True,
             participant_identity=OUTPOST,
+        ),
+    )
+    # Outpost names the conversation it shows in an attribute: keep the chat context on it.
+    outpost_tools.follow_conversation(
+        room,
+        OUTPOST,
+        agent,
+        on_loaded=lambda c: report(
+            event="context", conversation=c.get("conversationId"), messages=len(c.get("messages", []))
         ),
     )
     report(event="ready")

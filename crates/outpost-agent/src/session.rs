@@ -13,7 +13,9 @@
 //! conversation (a full rejoin) keeps the queue and answers it after the welcome. A hello
 //! for another conversation drops the queue: the app switched away from those questions
 //! itself (an answer sent before the welcome would be refused as early, one sent after it
-//! would land in the wrong conversation).
+//! would land in the wrong conversation). A hello for a conversation this agent does not
+//! hold (the app continues one from its history after the agent restarted) is welcomed
+//! under the id it asked for, with the hello's `history` as what was said before.
 //!
 //! A turn is the tool loop: stream the brain's text as AssistantDelta, then for each tool
 //! call send a ToolUseRequest and
@@ -43,9 +45,10 @@ use outpost_livekit::{RoomEvent, RoomEvents};
 use outpost_llm::{ChatMessage, ModelTurn, ToolBatch, ToolCall, ToolCallError, ToolResult};
 use outpost_protocol::{
     AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, ClientHello, ErrorMessage,
-    Execution, MAX_TIMEOUT_MS, MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState,
-    Role, ServerWelcome, TOPIC, ToolDescriptor, ToolErrorCode, ToolUseCancel, ToolUseProgress,
-    ToolUseRequest, ToolUseResult, UserMessage, decode, negotiate, new_id, peek_id,
+    Execution, HistoryMessage, HistoryRole, MAX_TIMEOUT_MS, MIN_PROTOCOL_VERSION, Message,
+    PROTOCOL_VERSION, ProgressState, Role, ServerWelcome, TOPIC, ToolDescriptor, ToolErrorCode,
+    ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult, UserMessage, decode, negotiate,
+    new_id, peek_id,
 };
 
 use crate::brain::{Brain, BrainRequest};
@@ -115,7 +118,10 @@ impl Shared {
         }
     }
 
-    fn conversation(&self, id: Option<&str>) -> (String, History) {
+    /// The conversation a hello asks for: the one held under `id`; else, when the app
+    /// asked for one this agent does not hold (it restarted since), that id with the
+    /// hello's `history` as what was said so far; else a new one.
+    fn conversation(&self, id: Option<&str>, earlier: &[HistoryMessage]) -> (String, History) {
         let mut map = self
             .conversations
             .lock()
@@ -123,10 +129,18 @@ impl Shared {
         if let Some((id, h)) = id.and_then(|id| map.get(id).map(|h| (id, h))) {
             return (id.to_owned(), h.clone());
         }
-        let id = new_id();
-        let h: History = Arc::new(tokio::sync::Mutex::new(vec![ChatMessage::system(
-            &self.config.system_prompt,
-        )]));
+        let mut messages = vec![ChatMessage::system(&self.config.system_prompt)];
+        messages.extend(earlier.iter().map(|m| match m.role {
+            HistoryRole::User => ChatMessage::User {
+                text: m.text.clone(),
+            },
+            HistoryRole::Assistant => ChatMessage::Assistant {
+                text: m.text.clone(),
+                tool_calls: Vec::new(),
+            },
+        }));
+        let id = id.map_or_else(new_id, str::to_owned);
+        let h: History = Arc::new(tokio::sync::Mutex::new(messages));
         map.insert(id.clone(), h.clone());
         (id, h)
     }
@@ -376,8 +390,10 @@ impl Session {
             self.drop_queue("the app switched to another conversation");
         }
         self.interrupt("the app said hello again").await;
-        let (conversation_id, history) = self.shared.conversation(hello.conversation_id.as_deref());
-        tracing::info!(identity = %self.identity, client = %hello.client_name, version = %hello.client_version, tools = hello.tools.len(), conversation = %conversation_id, "welcome");
+        let (conversation_id, history) = self
+            .shared
+            .conversation(hello.conversation_id.as_deref(), &hello.history);
+        tracing::info!(identity = %self.identity, client = %hello.client_name, version = %hello.client_version, tools = hello.tools.len(), earlier = hello.history.len(), conversation = %conversation_id, "welcome");
         self.client_tools = hello.tools;
         self.conversation = Some((conversation_id.clone(), history));
         self.send(ServerWelcome {

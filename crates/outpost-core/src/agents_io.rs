@@ -15,7 +15,9 @@ use outpost_livekit::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::events::UiEvent;
-use crate::machine::{Input, LIST_TOOLS, READ_RESULT, RpcCall, RpcFailure};
+use crate::machine::{
+    CONVERSATION, Input, LIST_TOOLS, READ_RESULT, RPC_PAYLOAD_LIMIT, RpcCall, RpcFailure,
+};
 
 /// The topic LiveKit Agents publish transcriptions on.
 pub const TRANSCRIPTION_TOPIC: &str = "lk.transcription";
@@ -34,14 +36,14 @@ pub enum AgentsInput {
     Rpc(RpcCall, Reply),
 }
 
-/// Registers `outpost.list_tools`, `outpost.read_result` and one method per tool, on
-/// the set the room answers from the moment it joins.
+/// Registers `outpost.list_tools`, `outpost.read_result`, `outpost.conversation` and one
+/// method per tool, on the set the room answers from the moment it joins.
 pub fn register_methods(
     methods_out: &RpcMethods,
     tools: impl IntoIterator<Item = String>,
     tx: &mpsc::UnboundedSender<AgentsInput>,
 ) {
-    let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into()];
+    let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into(), CONVERSATION.into()];
     methods.extend(tools);
     register_tool_methods(methods_out, methods, tx);
 }
@@ -187,5 +189,79 @@ pub async fn text_sender(
                 message: format!("your message could not be sent to the assistant: {e}"),
             });
         }
+    }
+}
+
+/// Room left in an `outpost.conversation` answer for the JSON around the messages.
+const CONVERSATION_ENVELOPE: usize = 1024;
+
+/// The answer to `outpost.conversation`: `{"conversationId", "messages": [{"role", "text"}],
+/// "omitted": N}` with the newest messages (`(role, text)`, oldest first) that fit one RPC
+/// payload; `omitted` counts the older ones left out. A message too long for the payload
+/// on its own is cut, and says so.
+pub fn conversation_reply(conversation_id: &str, messages: &[(&str, &str)]) -> String {
+    let budget = RPC_PAYLOAD_LIMIT - CONVERSATION_ENVELOPE - conversation_id.len();
+    let mut kept: Vec<serde_json::Value> = Vec::new();
+    let mut size = 0usize;
+    for (role, text) in messages.iter().rev() {
+        let mut item = serde_json::json!({"role": role, "text": text});
+        let mut len = item.to_string().len();
+        if len > budget && kept.is_empty() {
+            // The newest message alone is too long: its beginning, marked.
+            let mut end = budget / 2;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            item = serde_json::json!({"role": role, "text": &text[..end], "cut": true});
+            len = item.to_string().len();
+        }
+        if size + len > budget {
+            break;
+        }
+        size += len;
+        kept.push(item);
+    }
+    let omitted = messages.len() - kept.len();
+    kept.reverse();
+    serde_json::json!({
+        "conversationId": conversation_id,
+        "messages": kept,
+        "omitted": omitted,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_conversation_answer_keeps_the_newest_messages_within_one_payload() {
+        let long = "w".repeat(4000);
+        let messages: Vec<(&str, &str)> = (0..10)
+            .map(|i| (if i % 2 == 0 { "user" } else { "assistant" }, long.as_str()))
+            .collect();
+        let reply = conversation_reply("c1", &messages);
+        assert!(reply.len() <= RPC_PAYLOAD_LIMIT, "{}", reply.len());
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        let kept = v["messages"].as_array().unwrap();
+        assert_eq!(kept.len() + v["omitted"].as_u64().unwrap() as usize, 10);
+        assert!(kept.len() >= 3, "{}", kept.len());
+        // The newest is last, and it is the assistant's (index 9).
+        assert_eq!(kept.last().unwrap()["role"], "assistant");
+        assert_eq!(v["conversationId"], "c1");
+
+        let huge = "é".repeat(20_000);
+        let reply = conversation_reply("c1", &[("user", "hi"), ("user", huge.as_str())]);
+        assert!(reply.len() <= RPC_PAYLOAD_LIMIT, "{}", reply.len());
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(v["messages"][0]["text"], "hi");
+        assert_eq!(v["messages"][1]["cut"], true);
+        assert_eq!(v["omitted"], 0);
+
+        let v: serde_json::Value = serde_json::from_str(&conversation_reply("c2", &[])).unwrap();
+        assert_eq!(v["messages"], serde_json::json!([]));
+        assert_eq!(v["omitted"], 0);
     }
 }

@@ -332,7 +332,25 @@ impl Session {
 
     /// Starts a new conversation (`None`) or continues `Some(id)`: sends a new hello.
     pub fn switch_conversation(&self, conversation_id: Option<String>) -> Result<()> {
-        self.command(Command::SwitchConversation { conversation_id })
+        self.command(Command::SwitchConversation {
+            conversation_id,
+            history: Vec::new(),
+        })
+    }
+
+    /// Continues the stored conversation `conversation_id`, whose messages so far are
+    /// `history` (oldest first): the Outpost protocol's hello carries them for an
+    /// assistant that no longer holds the conversation; in LiveKit Agents mode the
+    /// conversation opens at once and the agent may read them with `outpost.conversation`.
+    pub fn continue_conversation(
+        &self,
+        conversation_id: String,
+        history: Vec<outpost_protocol::HistoryMessage>,
+    ) -> Result<()> {
+        self.command(Command::SwitchConversation {
+            conversation_id: Some(conversation_id),
+            history,
+        })
     }
 
     /// The live conversation, once welcomed.
@@ -674,6 +692,17 @@ impl Io {
                 Effect::SendText { to, topic, text } => {
                     let _ = self.text.send((to, topic, text));
                 }
+                Effect::ReadConversation {
+                    request_id,
+                    conversation_id,
+                } => {
+                    if let Some(tx) = self.replies.remove(&request_id) {
+                        let store = self.store.clone();
+                        tokio::spawn(async move {
+                            let _ = tx.send(read_conversation(&store, &conversation_id).await);
+                        });
+                    }
+                }
                 Effect::RpcReply { request_id, reply } => {
                     if let Some(tx) = self.replies.remove(&request_id) {
                         // The caller may have stopped waiting: then nobody listens.
@@ -737,6 +766,39 @@ impl Io {
             message: format!("the conversation log failed: {e}"),
         });
     }
+}
+
+/// The answer to `outpost.conversation`: the stored messages of `conversation_id`, after
+/// the writes queued so far (the user's newest message among them).
+async fn read_conversation(
+    store: &Store,
+    conversation_id: &str,
+) -> std::result::Result<String, crate::machine::RpcFailure> {
+    let failed = |e: outpost_store::Error| crate::machine::RpcFailure {
+        code: crate::machine::RPC_APPLICATION_ERROR,
+        message: format!("Outpost could not read the conversation: {e}"),
+        data: None,
+    };
+    store.flush().await.map_err(failed)?;
+    let timeline = store
+        .timeline(conversation_id.into())
+        .await
+        .map_err(failed)?;
+    let messages: Vec<(&str, &str)> = timeline
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            outpost_store::TimelineItem::Message(m) => Some((
+                match m.role {
+                    outpost_store::Role::User => "user",
+                    outpost_store::Role::Assistant => "assistant",
+                },
+                m.text.as_str(),
+            )),
+            _ => None,
+        })
+        .collect();
+    Ok(agents_io::conversation_reply(conversation_id, &messages))
 }
 
 async fn read_stream(mut reader: StreamReader) -> Inbound {

@@ -317,6 +317,20 @@ pub enum AppEvent {
     Voice(VoiceStatus),
     /// The input and output levels, about ten times a second while voice is on.
     VoiceLevel(VoiceLevel),
+    /// The chat now shows a stored conversation the user continues (History → Continue):
+    /// its transcript replaces the one on screen.
+    Conversation(ConversationOpened),
+}
+
+/// `conversation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct ConversationOpened {
+    /// The conversation; the next `session` event with this id keeps the transcript.
+    pub conversation_id: String,
+    /// Its messages and tool cards so far.
+    pub transcript: Vec<TranscriptEntry>,
 }
 
 /// Whether a transcript of speech may still change.
@@ -1217,6 +1231,7 @@ pub fn typescript() -> String {
         ConversationSummary,
         SearchHit,
         ConversationDetail,
+        ConversationOpened,
         ExportResult,
         AboutInfo,
     );

@@ -32,6 +32,9 @@ pub struct LiveState {
     connection: ConnectionEvent,
     status: StatusEvent,
     session: Option<SessionInfo>,
+    /// The conversation the transcript belongs to: the welcomed one, or the stored one the
+    /// user continues while its welcome is on its way.
+    conversation: Option<String>,
     transcript: Vec<TranscriptEntry>,
     /// Transcript index of each message / call id.
     index: HashMap<String, usize>,
@@ -52,6 +55,7 @@ impl Default for LiveState {
             },
             status: idle(),
             session: None,
+            conversation: None,
             transcript: Vec::new(),
             index: HashMap::new(),
             seqs: HashMap::new(),
@@ -91,9 +95,37 @@ impl LiveState {
         }
     }
 
-    /// The live conversation, once welcomed.
+    /// The conversation on screen: the welcomed one, or one being continued.
     pub fn conversation_id(&self) -> Option<&str> {
-        self.session.as_ref().map(|s| s.conversation_id.as_str())
+        self.conversation.as_deref()
+    }
+
+    /// The user continues the stored conversation `id` (History → Continue): its
+    /// `transcript` replaces the one on screen, and a welcome for it keeps it.
+    pub fn continue_with(&mut self, id: String, transcript: Vec<TranscriptEntry>) -> AppEvent {
+        self.transcript = transcript;
+        self.index =
+            self.transcript
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let id = match e {
+                        TranscriptEntry::User { id, .. }
+                        | TranscriptEntry::Assistant { id, .. } => id.clone(),
+                        TranscriptEntry::Tool { call } => call.id.clone(),
+                    };
+                    (id, i)
+                })
+                .collect();
+        self.seqs.clear();
+        if let Some(s) = &mut self.session {
+            s.conversation_id.clone_from(&id);
+        }
+        self.conversation = Some(id.clone());
+        AppEvent::Conversation(crate::contract::ConversationOpened {
+            conversation_id: id,
+            transcript: self.transcript.clone(),
+        })
     }
 
     /// Whether the live conversation has a user message yet.
@@ -210,6 +242,7 @@ impl LiveState {
                     self.index.clear();
                     self.seqs.clear();
                 }
+                self.conversation = Some(conversation_id.clone());
                 let info = SessionInfo {
                     conversation_id,
                     session_id,
@@ -793,6 +826,71 @@ mod tests {
         s.apply(started("c1"), 3);
         assert_eq!(s.snapshot(true).transcript.len(), 1, "a rejoin keeps it");
         s.apply(started("c2"), 4);
+        assert!(s.snapshot(true).transcript.is_empty());
+    }
+
+    #[test]
+    fn a_continued_conversation_shows_its_past_and_its_welcome_keeps_it() {
+        let mut s = LiveState::default();
+        s.apply(started("c1"), 1);
+        s.apply(
+            UiEvent::UserMessage {
+                id: "u-now".into(),
+                text: "today".into(),
+                queued: false,
+            },
+            2,
+        );
+        let past = vec![
+            TranscriptEntry::User {
+                id: "u-old".into(),
+                text: "remember the otter".into(),
+                at: 1,
+                speech: None,
+            },
+            TranscriptEntry::Assistant {
+                id: "a-old".into(),
+                text: "Noted.".into(),
+                at: 1,
+                in_reply_to: None,
+            },
+        ];
+        let ev = s.continue_with("c0".into(), past.clone());
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["type"], "conversation");
+        assert_eq!(v["data"]["conversationId"], "c0");
+        assert_eq!(v["data"]["transcript"][0]["text"], "remember the otter");
+        assert_eq!(s.conversation_id(), Some("c0"));
+        let snap = s.snapshot(true);
+        assert_eq!(snap.transcript, past);
+        assert_eq!(snap.session.unwrap().conversation_id, "c0");
+        // Its welcome keeps what is shown; the next message follows it.
+        s.apply(started("c0"), 5);
+        s.apply(
+            UiEvent::AssistantMessage {
+                id: "a-old".into(),
+                text: "Noted, again.".into(),
+                in_reply_to: None,
+            },
+            6,
+        );
+        let snap = s.snapshot(true);
+        assert_eq!(
+            snap.transcript.len(),
+            2,
+            "a repeated id replaces, never duplicates"
+        );
+        assert_eq!(
+            snap.transcript[1],
+            TranscriptEntry::Assistant {
+                id: "a-old".into(),
+                text: "Noted, again.".into(),
+                at: 1,
+                in_reply_to: None,
+            }
+        );
+        // An assistant that opens another conversation instead: the view follows it.
+        s.apply(started("c9"), 7);
         assert!(s.snapshot(true).transcript.is_empty());
     }
 

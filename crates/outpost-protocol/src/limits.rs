@@ -32,6 +32,9 @@ pub const MAX_ID_BYTES: usize = 128;
 /// Longest tool name, error code or other short identifier, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// Most messages a ClientHello's `history` may hold (the newest are sent).
+pub const MAX_HISTORY_MESSAGES: usize = 1000;
+
 /// Default tool timeout when `timeoutMs` is omitted (seed 000).
 pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
 

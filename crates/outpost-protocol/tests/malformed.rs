@@ -391,3 +391,37 @@ fn tools_changed_checks_its_catalogue_like_the_hello() {
         outpost_protocol::Direction::ClientToServer
     );
 }
+
+#[test]
+fn a_hello_history_needs_a_conversation_known_roles_and_a_bound() {
+    let hello = |extra: Value| {
+        let mut h = json!({"type": 2, "protocolVersion": 2, "clientName": "Outpost",
+                           "clientVersion": "0.1.0"});
+        for (k, v) in extra.as_object().unwrap() {
+            h[k] = v.clone();
+        }
+        raw(&h)
+    };
+    let said = |role: &str| json!({"role": role, "text": "hi"});
+    assert!(
+        decode(&hello(
+            json!({"conversationId": "c1", "history": [said("user"), said("assistant")]})
+        ))
+        .is_ok()
+    );
+    // History without the conversation it belongs to.
+    let (field, reason) = invalid_field(&hello(json!({"history": [said("user")]})));
+    assert_eq!(field, "history", "{reason}");
+    // A role the protocol does not name.
+    let (field, reason) = invalid_field(&hello(
+        json!({"conversationId": "c1", "history": [said("system")]}),
+    ));
+    assert_eq!(field, "history[0].role", "{reason}");
+    // More messages than the limit.
+    let many: Vec<Value> = (0..=outpost_protocol::MAX_HISTORY_MESSAGES)
+        .map(|_| said("user"))
+        .collect();
+    let (field, reason) = invalid_field(&hello(json!({"conversationId": "c1", "history": many})));
+    assert_eq!(field, "history", "{reason}");
+    assert!(reason.contains("1001"), "{reason}");
+}

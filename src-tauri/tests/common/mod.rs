@@ -51,6 +51,13 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Ends a test that failed: the error's cause first, then what it happened during, then
+/// the logs.
+pub fn fail(e: &anyhow::Error) -> ! {
+    let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+    panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     outpost_tests::python::workspace_root()
@@ -228,6 +235,22 @@ impl Driver {
             .env("DBUS_SESSION_BUS_ADDRESS", &self.bus)
             .env_remove("WAYLAND_DISPLAY");
         cmd
+    }
+
+    /// `r`, with this run's log (and `agent`'s output) added to a failure.
+    pub fn with_log<T>(
+        &self,
+        r: anyhow::Result<T>,
+        agent: Option<&Assistant>,
+    ) -> anyhow::Result<T> {
+        r.map_err(|e| {
+            let agent = agent.map(|a| format!("\n--- {}", a.report()));
+            e.context(format!(
+                "--- driver and app log ---\n{}{}",
+                self.log(),
+                agent.unwrap_or_default()
+            ))
+        })
     }
 
     /// tauri-driver's log, which includes the app's stderr.
@@ -758,6 +781,15 @@ impl Assistant {
             .collect()
     }
 
+    /// Waits for its first JSON line with `"event": event`.
+    pub async fn wait_event(&self, event: &str) -> anyhow::Result<Value> {
+        wait_for(&format!("the assistant's {event:?} event"), || async {
+            Ok(self.events().into_iter().find(|e| e["event"] == event))
+        })
+        .await
+        .with_context(|| self.report())
+    }
+
     /// Waits for the outcome line of the step with request id `id` (or name).
     pub async fn outcome(&self, key: &str) -> anyhow::Result<Value> {
         wait_for(&format!("the assistant's outcome for {key}"), || async {
@@ -805,4 +837,117 @@ impl Drop for Assistant {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// --- an app profile and a LiveKit Agents agent ----------------------------------------------
+
+/// The app's folders under one root: config, data and a home of its own (the window-state
+/// plugin and WebKit keep files there).
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// `OUTPOST_CONFIG_DIR`.
+    pub config: PathBuf,
+    /// `OUTPOST_DATA_DIR`.
+    pub data: PathBuf,
+    /// `HOME` (with the XDG folders beneath it).
+    pub home: PathBuf,
+}
+
+impl Profile {
+    /// Creates the folders under `root`.
+    pub fn new(root: &Path) -> anyhow::Result<Self> {
+        let p = Profile {
+            config: root.join("config"),
+            data: root.join("data"),
+            home: root.join("home"),
+        };
+        for d in [&p.config, &p.data, &p.home] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(p)
+    }
+
+    /// A saved token connection to `url`, room `room`, as `outpost-app` (the token comes
+    /// from the environment: [`Profile::env`]), and a consent timeout long enough for a
+    /// test to answer.
+    pub fn save_connection(&self, url: &str, room: &str) -> anyhow::Result<()> {
+        std::fs::write(
+            self.config.join("settings.toml"),
+            format!(
+                "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{url}\"\n\
+                 room = \"{room}\"\nidentity = \"outpost-app\"\n"
+            ),
+        )?;
+        std::fs::write(
+            self.config.join("policy.toml"),
+            "consent_timeout_secs = 600\n",
+        )?;
+        Ok(())
+    }
+
+    /// The app's environment: these folders, secrets in memory, and `token` in place of
+    /// the keyring's.
+    pub fn env(&self, token: Option<&str>) -> Vec<(&'static str, OsString)> {
+        let mut env = vec![
+            ("OUTPOST_CONFIG_DIR", self.config.clone().into_os_string()),
+            ("OUTPOST_DATA_DIR", self.data.clone().into_os_string()),
+            ("OUTPOST_SECRETS", "memory".into()),
+            ("HOME", self.home.clone().into_os_string()),
+            (
+                "XDG_CONFIG_HOME",
+                self.home.join(".config").into_os_string(),
+            ),
+            (
+                "XDG_DATA_HOME",
+                self.home.join(".local/share").into_os_string(),
+            ),
+            ("XDG_CACHE_HOME", self.home.join(".cache").into_os_string()),
+        ];
+        if let Some(t) = token {
+            env.push(("OUTPOST_LIVEKIT_TOKEN", t.into()));
+        }
+        env
+    }
+}
+
+/// The Python peer `script` (in tests/py) run by `python` in namespace `netns`, joining
+/// `url`'s `room` as the agent `identity` (`LK_URL`, `LK_ROOM`, `LK_IDENTITY`, `LK_TOKEN`,
+/// with a dev-keys token of the agent kind), talking to the app as `outpost-app`
+/// (`OUTPOST_IDENTITY`). Add the script's own variables, then [`Assistant::spawn`] it.
+pub fn agent_command(
+    python: &Path,
+    script: &str,
+    netns: &str,
+    url: &str,
+    room: &str,
+    identity: &str,
+) -> anyhow::Result<Command> {
+    let token = outpost_room::Keys::dev().mint_with_kind(
+        room,
+        identity,
+        None,
+        Duration::from_secs(3600),
+        "agent",
+    )?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(python)
+        .arg(outpost_tests::python::scripts_dir().join(script))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_ROOM", room)
+        .env("LK_IDENTITY", identity)
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app");
+    Ok(cmd)
+}
+
+/// `tests/py/lk_agent.py` (a real LiveKit Agents `AgentSession` with a scripted LLM) as
+/// `agent` in `room`, in namespace `netns`; its JSON lines collected, its stderr in
+/// `dir/agent.stderr`.
+pub fn start_lk_agent(netns: &str, url: &str, room: &str, dir: &Path) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::agents_python()?;
+    let mut cmd = agent_command(&py, "lk_agent.py", netns, url, room, "agent")?;
+    cmd.env("LK_TIMEOUT", "400");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
 }

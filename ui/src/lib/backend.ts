@@ -132,6 +132,7 @@ export interface Commands {
     returns: SearchHit[];
   };
   history_get: { args: { conversationId: string }; returns: ConversationDetail };
+  history_continue: { args: { conversationId: string }; returns: null };
   history_export: {
     args: { conversationId: string | null; format: ExportFormat };
     returns: ExportResult;
@@ -187,6 +188,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'history_list',
   'history_search',
   'history_get',
+  'history_continue',
   'history_export',
   'history_delete_all',
   'tools_list',

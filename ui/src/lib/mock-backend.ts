@@ -356,6 +356,18 @@ export class MockBackend implements Backend {
       if (!c) throw fail('not_found', `No conversation ${conversationId}.`);
       return c;
     },
+    history_continue: ({ conversationId }) => {
+      const c = this.conversations.get(conversationId);
+      if (!c) throw fail('not_found', `No conversation ${conversationId}.`);
+      if (!this.#session || this.#connection.state !== 'connected') {
+        throw fail('not_connected', 'Not connected to the assistant.');
+      }
+      if (this.#session.conversationId === conversationId) return null;
+      this.#archiveCurrent();
+      this.emit({ type: 'conversation', data: { conversationId, transcript: clone(c.transcript) } });
+      this.emit({ type: 'session', data: { ...this.#session, conversationId, sessionId: nanoid() } });
+      return null;
+    },
     history_export: ({ conversationId, format }) => {
       const what = conversationId ? [this.conversations.get(conversationId)] : [...this.conversations.values()];
       if (what.some((c) => !c)) throw fail('not_found', `No conversation ${conversationId}.`);

@@ -8,7 +8,8 @@
  * - deltas apply in `seq` order, and stop once the whole message arrived (it wins);
  * - a finished card never changes again; "awaiting consent" never follows "running";
  * - a result for a call never announced gets a placeholder card;
- * - a new conversation (a `session` event with another conversation id) starts empty.
+ * - a new conversation (a `session` event with another conversation id) starts empty;
+ * - a continued conversation (a `conversation` event) starts from its stored transcript.
  */
 import type {
   AssistantMessage,
@@ -167,6 +168,9 @@ export class TranscriptFold {
         this.#conversationId = id;
         return;
       }
+      case 'conversation':
+        this.reset(entriesFromTranscript(event.data.transcript), event.data.conversationId);
+        return;
       case 'user_message': {
         if (this.#message(event.data.id)) return;
         const { id, text, at } = event.data;

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use outpost_policy::{Decider, Decision, ServerClaims};
 use outpost_protocol::{
-    Message, ToolDescriptor, ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult,
+    HistoryMessage, Message, ToolDescriptor, ToolUseCancel, ToolUseProgress, ToolUseRequest,
+    ToolUseResult,
 };
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
@@ -104,10 +105,15 @@ pub enum Command {
         /// The call.
         id: String,
     },
-    /// Start a new conversation (`None`) or continue another one: sends a new hello.
+    /// Start a new conversation (`None`) or continue another one: sends a new hello (in
+    /// LiveKit Agents mode, opens it at once).
     SwitchConversation {
         /// The conversation to continue.
         conversation_id: Option<String>,
+        /// What was said in it so far, oldest first (from the history): the next hello
+        /// carries it, for an assistant that no longer holds the conversation. Empty for
+        /// a new conversation.
+        history: Vec<HistoryMessage>,
     },
     /// End the session.
     Leave,
@@ -277,6 +283,14 @@ pub enum Effect {
         /// The text.
         text: String,
     },
+    /// LiveKit Agents mode: answer an `outpost.conversation` call with the stored
+    /// messages of this conversation (the caller reads the store).
+    ReadConversation {
+        /// The call.
+        request_id: String,
+        /// The conversation to read.
+        conversation_id: String,
+    },
     /// Answer an RPC call.
     RpcReply {
         /// The call.
@@ -293,7 +307,8 @@ pub struct RpcCall {
     pub request_id: String,
     /// Who called.
     pub caller: String,
-    /// The method: a tool name, [`LIST_TOOLS`](super::LIST_TOOLS) or [`READ_RESULT`](super::READ_RESULT).
+    /// The method: a tool name, [`LIST_TOOLS`](super::LIST_TOOLS),
+    /// [`READ_RESULT`](super::READ_RESULT) or [`CONVERSATION`](super::CONVERSATION).
     pub method: String,
     /// The payload (JSON for Outpost's methods).
     pub payload: String,

@@ -46,7 +46,10 @@ use outpost_protocol::{
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
 
-pub use agents::{CHAT_TOPIC, LIST_TOOLS, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT};
+pub use agents::{
+    CHAT_TOPIC, CONVERSATION, CONVERSATION_TOPIC, LIST_TOOLS, READ_RESULT, RPC_APPLICATION_ERROR,
+    RPC_PAYLOAD_LIMIT,
+};
 pub use io::{Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure};
 
 use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, UiEvent};
@@ -182,6 +185,9 @@ pub struct Machine {
     phase: Phase,
     /// The conversation the next hello asks for.
     wanted: Option<String>,
+    /// What was said in `wanted` before, for the next hello (a conversation continued from
+    /// the history); sent once, dropped at the welcome.
+    earlier: Vec<outpost_protocol::HistoryMessage>,
     /// The conversation of the live session.
     conversation: Option<String>,
     held: VecDeque<Message>,
@@ -222,6 +228,7 @@ impl Machine {
             version: 0,
             tools_unannounced: false,
             wanted,
+            earlier: Vec::new(),
             conversation: None,
             held: VecDeque::new(),
             sent_results: VecDeque::new(),
@@ -515,6 +522,9 @@ impl Machine {
             self.config.tools.clone(),
         );
         hello.conversation_id = self.wanted.clone();
+        if hello.conversation_id.is_some() {
+            hello.history.clone_from(&self.earlier);
+        }
         fx.0.push(Effect::Send {
             to,
             message: Message::ClientHello(hello),
@@ -772,6 +782,16 @@ impl Machine {
         {
             self.end_grants();
         }
+        if !self.earlier.is_empty() && self.wanted.as_ref() != Some(&w.conversation_id) {
+            // The user picked a stored conversation; the assistant opened another one.
+            fx.ui(UiEvent::Error {
+                message: format!(
+                    "{} did not continue the conversation you picked; it started a new one",
+                    w.assistant_name
+                ),
+            });
+        }
+        self.earlier.clear();
         self.welcomed_by = self.assistant.clone();
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
@@ -955,7 +975,10 @@ impl Machine {
                     });
                 }
             }
-            Command::SwitchConversation { conversation_id } => {
+            Command::SwitchConversation {
+                conversation_id,
+                history,
+            } => {
                 self.end_grants();
                 if let Some(old) = self.conversation.take() {
                     fx.record(Record::EndConversation {
@@ -964,6 +987,12 @@ impl Machine {
                     });
                 }
                 self.wanted = conversation_id;
+                self.earlier = history;
+                if self.in_agents_mode() && self.phase == Phase::Welcomed {
+                    // LiveKit's conventions have no hello: Outpost opens the conversation.
+                    self.open_agents_conversation(fx, now, "the user switched conversations");
+                    return;
+                }
                 self.phase = Phase::NeedHello;
                 self.maybe_hello(fx, now);
             }

@@ -216,6 +216,7 @@ fn a_version_1_assistant_learns_the_catalogue_at_its_next_hello_only() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         30,
     );
@@ -928,6 +929,7 @@ fn switching_conversations_sends_a_new_hello() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: Some("old".into()),
+            history: Vec::new(),
         }),
         100,
     );
@@ -939,10 +941,82 @@ fn switching_conversations_sends_a_new_hello() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         120,
     );
     assert_eq!(hello_of(&fx).conversation_id, None);
+}
+
+fn said(role: outpost_protocol::HistoryRole, text: &str) -> outpost_protocol::HistoryMessage {
+    outpost_protocol::HistoryMessage {
+        role,
+        text: text.into(),
+    }
+}
+
+/// Continuing a stored conversation: the hello carries what was said, once; a rejoin's
+/// hello does not repeat it.
+#[test]
+fn continuing_a_stored_conversation_tells_the_assistant_what_was_said_once() {
+    use outpost_protocol::HistoryRole::{Assistant, User};
+    let mut m = live();
+    let earlier = vec![said(User, "remember the otter"), said(Assistant, "Noted.")];
+    let fx = m.handle(
+        Input::Command(Command::SwitchConversation {
+            conversation_id: Some("stored".into()),
+            history: earlier.clone(),
+        }),
+        100,
+    );
+    let hello = hello_of(&fx);
+    assert_eq!(hello.conversation_id.as_deref(), Some("stored"));
+    assert_eq!(hello.history, earlier);
+    // A hello repeated while no welcome came still carries it.
+    assert_eq!(hello_of(&m.handle(Input::Tick, 5_200)).history, earlier);
+    let fx = recv(&mut m, welcome("stored"), 5_300);
+    assert!(
+        !uis(&fx).iter().any(|u| matches!(u, UiEvent::Error { .. })),
+        "{fx:?}"
+    );
+    assert_eq!(m.conversation_id(), Some("stored"));
+    // A full rejoin: the hello names the conversation without its history.
+    m.handle(
+        Input::Reconnecting {
+            reason: "lost".into(),
+        },
+        6_000,
+    );
+    let fx = m.handle(
+        Input::Reconnected {
+            resumed: false,
+            assistant_changed: false,
+        },
+        7_000,
+    );
+    let hello = hello_of(&fx);
+    assert_eq!(hello.conversation_id.as_deref(), Some("stored"));
+    assert!(hello.history.is_empty(), "{hello:?}");
+}
+
+/// An assistant that opens another conversation instead of the one the user picked: the
+/// app follows it, and the user is told.
+#[test]
+fn an_assistant_that_does_not_continue_is_followed_and_the_user_told() {
+    let mut m = live();
+    m.handle(
+        Input::Command(Command::SwitchConversation {
+            conversation_id: Some("stored".into()),
+            history: vec![said(outpost_protocol::HistoryRole::User, "hi")],
+        }),
+        100,
+    );
+    let fx = recv(&mut m, welcome("fresh"), 110);
+    assert_eq!(m.conversation_id(), Some("fresh"));
+    let told = uis(&fx).into_iter().any(|u| {
+        matches!(u, UiEvent::Error { message } if message.contains("did not continue the conversation you picked"))
+    });
+    assert!(told, "{fx:?}");
 }
 
 #[test]
@@ -1179,6 +1253,7 @@ fn grant_scopes_change_with_the_conversation_and_the_assistant() {
     m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         3,
     );

@@ -7,7 +7,9 @@ mod tool;
 
 pub use chat::{AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, UserMessage};
 pub use error::{ErrorMessage, ProtocolErrorCode, Role};
-pub use session::{ClientHello, ServerWelcome, ToolDescriptor, ToolsChanged};
+pub use session::{
+    ClientHello, HistoryMessage, HistoryRole, ServerWelcome, ToolDescriptor, ToolsChanged,
+};
 pub use tool::{
     Execution, ProgressState, ToolErrorCode, ToolUseCancel, ToolUseProgress, ToolUseRequest,
     ToolUseResult,

@@ -322,7 +322,7 @@ transcript: Array<TranscriptEntry>,
  */
 pendingConsents: Array<ConsentRequest>, };
 
-export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel };
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel } | { "type": "conversation", "data": ConversationOpened };
 
 export type UserMessage = { 
 /**
@@ -1041,6 +1041,16 @@ export type ConversationDetail = {
 summary: ConversationSummary, 
 /**
  * Read-only transcript.
+ */
+transcript: Array<TranscriptEntry>, };
+
+export type ConversationOpened = { 
+/**
+ * The conversation; the next `session` event with this id keeps the transcript.
+ */
+conversationId: string, 
+/**
+ * Its messages and tool cards so far.
  */
 transcript: Array<TranscriptEntry>, };
 
