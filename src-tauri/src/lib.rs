@@ -35,10 +35,14 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             app.manage(desktop.clone());
             if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
                 let d = desktop.clone();
-                window.on_window_event(move |ev| {
-                    if let WindowEvent::Focused(f) = ev {
-                        d.set_focused(*f);
+                window.on_window_event(move |ev| match ev {
+                    WindowEvent::Focused(f) => d.set_focused(*f),
+                    // Files dropped on the window: staged for the next message (or
+                    // refused, with a notice), by their real paths.
+                    WindowEvent::DragDrop(tauri::DragDropEvent::Drop { paths, .. }) => {
+                        d.attach_dropped(paths);
                     }
+                    _ => {}
                 });
             }
             if desktop.should_autoconnect() {
@@ -58,6 +62,9 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::session::session_new_conversation,
             commands::session::session_test_connection,
             commands::chat::chat_send,
+            commands::chat::chat_attach_pick,
+            commands::chat::chat_attach_data,
+            commands::chat::chat_attach_remove,
             commands::chat::chat_open_link,
             commands::consent::consent_answer,
             commands::consent::consent_list_remembered,

@@ -23,8 +23,8 @@
 mod common;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, Profile, RoomServer, start_lk_agent, wait_for};
-use outpost_tests::lkclient::{NsPair, in_netns};
+use common::{App, Assistant, Driver, Profile, wait_for};
+use outpost_tests::lkclient::in_netns;
 use outpost_tests::netns::NetNs;
 use serde_json::Value;
 
@@ -219,25 +219,9 @@ const HERON: &str = "remember the heron";
 fn continue_with_a_livekit_agents_agent() {
     let _one = common::serial();
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let profile = Profile::new(&root).unwrap();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    profile.save_connection(&server.url, ROOM).unwrap();
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
-        let driver =
-            Driver::start(&client_ns, &root.join("logs"), &profile.env(Some(&token))).await?;
-        let agent = start_lk_agent(&server_ns, &url, ROOM, &root)?;
-        let r = agents_scenario(&driver, &agent, &profile).await;
-        driver.with_log(r, Some(&agent))
+    common::with_lk_agent(ROOM, dir.path(), |driver, agent, profile| {
+        Box::pin(agents_scenario(driver, agent, profile))
     });
-    drop(server);
-    drop(pair);
-    outcome.unwrap_or_else(|e| common::fail(&e));
 }
 
 /// The conversations the agent has loaded from Outpost so far.
@@ -270,12 +254,7 @@ async fn agents_scenario(
     agent: &Assistant,
     profile: &Profile,
 ) -> anyhow::Result<()> {
-    let app = App::launch().await?;
-    app.wait_text("[data-testid=connection-state]", "Connected")
-        .await?;
-    agent.wait_event("ready").await?;
-    app.wait_text("[data-testid=assistant-mode]", "LiveKit Agents")
-        .await?;
+    let app = App::launch_with_lk_agent(agent).await?;
     app.say(HERON).await?;
     app.wait_assistant(&format!("You said: {HERON}")).await?;
 

@@ -3,13 +3,15 @@ outpost-agent (scripted brain) through outpost-room. It checks the whole server 
 the protocol: early messages, hello/welcome, streamed deltas, client/either/server tool
 requests, a denial, consent-aware timeouts with ToolUseCancel, messages typed ahead
 (answered in order), an interrupt by a new hello, a conversation continued from the app's
-history (hello `history`), malformed input, and messages above
+history (hello `history`), an attachment (type 13), malformed input, and messages above
 15 000 bytes as byte streams in both directions.
 
 Env: LK_URL, LK_ROOM, AGENT (identity), E2E_FILE (a file this client "reads" for the
 agent), GRACE_S (the agent's --result-grace-ms, in seconds). Prints one JSON report."""
 
 import asyncio
+import base64
+import hashlib
 import os
 import time
 
@@ -257,6 +259,18 @@ async def main():
     m, _, _, _ = await turn(c, "u9", "recall")
     check("remember the otter" in m["text"], f"the agent was told the earlier part: {m['text']}")
     out["continued"] = m["text"]
+
+    # 9. An attachment (type 13, offered because the welcome lists "attachments"), then the
+    #    message it belongs to: the agent's model is told its name, type, size and hash.
+    check("attachments" in w3.get("capabilities", []), f"capabilities: {w3}")
+    body = b"The otter swims at dawn.\n"
+    digest = hashlib.sha256(body).hexdigest()
+    await c.send({"type": 13, "id": "a1", "messageId": "u10", "name": "otter.txt",
+                  "mimeType": "text/plain", "size": len(body), "sha256": digest,
+                  "data": base64.b64encode(body).decode()})
+    m, _, _, _ = await turn(c, "u10", "what did I give you?")
+    check(f"otter.txt, text/plain, {len(body)} bytes, sha256 {digest}" in m["text"], m["text"])
+    out["attachment"] = m["text"]
 
     await asyncio.sleep(0.3)
     errs_after = sum(1 for x in c.inbox if x.get("type") == 1)

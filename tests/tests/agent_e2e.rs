@@ -5,7 +5,8 @@
 //! tool, a denial, a consent-paused timeout ending in ToolUseCancel, a message typed
 //! ahead (answered after the first, nothing cancelled), an interrupt by a new hello,
 //! messages above 15 000 bytes as byte streams both ways, and a conversation the agent
-//! never held continued under its id with the hello's `history` as memory.
+//! never held continued under its id with the hello's `history` as memory, and an
+//! attachment (type 13) the agent's model is told about.
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -78,6 +79,13 @@ fn scripted_agent_serves_the_whole_protocol_to_an_sdk_client() {
             .as_str()
             .unwrap()
             .contains("“remember the otter”"),
+        "{r}"
+    );
+    assert!(
+        r["attachment"]
+            .as_str()
+            .unwrap()
+            .contains("You gave me: otter.txt, text/plain"),
         "{r}"
     );
     drop(agent);

@@ -134,6 +134,30 @@ describe('App over the mock backend', () => {
     expect(backend.calls.some((c) => c.cmd === 'history_continue')).toBe(true);
   });
 
+  it('a file is shown exactly as it will be sent, can be removed, and goes with the message', async () => {
+    const { backend } = await start(true);
+    await backend.call('session_start_demo', {});
+    await vi.waitFor(() => expect(screen.getByTestId('connection-state')).toHaveTextContent('Connected'));
+    const user = userEvent.setup();
+    await user.click(screen.getByRole('button', { name: 'Attach a file' }));
+    const staged = await screen.findByTestId('staged-files');
+    expect(staged).toHaveTextContent('screenshot.png');
+    expect(staged).toHaveTextContent('image/png · 68 bytes');
+    expect(staged).toHaveTextContent(/SHA-256 f1f2b8e35a1e/);
+    expect(staged).toHaveTextContent('as Attachment messages of the Outpost protocol');
+    expect(within(staged).getByRole('img', { name: 'screenshot.png' })).toBeInTheDocument();
+    // Removed, then attached again and sent with an empty text.
+    await user.click(within(staged).getByRole('button', { name: 'Remove screenshot.png' }));
+    await vi.waitFor(() => expect(screen.queryByTestId('staged-files')).toBeNull());
+    await user.click(screen.getByRole('button', { name: 'Attach a file' }));
+    await screen.findByTestId('staged-files');
+    await user.click(screen.getByRole('button', { name: 'Send' }));
+    const sent = await screen.findByRole('list', { name: 'Files sent' });
+    expect(sent).toHaveTextContent('screenshot.png');
+    expect(screen.queryByTestId('staged-files')).toBeNull();
+    expect(await screen.findByText(/You gave me: screenshot.png, image\/png, 68 bytes/, {}, { timeout: 3000 })).toBeInTheDocument();
+  });
+
   it('settings: tools can be switched and remembered decisions revoked, by keyboard', async () => {
     const { app, backend } = await start(true);
     backend.remembered.push({ id: 'r1', tool: 'read_local_file', decision: 'always_allow', folder: '~/Documents' });

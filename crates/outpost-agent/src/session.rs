@@ -44,11 +44,11 @@ use tokio_util::sync::CancellationToken;
 use outpost_livekit::{RoomEvent, RoomEvents};
 use outpost_llm::{ChatMessage, ModelTurn, ToolBatch, ToolCall, ToolCallError, ToolResult};
 use outpost_protocol::{
-    AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, ClientHello, ErrorMessage,
-    Execution, HistoryMessage, HistoryRole, MAX_TIMEOUT_MS, MIN_PROTOCOL_VERSION, Message,
-    PROTOCOL_VERSION, ProgressState, Role, ServerWelcome, TOPIC, ToolDescriptor, ToolErrorCode,
-    ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult, UserMessage, decode, negotiate,
-    new_id, peek_id,
+    ATTACHMENTS_CAPABILITY, AssistantDelta, AssistantMessage, AssistantState, AssistantStatus,
+    Attachment, ClientHello, ErrorMessage, Execution, HistoryMessage, HistoryRole, MAX_TIMEOUT_MS,
+    MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState, Role, ServerWelcome, TOPIC,
+    ToolDescriptor, ToolErrorCode, ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult,
+    UserMessage, decode, negotiate, new_id, peek_id,
 };
 
 use crate::brain::{Brain, BrainRequest};
@@ -241,6 +241,28 @@ struct RunningTurn {
     join: tokio::task::JoinHandle<()>,
 }
 
+/// Attachments held for messages not yet received, per app.
+const HELD_ATTACHMENTS: usize = 32;
+
+/// Largest UTF-8 attachment whose text the model is given, in bytes.
+const ATTACHMENT_TEXT_BYTES: u64 = 64 * 1024;
+
+/// What the model is told about an attachment: a line the scripted brain reads
+/// (`[attachment: NAME, TYPE, N bytes, sha256 HEX]`), then the text of a small UTF-8 file.
+/// The model bridges are text only: an image is described, not shown.
+pub fn attachment_note(a: &Attachment) -> String {
+    let mut note = format!(
+        "[attachment: {}, {}, {} bytes, sha256 {}]",
+        a.name, a.mime_type, a.size, a.sha256
+    );
+    if a.size <= ATTACHMENT_TEXT_BYTES && !a.mime_type.starts_with("image/") {
+        if let Some(text) = a.bytes().ok().and_then(|b| String::from_utf8(b).ok()) {
+            note.push_str(&format!("\n```\n{}\n```", text.trim_end()));
+        }
+    }
+    note
+}
+
 /// One app's protocol session.
 struct Session {
     shared: Arc<Shared>,
@@ -250,6 +272,10 @@ struct Session {
     turn: Option<RunningTurn>,
     /// UserMessages waiting for the turn in progress to end, oldest first.
     queue: VecDeque<UserMessage>,
+    /// Attachments (type 13) waiting for the UserMessage they belong to, oldest first;
+    /// at most [`HELD_ATTACHMENTS`] (an app that never sends the message cannot pile
+    /// them up).
+    attached: VecDeque<Attachment>,
     /// Turns started so far (numbers them).
     started: u64,
     /// Where turn tasks report that they ended.
@@ -265,6 +291,7 @@ impl Session {
             client_tools: Vec::new(),
             turn: None,
             queue: VecDeque::new(),
+            attached: VecDeque::new(),
             started: 0,
             done,
         }
@@ -333,10 +360,28 @@ impl Session {
                     self.conversation = None;
                 }
             }
-            Message::UserMessage(m) if welcomed => {
+            Message::UserMessage(mut m) if welcomed => {
+                // Its attachments came just before it: the model reads about them first.
+                let notes: Vec<String> = self
+                    .attached
+                    .iter()
+                    .filter(|a| a.message_id == m.id)
+                    .map(attachment_note)
+                    .collect();
+                self.attached.retain(|a| a.message_id != m.id);
+                if !notes.is_empty() {
+                    m.text = format!("{}\n\n{}", notes.join("\n\n"), m.text);
+                }
                 // The user typed ahead: answer in order, one turn after the other.
                 self.queue.push_back(m);
                 self.next_turn();
+            }
+            Message::Attachment(a) if welcomed => {
+                tracing::info!(identity = %self.identity, name = %a.name, size = a.size, "attachment");
+                if self.attached.len() >= HELD_ATTACHMENTS {
+                    self.attached.pop_front();
+                }
+                self.attached.push_back(a);
             }
             Message::ToolUseResult(r) if welcomed => {
                 self.to_turn(&r.id.clone(), ToolEvent::Result(r))
@@ -351,6 +396,7 @@ impl Session {
                 self.client_tools = t.tools;
             }
             m @ (Message::UserMessage(_)
+            | Message::Attachment(_)
             | Message::ToolUseResult(_)
             | Message::ToolUseProgress(_)) => {
                 self.send(ErrorMessage::unexpected(&m, Role::Client, true))
@@ -401,6 +447,7 @@ impl Session {
             session_id: new_id(),
             conversation_id,
             assistant_name: self.shared.brain.assistant_name(),
+            capabilities: vec![ATTACHMENTS_CAPABILITY.to_owned()],
         })
         .await;
         self.send(status(AssistantState::Idle, None, None)).await;

@@ -16,7 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::events::UiEvent;
 use crate::machine::{
-    CONVERSATION, Input, LIST_TOOLS, READ_RESULT, RPC_PAYLOAD_LIMIT, RpcCall, RpcFailure,
+    ByteStream, CONVERSATION, Input, LIST_TOOLS, READ_RESULT, RPC_PAYLOAD_LIMIT, RpcCall,
+    RpcFailure,
 };
 
 /// The topic LiveKit Agents publish transcriptions on.
@@ -172,22 +173,58 @@ pub fn spawn_transcript_reader(
     });
 }
 
-/// Sends user text in order, one text stream each; a failure is told to the user.
+/// A text or byte stream for the agent.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// Text (`lk.chat`, `outpost.conversation`).
+    Text {
+        /// Destination identity.
+        to: String,
+        /// Topic.
+        topic: String,
+        /// The text.
+        text: String,
+    },
+    /// A file.
+    Bytes(ByteStream),
+}
+
+/// Sends streams in order, one at a time (a file before the words that refer to it); a
+/// failure is told to the user.
 pub async fn text_sender(
     room: Room,
-    mut rx: mpsc::UnboundedReceiver<(String, String, String)>,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
     ui: mpsc::UnboundedSender<UiEvent>,
 ) {
-    while let Some((to, topic, text)) = rx.recv().await {
-        let options = StreamOptions {
-            topic,
-            destination_identities: vec![to],
-            ..StreamOptions::default()
+    while let Some(out) = rx.recv().await {
+        let sent = match out {
+            Outgoing::Text { to, topic, text } => {
+                let options = StreamOptions {
+                    topic,
+                    destination_identities: vec![to],
+                    ..StreamOptions::default()
+                };
+                room.send_text(&text, options)
+                    .await
+                    .map_err(|e| format!("your message could not be sent to the assistant: {e}"))
+            }
+            Outgoing::Bytes(file) => {
+                let name = file.name.clone();
+                let options = StreamOptions {
+                    topic: file.topic,
+                    destination_identities: vec![file.to],
+                    name: Some(file.name),
+                    mime_type: Some(file.mime_type),
+                    attributes: file.attributes.into_iter().collect(),
+                    ..StreamOptions::default()
+                };
+                room.send_bytes(&file.bytes, options)
+                    .await
+                    .map_err(|e| format!("{name} could not be sent to the assistant: {e}"))
+            }
         };
-        if let Err(e) = room.send_text(&text, options).await {
-            let _ = ui.send(UiEvent::Error {
-                message: format!("your message could not be sent to the assistant: {e}"),
-            });
+        if let Err(message) = sent {
+            let _ = ui.send(UiEvent::Error { message });
         }
     }
 }

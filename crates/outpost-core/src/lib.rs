@@ -44,7 +44,9 @@ pub mod session;
 pub mod voice;
 
 pub use error::{CoreError, Result};
-pub use events::{AssistantMode, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
+pub use events::{
+    AssistantMode, AttachmentInfo, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent,
+};
 pub use executor::{Permissions, PolicySource, ToolsConfig};
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
 /// The audio types a voice caller handles.

@@ -316,10 +316,36 @@ impl Session {
 
     /// Sends a user message (held until the assistant has welcomed us). Returns its id.
     pub fn send_message(&self, text: impl Into<String>) -> Result<String> {
+        self.send_message_with(text, Vec::new())
+    }
+
+    /// Sends a user message with files (`(name, mime type, bytes)` each), which go first:
+    /// Attachment messages (Outpost protocol, to an assistant that announced
+    /// `attachments`) or byte streams (LiveKit Agents mode: images on `images`, other
+    /// files on `files`). Returns the message id. An assistant that takes no files gets
+    /// nothing; the UI is told.
+    pub fn send_message_with(
+        &self,
+        text: impl Into<String>,
+        files: Vec<(String, String, Vec<u8>)>,
+    ) -> Result<String> {
         let id = outpost_protocol::new_id();
+        let attachments = files
+            .into_iter()
+            .map(|(name, mime, bytes)| {
+                outpost_protocol::Attachment::new(
+                    outpost_protocol::new_id(),
+                    id.clone(),
+                    name,
+                    mime,
+                    &bytes,
+                )
+            })
+            .collect();
         self.command(Command::SendUserMessage {
             id: id.clone(),
             text: text.into(),
+            attachments,
         })?;
         Ok(id)
     }
@@ -391,7 +417,7 @@ struct Io {
     /// RPC calls waiting for the machine's answer.
     agents_tx: mpsc::UnboundedSender<AgentsInput>,
     agents_rx: Option<mpsc::UnboundedReceiver<AgentsInput>>,
-    text: mpsc::UnboundedSender<(String, String, String)>,
+    text: mpsc::UnboundedSender<agents_io::Outgoing>,
     replies: std::collections::HashMap<String, Reply>,
     /// The tool RPC methods registered now (Agents mode), followed as the catalogue changes.
     registered: Vec<String>,
@@ -690,7 +716,12 @@ impl Io {
                     self.executor.cancel(&c);
                 }
                 Effect::SendText { to, topic, text } => {
-                    let _ = self.text.send((to, topic, text));
+                    let _ = self
+                        .text
+                        .send(agents_io::Outgoing::Text { to, topic, text });
+                }
+                Effect::SendBytes(file) => {
+                    let _ = self.text.send(agents_io::Outgoing::Bytes(file));
                 }
                 Effect::ReadConversation {
                     request_id,
@@ -750,6 +781,7 @@ impl Io {
             Record::Tool(t) => s.log_tool_event(t),
             Record::Consent(c) => s.log_consent(c),
             Record::ProtocolError(e) => s.log_protocol_error(e),
+            Record::Attachment(a) => s.log_attachment(a),
         };
         let ui = self.ui.clone();
         tokio::spawn(async move {

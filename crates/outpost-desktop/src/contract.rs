@@ -91,6 +91,9 @@ pub struct SessionInfo {
     pub assistant_name: String,
     /// What the assistant speaks: `outpost` or `livekit_agents`.
     pub mode: AssistantMode,
+    /// Whether it takes files and images (a LiveKit agent: byte streams; an Outpost
+    /// assistant that announced `attachments`).
+    pub attachments: bool,
 }
 
 /// `StatusEvent`.
@@ -187,6 +190,10 @@ pub enum TranscriptEntry {
         #[serde(skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         speech: Option<SpeechText>,
+        /// The files given with it (absent when none).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<AttachmentView>>", optional)]
+        attachments: Vec<AttachmentView>,
     },
     /// An assistant message (Markdown).
     Assistant {
@@ -320,6 +327,8 @@ pub enum AppEvent {
     /// The chat now shows a stored conversation the user continues (History → Continue):
     /// its transcript replaces the one on screen.
     Conversation(ConversationOpened),
+    /// The files that go with the next message changed (added, removed, sent).
+    Attachments(StagedAttachments),
 }
 
 /// `conversation`.
@@ -524,6 +533,41 @@ pub struct UserMessage {
     pub text: String,
     /// When.
     pub at: Millis,
+    /// The files given with it (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<AttachmentView>>", optional)]
+    pub attachments: Vec<AttachmentView>,
+}
+
+/// A file given to the assistant (or about to be): exactly what is sent of it, and the
+/// image itself where the UI may show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct AttachmentView {
+    /// Id.
+    pub id: String,
+    /// The file's name (no folders).
+    pub name: String,
+    /// Its media type.
+    pub mime_type: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
+    /// An image as a `data:` URL: every staged image; in the transcript and the history
+    /// only images up to 256 KiB (their bytes are kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// `attachments`: the files that go with the next message, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct StagedAttachments {
+    /// The files.
+    pub items: Vec<AttachmentView>,
 }
 
 /// `AssistantDelta`.
@@ -1194,6 +1238,8 @@ pub fn typescript() -> String {
         SessionSnapshot,
         AppEvent,
         UserMessage,
+        AttachmentView,
+        StagedAttachments,
         AssistantDelta,
         AssistantMessage,
         ToolInitiated,

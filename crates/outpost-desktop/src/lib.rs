@@ -6,6 +6,8 @@
 //! - [`contract`]: the UI contract's types (camelCase JSON, `{type, data}` events).
 //! - [`live`]: the live view: core events → contract events, plus the snapshot a reloaded
 //!   page needs.
+//! - [`attachments`]: files the user gives the assistant: checked (secrets list, size),
+//!   staged and shown before they go.
 //! - [`config`]: where files live and the app's `settings.toml`.
 //! - [`secrets`]: the OS keyring.
 //! - [`demo`]: the local demo (the room server and the reference assistant as child
@@ -18,6 +20,7 @@
 //! - `history`: store records → contract types.
 //! - `error`: [`DesktopError`] and its `{code, message}` form.
 
+pub mod attachments;
 pub mod config;
 pub mod contract;
 pub mod demo;

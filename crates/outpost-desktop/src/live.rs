@@ -9,10 +9,11 @@ use outpost_protocol::ToolDescriptor;
 use serde_json::Value;
 
 use crate::contract::{
-    AppEvent, AssistantDelta, AssistantMessage, AssistantState, ConnectionEvent, ConnectionStatus,
-    ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot,
-    SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress,
-    ToolProgressState, ToolResult, TranscriptEntry, UserMessage, UserTranscript, WithdrawnReason,
+    AppEvent, AssistantDelta, AssistantMessage, AssistantState, AttachmentView, ConnectionEvent,
+    ConnectionStatus, ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis,
+    SessionInfo, SessionSnapshot, SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus,
+    ToolInitiated, ToolProgress, ToolProgressState, ToolResult, TranscriptEntry, UserMessage,
+    UserTranscript, WithdrawnReason,
 };
 
 /// What a finished call means for notifications.
@@ -42,6 +43,9 @@ pub struct LiveState {
     seqs: HashMap<String, u32>,
     consents: Vec<ConsentRequest>,
     hints: HashMap<String, (bool, bool, bool)>,
+    /// Images the transcript shows with the next user messages, by SHA-256 (small ones
+    /// only, as the history keeps them); taken when their message is shown.
+    images: HashMap<String, String>,
     attempts: u32,
 }
 
@@ -61,6 +65,7 @@ impl Default for LiveState {
             seqs: HashMap::new(),
             consents: Vec::new(),
             hints: HashMap::new(),
+            images: HashMap::new(),
             attempts: 0,
         }
     }
@@ -95,6 +100,12 @@ impl LiveState {
         }
     }
 
+    /// Images (`data:` URLs by the SHA-256 of their bytes) to show with the files of the
+    /// next user message.
+    pub fn show_images(&mut self, images: impl IntoIterator<Item = (String, String)>) {
+        self.images.extend(images);
+    }
+
     /// The conversation on screen: the welcomed one, or one being continued.
     pub fn conversation_id(&self) -> Option<&str> {
         self.conversation.as_deref()
@@ -126,6 +137,13 @@ impl LiveState {
             conversation_id: id,
             transcript: self.transcript.clone(),
         })
+    }
+
+    /// Whether the assistant of the live session takes files and images, and its name.
+    pub fn attachments_taken(&self) -> Option<(bool, &str)> {
+        self.session
+            .as_ref()
+            .map(|s| (s.attachments, s.assistant_name.as_str()))
     }
 
     /// Whether the live conversation has a user message yet.
@@ -235,6 +253,7 @@ impl LiveState {
                 session_id,
                 assistant_name,
                 mode,
+                attachments,
                 ..
             } => {
                 if self.conversation_id() != Some(conversation_id.as_str()) {
@@ -248,11 +267,28 @@ impl LiveState {
                     session_id,
                     assistant_name,
                     mode,
+                    attachments,
                 };
                 self.session = Some(info.clone());
                 out.push(AppEvent::Session(info));
             }
-            UiEvent::UserMessage { id, text, .. } if !self.index.contains_key(&id) => {
+            UiEvent::UserMessage {
+                id,
+                text,
+                attachments,
+                ..
+            } if !self.index.contains_key(&id) => {
+                let attachments: Vec<AttachmentView> = attachments
+                    .into_iter()
+                    .map(|a| AttachmentView {
+                        image: self.images.remove(&a.sha256),
+                        id: a.id,
+                        name: a.name,
+                        mime_type: a.mime_type,
+                        size: a.size,
+                        sha256: a.sha256,
+                    })
+                    .collect();
                 self.push(
                     id.clone(),
                     TranscriptEntry::User {
@@ -260,9 +296,15 @@ impl LiveState {
                         text: text.clone(),
                         at: now,
                         speech: None,
+                        attachments: attachments.clone(),
                     },
                 );
-                out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
+                out.push(AppEvent::UserMessage(UserMessage {
+                    id,
+                    text,
+                    at: now,
+                    attachments,
+                }));
             }
             UiEvent::UserTranscript { id, text, is_final } => {
                 let speech = if is_final {
@@ -292,6 +334,7 @@ impl LiveState {
                             text: text.clone(),
                             at: now,
                             speech: Some(speech),
+                            attachments: Vec::new(),
                         },
                     ),
                 }
@@ -703,6 +746,7 @@ mod tests {
             assistant_name: "Demo".into(),
             protocol_version: 1,
             mode: outpost_core::AssistantMode::Outpost,
+            attachments: false,
         }
     }
 
@@ -838,6 +882,7 @@ mod tests {
                 id: "u-now".into(),
                 text: "today".into(),
                 queued: false,
+                attachments: Vec::new(),
             },
             2,
         );
@@ -847,6 +892,7 @@ mod tests {
                 text: "remember the otter".into(),
                 at: 1,
                 speech: None,
+                attachments: Vec::new(),
             },
             TranscriptEntry::Assistant {
                 id: "a-old".into(),

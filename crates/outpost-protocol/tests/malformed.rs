@@ -425,3 +425,30 @@ fn a_hello_history_needs_a_conversation_known_roles_and_a_bound() {
     assert_eq!(field, "history", "{reason}");
     assert!(reason.contains("1001"), "{reason}");
 }
+
+#[test]
+fn an_attachment_whose_bytes_do_not_match_its_hash_or_size_is_refused() {
+    let good = json!({"type": 13, "id": "a1", "messageId": "m1", "name": "n.txt",
+                      "mimeType": "text/plain", "size": 2, "data": "aGk=",
+                      "sha256": "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"});
+    assert!(decode(&raw(&good)).is_ok());
+    let mut bad = good.clone();
+    bad["sha256"] = json!("0".repeat(64));
+    assert_eq!(invalid_field(&raw(&bad)).0, "sha256");
+    let mut bad = good.clone();
+    bad["size"] = json!(3);
+    assert_eq!(invalid_field(&raw(&bad)).0, "size");
+    bad["size"] = json!(9);
+    assert_eq!(invalid_field(&raw(&bad)).0, "data");
+    let mut bad = good.clone();
+    bad["name"] = json!("a/b.txt");
+    assert_eq!(invalid_field(&raw(&bad)).0, "name");
+    let mut bad = good;
+    bad["size"] = json!(outpost_protocol::MAX_ATTACHMENT_BYTES + 1);
+    assert_eq!(invalid_field(&raw(&bad)).0, "size");
+    // Only the client sends it.
+    assert_eq!(
+        MessageType::Attachment.direction(),
+        outpost_protocol::Direction::ClientToServer
+    );
+}

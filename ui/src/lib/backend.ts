@@ -28,6 +28,7 @@ export function inApp(): boolean {
 
 import type {
   JsonValue,
+  AttachmentView,
   AboutInfo,
   ConnectionSettings,
   ConnectionTestResult,
@@ -113,6 +114,9 @@ export interface Commands {
   };
 
   chat_send: { args: { text: string }; returns: UserMessage };
+  chat_attach_pick: { args: NoArgs; returns: AttachmentView[] };
+  chat_attach_data: { args: { name: string; mimeType: string | null; data: string }; returns: AttachmentView[] };
+  chat_attach_remove: { args: { id: string }; returns: AttachmentView[] };
   chat_open_link: { args: { url: string }; returns: null };
 
   consent_answer: { args: { consentId: string; decision: ConsentDecision }; returns: null };
@@ -175,6 +179,9 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'session_new_conversation',
   'session_test_connection',
   'chat_send',
+  'chat_attach_pick',
+  'chat_attach_data',
+  'chat_attach_remove',
   'chat_open_link',
   'consent_answer',
   'consent_list_remembered',

@@ -11,6 +11,7 @@
 //! | `time` / `clock` | `current_time`, run by the agent (`server`) |
 //! | `timeout` / `slow` | `search_files` over `~` with `timeoutMs: 1`: the app (or, if it never answers, the agent) gives up |
 //! | `ssh` / `secret` / `denied` | `read_local_file ~/.ssh/id_rsa`, which the app's secrets list refuses |
+//! | an attachment (the app sent a file) | no tool: names each file with its type, size and SHA-256 |
 //! | `recall` | no tool: quotes the first thing the user said in this conversation (memory, also of a conversation the app continued from its history) |
 //!
 //! The checks run in the order of the table from `ssh` up: the first match wins. After
@@ -307,7 +308,13 @@ impl Brain for ScriptedBrain {
             Some(ChatMessage::User { text }) => text.as_str(),
             _ => "",
         };
-        let (text, call) = if word_at(&said.to_ascii_lowercase(), "recall").is_some() {
+        let attached: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.strip_prefix("[attachment: ")?.strip_suffix(']'))
+            .collect();
+        let (text, call) = if !attached.is_empty() {
+            (format!("You gave me: {}.", attached.join("; ")), None)
+        } else if word_at(&said.to_ascii_lowercase(), "recall").is_some() {
             (recall(&history[..last_user.unwrap_or(0)]), None)
         } else {
             self.plan(said)

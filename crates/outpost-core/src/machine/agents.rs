@@ -36,6 +36,17 @@ pub const READ_RESULT: &str = "outpost.read_result";
 /// The RPC method that returns the open conversation's stored messages (what an agent
 /// can load into its chat context, e.g. after the user continued a stored conversation).
 pub const CONVERSATION: &str = "outpost.conversation";
+/// The byte-stream topic of images for the agent (LiveKit's documented convention: the
+/// agent's handler adds them to its chat context).
+pub const IMAGES_TOPIC: &str = "images";
+/// The byte-stream topic of other files (LiveKit has no convention for them; an agent
+/// registers its own handler).
+pub const FILES_TOPIC: &str = "files";
+/// Byte-stream header attribute with the file's SHA-256 (lower-case hex).
+pub const SHA256_ATTRIBUTE: &str = "outpost.sha256";
+/// Byte-stream header attribute naming the user message the file goes with.
+pub const MESSAGE_ATTRIBUTE: &str = "outpost.message_id";
+
 /// The text-stream topic on which Outpost tells the agent the id of the conversation it
 /// opened (at the start, when the user starts a new one, and when the user continues a
 /// stored one). A text stream needs no grant beyond publishing data (a participant
@@ -172,6 +183,7 @@ impl Machine {
             assistant_name: assistant,
             protocol_version: 0,
             mode: AssistantMode::LivekitAgents,
+            attachments: true,
         });
         self.flush(fx, now);
     }
@@ -715,6 +727,7 @@ mod tests {
             Input::Command(Command::SendUserMessage {
                 id: "u1".into(),
                 text: "and now?".into(),
+                attachments: Vec::new(),
             }),
             30,
         );
@@ -753,6 +766,59 @@ mod tests {
         let fresh = m.conversation_id().unwrap().to_owned();
         assert_ne!(fresh, "stored");
         assert_eq!(named(&fx), Some(fresh));
+    }
+
+    /// LiveKit's convention: an image is a byte stream on `images` (name and MIME type in
+    /// the header), sent before the words; another file goes on `files`.
+    #[test]
+    fn files_go_to_the_agent_as_byte_streams_before_the_words() {
+        let mut m = agents();
+        assert!(m.accepts_attachments());
+        let png = b"\x89PNG\r\n\x1a\n....";
+        let fx = m.handle(
+            Input::Command(Command::SendUserMessage {
+                id: "u1".into(),
+                text: "what is this?".into(),
+                attachments: vec![
+                    outpost_protocol::Attachment::new("a1", "u1", "dot.png", "image/png", png),
+                    outpost_protocol::Attachment::new("a2", "u1", "n.txt", "text/plain", b"hi"),
+                ],
+            }),
+            20,
+        );
+        let out: Vec<(String, String)> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::SendBytes(b) => Some((b.topic.clone(), b.name.clone())),
+                Effect::SendText { topic, text, .. } => Some((topic.clone(), text.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            out,
+            [
+                (IMAGES_TOPIC.to_owned(), "dot.png".to_owned()),
+                (FILES_TOPIC.to_owned(), "n.txt".to_owned()),
+                (CHAT_TOPIC.to_owned(), "what is this?".to_owned()),
+            ]
+        );
+        let bytes = fx.iter().find_map(|e| match e {
+            Effect::SendBytes(b) if b.mime_type == "image/png" => {
+                Some((b.bytes.clone(), b.attributes.clone()))
+            }
+            _ => None,
+        });
+        let (bytes, attributes) = bytes.unwrap();
+        assert_eq!(bytes, png, "byte for byte");
+        assert!(attributes.contains(&(
+            SHA256_ATTRIBUTE.to_owned(),
+            outpost_protocol::sha256_hex(png)
+        )));
+        let recorded = fx
+            .iter()
+            .filter(|e| matches!(e, Effect::Record(Record::Attachment(_))))
+            .count();
+        assert_eq!(recorded, 2);
     }
 
     #[test]
@@ -814,6 +880,7 @@ mod tests {
             session_id: "s".into(),
             conversation_id: "c9".into(),
             assistant_name: "Slow".into(),
+            capabilities: Vec::new(),
         };
         let fx = m.handle(
             Input::Received {
@@ -840,6 +907,7 @@ mod tests {
             Input::Command(Command::SendUserMessage {
                 id: "u1".into(),
                 text: "hello agent".into(),
+                attachments: Vec::new(),
             }),
             1,
         );

@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use outpost_policy::{Decider, Decision, ServerClaims};
 use outpost_protocol::{
-    HistoryMessage, Message, ToolDescriptor, ToolUseCancel, ToolUseProgress, ToolUseRequest,
-    ToolUseResult,
+    Attachment, HistoryMessage, Message, ToolDescriptor, ToolUseCancel, ToolUseProgress,
+    ToolUseRequest, ToolUseResult,
 };
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
@@ -99,6 +99,9 @@ pub enum Command {
         id: String,
         /// Text.
         text: String,
+        /// Files to give it first (their `messageId` is `id`); refused with an error, and
+        /// nothing sent, when the assistant does not take them.
+        attachments: Vec<Attachment>,
     },
     /// Stop a tool call running on this machine.
     CancelTool {
@@ -241,6 +244,8 @@ pub enum Record {
     Consent(store::NewConsent),
     /// A protocol error.
     ProtocolError(store::NewProtocolError),
+    /// A file the user gave the assistant.
+    Attachment(store::NewAttachment),
 }
 
 /// What the caller must do.
@@ -283,6 +288,9 @@ pub enum Effect {
         /// The text.
         text: String,
     },
+    /// LiveKit Agents mode: send a file as a byte stream (images on `images`, LiveKit's
+    /// convention; other files on `files`).
+    SendBytes(ByteStream),
     /// LiveKit Agents mode: answer an `outpost.conversation` call with the stored
     /// messages of this conversation (the caller reads the store).
     ReadConversation {
@@ -298,6 +306,23 @@ pub enum Effect {
         /// The payload, or the error.
         reply: Result<String, RpcFailure>,
     },
+}
+
+/// A file for the agent, as one LiveKit byte stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByteStream {
+    /// Destination identity.
+    pub to: String,
+    /// The topic.
+    pub topic: String,
+    /// The stream's name (the file name).
+    pub name: String,
+    /// Its MIME type.
+    pub mime_type: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// Header attributes.
+    pub attributes: Vec<(String, String)>,
 }
 
 /// An RPC call from a participant.

@@ -59,6 +59,7 @@ fn welcome(conv: &str) -> ServerWelcome {
         session_id: "s1".into(),
         conversation_id: conv.into(),
         assistant_name: "Helper".into(),
+        capabilities: Vec::new(),
     }
 }
 
@@ -310,6 +311,7 @@ fn welcome_starts_the_conversation_and_flushes_held_messages_in_order() {
         Input::Command(Command::SendUserMessage {
             id: "u1".into(),
             text: "first".into(),
+            attachments: Vec::new(),
         }),
         1,
     );
@@ -322,6 +324,7 @@ fn welcome_starts_the_conversation_and_flushes_held_messages_in_order() {
         Input::Command(Command::SendUserMessage {
             id: "u2".into(),
             text: "second".into(),
+            attachments: Vec::new(),
         }),
         2,
     );
@@ -847,6 +850,7 @@ fn a_resume_flushes_without_a_new_hello() {
         Input::Command(Command::SendUserMessage {
             id: "u1".into(),
             text: "hi".into(),
+            attachments: Vec::new(),
         }),
         110,
     );
@@ -1302,4 +1306,87 @@ fn leave_ends_and_records_the_end() {
     let fx = m.handle(Input::Exec(ExecEvent::Result(ok("t1"))), 3);
     assert!(sent(&fx).is_empty());
     assert_eq!(records(&fx).len(), 1);
+}
+
+fn attached(name: &str, mime: &str, bytes: &[u8]) -> outpost_protocol::Attachment {
+    outpost_protocol::Attachment::new(format!("a-{name}"), "u1", name, mime, bytes)
+}
+
+fn send_with(
+    m: &mut Machine,
+    files: Vec<outpost_protocol::Attachment>,
+    now: Millis,
+) -> Vec<Effect> {
+    m.handle(
+        Input::Command(Command::SendUserMessage {
+            id: "u1".into(),
+            text: "look".into(),
+            attachments: files,
+        }),
+        now,
+    )
+}
+
+/// Files go only to an assistant that announced it reads them; otherwise nothing of the
+/// message leaves and the user is told.
+#[test]
+fn attachments_go_only_to_an_assistant_that_reads_them_before_the_words() {
+    let mut m = live();
+    assert!(!m.accepts_attachments());
+    let fx = send_with(&mut m, vec![attached("a.png", "image/png", b"png")], 20);
+    assert!(sent(&fx).is_empty(), "{fx:?}");
+    assert!(records(&fx).is_empty(), "{fx:?}");
+    assert!(
+        uis(&fx).iter().any(
+            |u| matches!(u, UiEvent::Error { message } if message.contains("nothing was sent"))
+        )
+    );
+
+    let mut m = machine();
+    m.handle(
+        Input::Joined {
+            assistant: Some(A.into()),
+        },
+        0,
+    );
+    let mut w = welcome("c1");
+    w.capabilities = vec!["attachments".into()];
+    let fx = recv(&mut m, w, 10);
+    assert!(
+        uis(&fx).iter().any(|u| matches!(
+            u,
+            UiEvent::SessionStarted {
+                attachments: true,
+                ..
+            }
+        )),
+        "{fx:?}"
+    );
+    let fx = send_with(
+        &mut m,
+        vec![
+            attached("a.png", "image/png", b"png"),
+            attached("b.txt", "text/plain", b"words"),
+        ],
+        20,
+    );
+    let kinds: Vec<u8> = sent(&fx).iter().map(|s| s.message_type().code()).collect();
+    assert_eq!(kinds, [13, 13, 4], "the files, then the words");
+    let kept: Vec<(String, bool)> = records(&fx)
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Attachment(a) => Some((a.name, a.data.is_some())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [("a.png".to_owned(), true), ("b.txt".to_owned(), false)],
+        "the bytes of small images only"
+    );
+    let shown = uis(&fx).into_iter().find_map(|u| match u {
+        UiEvent::UserMessage { attachments, .. } => Some(attachments),
+        _ => None,
+    });
+    assert_eq!(shown.map(|a| a.len()), Some(2));
 }

@@ -82,6 +82,8 @@ struct Inner {
     _watcher: Option<outpost_policy::PolicyWatcher>,
     /// Voice: the devices and the microphone track (crate::voice).
     voice: Arc<crate::voice::VoiceHub>,
+    /// Files that go with the next message (crate::attachments).
+    staged: crate::attachments::StagedFiles,
 }
 
 /// The desktop app's backend. Cheap to clone; all clones share one state.
@@ -169,6 +171,7 @@ impl Desktop {
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
                 _watcher: watcher,
+                staged: crate::attachments::StagedFiles::default(),
             }),
         })
     }

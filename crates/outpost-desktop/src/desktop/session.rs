@@ -24,6 +24,8 @@ impl Desktop {
     /// state at this moment; every later event goes to the sink, in order.
     pub fn subscribe(&self, sink: EventSink) -> SessionSnapshot {
         let configured = self.config().configured;
+        // A (re)loaded page starts with no file waiting to be sent: it shows none.
+        drop(self.inner.staged.take());
         let mut live = lock(&self.inner.live);
         live.sink = Some(sink);
         if let Some(message) = lock(&self.inner.startup_error).take() {

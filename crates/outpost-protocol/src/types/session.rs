@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
-use crate::limits::{MAX_HISTORY_MESSAGES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use crate::limits::{
+    MAX_CAPABILITIES, MAX_HISTORY_MESSAGES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
 use crate::open_enum::closed_enum;
 use crate::validate::{self, Validate};
 use crate::{Map, Version};
@@ -215,6 +217,18 @@ pub struct ServerWelcome {
     pub conversation_id: String,
     /// What the UI calls the assistant.
     pub assistant_name: String,
+    /// Optional message types the server reads, by name (e.g. `attachments`: type 13); a
+    /// client sends such a message only to a server that lists it. Unknown names are
+    /// ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+}
+
+impl ServerWelcome {
+    /// Whether the server announced `capability`.
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
 }
 
 impl Validate for ServerWelcome {
@@ -225,6 +239,18 @@ impl Validate for ServerWelcome {
         validate::id("sessionId", &self.session_id)?;
         validate::id("conversationId", &self.conversation_id)?;
         validate::name("assistantName", &self.assistant_name)?;
+        if self.capabilities.len() > MAX_CAPABILITIES {
+            return Err(FieldError::new(
+                "capabilities",
+                format!(
+                    "lists {}; at most {MAX_CAPABILITIES} are allowed",
+                    self.capabilities.len()
+                ),
+            ));
+        }
+        for (i, c) in self.capabilities.iter().enumerate() {
+            validate::name(&format!("capabilities[{i}]"), c)?;
+        }
         Ok(())
     }
 }

@@ -124,9 +124,10 @@ export class AppState {
     await this.run('Could not send your answer', this.backend.call('mcp_elicitation_answer', { id, action, content }));
   }
 
-  async send(text: string): Promise<boolean> {
+  /** Sends `text` (with the staged files: then it may be empty). */
+  async send(text: string, withFiles = false): Promise<boolean> {
     const trimmed = text.trim();
-    if (!trimmed) return false;
+    if (!trimmed && !withFiles) return false;
     const msg = await this.run('Could not send', this.backend.call('chat_send', { text: trimmed }));
     if (!msg) return false;
     this.session.apply({ type: 'user_message', data: msg });
