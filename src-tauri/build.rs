@@ -50,6 +50,8 @@ const COMMANDS: &[&str] = &[
     "voice_control",
     "voice_devices",
     "voice_set_devices",
+    "system_settings",
+    "system_set",
 ];
 
 fn main() {

@@ -3,6 +3,8 @@
 //! - `commands/<domain>.rs`: one Tauri command per entry of ui/CONTRACT.md, each a few
 //!   lines delegating to `Desktop`.
 //! - `notify`: desktop notifications (notify-rust); clicking one focuses the window.
+//! - `tray`: the tray icon and its menu (state, voice, mute, open, quit); with "keep
+//!   running in the tray" closing the window hides it.
 //! - `error`: the one `{code, message}` command error.
 //!
 //! The app is built from a generic `Builder<R: Runtime>` so it does not depend on wry in
@@ -13,6 +15,7 @@ mod error;
 mod notify;
 #[cfg(unix)]
 pub mod single_instance;
+mod tray;
 
 use std::sync::Arc;
 
@@ -33,10 +36,28 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
         .setup(|app| {
             let desktop = open_desktop(app.handle())?;
             app.manage(desktop.clone());
+            if let Err(e) = tray::install(app.handle(), &desktop) {
+                tracing::warn!(error = %e, "no tray icon");
+            }
             if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
                 let d = desktop.clone();
+                let w = window.clone();
+                // A start at login with "keep in tray" on starts in the tray.
+                if desktop.keep_in_tray()
+                    && std::env::args().any(|a| a == outpost_desktop::BACKGROUND_FLAG)
+                {
+                    let _ = window.hide();
+                    desktop.set_focused(false);
+                }
                 window.on_window_event(move |ev| match ev {
                     WindowEvent::Focused(f) => d.set_focused(*f),
+                    // "Keep running in the tray": the window goes, the session stays.
+                    WindowEvent::CloseRequested { api, .. } if d.keep_in_tray() => {
+                        api.prevent_close();
+                        let _ = w.hide();
+                        d.set_focused(false);
+                        tracing::info!("window closed to the tray");
+                    }
                     // Files dropped on the window: staged for the next message (or
                     // refused, with a notice), by their real paths.
                     WindowEvent::DragDrop(tauri::DragDropEvent::Drop { paths, .. }) => {
@@ -102,6 +123,8 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::voice::voice_control,
             commands::voice::voice_devices,
             commands::voice::voice_set_devices,
+            commands::system::system_settings,
+            commands::system::system_set,
         ])
 }
 

@@ -144,6 +144,8 @@ pub struct AppConfig {
     /// Echo cancellation for open mic; none = on (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voice_echo_cancellation: Option<bool>,
+    /// Closing the window keeps the session running in the tray (off: closing quits).
+    pub keep_in_tray: bool,
 }
 
 impl AppConfig {

@@ -767,6 +767,20 @@ pub struct Settings {
     pub retention_days: u32,
 }
 
+/// `SystemSettings`: how Outpost lives on the desktop (Settings → Desktop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct SystemSettings {
+    /// Closing the window keeps the session running in the tray icon (consent questions
+    /// then arrive as notifications and in the tray); off: closing the window quits.
+    pub keep_in_tray: bool,
+    /// Start Outpost at login (an XDG autostart entry; off by default).
+    pub start_at_login: bool,
+    /// Where that entry is (read-only; empty when there is no home folder).
+    pub autostart_file: String,
+}
+
 /// `ConnectionTestResult`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(rename_all = "camelCase")]
@@ -1265,6 +1279,7 @@ pub fn typescript() -> String {
         NotificationSettings,
         Settings,
         ConnectionTestResult,
+        SystemSettings,
         ToolInfo,
         McpTransport,
         McpServerStatus,

@@ -28,6 +28,7 @@ export function inApp(): boolean {
 
 import type {
   JsonValue,
+  SystemSettings,
   AttachmentView,
   AboutInfo,
   ConnectionSettings,
@@ -166,6 +167,9 @@ export interface Commands {
   voice_control: { args: { control: VoiceControl }; returns: VoiceStatus };
   voice_devices: { args: NoArgs; returns: AudioDevices };
   voice_set_devices: { args: { input: string | null; output: string | null }; returns: AudioDevices };
+
+  system_settings: { args: NoArgs; returns: SystemSettings };
+  system_set: { args: { settings: SystemSettings }; returns: SystemSettings };
 }
 
 export type CommandName = keyof Commands;
@@ -219,6 +223,8 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'voice_control',
   'voice_devices',
   'voice_set_devices',
+  'system_settings',
+  'system_set',
 ];
 
 export interface Subscription {

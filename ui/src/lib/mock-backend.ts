@@ -28,6 +28,7 @@ import {
   type Settings,
   type StatusEvent,
   type Subscription,
+  type SystemSettings,
   type ToolCallRecord,
   type ToolHints,
   type ToolInfo,
@@ -164,6 +165,7 @@ export class MockBackend implements Backend {
   /** Set to make `voice_start` find no microphone (the no-device state). */
   noMicrophone = false;
   conversations = new Map<string, Conversation>();
+  system: SystemSettings = { keepInTray: false, startAtLogin: false, autostartFile: '~/.config/autostart/dev.outpost.app.desktop' };
   /** Files that go with the next message. */
   staged: AttachmentView[] = [];
   /** Every command received, for tests. */
@@ -412,6 +414,11 @@ export class MockBackend implements Backend {
       return { deleted };
     },
 
+    system_settings: () => clone(this.system),
+    system_set: ({ settings }) => {
+      this.system = { ...clone(settings), autostartFile: this.system.autostartFile };
+      return clone(this.system);
+    },
     tools_list: () => this.tools,
     tools_set: ({ name, enabled, rule }) => {
       const t = this.tools.find((x) => x.name === name);

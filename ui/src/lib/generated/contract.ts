@@ -806,6 +806,21 @@ message: string,
  */
 latencyMs?: number, };
 
+export type SystemSettings = { 
+/**
+ * Closing the window keeps the session running in the tray icon (consent questions
+ * then arrive as notifications and in the tray); off: closing the window quits.
+ */
+keepInTray: boolean, 
+/**
+ * Start Outpost at login (an XDG autostart entry; off by default).
+ */
+startAtLogin: boolean, 
+/**
+ * Where that entry is (read-only; empty when there is no home folder).
+ */
+autostartFile: string, };
+
 export type ToolInfo = { 
 /**
  * Name.

@@ -19,7 +19,7 @@ import { ConsentQueue } from './consent.svelte';
 import { SessionStore } from './session.svelte';
 
 export type Screen = 'chat' | 'history' | 'settings';
-export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'voice' | 'notifications' | 'data' | 'about';
+export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'voice' | 'notifications' | 'desktop' | 'data' | 'about';
 
 export interface Notice {
   id: number;
