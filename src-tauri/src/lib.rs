@@ -3,6 +3,7 @@
 //! - `commands/<domain>.rs`: one Tauri command per entry of ui/CONTRACT.md, each a few
 //!   lines delegating to `Desktop`.
 //! - `notify`: desktop notifications (notify-rust); clicking one focuses the window.
+//! - `shortcut`: the system-wide shortcut (hold to talk, press to raise).
 //! - `tray`: the tray icon and its menu (state, voice, mute, open, quit); with "keep
 //!   running in the tray" closing the window hides it.
 //! - `error`: the one `{code, message}` command error.
@@ -13,6 +14,7 @@
 mod commands;
 mod error;
 mod notify;
+mod shortcut;
 #[cfg(unix)]
 pub mod single_instance;
 mod tray;
@@ -33,12 +35,14 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
+        .plugin(tauri_plugin_global_shortcut::Builder::new().build())
         .setup(|app| {
             let desktop = open_desktop(app.handle())?;
             app.manage(desktop.clone());
             if let Err(e) = tray::install(app.handle(), &desktop) {
                 tracing::warn!(error = %e, "no tray icon");
             }
+            shortcut::apply(app.handle(), &desktop);
             if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
                 let d = desktop.clone();
                 let w = window.clone();

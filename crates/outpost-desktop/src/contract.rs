@@ -329,6 +329,8 @@ pub enum AppEvent {
     Conversation(ConversationOpened),
     /// The files that go with the next message changed (added, removed, sent).
     Attachments(StagedAttachments),
+    /// The system-wide shortcut brought the window forward.
+    Raised(Raised),
 }
 
 /// `conversation`.
@@ -779,6 +781,26 @@ pub struct SystemSettings {
     pub start_at_login: bool,
     /// Where that entry is (read-only; empty when there is no home folder).
     pub autostart_file: String,
+    /// The system-wide shortcut (Settings → Voice): held with voice on in push-to-talk, the
+    /// microphone is live; pressed otherwise, Outpost comes forward with the message box
+    /// focused. An accelerator like `Ctrl+Alt+Space`; empty = off.
+    pub shortcut: String,
+    /// Whether the shortcut works system-wide, in plain words (read-only): registered
+    /// through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
+    /// GlobalShortcuts is not used yet).
+    pub shortcut_status: String,
+    /// The shortcut is registered and works in every window (read-only).
+    pub shortcut_active: bool,
+}
+
+/// `raised`: the system-wide shortcut brought Outpost forward; the chat's message box takes
+/// the focus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct Raised {
+    /// What to focus: `composer`.
+    pub focus: String,
 }
 
 /// `ConnectionTestResult`.
@@ -1280,6 +1302,7 @@ pub fn typescript() -> String {
         Settings,
         ConnectionTestResult,
         SystemSettings,
+        Raised,
         ToolInfo,
         McpTransport,
         McpServerStatus,

@@ -3,7 +3,7 @@
 
 use outpost_desktop::Desktop;
 use outpost_desktop::contract::SystemSettings;
-use tauri::State;
+use tauri::{AppHandle, Runtime, State};
 
 use crate::error::{CmdResult, err};
 
@@ -13,9 +13,11 @@ pub fn system_settings(desktop: State<'_, Desktop>) -> SystemSettings {
     desktop.system_settings()
 }
 
-/// Saves them; start at login writes or removes the autostart entry for this executable.
+/// Saves them; start at login writes or removes the autostart entry for this executable;
+/// the shortcut is registered again.
 #[tauri::command]
-pub fn system_set(
+pub fn system_set<R: Runtime>(
+    app: AppHandle<R>,
     desktop: State<'_, Desktop>,
     settings: SystemSettings,
 ) -> CmdResult<SystemSettings> {
@@ -24,5 +26,7 @@ pub fn system_set(
             "Could not tell where Outpost's program is: {e}"
         )))
     })?;
-    desktop.set_system(&settings, &program).map_err(err)
+    desktop.set_system(&settings, &program).map_err(err)?;
+    crate::shortcut::apply(&app, &desktop);
+    Ok(desktop.system_settings())
 }

@@ -165,7 +165,14 @@ export class MockBackend implements Backend {
   /** Set to make `voice_start` find no microphone (the no-device state). */
   noMicrophone = false;
   conversations = new Map<string, Conversation>();
-  system: SystemSettings = { keepInTray: false, startAtLogin: false, autostartFile: '~/.config/autostart/dev.outpost.app.desktop' };
+  system: SystemSettings = {
+    keepInTray: false,
+    startAtLogin: false,
+    autostartFile: '~/.config/autostart/dev.outpost.app.desktop',
+    shortcut: 'Ctrl+Alt+Space',
+    shortcutStatus: 'Ctrl+Alt+Space works in every window (an X11 key grab).',
+    shortcutActive: true,
+  };
   /** Files that go with the next message. */
   staged: AttachmentView[] = [];
   /** Every command received, for tests. */
@@ -416,7 +423,14 @@ export class MockBackend implements Backend {
 
     system_settings: () => clone(this.system),
     system_set: ({ settings }) => {
-      this.system = { ...clone(settings), autostartFile: this.system.autostartFile };
+      const shortcut = settings.shortcut.trim();
+      this.system = {
+        ...clone(settings),
+        shortcut,
+        autostartFile: this.system.autostartFile,
+        shortcutActive: shortcut !== '',
+        shortcutStatus: shortcut ? `${shortcut} works in every window (an X11 key grab).` : 'Off.',
+      };
       return clone(this.system);
     },
     tools_list: () => this.tools,

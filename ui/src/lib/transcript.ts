@@ -308,6 +308,7 @@ export class TranscriptFold {
       case 'voice':
       case 'voice_level':
       case 'attachments':
+      case 'raised':
         return;
     }
   }

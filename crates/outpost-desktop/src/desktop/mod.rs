@@ -93,6 +93,8 @@ struct Inner {
     voice: Arc<crate::voice::VoiceHub>,
     /// Files that go with the next message (crate::attachments).
     staged: crate::attachments::StagedFiles,
+    /// Whether the system-wide shortcut works, and in what words (the shell sets it).
+    shortcut_status: Mutex<(bool, String)>,
 }
 
 /// The desktop app's backend. Cheap to clone; all clones share one state.
@@ -185,6 +187,7 @@ impl Desktop {
                 startup_error: Mutex::new(startup_error),
                 _watcher: watcher,
                 staged: crate::attachments::StagedFiles::default(),
+                shortcut_status: Mutex::new((false, "Not registered yet.".into())),
             }),
         })
     }

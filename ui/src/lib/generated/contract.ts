@@ -331,7 +331,7 @@ transcript: Array<TranscriptEntry>,
  */
 pendingConsents: Array<ConsentRequest>, };
 
-export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel } | { "type": "conversation", "data": ConversationOpened } | { "type": "attachments", "data": StagedAttachments };
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel } | { "type": "conversation", "data": ConversationOpened } | { "type": "attachments", "data": StagedAttachments } | { "type": "raised", "data": Raised };
 
 export type UserMessage = { 
 /**
@@ -819,7 +819,29 @@ startAtLogin: boolean,
 /**
  * Where that entry is (read-only; empty when there is no home folder).
  */
-autostartFile: string, };
+autostartFile: string, 
+/**
+ * The system-wide shortcut (Settings → Voice): held with voice on in push-to-talk, the
+ * microphone is live; pressed otherwise, Outpost comes forward with the message box
+ * focused. An accelerator like `Ctrl+Alt+Space`; empty = off.
+ */
+shortcut: string, 
+/**
+ * Whether the shortcut works system-wide, in plain words (read-only): registered
+ * through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
+ * GlobalShortcuts is not used yet).
+ */
+shortcutStatus: string, 
+/**
+ * The shortcut is registered and works in every window (read-only).
+ */
+shortcutActive: boolean, };
+
+export type Raised = { 
+/**
+ * What to focus: `composer`.
+ */
+focus: string, };
 
 export type ToolInfo = { 
 /**

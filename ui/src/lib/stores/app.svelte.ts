@@ -89,6 +89,11 @@ export class AppState {
     this.session.apply(event);
     this.consents.apply(event);
     if (event.type === 'error') this.notify(event.data.message, 'error');
+    if (event.type === 'raised') {
+      // The system-wide shortcut brought the window forward: the message box takes the focus.
+      this.screen = 'chat';
+      setTimeout(() => document.getElementById('composer-input')?.focus(), 0);
+    }
     if (event.type === 'elicitation') this.elicitations.push(event.data);
     if (event.type === 'elicitation_closed') {
       const id = event.data.id;
