@@ -399,6 +399,8 @@ async fn demo_scenario(driver: &Driver, fx: &Fixture) -> anyhow::Result<()> {
         .await?;
     app.wait_text("[data-testid=connection-state]", "Connected")
         .await?;
+    // An empty conversation: the voice bar sits with the message box.
+    driver.screenshot(&app, "chat-empty").await?;
 
     // The help text.
     app.say("help").await?;

@@ -228,6 +228,7 @@ async fn scenario(driver: &Driver, profile: &Profile, notes: &Path) -> anyhow::R
         Ok(entry.is_file().then_some(()))
     })
     .await?;
+    driver.screenshot(&app, "settings-desktop").await?;
     let text = std::fs::read_to_string(&entry)?;
     let exe = std::fs::canonicalize(&app.bin)?;
     ensure!(
