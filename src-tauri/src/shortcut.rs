@@ -4,7 +4,8 @@
 //! message box focused. The desktop decides which (`Desktop::shortcut_down`); this module
 //! registers the accelerator from the settings and reports whether it works.
 //!
-//! Without an X11 display (a Wayland session) the grab cannot be made: the desktop portal's
+//! Without an X11 display the grab cannot be made, and in a Wayland session with XWayland
+//! it sees the keys only while an X11 window has the focus: the desktop portal's
 //! GlobalShortcuts interface is not used yet, and Settings → Voice says so.
 
 use std::sync::Arc;
@@ -53,7 +54,19 @@ pub fn apply<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) {
             }
         }
     });
+    // A Wayland session with XWayland has a DISPLAY too: the grab then sees the keys only
+    // while an X11 window has the focus.
+    let wayland = std::env::var_os("WAYLAND_DISPLAY").is_some()
+        || std::env::var("XDG_SESSION_TYPE").is_ok_and(|t| t == "wayland");
     match registered {
+        Ok(()) if wayland => desktop.set_shortcut_status(
+            true,
+            format!(
+                "{accel} is registered through XWayland: it works only while an X11 window \
+                 has the focus (Wayland windows keep their keys; the desktop portal's \
+                 GlobalShortcuts is not used yet)."
+            ),
+        ),
         Ok(()) => desktop.set_shortcut_status(
             true,
             format!("{accel} works in every window (an X11 key grab)."),

@@ -89,15 +89,12 @@ pub fn install<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) -> tauri::Resu
         clicked(app, &d, ev.id().as_ref());
         // A check item flips itself when clicked; show the state as it is (a voice event
         // corrects it again once the command took effect).
-        let view = m
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .view(outpost_store_now());
+        let view = m.lock().unwrap_or_else(|p| p.into_inner()).view(now_ms());
         i.show(&view);
     });
     let (m, i, h) = (Arc::clone(&model), Arc::clone(&items), app.clone());
     desktop.watch(Box::new(move |ev| {
-        let now = outpost_store_now();
+        let now = now_ms();
         let mut model = m.lock().unwrap_or_else(|p| p.into_inner());
         if model.apply(ev, now) {
             let view = model.view(now);
@@ -114,9 +111,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) -> tauri::Resu
             tick.tick().await;
             let view = {
                 let model = model.lock().unwrap_or_else(|p| p.into_inner());
-                model
-                    .counting_down()
-                    .then(|| model.view(outpost_store_now()))
+                model.counting_down().then(|| model.view(now_ms()))
             };
             if let Some(view) = view {
                 let i = Arc::clone(&items);
@@ -127,7 +122,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) -> tauri::Resu
     Ok(())
 }
 
-fn outpost_store_now() -> i64 {
+fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
