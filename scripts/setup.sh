@@ -114,9 +114,13 @@ setup_test_peers() {
 # ImageMagick's `import` for screenshots, and tauri-driver in front of WebKitWebDriver.
 # GNOME Keyring (and the D-Bus daemon and dbus-send) for the keyring test
 # (tests/tests/keyring_secret_service.rs), which runs a Secret Service in a private bus.
+# xdotool (real X input) and python3-gi with GTK 3: a file dragged from another window onto
+# the app (src-tauri/tests/attach_app_e2e.rs, tests/py/drag_source.py); python3-gi also
+# plays the desktop panel the tray registers with, and python3-xlib closes the window as a
+# window manager does (tray_app_e2e.rs, tests/py/sni_host.py, close_window.py).
 setup_app_test_tools() {
   apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst \
-    gnome-keyring dbus-daemon dbus-bin \
+    gnome-keyring dbus-daemon dbus-bin xdotool python3-gi gir1.2-gtk-3.0 python3-xlib \
     rpm  # scripts/check-rpm.sh: Debian's rpm tool reads and installs the .rpm into an empty root
   if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
     log "installing tauri-driver (cargo install, about 2 minutes)"

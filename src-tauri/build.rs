@@ -10,6 +10,9 @@ const COMMANDS: &[&str] = &[
     "session_new_conversation",
     "session_test_connection",
     "chat_send",
+    "chat_attach_pick",
+    "chat_attach_data",
+    "chat_attach_remove",
     "chat_open_link",
     "consent_answer",
     "consent_list_remembered",
@@ -24,6 +27,7 @@ const COMMANDS: &[&str] = &[
     "history_list",
     "history_search",
     "history_get",
+    "history_continue",
     "history_export",
     "history_delete_all",
     "tools_list",
@@ -48,6 +52,8 @@ const COMMANDS: &[&str] = &[
     "voice_control",
     "voice_devices",
     "voice_set_devices",
+    "system_settings",
+    "system_set",
 ];
 
 fn main() {

@@ -13,10 +13,19 @@ policy says so, the user's consent.
 schema, so the LLM sees the real parameter names; each call is forwarded to Outpost by
 RPC and the model gets the result JSON back, or a short refusal text naming the error
 code (`permission_denied`, `invalid_parameters`, ...) so it can tell the user.
+
+Conversations: Outpost sends the id of the conversation it opens (at the start, for a new
+one, for one the user continues from its history) as a text stream on the topic
+`outpost.conversation`, and returns its stored messages from the RPC method
+`outpost.conversation`.
+`follow_conversation(room, outpost_identity, agent)` keeps the agent's chat context on
+that conversation: a new one starts empty, one the user continues from Outpost's history
+starts with what was said in it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -28,6 +37,9 @@ log = logging.getLogger("outpost_tools")
 
 LIST_TOOLS = "outpost.list_tools"
 READ_RESULT = "outpost.read_result"
+# The RPC method returning the conversation's messages, and the text-stream topic on which
+# Outpost names a conversation it opened.
+CONVERSATION = "outpost.conversation"
 
 # A call may wait for the user's consent (Outpost's prompt stays open 60 s by default)
 # plus the tool's own run time: the response timeout has to cover both (docs/AGENTS.md).
@@ -160,3 +172,51 @@ def read_result_tool(room: rtc.Room, outpost_identity: str) -> Any:
             return describe_error(READ_RESULT, e)
 
     return llm.function_tool(call, raw_schema=schema)
+
+
+async def read_conversation(room: rtc.Room, outpost_identity: str) -> dict[str, Any]:
+    """The conversation Outpost shows: `{"conversationId", "messages": [{"role", "text"}],
+    "omitted": N}`, the newest messages that fit one RPC answer (`omitted` older ones left
+    out)."""
+    answer = await room.local_participant.perform_rpc(
+        destination_identity=outpost_identity,
+        method=CONVERSATION,
+        payload="{}",
+        response_timeout=LIST_TIMEOUT_S,
+    )
+    return json.loads(answer)
+
+
+def follow_conversation(room: rtc.Room, outpost_identity: str, agent: Any, on_loaded: Any = None) -> None:
+    """Keeps `agent`'s chat context on the conversation Outpost shows: whenever Outpost
+    names one on the `outpost.conversation` topic (a new conversation, or one continued
+    from its history), the context is replaced by the agent's instructions plus that
+    conversation's messages. `on_loaded(conversation)` is called after each load.
+    Registers a text stream handler for the topic (one per room)."""
+
+    async def load() -> None:
+        try:
+            conversation = await read_conversation(room, outpost_identity)
+        except rtc.RpcError as e:
+            log.info("could not read Outpost's conversation: %s %s", e.code, e.message)
+            return
+        ctx = llm.ChatContext.empty()
+        for m in conversation.get("messages", []):
+            role = m.get("role")
+            if role in ("user", "assistant") and isinstance(m.get("text"), str):
+                ctx.add_message(role=role, content=m["text"])
+        await agent.update_chat_ctx(ctx)
+        if on_loaded is not None:
+            on_loaded(conversation)
+
+    async def named(reader: rtc.TextStreamReader) -> None:
+        await reader.read_all()
+        await load()
+
+    def opened(reader: rtc.TextStreamReader, participant_identity: str) -> None:
+        if participant_identity == outpost_identity:
+            tasks.add(task := asyncio.ensure_future(named(reader)))
+            task.add_done_callback(tasks.discard)
+
+    tasks: set[asyncio.Future[None]] = set()
+    room.register_text_stream_handler(CONVERSATION, opened)

@@ -3,6 +3,9 @@
 //! - `commands/<domain>.rs`: one Tauri command per entry of ui/CONTRACT.md, each a few
 //!   lines delegating to `Desktop`.
 //! - `notify`: desktop notifications (notify-rust); clicking one focuses the window.
+//! - `shortcut`: the system-wide shortcut (hold to talk, press to raise).
+//! - `tray`: the tray icon and its menu (state, voice, mute, open, quit); with "keep
+//!   running in the tray" closing the window hides it.
 //! - `error`: the one `{code, message}` command error.
 //!
 //! The app is built from a generic `Builder<R: Runtime>` so it does not depend on wry in
@@ -11,8 +14,10 @@
 mod commands;
 mod error;
 mod notify;
+mod shortcut;
 #[cfg(unix)]
 pub mod single_instance;
+mod tray;
 
 use std::sync::Arc;
 
@@ -30,15 +35,39 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
     builder
         .plugin(tauri_plugin_window_state::Builder::default().build())
         .plugin(tauri_plugin_dialog::init())
+        .plugin(tauri_plugin_global_shortcut::Builder::new().build())
         .setup(|app| {
             let desktop = open_desktop(app.handle())?;
             app.manage(desktop.clone());
+            if let Err(e) = tray::install(app.handle(), &desktop) {
+                tracing::warn!(error = %e, "no tray icon");
+            }
+            shortcut::apply(app.handle(), &desktop);
             if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
                 let d = desktop.clone();
-                window.on_window_event(move |ev| {
-                    if let WindowEvent::Focused(f) = ev {
-                        d.set_focused(*f);
+                let w = window.clone();
+                // A start at login with "keep in tray" on starts in the tray.
+                if desktop.keep_in_tray()
+                    && std::env::args().any(|a| a == outpost_desktop::BACKGROUND_FLAG)
+                {
+                    let _ = window.hide();
+                    desktop.set_focused(false);
+                }
+                window.on_window_event(move |ev| match ev {
+                    WindowEvent::Focused(f) => d.set_focused(*f),
+                    // "Keep running in the tray": the window goes, the session stays.
+                    WindowEvent::CloseRequested { api, .. } if d.keep_in_tray() => {
+                        api.prevent_close();
+                        let _ = w.hide();
+                        d.set_focused(false);
+                        tracing::info!("window closed to the tray");
                     }
+                    // Files dropped on the window: staged for the next message (or
+                    // refused, with a notice), by their real paths.
+                    WindowEvent::DragDrop(tauri::DragDropEvent::Drop { paths, .. }) => {
+                        d.attach_dropped(paths);
+                    }
+                    _ => {}
                 });
             }
             if desktop.should_autoconnect() {
@@ -58,6 +87,9 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::session::session_new_conversation,
             commands::session::session_test_connection,
             commands::chat::chat_send,
+            commands::chat::chat_attach_pick,
+            commands::chat::chat_attach_data,
+            commands::chat::chat_attach_remove,
             commands::chat::chat_open_link,
             commands::consent::consent_answer,
             commands::consent::consent_list_remembered,
@@ -72,6 +104,7 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::history::history_list,
             commands::history::history_search,
             commands::history::history_get,
+            commands::history::history_continue,
             commands::history::history_export,
             commands::history::history_delete_all,
             commands::tools::tools_list,
@@ -96,6 +129,8 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::voice::voice_control,
             commands::voice::voice_devices,
             commands::voice::voice_set_devices,
+            commands::system::system_settings,
+            commands::system::system_set,
         ])
 }
 

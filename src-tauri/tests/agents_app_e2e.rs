@@ -16,33 +16,13 @@
 mod common;
 
 use std::ffi::OsString;
-use std::process::Command;
-use std::time::Duration;
 
-use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, wait_for};
-use outpost_room::Keys;
+use anyhow::ensure;
+use common::{App, Assistant, Driver, RoomServer, start_lk_agent};
 use outpost_tests::lkclient::{NsPair, in_netns};
 
 const ROOM: &str = "agents-app-e2e";
 const NOTE: &str = "the heron waits by the weir";
-
-/// The LiveKit Agents agent, in the server namespace; its JSON lines collected.
-fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
-    let py = outpost_tests::python::agents_python()?;
-    let token =
-        Keys::dev().mint_with_kind(ROOM, "agent", None, Duration::from_secs(3600), "agent")?;
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", netns])
-        .arg(py)
-        .arg(outpost_tests::python::scripts_dir().join("lk_agent.py"))
-        .current_dir(outpost_tests::python::scripts_dir())
-        .env("LK_URL", url)
-        .env("LK_TOKEN", token)
-        .env("OUTPOST_IDENTITY", "outpost-app")
-        .env("LK_TIMEOUT", "400");
-    Assistant::spawn(cmd, &dir.join("agent.stderr"))
-}
 
 #[test]
 fn livekit_agents_agent_through_the_app() {
@@ -86,7 +66,7 @@ fn livekit_agents_agent_through_the_app() {
     let logs = root.join("logs");
     let outcome = in_netns(&pair.client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_agent(&server_ns, &url, &root)?;
+        let agent = start_lk_agent(&server_ns, &url, ROOM, &root)?;
         let r = scenario(&agent, &notes, &config).await;
         let r = match r {
             Ok(app) => app.quit(&driver, &config).await,
@@ -118,15 +98,7 @@ async fn scenario(
     app.wait_text("[data-testid=connection-state]", "Connected")
         .await?;
     // The agent waits for the app, lists its tools and starts its session.
-    wait_for("the agent's session to start", || async {
-        Ok(agent
-            .events()
-            .iter()
-            .any(|e| e["event"] == "ready")
-            .then_some(()))
-    })
-    .await
-    .with_context(|| agent.report())?;
+    agent.wait_event("ready").await?;
     let discovered = agent
         .events()
         .into_iter()

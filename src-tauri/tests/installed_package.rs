@@ -253,23 +253,15 @@ impl Fixture {
     }
 
     fn env(&self) -> Vec<(&'static str, OsString)> {
-        vec![
-            ("OUTPOST_CONFIG_DIR", self.config.clone().into_os_string()),
-            ("OUTPOST_DATA_DIR", self.data.clone().into_os_string()),
-            ("OUTPOST_SECRETS", "memory".into()),
-            ("HOME", self.home.clone().into_os_string()),
-            (
-                "XDG_CONFIG_HOME",
-                self.home.join(".config").into_os_string(),
-            ),
-            (
-                "XDG_DATA_HOME",
-                self.home.join(".local/share").into_os_string(),
-            ),
-            ("XDG_CACHE_HOME", self.home.join(".cache").into_os_string()),
-            // The installed app must find its programs by itself.
-            ("OUTPOST_DEMO_BIN_DIR", OsString::new()),
-        ]
+        let mut env = common::Profile {
+            config: self.config.clone(),
+            data: self.data.clone(),
+            home: self.home.clone(),
+        }
+        .env(None);
+        // The installed app must find its programs by itself.
+        env.push(("OUTPOST_DEMO_BIN_DIR", OsString::new()));
+        env
     }
 }
 

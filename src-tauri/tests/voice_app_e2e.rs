@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, wait_for};
+use common::{App, Assistant, Driver, RoomServer, agent_command, wait_for};
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::pulse::{Pulse, peak_hz};
 
@@ -36,25 +36,8 @@ const ROOM: &str = "voice-app-e2e";
 fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
     let py = outpost_tests::python::python()?;
     // The agent kind: the app takes the first agent in the room as its assistant.
-    let token = outpost_room::Keys::dev().mint_with_kind(
-        ROOM,
-        "voice-agent",
-        None,
-        Duration::from_secs(3600),
-        "agent",
-    )?;
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", netns])
-        .arg(py)
-        .arg(outpost_tests::python::scripts_dir().join("voice_agent.py"))
-        .current_dir(outpost_tests::python::scripts_dir())
-        .env("LK_URL", url)
-        .env("LK_ROOM", ROOM)
-        .env("LK_IDENTITY", "voice-agent")
-        .env("LK_TOKEN", token)
-        .env("OUTPOST_IDENTITY", "outpost-app")
-        .env("LK_TALK_SECONDS", "20")
-        .env("LK_TIMEOUT", "300");
+    let mut cmd = agent_command(&py, "voice_agent.py", netns, url, ROOM, "voice-agent")?;
+    cmd.env("LK_TALK_SECONDS", "20").env("LK_TIMEOUT", "300");
     Assistant::spawn(cmd, &dir.join("agent.stderr"))
 }
 
@@ -375,22 +358,9 @@ const REPLY: &str = "I hear you loud and clear.";
 
 fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
     let py = outpost_tests::python::agents_python()?;
-    let token = outpost_room::Keys::dev().mint_with_kind(
-        ROOM,
-        "voice-session-agent",
-        None,
-        Duration::from_secs(3600),
-        "agent",
-    )?;
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", netns])
-        .arg(py)
-        .arg(outpost_tests::python::scripts_dir().join("lk_voice_agent.py"))
-        .current_dir(outpost_tests::python::scripts_dir())
-        .env("LK_URL", url)
-        .env("LK_TOKEN", token)
-        .env("OUTPOST_IDENTITY", "outpost-app")
-        .env("LK_USER_TRANSCRIPT", TRANSCRIPT)
+    let script = "lk_voice_agent.py";
+    let mut cmd = agent_command(&py, script, netns, url, ROOM, "voice-session-agent")?;
+    cmd.env("LK_USER_TRANSCRIPT", TRANSCRIPT)
         .env("LK_REPLY", REPLY)
         .env("LK_TIMEOUT", "300")
         .env("PYTHONWARNINGS", "ignore");
@@ -705,24 +675,8 @@ fn start_listening_agent(
     dir: &std::path::Path,
 ) -> anyhow::Result<Assistant> {
     let py = outpost_tests::python::python()?;
-    let token = outpost_room::Keys::dev().mint_with_kind(
-        ROOM,
-        "voice-agent",
-        None,
-        Duration::from_secs(3600),
-        "agent",
-    )?;
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", netns])
-        .arg(py)
-        .arg(outpost_tests::python::scripts_dir().join("voice_agent.py"))
-        .current_dir(outpost_tests::python::scripts_dir())
-        .env("LK_URL", url)
-        .env("LK_ROOM", ROOM)
-        .env("LK_IDENTITY", "voice-agent")
-        .env("LK_TOKEN", token)
-        .env("OUTPOST_IDENTITY", "outpost-app")
-        .env("LK_KEEP_LISTENING", "1")
+    let mut cmd = agent_command(&py, "voice_agent.py", netns, url, ROOM, "voice-agent")?;
+    cmd.env("LK_KEEP_LISTENING", "1")
         .env("LK_TALK_SECONDS", "280")
         .env("LK_TIMEOUT", "300");
     Assistant::spawn(cmd, &dir.join("agent.stderr"))

@@ -2,13 +2,16 @@
 outpost-agent (scripted brain) through outpost-room. It checks the whole server side of
 the protocol: early messages, hello/welcome, streamed deltas, client/either/server tool
 requests, a denial, consent-aware timeouts with ToolUseCancel, messages typed ahead
-(answered in order), an interrupt by a new hello, malformed input, and messages above
+(answered in order), an interrupt by a new hello, a conversation continued from the app's
+history (hello `history`), an attachment (type 13), malformed input, and messages above
 15 000 bytes as byte streams in both directions.
 
 Env: LK_URL, LK_ROOM, AGENT (identity), E2E_FILE (a file this client "reads" for the
 agent), GRACE_S (the agent's --result-grace-ms, in seconds). Prints one JSON report."""
 
 import asyncio
+import base64
+import hashlib
 import os
 import time
 
@@ -244,6 +247,30 @@ async def main():
     # 7. A UserMessage above 15 000 bytes, sent as a byte stream.
     m, _, _, _ = await turn(c, "u8", "help" + " " * 20_000)
     check("scripted demo" in m["text"], m["text"][:80])
+
+    # 8. Continuing a conversation the agent never held (the app's history, after the
+    #    agent restarted): welcomed under the asked id, with the hello's history as memory.
+    await c.send({"type": 2, "protocolVersion": 2, "minProtocolVersion": 1, "clientName": "e2e",
+                  "clientVersion": "0.0.1", "conversationId": "from-the-history",
+                  "history": [{"role": "user", "text": "remember the otter"},
+                              {"role": "assistant", "text": "Noted."}]})
+    w3 = await c.next(of(3), "welcome for the continued conversation")
+    check(w3["conversationId"] == "from-the-history", f"continued under the asked id: {w3}")
+    m, _, _, _ = await turn(c, "u9", "recall")
+    check("remember the otter" in m["text"], f"the agent was told the earlier part: {m['text']}")
+    out["continued"] = m["text"]
+
+    # 9. An attachment (type 13, offered because the welcome lists "attachments"), then the
+    #    message it belongs to: the agent's model is told its name, type, size and hash.
+    check("attachments" in w3.get("capabilities", []), f"capabilities: {w3}")
+    body = b"The otter swims at dawn.\n"
+    digest = hashlib.sha256(body).hexdigest()
+    await c.send({"type": 13, "id": "a1", "messageId": "u10", "name": "otter.txt",
+                  "mimeType": "text/plain", "size": len(body), "sha256": digest,
+                  "data": base64.b64encode(body).decode()})
+    m, _, _, _ = await turn(c, "u10", "what did I give you?")
+    check(f"otter.txt, text/plain, {len(body)} bytes, sha256 {digest}" in m["text"], m["text"])
+    out["attachment"] = m["text"]
 
     await asyncio.sleep(0.3)
     errs_after = sum(1 for x in c.inbox if x.get("type") == 1)

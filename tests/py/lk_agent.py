@@ -12,18 +12,31 @@ subclass of the framework's own `llm.LLM`:
                        the content (or the error code); a cut result is read on to the
                        end with outpost_read_result first
 - "calculate EXPR"   → a call to calculator {"expression": EXPR}, then the answer
+- "recall ..."       → quotes the first user message of its chat context (which
+                       `outpost_tools.follow_conversation` keeps on the conversation
+                       Outpost shows)
+- "describe ..."     → the size and SHA-256 of each image in its chat context, decoded
+                       from the ImageContent's data URL (what a vision model would see)
+
+Images the user gives Outpost arrive the way LiveKit documents for vision agents: a byte
+stream on the topic "images", read whole and added to the chat context as an
+`ImageContent` (a base64 data URL). Other files arrive on "files" and are only reported.
 
 Environment: LK_URL, LK_TOKEN, OUTPOST_IDENTITY (who Outpost is), LK_TIMEOUT (seconds).
 With `--stranger` it instead joins as a plain participant (LK_TOKEN is its token), calls
 Outpost's calculator by RPC and prints what Outpost answered.
 
 Prints JSON lines on stdout: {"event": "ready"}, {"event": "tools", "names": [...]},
-{"event": "stranger", ...}.
+{"event": "context", "conversation": ID, "messages": N} (a conversation loaded from
+Outpost), {"event": "image" | "file", "name", "mime", "size", "sha256", "attributes"}
+(a byte stream received), {"event": "stranger", ...}.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
 import re
@@ -34,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "livek
 
 from livekit import rtc  # noqa: E402
 from livekit.agents import Agent, AgentSession, llm, room_io  # noqa: E402
+from livekit.agents.llm import ImageContent  # noqa: E402
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS  # noqa: E402
 
 import outpost_tools  # noqa: E402
@@ -93,6 +107,27 @@ class ScriptedLLM(llm.LLM):
             return [self._call("mcp__everything__echo", {"message": text[9:].strip()})]
         if text.startswith("calculate "):
             return [self._call("calculator", {"expression": text[10:].strip()})]
+        if text.startswith("describe"):
+            seen = []
+            for item in chat_ctx.items:
+                if not isinstance(item, llm.ChatMessage):
+                    continue
+                for c in item.content:
+                    if isinstance(c, ImageContent) and isinstance(c.image, str) and c.image.startswith("data:"):
+                        raw = base64.b64decode(c.image.split(",", 1)[1])
+                        seen.append(f"{len(raw)} bytes, sha256 {hashlib.sha256(raw).hexdigest()}")
+            if not seen:
+                return ["I see no image."]
+            return ["I see " + "; ".join(f"an image of {s}" for s in seen) + "."]
+        if text.startswith("recall"):
+            earlier = [
+                i.text_content or ""
+                for i in chat_ctx.items[:-1]
+                if isinstance(i, llm.ChatMessage) and i.role == "user"
+            ]
+            if not earlier:
+                return ["This conversation has nothing earlier to recall."]
+            return [f"The first thing you said in this conversation was: “{earlier[0]}”"]
         return [f"You said: {text}"]
 
     def _after_tool(self, out: llm.FunctionCallOutput) -> list:
@@ -158,6 +193,41 @@ async def run_agent() -> None:
             participant_identity=OUTPOST,
         ),
     )
+    # Outpost names the conversation it shows in an attribute: keep the chat context on it.
+    outpost_tools.follow_conversation(
+        room,
+        OUTPOST,
+        agent,
+        on_loaded=lambda c: report(
+            event="context", conversation=c.get("conversationId"), messages=len(c.get("messages", []))
+        ),
+    )
+    # LiveKit's documented way to give a vision agent an image: a byte stream on "images",
+    # added to the chat context.
+    tasks: set[asyncio.Task] = set()
+
+    async def receive(reader: rtc.ByteStreamReader, kind: str) -> None:
+        data = b""
+        async for chunk in reader:
+            data += chunk
+        info = reader.info
+        report(event=kind, name=info.name, mime=info.mime_type, size=len(data),
+               sha256=hashlib.sha256(data).hexdigest(), attributes=info.attributes or {})
+        if kind == "image":
+            ctx = agent.chat_ctx.copy()
+            url = f"data:{info.mime_type};base64,{base64.b64encode(data).decode()}"
+            ctx.add_message(role="user", content=[ImageContent(image=url)])
+            await agent.update_chat_ctx(ctx)
+
+    def handler(kind: str):
+        def on_stream(reader: rtc.ByteStreamReader, participant_identity: str) -> None:
+            task = asyncio.create_task(receive(reader, kind))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        return on_stream
+
+    room.register_byte_stream_handler("images", handler("image"))
+    room.register_byte_stream_handler("files", handler("file"))
     report(event="ready")
     done = asyncio.Event()
     room.on("disconnected", lambda *_: done.set())

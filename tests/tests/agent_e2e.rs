@@ -3,8 +3,10 @@
 //! namespace. The Python client drives a whole conversation: hello/welcome, a client
 //! tool answered with a file's content, `either` declined and run by the agent, a server
 //! tool, a denial, a consent-paused timeout ending in ToolUseCancel, a message typed
-//! ahead (answered after the first, nothing cancelled), an interrupt by a new hello, and
-//! messages above 15 000 bytes as byte streams both ways.
+//! ahead (answered after the first, nothing cancelled), an interrupt by a new hello,
+//! messages above 15 000 bytes as byte streams both ways, and a conversation the agent
+//! never held continued under its id with the hello's `history` as memory, and an
+//! attachment (type 13) the agent's model is told about.
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -72,6 +74,20 @@ fn scripted_agent_serves_the_whole_protocol_to_an_sdk_client() {
     assert_eq!(r["timeout"]["reason"], "no result within 1 ms", "{r}");
     assert_eq!(r["queue"], serde_json::json!(["u6", "u7"]), "{r}");
     assert_eq!(r["interrupt"]["reason"], "the app said hello again", "{r}");
+    assert!(
+        r["continued"]
+            .as_str()
+            .unwrap()
+            .contains("“remember the otter”"),
+        "{r}"
+    );
+    assert!(
+        r["attachment"]
+            .as_str()
+            .unwrap()
+            .contains("You gave me: otter.txt, text/plain"),
+        "{r}"
+    );
     drop(agent);
     drop(server);
 }

@@ -165,6 +165,7 @@ async fn assistant(
             session_id: new_id(),
             conversation_id: conversation_id.clone(),
             assistant_name: "load assistant".into(),
+            capabilities: Vec::new(),
         })
     };
     // Welcome first; calls start when the test says so.

@@ -90,7 +90,7 @@ describe('App over the mock backend', () => {
     await vi.waitFor(() => expect(screen.queryByTestId('reconnecting-banner')).toBeNull());
   });
 
-  it('history: search highlights matches safely and opens a conversation read-only', async () => {
+  it('history: search highlights matches safely and opens a conversation', async () => {
     const { app, backend } = await start(true);
     backend.conversations.get('conv-trip')!.transcript.push({ kind: 'user', id: 'evil', text: 'lisbon <img src=x onerror=alert(1)>', at: Date.now() });
     app.screen = 'history';
@@ -103,10 +103,59 @@ describe('App over the mock backend', () => {
     expect(results.querySelector('img')).toBeNull();
     expect(results.textContent).not.toMatch(/[\uE000\uE001]/);
     await user.click(within(results).getAllByRole('button')[0]!);
-    expect(await screen.findByText(/read-only/)).toBeInTheDocument();
+    const cont = await screen.findByRole('button', { name: 'Continue' });
+    expect(cont).toBeDisabled();
+    expect(cont).toHaveAttribute('title', 'Connect to continue a conversation');
     expect(screen.queryByLabelText('Message')).toBeNull();
     await user.click(screen.getByRole('button', { name: 'Export Markdown' }));
     expect(await screen.findByText(/Exported to ~\/Downloads\/outpost-conv-trip.md/)).toBeInTheDocument();
+  });
+
+  it('history: Continue reopens a past conversation in the chat and the next message goes on in it', async () => {
+    const { app, backend } = await start(true);
+    await backend.call('session_start_demo', {});
+    await vi.waitFor(() => expect(screen.getByTestId('connection-state')).toHaveTextContent('Connected'));
+    const past = backend.conversations.get('conv-trip')!;
+    const firstWords = past.transcript.find((e) => e.kind === 'user');
+    app.screen = 'history';
+    const user = userEvent.setup();
+    await user.click(await screen.findByRole('button', { name: new RegExp(past.summary.title.slice(0, 20)) }));
+    await user.click(await screen.findByRole('button', { name: 'Continue' }));
+    // The chat shows the past messages, and the session is that conversation.
+    await vi.waitFor(() => expect(app.screen).toBe('chat'));
+    expect(firstWords && firstWords.kind === 'user').toBe(true);
+    if (firstWords && firstWords.kind === 'user') {
+      expect(await screen.findByText(firstWords.text)).toBeInTheDocument();
+    }
+    expect(app.session.session?.conversationId).toBe('conv-trip');
+    await user.type(screen.getByLabelText('Message'), 'and one more thing{Enter}');
+    expect(await screen.findByText('and one more thing')).toBeInTheDocument();
+    expect(app.session.session?.conversationId).toBe('conv-trip');
+    expect(backend.calls.some((c) => c.cmd === 'history_continue')).toBe(true);
+  });
+
+  it('a file is shown exactly as it will be sent, can be removed, and goes with the message', async () => {
+    const { backend } = await start(true);
+    await backend.call('session_start_demo', {});
+    await vi.waitFor(() => expect(screen.getByTestId('connection-state')).toHaveTextContent('Connected'));
+    const user = userEvent.setup();
+    await user.click(screen.getByRole('button', { name: 'Attach a file' }));
+    const staged = await screen.findByTestId('staged-files');
+    expect(staged).toHaveTextContent('screenshot.png');
+    expect(staged).toHaveTextContent('image/png · 68 bytes');
+    expect(staged).toHaveTextContent(/SHA-256 f1f2b8e35a1e/);
+    expect(staged).toHaveTextContent('as Attachment messages of the Outpost protocol');
+    expect(within(staged).getByRole('img', { name: 'screenshot.png' })).toBeInTheDocument();
+    // Removed, then attached again and sent with an empty text.
+    await user.click(within(staged).getByRole('button', { name: 'Remove screenshot.png' }));
+    await vi.waitFor(() => expect(screen.queryByTestId('staged-files')).toBeNull());
+    await user.click(screen.getByRole('button', { name: 'Attach a file' }));
+    await screen.findByTestId('staged-files');
+    await user.click(screen.getByRole('button', { name: 'Send' }));
+    const sent = await screen.findByRole('list', { name: 'Files sent' });
+    expect(sent).toHaveTextContent('screenshot.png');
+    expect(screen.queryByTestId('staged-files')).toBeNull();
+    expect(await screen.findByText(/You gave me: screenshot.png, image\/png, 68 bytes/, {}, { timeout: 3000 })).toBeInTheDocument();
   });
 
   it('settings: tools can be switched and remembered decisions revoked, by keyboard', async () => {

@@ -13,7 +13,9 @@
 //! conversation (a full rejoin) keeps the queue and answers it after the welcome. A hello
 //! for another conversation drops the queue: the app switched away from those questions
 //! itself (an answer sent before the welcome would be refused as early, one sent after it
-//! would land in the wrong conversation).
+//! would land in the wrong conversation). A hello for a conversation this agent does not
+//! hold (the app continues one from its history after the agent restarted) is welcomed
+//! under the id it asked for, with the hello's `history` as what was said before.
 //!
 //! A turn is the tool loop: stream the brain's text as AssistantDelta, then for each tool
 //! call send a ToolUseRequest and
@@ -42,10 +44,11 @@ use tokio_util::sync::CancellationToken;
 use outpost_livekit::{RoomEvent, RoomEvents};
 use outpost_llm::{ChatMessage, ModelTurn, ToolBatch, ToolCall, ToolCallError, ToolResult};
 use outpost_protocol::{
-    AssistantDelta, AssistantMessage, AssistantState, AssistantStatus, ClientHello, ErrorMessage,
-    Execution, MAX_TIMEOUT_MS, MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState,
-    Role, ServerWelcome, TOPIC, ToolDescriptor, ToolErrorCode, ToolUseCancel, ToolUseProgress,
-    ToolUseRequest, ToolUseResult, UserMessage, decode, negotiate, new_id, peek_id,
+    ATTACHMENTS_CAPABILITY, AssistantDelta, AssistantMessage, AssistantState, AssistantStatus,
+    Attachment, ClientHello, ErrorMessage, Execution, HistoryMessage, HistoryRole, MAX_TIMEOUT_MS,
+    MIN_PROTOCOL_VERSION, Message, PROTOCOL_VERSION, ProgressState, Role, ServerWelcome, TOPIC,
+    ToolDescriptor, ToolErrorCode, ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult,
+    UserMessage, decode, negotiate, new_id, peek_id,
 };
 
 use crate::brain::{Brain, BrainRequest};
@@ -115,7 +118,10 @@ impl Shared {
         }
     }
 
-    fn conversation(&self, id: Option<&str>) -> (String, History) {
+    /// The conversation a hello asks for: the one held under `id`; else, when the app
+    /// asked for one this agent does not hold (it restarted since), that id with the
+    /// hello's `history` as what was said so far; else a new one.
+    fn conversation(&self, id: Option<&str>, earlier: &[HistoryMessage]) -> (String, History) {
         let mut map = self
             .conversations
             .lock()
@@ -123,10 +129,18 @@ impl Shared {
         if let Some((id, h)) = id.and_then(|id| map.get(id).map(|h| (id, h))) {
             return (id.to_owned(), h.clone());
         }
-        let id = new_id();
-        let h: History = Arc::new(tokio::sync::Mutex::new(vec![ChatMessage::system(
-            &self.config.system_prompt,
-        )]));
+        let mut messages = vec![ChatMessage::system(&self.config.system_prompt)];
+        messages.extend(earlier.iter().map(|m| match m.role {
+            HistoryRole::User => ChatMessage::User {
+                text: m.text.clone(),
+            },
+            HistoryRole::Assistant => ChatMessage::Assistant {
+                text: m.text.clone(),
+                tool_calls: Vec::new(),
+            },
+        }));
+        let id = id.map_or_else(new_id, str::to_owned);
+        let h: History = Arc::new(tokio::sync::Mutex::new(messages));
         map.insert(id.clone(), h.clone());
         (id, h)
     }
@@ -227,6 +241,28 @@ struct RunningTurn {
     join: tokio::task::JoinHandle<()>,
 }
 
+/// Attachments held for messages not yet received, per app.
+const HELD_ATTACHMENTS: usize = 32;
+
+/// Largest UTF-8 attachment whose text the model is given, in bytes.
+const ATTACHMENT_TEXT_BYTES: u64 = 64 * 1024;
+
+/// What the model is told about an attachment: a line the scripted brain reads
+/// (`[attachment: NAME, TYPE, N bytes, sha256 HEX]`), then the text of a small UTF-8 file.
+/// The model bridges are text only: an image is described, not shown.
+pub fn attachment_note(a: &Attachment) -> String {
+    let mut note = format!(
+        "[attachment: {}, {}, {} bytes, sha256 {}]",
+        a.name, a.mime_type, a.size, a.sha256
+    );
+    if a.size <= ATTACHMENT_TEXT_BYTES && !a.mime_type.starts_with("image/") {
+        if let Some(text) = a.bytes().ok().and_then(|b| String::from_utf8(b).ok()) {
+            note.push_str(&format!("\n```\n{}\n```", text.trim_end()));
+        }
+    }
+    note
+}
+
 /// One app's protocol session.
 struct Session {
     shared: Arc<Shared>,
@@ -236,6 +272,10 @@ struct Session {
     turn: Option<RunningTurn>,
     /// UserMessages waiting for the turn in progress to end, oldest first.
     queue: VecDeque<UserMessage>,
+    /// Attachments (type 13) waiting for the UserMessage they belong to, oldest first;
+    /// at most [`HELD_ATTACHMENTS`] (an app that never sends the message cannot pile
+    /// them up).
+    attached: VecDeque<Attachment>,
     /// Turns started so far (numbers them).
     started: u64,
     /// Where turn tasks report that they ended.
@@ -251,6 +291,7 @@ impl Session {
             client_tools: Vec::new(),
             turn: None,
             queue: VecDeque::new(),
+            attached: VecDeque::new(),
             started: 0,
             done,
         }
@@ -319,10 +360,28 @@ impl Session {
                     self.conversation = None;
                 }
             }
-            Message::UserMessage(m) if welcomed => {
+            Message::UserMessage(mut m) if welcomed => {
+                // Its attachments came just before it: the model reads about them first.
+                let notes: Vec<String> = self
+                    .attached
+                    .iter()
+                    .filter(|a| a.message_id == m.id)
+                    .map(attachment_note)
+                    .collect();
+                self.attached.retain(|a| a.message_id != m.id);
+                if !notes.is_empty() {
+                    m.text = format!("{}\n\n{}", notes.join("\n\n"), m.text);
+                }
                 // The user typed ahead: answer in order, one turn after the other.
                 self.queue.push_back(m);
                 self.next_turn();
+            }
+            Message::Attachment(a) if welcomed => {
+                tracing::info!(identity = %self.identity, name = %a.name, size = a.size, "attachment");
+                if self.attached.len() >= HELD_ATTACHMENTS {
+                    self.attached.pop_front();
+                }
+                self.attached.push_back(a);
             }
             Message::ToolUseResult(r) if welcomed => {
                 self.to_turn(&r.id.clone(), ToolEvent::Result(r))
@@ -337,6 +396,7 @@ impl Session {
                 self.client_tools = t.tools;
             }
             m @ (Message::UserMessage(_)
+            | Message::Attachment(_)
             | Message::ToolUseResult(_)
             | Message::ToolUseProgress(_)) => {
                 self.send(ErrorMessage::unexpected(&m, Role::Client, true))
@@ -376,8 +436,10 @@ impl Session {
             self.drop_queue("the app switched to another conversation");
         }
         self.interrupt("the app said hello again").await;
-        let (conversation_id, history) = self.shared.conversation(hello.conversation_id.as_deref());
-        tracing::info!(identity = %self.identity, client = %hello.client_name, version = %hello.client_version, tools = hello.tools.len(), conversation = %conversation_id, "welcome");
+        let (conversation_id, history) = self
+            .shared
+            .conversation(hello.conversation_id.as_deref(), &hello.history);
+        tracing::info!(identity = %self.identity, client = %hello.client_name, version = %hello.client_version, tools = hello.tools.len(), earlier = hello.history.len(), conversation = %conversation_id, "welcome");
         self.client_tools = hello.tools;
         self.conversation = Some((conversation_id.clone(), history));
         self.send(ServerWelcome {
@@ -385,6 +447,7 @@ impl Session {
             session_id: new_id(),
             conversation_id,
             assistant_name: self.shared.brain.assistant_name(),
+            capabilities: vec![ATTACHMENTS_CAPABILITY.to_owned()],
         })
         .await;
         self.send(status(AssistantState::Idle, None, None)).await;

@@ -189,6 +189,10 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                         TimelineItem::ProtocolError(e) => {
                             format!("! protocol error {}: {}", e.code, e.message)
                         }
+                        TimelineItem::Attachment(a) => format!(
+                            "+ attachment {} ({}, {} bytes, sha256 {})",
+                            a.sent.name, a.sent.mime_type, a.sent.size, a.sent.sha256
+                        ),
                     });
                     text.push('\n');
                 }

@@ -15,7 +15,10 @@ use outpost_livekit::{
 use tokio::sync::{mpsc, oneshot};
 
 use crate::events::UiEvent;
-use crate::machine::{Input, LIST_TOOLS, READ_RESULT, RpcCall, RpcFailure};
+use crate::machine::{
+    ByteStream, CONVERSATION, Input, LIST_TOOLS, READ_RESULT, RPC_PAYLOAD_LIMIT, RpcCall,
+    RpcFailure,
+};
 
 /// The topic LiveKit Agents publish transcriptions on.
 pub const TRANSCRIPTION_TOPIC: &str = "lk.transcription";
@@ -34,14 +37,14 @@ pub enum AgentsInput {
     Rpc(RpcCall, Reply),
 }
 
-/// Registers `outpost.list_tools`, `outpost.read_result` and one method per tool, on
-/// the set the room answers from the moment it joins.
+/// Registers `outpost.list_tools`, `outpost.read_result`, `outpost.conversation` and one
+/// method per tool, on the set the room answers from the moment it joins.
 pub fn register_methods(
     methods_out: &RpcMethods,
     tools: impl IntoIterator<Item = String>,
     tx: &mpsc::UnboundedSender<AgentsInput>,
 ) {
-    let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into()];
+    let mut methods: Vec<String> = vec![LIST_TOOLS.into(), READ_RESULT.into(), CONVERSATION.into()];
     methods.extend(tools);
     register_tool_methods(methods_out, methods, tx);
 }
@@ -170,22 +173,132 @@ pub fn spawn_transcript_reader(
     });
 }
 
-/// Sends user text in order, one text stream each; a failure is told to the user.
+/// A text or byte stream for the agent.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// Text (`lk.chat`, `outpost.conversation`).
+    Text {
+        /// Destination identity.
+        to: String,
+        /// Topic.
+        topic: String,
+        /// The text.
+        text: String,
+    },
+    /// A file.
+    Bytes(ByteStream),
+}
+
+/// Sends streams in order, one at a time (a file before the words that refer to it); a
+/// failure is told to the user.
 pub async fn text_sender(
     room: Room,
-    mut rx: mpsc::UnboundedReceiver<(String, String, String)>,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
     ui: mpsc::UnboundedSender<UiEvent>,
 ) {
-    while let Some((to, topic, text)) = rx.recv().await {
-        let options = StreamOptions {
-            topic,
-            destination_identities: vec![to],
-            ..StreamOptions::default()
+    while let Some(out) = rx.recv().await {
+        let sent = match out {
+            Outgoing::Text { to, topic, text } => {
+                let options = StreamOptions {
+                    topic,
+                    destination_identities: vec![to],
+                    ..StreamOptions::default()
+                };
+                room.send_text(&text, options)
+                    .await
+                    .map_err(|e| format!("your message could not be sent to the assistant: {e}"))
+            }
+            Outgoing::Bytes(file) => {
+                let name = file.name.clone();
+                let options = StreamOptions {
+                    topic: file.topic,
+                    destination_identities: vec![file.to],
+                    name: Some(file.name),
+                    mime_type: Some(file.mime_type),
+                    attributes: file.attributes.into_iter().collect(),
+                    ..StreamOptions::default()
+                };
+                room.send_bytes(&file.bytes, options)
+                    .await
+                    .map_err(|e| format!("{name} could not be sent to the assistant: {e}"))
+            }
         };
-        if let Err(e) = room.send_text(&text, options).await {
-            let _ = ui.send(UiEvent::Error {
-                message: format!("your message could not be sent to the assistant: {e}"),
-            });
+        if let Err(message) = sent {
+            let _ = ui.send(UiEvent::Error { message });
         }
+    }
+}
+
+/// Room left in an `outpost.conversation` answer for the JSON around the messages.
+const CONVERSATION_ENVELOPE: usize = 1024;
+
+/// The answer to `outpost.conversation`: `{"conversationId", "messages": [{"role", "text"}],
+/// "omitted": N}` with the newest messages (`(role, text)`, oldest first) that fit one RPC
+/// payload; `omitted` counts the older ones left out. A message too long for the payload
+/// on its own is cut, and says so.
+pub fn conversation_reply(conversation_id: &str, messages: &[(&str, &str)]) -> String {
+    let budget = RPC_PAYLOAD_LIMIT - CONVERSATION_ENVELOPE - conversation_id.len();
+    let mut kept: Vec<serde_json::Value> = Vec::new();
+    let mut size = 0usize;
+    for (role, text) in messages.iter().rev() {
+        let mut item = serde_json::json!({"role": role, "text": text});
+        let mut len = item.to_string().len();
+        if len > budget && kept.is_empty() {
+            // The newest message alone is too long: its beginning, marked.
+            let mut end = budget / 2;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            item = serde_json::json!({"role": role, "text": &text[..end], "cut": true});
+            len = item.to_string().len();
+        }
+        if size + len > budget {
+            break;
+        }
+        size += len;
+        kept.push(item);
+    }
+    let omitted = messages.len() - kept.len();
+    kept.reverse();
+    serde_json::json!({
+        "conversationId": conversation_id,
+        "messages": kept,
+        "omitted": omitted,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_conversation_answer_keeps_the_newest_messages_within_one_payload() {
+        let long = "w".repeat(4000);
+        let messages: Vec<(&str, &str)> = (0..10)
+            .map(|i| (if i % 2 == 0 { "user" } else { "assistant" }, long.as_str()))
+            .collect();
+        let reply = conversation_reply("c1", &messages);
+        assert!(reply.len() <= RPC_PAYLOAD_LIMIT, "{}", reply.len());
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        let kept = v["messages"].as_array().unwrap();
+        assert_eq!(kept.len() + v["omitted"].as_u64().unwrap() as usize, 10);
+        assert!(kept.len() >= 3, "{}", kept.len());
+        // The newest is last, and it is the assistant's (index 9).
+        assert_eq!(kept.last().unwrap()["role"], "assistant");
+        assert_eq!(v["conversationId"], "c1");
+
+        let huge = "é".repeat(20_000);
+        let reply = conversation_reply("c1", &[("user", "hi"), ("user", huge.as_str())]);
+        assert!(reply.len() <= RPC_PAYLOAD_LIMIT, "{}", reply.len());
+        let v: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(v["messages"][0]["text"], "hi");
+        assert_eq!(v["messages"][1]["cut"], true);
+        assert_eq!(v["omitted"], 0);
+
+        let v: serde_json::Value = serde_json::from_str(&conversation_reply("c2", &[])).unwrap();
+        assert_eq!(v["messages"], serde_json::json!([]));
+        assert_eq!(v["omitted"], 0);
     }
 }

@@ -102,6 +102,22 @@ pub struct ConsentPrompt {
 }
 
 /// One thing for the UI to show.
+/// A file the user gave the assistant, as the UI shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AttachmentInfo {
+    /// Attachment id.
+    pub id: String,
+    /// The file's name.
+    pub name: String,
+    /// Its media type.
+    pub mime_type: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(
     tag = "type",
@@ -144,6 +160,9 @@ pub enum UiEvent {
         protocol_version: u32,
         /// What the assistant speaks.
         mode: AssistantMode,
+        /// Whether the assistant takes files and images (LiveKit Agents mode, or an
+        /// Outpost-protocol welcome listing `attachments`).
+        attachments: bool,
     },
     /// The user said something (shown at once; `queued` until the session is ready).
     UserMessage {
@@ -153,6 +172,8 @@ pub enum UiEvent {
         text: String,
         /// Held until the assistant is present and has welcomed us.
         queued: bool,
+        /// The files given with it.
+        attachments: Vec<AttachmentInfo>,
     },
     /// What the user said aloud, as the agent transcribed it (`lk.transcription` of the
     /// user's microphone track): interim text is replaced by later text of the same id;

@@ -47,7 +47,9 @@ pub mod session;
 pub mod voice;
 
 pub use error::{CoreError, Result};
-pub use events::{AssistantMode, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent};
+pub use events::{
+    AssistantMode, AttachmentInfo, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent,
+};
 pub use executor::{
     McpRoots, Permissions, PolicySource, ToolsConfig, confirm_policy, outpost_places,
 };

@@ -320,10 +320,36 @@ impl Session {
 
     /// Sends a user message (held until the assistant has welcomed us). Returns its id.
     pub fn send_message(&self, text: impl Into<String>) -> Result<String> {
+        self.send_message_with(text, Vec::new())
+    }
+
+    /// Sends a user message with files (`(name, mime type, bytes)` each), which go first:
+    /// Attachment messages (Outpost protocol, to an assistant that announced
+    /// `attachments`) or byte streams (LiveKit Agents mode: images on `images`, other
+    /// files on `files`). Returns the message id. An assistant that takes no files gets
+    /// nothing; the UI is told.
+    pub fn send_message_with(
+        &self,
+        text: impl Into<String>,
+        files: Vec<(String, String, Vec<u8>)>,
+    ) -> Result<String> {
         let id = outpost_protocol::new_id();
+        let attachments = files
+            .into_iter()
+            .map(|(name, mime, bytes)| {
+                outpost_protocol::Attachment::new(
+                    outpost_protocol::new_id(),
+                    id.clone(),
+                    name,
+                    mime,
+                    &bytes,
+                )
+            })
+            .collect();
         self.command(Command::SendUserMessage {
             id: id.clone(),
             text: text.into(),
+            attachments,
         })?;
         Ok(id)
     }
@@ -336,7 +362,25 @@ impl Session {
 
     /// Starts a new conversation (`None`) or continues `Some(id)`: sends a new hello.
     pub fn switch_conversation(&self, conversation_id: Option<String>) -> Result<()> {
-        self.command(Command::SwitchConversation { conversation_id })
+        self.command(Command::SwitchConversation {
+            conversation_id,
+            history: Vec::new(),
+        })
+    }
+
+    /// Continues the stored conversation `conversation_id`, whose messages so far are
+    /// `history` (oldest first): the Outpost protocol's hello carries them for an
+    /// assistant that no longer holds the conversation; in LiveKit Agents mode the
+    /// conversation opens at once and the agent may read them with `outpost.conversation`.
+    pub fn continue_conversation(
+        &self,
+        conversation_id: String,
+        history: Vec<outpost_protocol::HistoryMessage>,
+    ) -> Result<()> {
+        self.command(Command::SwitchConversation {
+            conversation_id: Some(conversation_id),
+            history,
+        })
     }
 
     /// The live conversation, once welcomed.
@@ -377,7 +421,7 @@ struct Io {
     /// RPC calls waiting for the machine's answer.
     agents_tx: mpsc::UnboundedSender<AgentsInput>,
     agents_rx: Option<mpsc::UnboundedReceiver<AgentsInput>>,
-    text: mpsc::UnboundedSender<(String, String, String)>,
+    text: mpsc::UnboundedSender<agents_io::Outgoing>,
     replies: std::collections::HashMap<String, Reply>,
     /// The tool RPC methods registered now (Agents mode), followed as the catalogue changes.
     registered: Vec<String>,
@@ -691,7 +735,23 @@ impl Io {
                     self.executor.cancel(&c);
                 }
                 Effect::SendText { to, topic, text } => {
-                    let _ = self.text.send((to, topic, text));
+                    let _ = self
+                        .text
+                        .send(agents_io::Outgoing::Text { to, topic, text });
+                }
+                Effect::SendBytes(file) => {
+                    let _ = self.text.send(agents_io::Outgoing::Bytes(file));
+                }
+                Effect::ReadConversation {
+                    request_id,
+                    conversation_id,
+                } => {
+                    if let Some(tx) = self.replies.remove(&request_id) {
+                        let store = self.store.clone();
+                        tokio::spawn(async move {
+                            let _ = tx.send(read_conversation(&store, &conversation_id).await);
+                        });
+                    }
                 }
                 Effect::RpcReply { request_id, reply } => {
                     if let Some(tx) = self.replies.remove(&request_id) {
@@ -740,6 +800,7 @@ impl Io {
             Record::Tool(t) => s.log_tool_event(t),
             Record::Consent(c) => s.log_consent(c),
             Record::ProtocolError(e) => s.log_protocol_error(e),
+            Record::Attachment(a) => s.log_attachment(a),
         };
         let ui = self.ui.clone();
         tokio::spawn(async move {
@@ -756,6 +817,39 @@ impl Io {
             message: format!("the conversation log failed: {e}"),
         });
     }
+}
+
+/// The answer to `outpost.conversation`: the stored messages of `conversation_id`, after
+/// the writes queued so far (the user's newest message among them).
+async fn read_conversation(
+    store: &Store,
+    conversation_id: &str,
+) -> std::result::Result<String, crate::machine::RpcFailure> {
+    let failed = |e: outpost_store::Error| crate::machine::RpcFailure {
+        code: crate::machine::RPC_APPLICATION_ERROR,
+        message: format!("Outpost could not read the conversation: {e}"),
+        data: None,
+    };
+    store.flush().await.map_err(failed)?;
+    let timeline = store
+        .timeline(conversation_id.into())
+        .await
+        .map_err(failed)?;
+    let messages: Vec<(&str, &str)> = timeline
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            outpost_store::TimelineItem::Message(m) => Some((
+                match m.role {
+                    outpost_store::Role::User => "user",
+                    outpost_store::Role::Assistant => "assistant",
+                },
+                m.text.as_str(),
+            )),
+            _ => None,
+        })
+        .collect();
+    Ok(agents_io::conversation_reply(conversation_id, &messages))
 }
 
 async fn read_stream(mut reader: StreamReader) -> Inbound {

@@ -119,6 +119,9 @@ impl Default for NotificationConfig {
     }
 }
 
+/// The system-wide shortcut unless the user chose another: hold to talk, press to raise.
+pub const DEFAULT_SHORTCUT: &str = "Ctrl+Alt+Space";
+
 /// `settings.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(default)]
@@ -144,6 +147,12 @@ pub struct AppConfig {
     /// Echo cancellation for open mic; none = on (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub voice_echo_cancellation: Option<bool>,
+    /// Closing the window keeps the session running in the tray (off: closing quits).
+    pub keep_in_tray: bool,
+    /// The system-wide shortcut (an accelerator like `Ctrl+Alt+Space`); none = the
+    /// default [`DEFAULT_SHORTCUT`], empty = off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub voice_shortcut: Option<String>,
 }
 
 impl AppConfig {

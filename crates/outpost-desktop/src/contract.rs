@@ -91,6 +91,9 @@ pub struct SessionInfo {
     pub assistant_name: String,
     /// What the assistant speaks: `outpost` or `livekit_agents`.
     pub mode: AssistantMode,
+    /// Whether it takes files and images (a LiveKit agent: byte streams; an Outpost
+    /// assistant that announced `attachments`).
+    pub attachments: bool,
 }
 
 /// `StatusEvent`.
@@ -187,6 +190,10 @@ pub enum TranscriptEntry {
         #[serde(skip_serializing_if = "Option::is_none")]
         #[ts(optional)]
         speech: Option<SpeechText>,
+        /// The files given with it (absent when none).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        #[ts(as = "Option<Vec<AttachmentView>>", optional)]
+        attachments: Vec<AttachmentView>,
     },
     /// An assistant message (Markdown).
     Assistant {
@@ -317,6 +324,24 @@ pub enum AppEvent {
     Voice(VoiceStatus),
     /// The input and output levels, about ten times a second while voice is on.
     VoiceLevel(VoiceLevel),
+    /// The chat now shows a stored conversation the user continues (History → Continue):
+    /// its transcript replaces the one on screen.
+    Conversation(ConversationOpened),
+    /// The files that go with the next message changed (added, removed, sent).
+    Attachments(StagedAttachments),
+    /// The system-wide shortcut brought the window forward.
+    Raised(Raised),
+}
+
+/// `conversation`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct ConversationOpened {
+    /// The conversation; the next `session` event with this id keeps the transcript.
+    pub conversation_id: String,
+    /// Its messages and tool cards so far.
+    pub transcript: Vec<TranscriptEntry>,
 }
 
 /// Whether a transcript of speech may still change.
@@ -510,6 +535,41 @@ pub struct UserMessage {
     pub text: String,
     /// When.
     pub at: Millis,
+    /// The files given with it (absent when none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[ts(as = "Option<Vec<AttachmentView>>", optional)]
+    pub attachments: Vec<AttachmentView>,
+}
+
+/// A file given to the assistant (or about to be): exactly what is sent of it, and the
+/// image itself where the UI may show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct AttachmentView {
+    /// Id.
+    pub id: String,
+    /// The file's name (no folders).
+    pub name: String,
+    /// Its media type.
+    pub mime_type: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
+    /// An image as a `data:` URL: every staged image; in the transcript and the history
+    /// only images up to 256 KiB (their bytes are kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+/// `attachments`: the files that go with the next message, in order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct StagedAttachments {
+    /// The files.
+    pub items: Vec<AttachmentView>,
 }
 
 /// `AssistantDelta`.
@@ -712,6 +772,40 @@ pub struct Settings {
     /// `settings_set`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_unconfirmed: Option<String>,
+}
+
+/// `SystemSettings`: how Outpost lives on the desktop (Settings → Desktop).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct SystemSettings {
+    /// Closing the window keeps the session running in the tray icon (consent questions
+    /// then arrive as notifications and in the tray); off: closing the window quits.
+    pub keep_in_tray: bool,
+    /// Start Outpost at login (an XDG autostart entry; off by default).
+    pub start_at_login: bool,
+    /// Where that entry is (read-only; empty when there is no home folder).
+    pub autostart_file: String,
+    /// The system-wide shortcut (Settings → Voice): held with voice on in push-to-talk, the
+    /// microphone is live; pressed otherwise, Outpost comes forward with the message box
+    /// focused. An accelerator like `Ctrl+Alt+Space`; empty = off.
+    pub shortcut: String,
+    /// Whether the shortcut works system-wide, in plain words (read-only): registered
+    /// through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
+    /// GlobalShortcuts is not used yet).
+    pub shortcut_status: String,
+    /// The shortcut is registered and works in every window (read-only).
+    pub shortcut_active: bool,
+}
+
+/// `raised`: the system-wide shortcut brought Outpost forward; the chat's message box takes
+/// the focus.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct Raised {
+    /// What to focus: `composer`.
+    pub focus: String,
 }
 
 /// `ConnectionTestResult`.
@@ -1188,6 +1282,8 @@ pub fn typescript() -> String {
         SessionSnapshot,
         AppEvent,
         UserMessage,
+        AttachmentView,
+        StagedAttachments,
         AssistantDelta,
         AssistantMessage,
         ToolInitiated,
@@ -1213,6 +1309,8 @@ pub fn typescript() -> String {
         NotificationSettings,
         Settings,
         ConnectionTestResult,
+        SystemSettings,
+        Raised,
         ToolInfo,
         McpTransport,
         McpServerStatus,
@@ -1225,6 +1323,7 @@ pub fn typescript() -> String {
         ConversationSummary,
         SearchHit,
         ConversationDetail,
+        ConversationOpened,
         ExportResult,
         AboutInfo,
     );

@@ -49,6 +49,9 @@ pub enum DesktopError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A file the user wanted to give the assistant was refused (secrets list, size).
+    #[error("{0}")]
+    Refused(String),
     /// Anything else.
     #[error("{0}")]
     Internal(String),
@@ -64,6 +67,7 @@ impl DesktopError {
             DesktopError::NotFound(_) => "not_found",
             DesktopError::UnknownConsent => "unknown_consent",
             DesktopError::KeyringUnavailable(_) => "keyring_unavailable",
+            DesktopError::Refused(_) => "attachment_refused",
             DesktopError::Core(outpost_core::CoreError::InvalidArgument { .. }) => {
                 "invalid_argument"
             }

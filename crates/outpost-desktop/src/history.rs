@@ -2,8 +2,11 @@
 
 use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
 
+use std::collections::HashMap;
+
 use crate::contract::{
-    ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCardStatus, TranscriptEntry,
+    AttachmentView, ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCardStatus,
+    TranscriptEntry,
 };
 use crate::live::card_status;
 
@@ -32,8 +35,29 @@ pub fn summary(s: &outpost_store::ConversationSummary) -> ConversationSummary {
     }
 }
 
-/// The read-only transcript of a stored conversation.
+/// The transcript of a stored conversation (its files shown with the user message they
+/// went with; small images with their bytes).
 pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
+    let mut files: HashMap<&str, Vec<AttachmentView>> = HashMap::new();
+    for item in items {
+        if let TimelineItem::Attachment(stored) = item {
+            let a = &stored.sent;
+            files
+                .entry(a.message_id.as_str())
+                .or_default()
+                .push(AttachmentView {
+                    id: a.id.clone(),
+                    name: a.name.clone(),
+                    mime_type: a.mime_type.clone(),
+                    size: a.size,
+                    sha256: a.sha256.clone(),
+                    image: a
+                        .data
+                        .as_deref()
+                        .and_then(|d| crate::attachments::kept_image_url(&a.mime_type, d)),
+                });
+        }
+    }
     items
         .iter()
         .filter_map(|item| match item {
@@ -43,6 +67,7 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
                     text: m.text.clone(),
                     at: m.created_at,
                     speech: None,
+                    attachments: files.remove(m.id.as_str()).unwrap_or_default(),
                 },
                 Role::Assistant => TranscriptEntry::Assistant {
                     id: m.id.clone(),

@@ -9,10 +9,11 @@ use outpost_protocol::ToolDescriptor;
 use serde_json::Value;
 
 use crate::contract::{
-    AppEvent, AssistantDelta, AssistantMessage, AssistantState, ConnectionEvent, ConnectionStatus,
-    ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot,
-    SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus, ToolInitiated, ToolProgress,
-    ToolProgressState, ToolResult, TranscriptEntry, UserMessage, UserTranscript, WithdrawnReason,
+    AppEvent, AssistantDelta, AssistantMessage, AssistantState, AttachmentView, ConnectionEvent,
+    ConnectionStatus, ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis,
+    SessionInfo, SessionSnapshot, SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus,
+    ToolInitiated, ToolProgress, ToolProgressState, ToolResult, TranscriptEntry, UserMessage,
+    UserTranscript, WithdrawnReason,
 };
 
 /// What a finished call means for notifications.
@@ -32,6 +33,9 @@ pub struct LiveState {
     connection: ConnectionEvent,
     status: StatusEvent,
     session: Option<SessionInfo>,
+    /// The conversation the transcript belongs to: the welcomed one, or the stored one the
+    /// user continues while its welcome is on its way.
+    conversation: Option<String>,
     transcript: Vec<TranscriptEntry>,
     /// Transcript index of each message / call id.
     index: HashMap<String, usize>,
@@ -39,6 +43,9 @@ pub struct LiveState {
     seqs: HashMap<String, u32>,
     consents: Vec<ConsentRequest>,
     hints: HashMap<String, (bool, bool, bool)>,
+    /// Images the transcript shows with the next user messages, by SHA-256 (small ones
+    /// only, as the history keeps them); taken when their message is shown.
+    images: HashMap<String, String>,
     attempts: u32,
 }
 
@@ -52,11 +59,13 @@ impl Default for LiveState {
             },
             status: idle(),
             session: None,
+            conversation: None,
             transcript: Vec::new(),
             index: HashMap::new(),
             seqs: HashMap::new(),
             consents: Vec::new(),
             hints: HashMap::new(),
+            images: HashMap::new(),
             attempts: 0,
         }
     }
@@ -91,9 +100,50 @@ impl LiveState {
         }
     }
 
-    /// The live conversation, once welcomed.
+    /// Images (`data:` URLs by the SHA-256 of their bytes) to show with the files of the
+    /// next user message.
+    pub fn show_images(&mut self, images: impl IntoIterator<Item = (String, String)>) {
+        self.images.extend(images);
+    }
+
+    /// The conversation on screen: the welcomed one, or one being continued.
     pub fn conversation_id(&self) -> Option<&str> {
-        self.session.as_ref().map(|s| s.conversation_id.as_str())
+        self.conversation.as_deref()
+    }
+
+    /// The user continues the stored conversation `id` (History → Continue): its
+    /// `transcript` replaces the one on screen, and a welcome for it keeps it.
+    pub fn continue_with(&mut self, id: String, transcript: Vec<TranscriptEntry>) -> AppEvent {
+        self.transcript = transcript;
+        self.index =
+            self.transcript
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let id = match e {
+                        TranscriptEntry::User { id, .. }
+                        | TranscriptEntry::Assistant { id, .. } => id.clone(),
+                        TranscriptEntry::Tool { call } => call.id.clone(),
+                    };
+                    (id, i)
+                })
+                .collect();
+        self.seqs.clear();
+        if let Some(s) = &mut self.session {
+            s.conversation_id.clone_from(&id);
+        }
+        self.conversation = Some(id.clone());
+        AppEvent::Conversation(crate::contract::ConversationOpened {
+            conversation_id: id,
+            transcript: self.transcript.clone(),
+        })
+    }
+
+    /// Whether the assistant of the live session takes files and images, and its name.
+    pub fn attachments_taken(&self) -> Option<(bool, &str)> {
+        self.session
+            .as_ref()
+            .map(|s| (s.attachments, s.assistant_name.as_str()))
     }
 
     /// Whether the live conversation has a user message yet.
@@ -203,6 +253,7 @@ impl LiveState {
                 session_id,
                 assistant_name,
                 mode,
+                attachments,
                 ..
             } => {
                 if self.conversation_id() != Some(conversation_id.as_str()) {
@@ -210,16 +261,34 @@ impl LiveState {
                     self.index.clear();
                     self.seqs.clear();
                 }
+                self.conversation = Some(conversation_id.clone());
                 let info = SessionInfo {
                     conversation_id,
                     session_id,
                     assistant_name,
                     mode,
+                    attachments,
                 };
                 self.session = Some(info.clone());
                 out.push(AppEvent::Session(info));
             }
-            UiEvent::UserMessage { id, text, .. } if !self.index.contains_key(&id) => {
+            UiEvent::UserMessage {
+                id,
+                text,
+                attachments,
+                ..
+            } if !self.index.contains_key(&id) => {
+                let attachments: Vec<AttachmentView> = attachments
+                    .into_iter()
+                    .map(|a| AttachmentView {
+                        image: self.images.remove(&a.sha256),
+                        id: a.id,
+                        name: a.name,
+                        mime_type: a.mime_type,
+                        size: a.size,
+                        sha256: a.sha256,
+                    })
+                    .collect();
                 self.push(
                     id.clone(),
                     TranscriptEntry::User {
@@ -227,9 +296,15 @@ impl LiveState {
                         text: text.clone(),
                         at: now,
                         speech: None,
+                        attachments: attachments.clone(),
                     },
                 );
-                out.push(AppEvent::UserMessage(UserMessage { id, text, at: now }));
+                out.push(AppEvent::UserMessage(UserMessage {
+                    id,
+                    text,
+                    at: now,
+                    attachments,
+                }));
             }
             UiEvent::UserTranscript { id, text, is_final } => {
                 let speech = if is_final {
@@ -259,6 +334,7 @@ impl LiveState {
                             text: text.clone(),
                             at: now,
                             speech: Some(speech),
+                            attachments: Vec::new(),
                         },
                     ),
                 }
@@ -670,6 +746,7 @@ mod tests {
             assistant_name: "Demo".into(),
             protocol_version: 1,
             mode: outpost_core::AssistantMode::Outpost,
+            attachments: false,
         }
     }
 
@@ -793,6 +870,73 @@ mod tests {
         s.apply(started("c1"), 3);
         assert_eq!(s.snapshot(true).transcript.len(), 1, "a rejoin keeps it");
         s.apply(started("c2"), 4);
+        assert!(s.snapshot(true).transcript.is_empty());
+    }
+
+    #[test]
+    fn a_continued_conversation_shows_its_past_and_its_welcome_keeps_it() {
+        let mut s = LiveState::default();
+        s.apply(started("c1"), 1);
+        s.apply(
+            UiEvent::UserMessage {
+                id: "u-now".into(),
+                text: "today".into(),
+                queued: false,
+                attachments: Vec::new(),
+            },
+            2,
+        );
+        let past = vec![
+            TranscriptEntry::User {
+                id: "u-old".into(),
+                text: "remember the otter".into(),
+                at: 1,
+                speech: None,
+                attachments: Vec::new(),
+            },
+            TranscriptEntry::Assistant {
+                id: "a-old".into(),
+                text: "Noted.".into(),
+                at: 1,
+                in_reply_to: None,
+            },
+        ];
+        let ev = s.continue_with("c0".into(), past.clone());
+        let v = serde_json::to_value(&ev).unwrap();
+        assert_eq!(v["type"], "conversation");
+        assert_eq!(v["data"]["conversationId"], "c0");
+        assert_eq!(v["data"]["transcript"][0]["text"], "remember the otter");
+        assert_eq!(s.conversation_id(), Some("c0"));
+        let snap = s.snapshot(true);
+        assert_eq!(snap.transcript, past);
+        assert_eq!(snap.session.unwrap().conversation_id, "c0");
+        // Its welcome keeps what is shown; the next message follows it.
+        s.apply(started("c0"), 5);
+        s.apply(
+            UiEvent::AssistantMessage {
+                id: "a-old".into(),
+                text: "Noted, again.".into(),
+                in_reply_to: None,
+            },
+            6,
+        );
+        let snap = s.snapshot(true);
+        assert_eq!(
+            snap.transcript.len(),
+            2,
+            "a repeated id replaces, never duplicates"
+        );
+        assert_eq!(
+            snap.transcript[1],
+            TranscriptEntry::Assistant {
+                id: "a-old".into(),
+                text: "Noted, again.".into(),
+                at: 1,
+                in_reply_to: None,
+            }
+        );
+        // An assistant that opens another conversation instead: the view follows it.
+        s.apply(started("c9"), 7);
         assert!(s.snapshot(true).transcript.is_empty());
     }
 

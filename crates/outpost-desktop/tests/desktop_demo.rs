@@ -104,6 +104,30 @@ impl App {
     }
 }
 
+/// A temporary folder with the app's config and data folders in it.
+fn temp_paths() -> (tempfile::TempDir, Paths) {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = Paths {
+        config_dir: dir.path().join("config"),
+        data_dir: dir.path().join("data"),
+    };
+    (dir, paths)
+}
+
+/// Opens the app at `paths` and starts the local demo; returns it with its first session.
+async fn with_demo(paths: &Paths) -> (App, outpost_desktop::contract::SessionInfo) {
+    let mut app = open(paths);
+    app.desktop.set_demo_programs(demo_programs());
+    app.desktop.start_demo().await.unwrap();
+    let session = app
+        .wait("session", |e| match e {
+            AppEvent::Session(s) => Some(s.clone()),
+            _ => None,
+        })
+        .await;
+    (app, session)
+}
+
 /// `outpost-room` and `outpost-agent` as cargo built them, beside this test's folder
 /// (`target/<profile>/deps/..`), or in `OUTPOST_DEMO_BIN_DIR`.
 fn demo_programs() -> DemoPrograms {
@@ -130,25 +154,13 @@ fn demo_programs() -> DemoPrograms {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_consent_history_settings_and_notifications() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths {
-        config_dir: dir.path().join("config"),
-        data_dir: dir.path().join("data"),
-    };
+    let (dir, paths) = temp_paths();
     let files = dir.path().join("files");
     std::fs::create_dir_all(&files).unwrap();
     let notes_file = files.join("notes.txt");
     std::fs::write(&notes_file, "the zebra crossing is at noon\n").unwrap();
 
-    let mut app = open(&paths);
-    app.desktop.set_demo_programs(demo_programs());
-    app.desktop.start_demo().await.unwrap();
-    let session = app
-        .wait("session", |e| match e {
-            AppEvent::Session(s) => Some(s.clone()),
-            _ => None,
-        })
-        .await;
+    let (mut app, session) = with_demo(&paths).await;
     assert!(!session.conversation_id.is_empty());
 
     // 1. Allow once: the dialog shows the path; the result reaches the assistant.
@@ -343,11 +355,7 @@ fn only_web_and_mail_links_open() {
 /// every one of them, not just the first page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_pages_past_the_store_page_and_delete_all_removes_everything() {
-    let dir = tempfile::tempdir().unwrap();
-    let paths = Paths {
-        config_dir: dir.path().join("config"),
-        data_dir: dir.path().join("data"),
-    };
+    let (_dir, paths) = temp_paths();
     let app = open(&paths);
     let store = app.desktop.core().store().clone();
     let page = outpost_store::query::MAX_PAGE;
@@ -376,4 +384,106 @@ async fn history_pages_past_the_store_page_and_delete_all_removes_everything() {
         total as u64
     );
     assert!(app.desktop.history_list(10, 0).await.unwrap().is_empty());
+}
+
+/// A file the user gives the demo assistant (Outpost protocol, capability `attachments`):
+/// refused before anything is read when it is on the secrets list or too large; staged and
+/// shown exactly (name, type, size, hash, the image) otherwise; sent with the next message,
+/// where the agent's model is told its name, type, size and hash; kept in the history with
+/// the bytes of a small image.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_reach_the_demo_assistant_and_the_history_keeps_them() {
+    use outpost_desktop::contract::TranscriptEntry;
+    let (dir, paths) = temp_paths();
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let png: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01";
+    let dot = files.join("dot.png");
+    std::fs::write(&dot, png).unwrap();
+    let key = files.join("id_rsa");
+    std::fs::write(&key, "-----BEGIN OPENSSH PRIVATE KEY-----").unwrap();
+
+    // Before a session no assistant takes anything.
+    let err = open(&paths).desktop.attach_path(&dot).unwrap_err();
+    assert_eq!(err.code(), "attachment_refused");
+    let (mut app, session) = with_demo(&paths).await;
+    assert!(session.attachments, "the demo agent announces attachments");
+
+    let err = app.desktop.attach_path(&key).unwrap_err();
+    assert_eq!(err.code(), "attachment_refused");
+    assert!(
+        err.to_string()
+            .starts_with("Outpost will not send id_rsa: files named like 'id_rsa'"),
+        "{err}"
+    );
+    assert!(
+        app.desktop.attachments_staged().is_empty(),
+        "nothing staged"
+    );
+
+    let staged = app.desktop.attach_path(&dot).unwrap();
+    assert_eq!(staged.len(), 1);
+    let sha = outpost_protocol::sha256_hex(png);
+    assert_eq!(
+        (
+            staged[0].name.as_str(),
+            staged[0].mime_type.as_str(),
+            staged[0].size
+        ),
+        ("dot.png", "image/png", png.len() as u64)
+    );
+    assert_eq!(staged[0].sha256, sha);
+    assert!(
+        staged[0]
+            .image
+            .as_deref()
+            .unwrap()
+            .starts_with("data:image/png;base64,")
+    );
+    // A pasted one, then removed again.
+    let pasted = app
+        .desktop
+        .attach_data("note.txt", Some("text/plain"), "aGk=")
+        .unwrap();
+    assert_eq!(pasted.len(), 2);
+    assert_eq!(app.desktop.attach_remove(&pasted[1].id).len(), 1);
+
+    let sent = app
+        .desktop
+        .send("what did I give you?".into())
+        .await
+        .unwrap();
+    assert_eq!(sent.attachments.len(), 1);
+    assert!(
+        app.desktop.attachments_staged().is_empty(),
+        "sent with the message"
+    );
+    let reply = app.reply().await;
+    assert!(
+        reply.contains(&format!(
+            "You gave me: dot.png, image/png, {} bytes, sha256 {sha}",
+            png.len()
+        )),
+        "{reply}"
+    );
+
+    app.desktop.store_flush().await;
+    let list = app.desktop.history_list(10, 0).await.unwrap();
+    let detail = app.desktop.history_get(&list[0].id).await.unwrap();
+    let kept = detail
+        .transcript
+        .iter()
+        .find_map(|e| match e {
+            TranscriptEntry::User { attachments, .. } if !attachments.is_empty() => {
+                Some(attachments.clone())
+            }
+            _ => None,
+        })
+        .expect("the user message keeps its file");
+    assert_eq!(kept[0].sha256, sha);
+    assert_eq!(
+        kept[0].image, staged[0].image,
+        "a small image's bytes are kept"
+    );
+    app.desktop.disconnect().await;
 }

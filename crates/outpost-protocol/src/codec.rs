@@ -197,6 +197,7 @@ fn dispatch(ty: MessageType, input: &impl Input) -> Result<Message, DecodeError>
         MessageType::ToolUseCancel => Message::ToolUseCancel(body(ty, input)?),
         MessageType::ToolUseProgress => Message::ToolUseProgress(body(ty, input)?),
         MessageType::ToolsChanged => Message::ToolsChanged(body(ty, input)?),
+        MessageType::Attachment => Message::Attachment(body(ty, input)?),
     })
 }
 

@@ -32,6 +32,18 @@ pub const MAX_ID_BYTES: usize = 128;
 /// Longest tool name, error code or other short identifier, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
 
+/// Most messages a ClientHello's `history` may hold (the newest are sent).
+pub const MAX_HISTORY_MESSAGES: usize = 1000;
+
+/// Most capabilities a ServerWelcome may list.
+pub const MAX_CAPABILITIES: usize = 64;
+
+/// Largest attachment (type 13), in bytes of the file (its base64 is a third longer).
+pub const MAX_ATTACHMENT_BYTES: usize = 8 * 1024 * 1024;
+
+/// Longest attachment file name, in bytes.
+pub const MAX_FILE_NAME_BYTES: usize = 255;
+
 /// Default tool timeout when `timeoutMs` is omitted (seed 000).
 pub const DEFAULT_TIMEOUT_MS: u32 = 30_000;
 

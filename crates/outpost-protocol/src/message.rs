@@ -43,6 +43,8 @@ closed_enum! {
         ToolUseProgress => "ToolUseProgress",
         /// 12 (version 2): the client's tool catalogue changed.
         ToolsChanged => "ToolsChanged",
+        /// 13 (capability `attachments`): a file the user gives the assistant.
+        Attachment => "Attachment",
     }
 }
 
@@ -62,6 +64,7 @@ impl MessageType {
             Self::ToolUseCancel => 10,
             Self::ToolUseProgress => 11,
             Self::ToolsChanged => 12,
+            Self::Attachment => 13,
         }
     }
 
@@ -80,6 +83,7 @@ impl MessageType {
             10 => Self::ToolUseCancel,
             11 => Self::ToolUseProgress,
             12 => Self::ToolsChanged,
+            13 => Self::Attachment,
             _ => return None,
         })
     }
@@ -88,7 +92,9 @@ impl MessageType {
     pub fn direction(self) -> Direction {
         match self {
             Self::Error | Self::ToolUseResult | Self::ToolUseProgress => Direction::Both,
-            Self::ClientHello | Self::UserMessage | Self::ToolsChanged => Direction::ClientToServer,
+            Self::ClientHello | Self::UserMessage | Self::ToolsChanged | Self::Attachment => {
+                Direction::ClientToServer
+            }
             Self::ServerWelcome
             | Self::AssistantMessage
             | Self::ToolUseRequest
@@ -100,7 +106,7 @@ impl MessageType {
 
     /// Every type this version knows, in code order.
     pub fn all() -> impl Iterator<Item = Self> {
-        (1..=12).filter_map(Self::from_code)
+        (1..=13).filter_map(Self::from_code)
     }
 }
 
@@ -132,6 +138,8 @@ pub enum Message {
     ToolUseProgress(ToolUseProgress),
     /// Type 12 (version 2).
     ToolsChanged(ToolsChanged),
+    /// Type 13 (capability `attachments`).
+    Attachment(Attachment),
 }
 
 /// Calls `$f` on the body of any message variant.
@@ -150,6 +158,7 @@ macro_rules! with_body {
             Message::ToolUseCancel($b) => $f,
             Message::ToolUseProgress($b) => $f,
             Message::ToolsChanged($b) => $f,
+            Message::Attachment($b) => $f,
         }
     };
 }
@@ -171,6 +180,7 @@ impl Message {
             Self::ToolUseCancel(_) => MessageType::ToolUseCancel,
             Self::ToolUseProgress(_) => MessageType::ToolUseProgress,
             Self::ToolsChanged(_) => MessageType::ToolsChanged,
+            Self::Attachment(_) => MessageType::Attachment,
         }
     }
 
@@ -184,6 +194,7 @@ impl Message {
             Self::AssistantDelta(m) => Some(&m.message_id),
             Self::ToolUseCancel(m) => Some(&m.id),
             Self::ToolUseProgress(m) => Some(&m.id),
+            Self::Attachment(m) => Some(&m.id),
             Self::Error(_)
             | Self::ClientHello(_)
             | Self::ServerWelcome(_)
@@ -218,7 +229,8 @@ from_body!(
     AssistantStatus,
     ToolUseCancel,
     ToolUseProgress,
-    ToolsChanged
+    ToolsChanged,
+    Attachment
 );
 
 impl From<ErrorMessage> for Message {
@@ -235,12 +247,12 @@ mod tests {
     #[test]
     fn codes_round_trip_and_are_unique() {
         let codes: Vec<u8> = MessageType::all().map(MessageType::code).collect();
-        assert_eq!(codes, (1..=12).collect::<Vec<u8>>());
+        assert_eq!(codes, (1..=13).collect::<Vec<u8>>());
         for t in MessageType::all() {
             assert_eq!(MessageType::from_code(t.code().into()), Some(t));
         }
         assert_eq!(MessageType::from_code(0), None);
-        assert_eq!(MessageType::from_code(13), None);
+        assert_eq!(MessageType::from_code(14), None);
     }
 
     #[test]

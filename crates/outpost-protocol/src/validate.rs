@@ -3,7 +3,9 @@
 use serde::Deserializer;
 
 use crate::error::FieldError;
-use crate::limits::{MAX_DEPTH, MAX_ELEMENTS, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_TIMEOUT_MS};
+use crate::limits::{
+    MAX_DEPTH, MAX_ELEMENTS, MAX_FILE_NAME_BYTES, MAX_ID_BYTES, MAX_NAME_BYTES, MAX_TIMEOUT_MS,
+};
 use crate::{Map, Value};
 
 /// Validation every message type implements; `Ok` means it may go on the wire.
@@ -27,6 +29,19 @@ pub(crate) fn id(field: &str, v: &str) -> Result<(), FieldError> {
 /// A name (tool name, error code): 1..=MAX_NAME_BYTES bytes, no control characters.
 pub(crate) fn name(field: &str, v: &str) -> Result<(), FieldError> {
     short_text(field, v, MAX_NAME_BYTES)
+}
+
+/// A file name: 1..=MAX_FILE_NAME_BYTES bytes, no control characters, no `/` or `\\`, not
+/// `.` or `..`.
+pub(crate) fn file_name(field: &str, v: &str) -> Result<(), FieldError> {
+    short_text(field, v, MAX_FILE_NAME_BYTES)?;
+    if v.contains(['/', '\\']) || v == "." || v == ".." {
+        return Err(FieldError::new(
+            field,
+            format!("must be a file name without folders, got \"{v}\""),
+        ));
+    }
+    Ok(())
 }
 
 fn short_text(field: &str, v: &str, max: usize) -> Result<(), FieldError> {

@@ -391,3 +391,64 @@ fn tools_changed_checks_its_catalogue_like_the_hello() {
         outpost_protocol::Direction::ClientToServer
     );
 }
+
+#[test]
+fn a_hello_history_needs_a_conversation_known_roles_and_a_bound() {
+    let hello = |extra: Value| {
+        let mut h = json!({"type": 2, "protocolVersion": 2, "clientName": "Outpost",
+                           "clientVersion": "0.1.0"});
+        for (k, v) in extra.as_object().unwrap() {
+            h[k] = v.clone();
+        }
+        raw(&h)
+    };
+    let said = |role: &str| json!({"role": role, "text": "hi"});
+    assert!(
+        decode(&hello(
+            json!({"conversationId": "c1", "history": [said("user"), said("assistant")]})
+        ))
+        .is_ok()
+    );
+    // History without the conversation it belongs to.
+    let (field, reason) = invalid_field(&hello(json!({"history": [said("user")]})));
+    assert_eq!(field, "history", "{reason}");
+    // A role the protocol does not name.
+    let (field, reason) = invalid_field(&hello(
+        json!({"conversationId": "c1", "history": [said("system")]}),
+    ));
+    assert_eq!(field, "history[0].role", "{reason}");
+    // More messages than the limit.
+    let many: Vec<Value> = (0..=outpost_protocol::MAX_HISTORY_MESSAGES)
+        .map(|_| said("user"))
+        .collect();
+    let (field, reason) = invalid_field(&hello(json!({"conversationId": "c1", "history": many})));
+    assert_eq!(field, "history", "{reason}");
+    assert!(reason.contains("1001"), "{reason}");
+}
+
+#[test]
+fn an_attachment_whose_bytes_do_not_match_its_hash_or_size_is_refused() {
+    let good = json!({"type": 13, "id": "a1", "messageId": "m1", "name": "n.txt",
+                      "mimeType": "text/plain", "size": 2, "data": "aGk=",
+                      "sha256": "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"});
+    assert!(decode(&raw(&good)).is_ok());
+    let mut bad = good.clone();
+    bad["sha256"] = json!("0".repeat(64));
+    assert_eq!(invalid_field(&raw(&bad)).0, "sha256");
+    let mut bad = good.clone();
+    bad["size"] = json!(3);
+    assert_eq!(invalid_field(&raw(&bad)).0, "size");
+    bad["size"] = json!(9);
+    assert_eq!(invalid_field(&raw(&bad)).0, "data");
+    let mut bad = good.clone();
+    bad["name"] = json!("a/b.txt");
+    assert_eq!(invalid_field(&raw(&bad)).0, "name");
+    let mut bad = good;
+    bad["size"] = json!(outpost_protocol::MAX_ATTACHMENT_BYTES + 1);
+    assert_eq!(invalid_field(&raw(&bad)).0, "size");
+    // Only the client sends it.
+    assert_eq!(
+        MessageType::Attachment.direction(),
+        outpost_protocol::Direction::ClientToServer
+    );
+}

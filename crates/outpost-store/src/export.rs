@@ -233,6 +233,18 @@ fn timeline_markdown(out: &mut String, t: &Timeline) {
                 }
                 let _ = writeln!(out, "\n> Asked: {}\n", one_line(&cn.asked));
             }
+            TimelineItem::Attachment(a) => {
+                let a = &a.sent;
+                let _ = writeln!(
+                    out,
+                    "> Attachment `{}` ({}, {} bytes, SHA-256 `{}`) sent at {}\n",
+                    one_line(&a.name),
+                    one_line(&a.mime_type),
+                    a.size,
+                    a.sha256,
+                    format_time(a.sent_at)
+                );
+            }
             TimelineItem::ProtocolError(e) => {
                 let _ = writeln!(
                     out,

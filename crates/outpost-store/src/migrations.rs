@@ -11,6 +11,7 @@ use crate::error::{Error, Result, SqlContext};
 const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0001_initial.sql")),
     M::up(include_str!("../migrations/0002_consent_deciders.sql")),
+    M::up(include_str!("../migrations/0003_attachments.sql")),
 ];
 
 /// The migration set.

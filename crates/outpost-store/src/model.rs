@@ -423,6 +423,35 @@ pub struct NewProtocolError {
     pub detail: Option<String>,
 }
 
+/// Most bytes of an attachment the store keeps (small images, to show them again); the
+/// bytes of a larger one are not kept, only what describes it.
+pub const MAX_ATTACHMENT_DATA: usize = 256 * 1024;
+
+/// A file the user gave the assistant with a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NewAttachment {
+    /// Conversation it belongs to.
+    pub conversation_id: ConversationId,
+    /// Attachment id (a NanoID); unique within the conversation.
+    pub id: String,
+    /// The user message it went with.
+    pub message_id: String,
+    /// The file's name.
+    pub name: String,
+    /// Its media type.
+    pub mime_type: String,
+    /// Its length in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
+    /// The bytes, when they are to be kept (at most [`MAX_ATTACHMENT_DATA`]; larger ones
+    /// are dropped by the writer).
+    #[serde(skip)]
+    pub data: Option<Vec<u8>>,
+    /// When it was sent.
+    pub sent_at: Millis,
+}
+
 // ---------------------------------------------------------------------------------------------
 // What queries return.
 
@@ -623,6 +652,16 @@ pub struct ProtocolError {
     pub seq: i64,
 }
 
+/// A stored attachment: what was logged (the bytes only when kept), and its place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attachment {
+    /// What was sent.
+    #[serde(flatten)]
+    pub sent: NewAttachment,
+    /// Store-wide insertion order.
+    pub seq: i64,
+}
+
 /// One entry of a conversation's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
@@ -639,6 +678,8 @@ pub enum TimelineItem {
     Consent(Consent),
     /// A protocol error.
     ProtocolError(ProtocolError),
+    /// A file the user gave the assistant (placed at its `sent_at`).
+    Attachment(Attachment),
 }
 
 impl TimelineItem {
@@ -650,6 +691,7 @@ impl TimelineItem {
             TimelineItem::ToolCall(t) => t.initiated_at,
             TimelineItem::Consent(c) => c.decided_at,
             TimelineItem::ProtocolError(e) => e.at,
+            TimelineItem::Attachment(a) => a.sent.sent_at,
         }
     }
 
@@ -661,6 +703,7 @@ impl TimelineItem {
             TimelineItem::ToolCall(t) => t.seq,
             TimelineItem::Consent(c) => c.seq,
             TimelineItem::ProtocolError(e) => e.seq,
+            TimelineItem::Attachment(a) => a.seq,
         }
     }
 }

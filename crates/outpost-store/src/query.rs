@@ -5,9 +5,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 
 use crate::error::{Error, Result, SqlContext};
 use crate::model::{
-    AuditEntry, AuditPage, Consent, Conversation, ConversationId, ConversationPage,
-    ConversationSummary, Cursor, Decision, Message, Millis, ProtocolError, StatusChange,
-    StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation,
+    Attachment, AuditEntry, AuditPage, Consent, Conversation, ConversationId, ConversationPage,
+    ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, ProtocolError,
+    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation,
 };
 use crate::writer::RETENTION_KEY;
 
@@ -251,6 +251,23 @@ fn error_row(r: &Row<'_>) -> rusqlite::Result<ProtocolError> {
     })
 }
 
+fn attachment_row(r: &Row<'_>) -> rusqlite::Result<Attachment> {
+    Ok(Attachment {
+        sent: NewAttachment {
+            conversation_id: ConversationId(r.get(0)?),
+            id: r.get(1)?,
+            message_id: r.get(2)?,
+            name: r.get(3)?,
+            mime_type: r.get(4)?,
+            size: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+            sha256: r.get(6)?,
+            data: r.get(7)?,
+            sent_at: r.get(8)?,
+        },
+        seq: r.get(9)?,
+    })
+}
+
 /// One conversation's header, if it exists.
 pub fn conversation(conn: &Connection, id: &ConversationId) -> Result<Option<Conversation>> {
     conn.prepare_cached(&format!(
@@ -381,6 +398,19 @@ pub fn timeline(conn: &Connection, id: &ConversationId) -> Result<Timeline> {
         })
         .ctx(ctx)?;
     items.extend(errors.into_iter().map(TimelineItem::ProtocolError));
+
+    let attachments = conn
+        .prepare_cached(
+            "SELECT conversation_id, id, message_id, name, mime_type, size, sha256, data,
+                    sent_at, seq
+             FROM attachments WHERE conversation_id = ?1",
+        )
+        .and_then(|mut s| {
+            s.query_map([&id.0], attachment_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .ctx(ctx)?;
+    items.extend(attachments.into_iter().map(TimelineItem::Attachment));
 
     items.sort_by_key(|i| (i.at(), i.seq()));
     Ok(Timeline {

@@ -16,8 +16,8 @@ use crate::error::{Error, Result, SqlContext};
 use crate::export::{self, ExportFormat, ExportScope};
 use crate::model::{
     AuditPage, Conversation, ConversationId, ConversationPage, Cursor, MessageDelta, Millis,
-    NewConsent, NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport,
-    SearchHit, Timeline, ToolCallEvent,
+    NewAttachment, NewConsent, NewConversation, NewMessage, NewProtocolError, NewStatusChange,
+    RetentionReport, SearchHit, Timeline, ToolCallEvent,
 };
 use crate::query::{self, AuditQuery};
 use crate::search::{self, SearchQuery};
@@ -377,6 +377,12 @@ impl Store {
     /// Records a protocol error.
     pub fn log_protocol_error(&self, e: NewProtocolError) -> Pending<()> {
         self.write(Op::ProtocolError(e), |_| ())
+    }
+
+    /// Records a file the user gave the assistant (its bytes only when given and at most
+    /// [`MAX_ATTACHMENT_DATA`]). A repeated id is ignored.
+    pub fn log_attachment(&self, a: NewAttachment) -> Pending<()> {
+        self.write(Op::Attachment(a), |_| ())
     }
 
     /// Deletes a conversation and everything in it (search index included). Resolves to

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Result, SqlContext};
 use crate::model::{
-    ConversationId, MessageDelta, Millis, NewConsent, NewConversation, NewMessage,
-    NewProtocolError, NewStatusChange, RetentionReport, Role, ToolCallEvent, ToolCallState,
+    ConversationId, MAX_ATTACHMENT_DATA, MessageDelta, Millis, NewAttachment, NewConsent,
+    NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport, Role,
+    ToolCallEvent, ToolCallState,
 };
 
 /// A queued unit of work.
@@ -50,6 +51,7 @@ pub(crate) enum Op {
     Tool(ToolCallEvent),
     Consent(NewConsent),
     ProtocolError(NewProtocolError),
+    Attachment(NewAttachment),
     DeleteConversation(ConversationId),
     SetRetention(Option<u32>),
     ApplyRetention {
@@ -436,6 +438,33 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     context: format!("log protocol error {}", p.code),
                     error: e,
                 },
+            })?;
+        }
+        Op::Attachment(a) => {
+            let seq = ctx.seq();
+            let data = a.data.filter(|d| d.len() <= MAX_ATTACHMENT_DATA);
+            conn.prepare_cached(
+                "INSERT INTO attachments (conversation_id, id, message_id, seq, name, mime_type,
+                    size, sha256, data, sent_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                 ON CONFLICT (conversation_id, id) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    a.conversation_id.0,
+                    a.id,
+                    a.message_id,
+                    seq,
+                    a.name,
+                    a.mime_type,
+                    i64::try_from(a.size).unwrap_or(i64::MAX),
+                    a.sha256,
+                    data,
+                    a.sent_at
+                ])
+            })
+            .map_err(|e| {
+                missing_conversation(e, &a.conversation_id, format!("log attachment {}", a.id))
             })?;
         }
         Op::DeleteConversation(id) => {

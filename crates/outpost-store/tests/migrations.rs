@@ -34,6 +34,7 @@ fn from_empty_reaches_latest() {
         "tool_calls",
         "consents",
         "protocol_errors",
+        "attachments",
         "settings",
         "messages_fts",
         "tool_calls_fts",

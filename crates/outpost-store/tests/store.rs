@@ -157,6 +157,7 @@ fn timeline_merges_everything_by_time() {
             TimelineItem::ToolCall(_) => "tool",
             TimelineItem::Consent(_) => "consent",
             TimelineItem::ProtocolError(_) => "error",
+            TimelineItem::Attachment(_) => "attachment",
         })
         .collect();
     assert_eq!(
@@ -806,6 +807,75 @@ fn delete_cascades_to_everything_and_the_search_index() {
     fts_integrity(&store);
     let err = store.timeline(cid).wait().unwrap_err();
     assert!(matches!(err, Error::NotFound { .. }), "{err}");
+}
+
+fn attachment(cid: &ConversationId, id: &str, data: Option<Vec<u8>>, at: Millis) -> NewAttachment {
+    NewAttachment {
+        conversation_id: cid.clone(),
+        id: id.into(),
+        message_id: "m1".into(),
+        name: format!("{id}.png"),
+        mime_type: "image/png".into(),
+        size: 4,
+        sha256: "ab".repeat(32),
+        data,
+        sent_at: at,
+    }
+}
+
+/// What was sent is kept: name, type, size and hash; the bytes only when small. Deleting
+/// the conversation deletes them.
+#[test]
+fn attachments_keep_what_was_sent_and_small_bytes_only() {
+    let store = Store::open_in_memory().unwrap();
+    let cid = populate(&store);
+    store
+        .log_attachment(attachment(&cid, "small", Some(vec![1, 2, 3, 4]), T0 + 11))
+        .wait()
+        .unwrap();
+    let big = vec![0u8; MAX_ATTACHMENT_DATA + 1];
+    store
+        .log_attachment(attachment(&cid, "big", Some(big), T0 + 12))
+        .wait()
+        .unwrap();
+    // A repeat is ignored.
+    store
+        .log_attachment(attachment(&cid, "small", None, T0 + 13))
+        .wait()
+        .unwrap();
+    let t = store.timeline(cid.clone()).wait().unwrap();
+    let kept: Vec<&NewAttachment> = t
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            TimelineItem::Attachment(a) => Some(&a.sent),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(kept.len(), 2);
+    assert_eq!(kept[0].name, "small.png");
+    assert_eq!(kept[0].data.as_deref(), Some(&[1u8, 2, 3, 4][..]));
+    assert_eq!(kept[0].sha256, "ab".repeat(32));
+    assert_eq!(kept[1].data, None, "the bytes of a large file are not kept");
+    assert_eq!(kept[1].size, 4);
+    let md = store
+        .export(
+            ExportScope::Conversation(cid.clone()),
+            ExportFormat::Markdown,
+        )
+        .wait()
+        .unwrap();
+    assert!(
+        md.contains("Attachment `small.png` (image/png, 4 bytes"),
+        "{md}"
+    );
+    let err = store
+        .log_attachment(attachment(&ConversationId::from("nope"), "x", None, T0))
+        .wait()
+        .unwrap_err();
+    assert!(matches!(err, Error::NotFound { .. }), "{err}");
+    assert!(store.delete_conversation(cid).wait().unwrap());
+    assert_eq!(count(&store, "SELECT COUNT(*) FROM attachments"), 0);
 }
 
 #[test]

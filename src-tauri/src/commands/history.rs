@@ -43,6 +43,18 @@ pub async fn history_get(
     desktop.history_get(&conversation_id).await.map_err(err)
 }
 
+/// Continues a stored conversation in the live session.
+#[tauri::command]
+pub async fn history_continue(
+    desktop: State<'_, Desktop>,
+    conversation_id: String,
+) -> CmdResult<()> {
+    desktop
+        .history_continue(&conversation_id)
+        .await
+        .map_err(err)
+}
+
 /// Exports one conversation (or all) into the downloads folder.
 #[tauri::command]
 pub async fn history_export<R: Runtime>(

@@ -7,5 +7,6 @@ pub mod history;
 pub mod mcp;
 pub mod session;
 pub mod settings;
+pub mod system;
 pub mod tools;
 pub mod voice;

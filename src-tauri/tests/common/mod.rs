@@ -51,6 +51,13 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Ends a test that failed: the error's cause first, then what it happened during, then
+/// the logs.
+pub fn fail(e: &anyhow::Error) -> ! {
+    let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+    panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+}
+
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
     outpost_tests::python::workspace_root()
@@ -230,6 +237,104 @@ impl Driver {
         cmd
     }
 
+    /// `r`, with this run's log (and `agent`'s output) added to a failure.
+    pub fn with_log<T>(
+        &self,
+        r: anyhow::Result<T>,
+        agent: Option<&Assistant>,
+    ) -> anyhow::Result<T> {
+        r.map_err(|e| {
+            let agent = agent.map(|a| format!("\n--- {}", a.report()));
+            e.context(format!(
+                "--- driver and app log ---\n{}{}",
+                self.log(),
+                agent.unwrap_or_default()
+            ))
+        })
+    }
+
+    /// Drops the file `path` on the app window at `to` (screen pixels) the way a person
+    /// drags it from a file manager: `tests/py/drag_source.py` (a GTK window beside the
+    /// app offering the file as `text/uri-list`) is the source, and `xdotool` holds the
+    /// mouse button down on it, moves onto the app and lets go (real X input, XDND).
+    /// Returns what the source printed.
+    pub async fn drop_file(&self, path: &Path, to: (u32, u32)) -> anyhow::Result<String> {
+        if which("xdotool").is_none() {
+            bail!(
+                "xdotool is not on PATH; install it (apt-get install xdotool) or run scripts/setup.sh"
+            );
+        }
+        let script = outpost_tests::python::scripts_dir().join("drag_source.py");
+        let out = self.dir.join("drag_source.log");
+        let mut source = self
+            .command(Path::new("/usr/bin/python3"))
+            .arg(&script)
+            .arg(path)
+            .args(["1130", "60"])
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::fs::File::create(self.dir.join("drag_source.err"))?)
+            .spawn()
+            .context("starting tests/py/drag_source.py (needs python3-gi and GTK 3)")?;
+        let said = || std::fs::read_to_string(&out).unwrap_or_default();
+        let ready = wait_for("the drag source's window", || async {
+            Ok(said().contains("ready").then_some(()))
+        })
+        .await;
+        if let Err(e) = ready {
+            let _ = source.kill();
+            let _ = source.wait();
+            let err = std::fs::read_to_string(self.dir.join("drag_source.err")).unwrap_or_default();
+            return Err(e.context(err));
+        }
+        // Give the window a moment to settle at its place, then drag in small steps: GTK
+        // starts a drag only after the pointer moved past its threshold with the button
+        // held, and the target sees the motion in between.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (x, y) = (to.0.to_string(), to.1.to_string());
+        let steps: Vec<String> = [
+            "mousemove 1200 110",
+            "sleep 0.2",
+            "mousedown 1",
+            "sleep 0.2",
+            "mousemove 1190 115",
+            "sleep 0.2",
+            "mousemove 1170 130",
+            "sleep 0.2",
+            "mousemove 1050 200",
+            "sleep 0.3",
+            "mousemove 800 300",
+            "sleep 0.3",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([
+            format!("mousemove {x} {y}"),
+            "sleep 0.4".to_owned(),
+            format!("mousemove {} {}", to.0 + 5, to.1 + 5),
+            "sleep 0.4".to_owned(),
+            "mouseup 1".to_owned(),
+        ])
+        .collect();
+        let args: Vec<&str> = steps.iter().flat_map(|s| s.split(' ')).collect();
+        let status = self
+            .command(Path::new("xdotool"))
+            .args(&args)
+            .status()
+            .context("running xdotool")?;
+        let done = wait_for("the drag to end", || async {
+            Ok(said().contains("done").then_some(()))
+        })
+        .await;
+        let _ = source.kill();
+        let _ = source.wait();
+        if !status.success() {
+            bail!("xdotool failed ({status})");
+        }
+        done.with_context(|| format!("the drag source said: {}", said()))?;
+        Ok(said())
+    }
+
     /// tauri-driver's log, which includes the app's stderr.
     pub fn log(&self) -> String {
         let text = std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default();
@@ -365,6 +470,18 @@ impl App {
             Ok((busy == json!(false) && !body.trim().is_empty()).then_some(()))
         })
         .await?;
+        Ok(app)
+    }
+
+    /// Launches the app (with a saved connection) and waits until it is connected and
+    /// talks to `agent` (`tests/py/lk_agent.py`, started) in LiveKit Agents mode.
+    pub async fn launch_with_lk_agent(agent: &Assistant) -> anyhow::Result<Self> {
+        let app = Self::launch().await?;
+        app.wait_text("[data-testid=connection-state]", "Connected")
+            .await?;
+        agent.wait_event("ready").await?;
+        app.wait_text("[data-testid=assistant-mode]", "LiveKit Agents")
+            .await?;
         Ok(app)
     }
 
@@ -758,6 +875,15 @@ impl Assistant {
             .collect()
     }
 
+    /// Waits for its first JSON line with `"event": event`.
+    pub async fn wait_event(&self, event: &str) -> anyhow::Result<Value> {
+        wait_for(&format!("the assistant's {event:?} event"), || async {
+            Ok(self.events().into_iter().find(|e| e["event"] == event))
+        })
+        .await
+        .with_context(|| self.report())
+    }
+
     /// Waits for the outcome line of the step with request id `id` (or name).
     pub async fn outcome(&self, key: &str) -> anyhow::Result<Value> {
         wait_for(&format!("the assistant's outcome for {key}"), || async {
@@ -805,4 +931,152 @@ impl Drop for Assistant {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// --- an app profile and a LiveKit Agents agent ----------------------------------------------
+
+/// The app's folders under one root: config, data and a home of its own (the window-state
+/// plugin and WebKit keep files there).
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// `OUTPOST_CONFIG_DIR`.
+    pub config: PathBuf,
+    /// `OUTPOST_DATA_DIR`.
+    pub data: PathBuf,
+    /// `HOME` (with the XDG folders beneath it).
+    pub home: PathBuf,
+}
+
+impl Profile {
+    /// Creates the folders under `root`.
+    pub fn new(root: &Path) -> anyhow::Result<Self> {
+        let p = Profile {
+            config: root.join("config"),
+            data: root.join("data"),
+            home: root.join("home"),
+        };
+        for d in [&p.config, &p.data, &p.home] {
+            std::fs::create_dir_all(d)?;
+        }
+        Ok(p)
+    }
+
+    /// A saved token connection to `url`, room `room`, as `outpost-app` (the token comes
+    /// from the environment: [`Profile::env`]), and a consent timeout long enough for a
+    /// test to answer.
+    pub fn save_connection(&self, url: &str, room: &str) -> anyhow::Result<()> {
+        std::fs::write(
+            self.config.join("settings.toml"),
+            format!(
+                "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{url}\"\n\
+                 room = \"{room}\"\nidentity = \"outpost-app\"\n"
+            ),
+        )?;
+        std::fs::write(
+            self.config.join("policy.toml"),
+            "consent_timeout_secs = 600\n",
+        )?;
+        Ok(())
+    }
+
+    /// The app's environment: these folders, secrets in memory, and `token` in place of
+    /// the keyring's.
+    pub fn env(&self, token: Option<&str>) -> Vec<(&'static str, OsString)> {
+        let mut env = vec![
+            ("OUTPOST_CONFIG_DIR", self.config.clone().into_os_string()),
+            ("OUTPOST_DATA_DIR", self.data.clone().into_os_string()),
+            ("OUTPOST_SECRETS", "memory".into()),
+            ("HOME", self.home.clone().into_os_string()),
+            (
+                "XDG_CONFIG_HOME",
+                self.home.join(".config").into_os_string(),
+            ),
+            (
+                "XDG_DATA_HOME",
+                self.home.join(".local/share").into_os_string(),
+            ),
+            ("XDG_CACHE_HOME", self.home.join(".cache").into_os_string()),
+        ];
+        if let Some(t) = token {
+            env.push(("OUTPOST_LIVEKIT_TOKEN", t.into()));
+        }
+        env
+    }
+}
+
+/// The Python peer `script` (in tests/py) run by `python` in namespace `netns`, joining
+/// `url`'s `room` as the agent `identity` (`LK_URL`, `LK_ROOM`, `LK_IDENTITY`, `LK_TOKEN`,
+/// with a dev-keys token of the agent kind), talking to the app as `outpost-app`
+/// (`OUTPOST_IDENTITY`). Add the script's own variables, then [`Assistant::spawn`] it.
+pub fn agent_command(
+    python: &Path,
+    script: &str,
+    netns: &str,
+    url: &str,
+    room: &str,
+    identity: &str,
+) -> anyhow::Result<Command> {
+    let token = outpost_room::Keys::dev().mint_with_kind(
+        room,
+        identity,
+        None,
+        Duration::from_secs(3600),
+        "agent",
+    )?;
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(python)
+        .arg(outpost_tests::python::scripts_dir().join(script))
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_ROOM", room)
+        .env("LK_IDENTITY", identity)
+        .env("LK_TOKEN", token)
+        .env("OUTPOST_IDENTITY", "outpost-app");
+    Ok(cmd)
+}
+
+/// `tests/py/lk_agent.py` (a real LiveKit Agents `AgentSession` with a scripted LLM) as
+/// `agent` in `room`, in namespace `netns`; its JSON lines collected, its stderr in
+/// `dir/agent.stderr`.
+pub fn start_lk_agent(netns: &str, url: &str, room: &str, dir: &Path) -> anyhow::Result<Assistant> {
+    let py = outpost_tests::python::agents_python()?;
+    let mut cmd = agent_command(&py, "lk_agent.py", netns, url, room, "agent")?;
+    cmd.env("LK_TIMEOUT", "400");
+    Assistant::spawn(cmd, &dir.join("agent.stderr"))
+}
+
+/// The app's scenario against a LiveKit Agents agent (see [`with_lk_agent`]).
+pub type AgentScenario = for<'a> fn(
+    &'a Driver,
+    &'a Assistant,
+    &'a Profile,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = anyhow::Result<()>> + 'a>,
+>;
+
+/// Runs `scenario` with the app's profile under `root` (a saved connection to a fresh
+/// `outpost-room` in a server namespace, the token in the environment), its display and
+/// tauri-driver in a client namespace, and `tests/py/lk_agent.py` in `room`; a failure
+/// panics with the logs.
+pub fn with_lk_agent(room: &str, root: &Path, scenario: AgentScenario) {
+    let profile = Profile::new(root).expect("the app's folders");
+    let pair = outpost_tests::lkclient::NsPair::create().expect("network namespaces (run as root)");
+    let server = RoomServer::start(&pair.server_ns, pair.server_ip).expect("the room server");
+    let token = server.token(room, "outpost-app").expect("a token");
+    profile
+        .save_connection(&server.url, room)
+        .expect("the settings file");
+    let (server_ns, client_ns) = (pair.server_ns.clone(), pair.client_ns.clone());
+    let (url, room, root) = (server.url.clone(), room.to_owned(), root.to_path_buf());
+    let outcome = outpost_tests::lkclient::in_netns(&pair.client_ns.clone(), move || async move {
+        let env = profile.env(Some(&token));
+        let driver = Driver::start(&client_ns, &root.join("logs"), &env).await?;
+        let agent = start_lk_agent(&server_ns, &url, &room, &root)?;
+        let r = scenario(&driver, &agent, &profile).await;
+        driver.with_log(r, Some(&agent))
+    });
+    drop(server);
+    drop(pair);
+    outcome.unwrap_or_else(|e| fail(&e));
 }

@@ -28,6 +28,8 @@ export function inApp(): boolean {
 
 import type {
   JsonValue,
+  SystemSettings,
+  AttachmentView,
   AboutInfo,
   ConnectionSettings,
   ConnectionTestResult,
@@ -113,6 +115,9 @@ export interface Commands {
   };
 
   chat_send: { args: { text: string }; returns: UserMessage };
+  chat_attach_pick: { args: NoArgs; returns: AttachmentView[] };
+  chat_attach_data: { args: { name: string; mimeType: string | null; data: string }; returns: AttachmentView[] };
+  chat_attach_remove: { args: { id: string }; returns: AttachmentView[] };
   chat_open_link: { args: { url: string }; returns: null };
 
   consent_answer: { args: { consentId: string; decision: ConsentDecision }; returns: null };
@@ -133,6 +138,7 @@ export interface Commands {
     returns: SearchHit[];
   };
   history_get: { args: { conversationId: string }; returns: ConversationDetail };
+  history_continue: { args: { conversationId: string }; returns: null };
   history_export: {
     args: { conversationId: string | null; format: ExportFormat };
     returns: ExportResult;
@@ -163,6 +169,9 @@ export interface Commands {
   voice_control: { args: { control: VoiceControl }; returns: VoiceStatus };
   voice_devices: { args: NoArgs; returns: AudioDevices };
   voice_set_devices: { args: { input: string | null; output: string | null }; returns: AudioDevices };
+
+  system_settings: { args: NoArgs; returns: SystemSettings };
+  system_set: { args: { settings: SystemSettings }; returns: SystemSettings };
 }
 
 export type CommandName = keyof Commands;
@@ -176,6 +185,9 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'session_new_conversation',
   'session_test_connection',
   'chat_send',
+  'chat_attach_pick',
+  'chat_attach_data',
+  'chat_attach_remove',
   'chat_open_link',
   'consent_answer',
   'consent_list_remembered',
@@ -190,6 +202,7 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'history_list',
   'history_search',
   'history_get',
+  'history_continue',
   'history_export',
   'history_delete_all',
   'tools_list',
@@ -214,6 +227,8 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'voice_control',
   'voice_devices',
   'voice_set_devices',
+  'system_settings',
+  'system_set',
 ];
 
 export interface Subscription {

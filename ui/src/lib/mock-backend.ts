@@ -7,6 +7,7 @@
 import {
   HIGHLIGHT_END,
   HIGHLIGHT_START,
+  type AttachmentView,
   type Backend,
   type CommandError,
   type CommandName,
@@ -27,6 +28,7 @@ import {
   type Settings,
   type StatusEvent,
   type Subscription,
+  type SystemSettings,
   type ToolCallRecord,
   type ToolHints,
   type ToolInfo,
@@ -163,6 +165,16 @@ export class MockBackend implements Backend {
   /** Set to make `voice_start` find no microphone (the no-device state). */
   noMicrophone = false;
   conversations = new Map<string, Conversation>();
+  system: SystemSettings = {
+    keepInTray: false,
+    startAtLogin: false,
+    autostartFile: '~/.config/autostart/dev.outpost.app.desktop',
+    shortcut: 'Ctrl+Alt+Space',
+    shortcutStatus: 'Ctrl+Alt+Space works in every window (an X11 key grab).',
+    shortcutActive: true,
+  };
+  /** Files that go with the next message. */
+  staged: AttachmentView[] = [];
   /** Every command received, for tests. */
   readonly calls: { cmd: string; args: unknown }[] = [];
 
@@ -277,12 +289,40 @@ export class MockBackend implements Backend {
     },
 
     chat_send: ({ text }) => {
-      if (!text.trim()) throw fail('invalid_argument', 'The message is empty.');
+      if (!text.trim() && this.staged.length === 0) throw fail('invalid_argument', 'The message is empty.');
       if (this.#connection.state !== 'connected') throw fail('not_connected', 'Not connected to the assistant.');
-      const msg = { id: nanoid(), text, at: Date.now() };
+      const attachments = this.staged.map((a) => ({ ...a }));
+      this.staged = [];
+      const msg = attachments.length ? { id: nanoid(), text, at: Date.now(), attachments } : { id: nanoid(), text, at: Date.now() };
       this.emit({ type: 'user_message', data: msg });
-      this.#reply(msg.id, text);
+      if (attachments.length) {
+        this.emit({ type: 'attachments', data: { items: [] } });
+        const said = attachments.map((a) => `${a.name}, ${a.mimeType}, ${a.size} bytes, sha256 ${a.sha256}`).join('; ');
+        this.#later(400, () => this.#stream(`You gave me: ${said}.`, msg.id));
+      } else {
+        this.#reply(msg.id, text);
+      }
       return msg;
+    },
+    chat_attach_pick: () => this.#stage(MOCK_PICKED),
+    chat_attach_data: ({ name, mimeType, data }) => {
+      if (/^(id_rsa|id_ed25519|\.env.*|.*\.pem|.*\.key)$/i.test(name)) {
+        throw fail('attachment_refused', `Outpost will not send ${name}: files named like '${name}' are on the built-in secrets list.`);
+      }
+      const size = Math.floor((data.length * 3) / 4) - (data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0);
+      const type = mimeType ?? 'application/octet-stream';
+      return this.#stage({
+        name,
+        mimeType: type,
+        size,
+        sha256: fakeSha256(data),
+        image: type.startsWith('image/') ? `data:${type};base64,${data}` : undefined,
+      });
+    },
+    chat_attach_remove: ({ id }) => {
+      this.staged = this.staged.filter((a) => a.id !== id);
+      this.emit({ type: 'attachments', data: { items: clone(this.staged) } });
+      return this.staged;
     },
     chat_open_link: ({ url }) => {
       if (!/^(https?:|mailto:)/i.test(url)) throw fail('invalid_argument', `Refusing to open ${url}`);
@@ -360,6 +400,18 @@ export class MockBackend implements Backend {
       if (!c) throw fail('not_found', `No conversation ${conversationId}.`);
       return c;
     },
+    history_continue: ({ conversationId }) => {
+      const c = this.conversations.get(conversationId);
+      if (!c) throw fail('not_found', `No conversation ${conversationId}.`);
+      if (!this.#session || this.#connection.state !== 'connected') {
+        throw fail('not_connected', 'Not connected to the assistant.');
+      }
+      if (this.#session.conversationId === conversationId) return null;
+      this.#archiveCurrent();
+      this.emit({ type: 'conversation', data: { conversationId, transcript: clone(c.transcript) } });
+      this.emit({ type: 'session', data: { ...this.#session, conversationId, sessionId: nanoid() } });
+      return null;
+    },
     history_export: ({ conversationId, format }) => {
       const what = conversationId ? [this.conversations.get(conversationId)] : [...this.conversations.values()];
       if (what.some((c) => !c)) throw fail('not_found', `No conversation ${conversationId}.`);
@@ -373,6 +425,18 @@ export class MockBackend implements Backend {
       return { deleted };
     },
 
+    system_settings: () => clone(this.system),
+    system_set: ({ settings }) => {
+      const shortcut = settings.shortcut.trim();
+      this.system = {
+        ...clone(settings),
+        shortcut,
+        autostartFile: this.system.autostartFile,
+        shortcutActive: shortcut !== '',
+        shortcutStatus: shortcut ? `${shortcut} works in every window (an X11 key grab).` : 'Off.',
+      };
+      return clone(this.system);
+    },
     tools_list: () => this.tools,
     tools_set: ({ name, enabled, rule }) => {
       const t = this.tools.find((x) => x.name === name);
@@ -593,7 +657,7 @@ export class MockBackend implements Backend {
     this.#later(300, () => {
       this.emit({ type: 'connection', data: { state: 'connected' } });
       if (!this.#session) {
-        this.emit({ type: 'session', data: { conversationId: nanoid(), sessionId: nanoid(), assistantName, mode: 'outpost' } });
+        this.emit({ type: 'session', data: { conversationId: nanoid(), sessionId: nanoid(), assistantName, mode: 'outpost', attachments: true } });
       }
       this.emit({ type: 'status', data: { state: 'idle' } });
     });
@@ -617,6 +681,15 @@ export class MockBackend implements Backend {
       if (then) then();
       else this.emit({ type: 'status', data: { state: 'idle' } });
     });
+  }
+
+  #stage(file: Omit<AttachmentView, 'id'>): AttachmentView[] {
+    if (this.#connection.state !== 'connected') throw fail('attachment_refused', 'Connect to an assistant before giving it a file.');
+    const f: AttachmentView = { id: nanoid(), ...file };
+    if (f.image === undefined) delete f.image;
+    this.staged.push(f);
+    this.emit({ type: 'attachments', data: { items: clone(this.staged) } });
+    return this.staged;
   }
 
   #reply(userId: string, text: string): void {
@@ -897,7 +970,7 @@ export class MockBackend implements Backend {
 /** Everything a screenshot or a test might want on screen at once. */
 export function showcaseEvents(now: number): UiEvent[] {
   const ev: UiEvent[] = [];
-  const convo = { conversationId: 'conv-now', sessionId: 'sess-1', assistantName: 'Outpost demo assistant', mode: 'outpost' as const };
+  const convo = { conversationId: 'conv-now', sessionId: 'sess-1', assistantName: 'Outpost demo assistant', mode: 'outpost' as const, attachments: true };
   ev.push({ type: 'connection', data: { state: 'connected' } }, { type: 'session', data: convo });
   ev.push({ type: 'user_message', data: { id: 'u1', text: 'Read ~/Documents/notes.txt and tell me what changed, then look up the venue.', at: now - 60_000 } });
   ev.push({
@@ -954,4 +1027,25 @@ export function failureShowcaseEvents(now: number): UiEvent[] {
   card('f3', 'read_local_file', { path: '~/missing.txt' }, 'execution_error', 'File not found: /home/alice/missing.txt');
   card('f4', 'list_directory', { path: '~/Videos' }, 'cancelled', 'Tool execution was cancelled by the server');
   return ev;
+}
+
+/** What the mock's file picker "picks": a 1×1 PNG. */
+const MOCK_PICKED: Omit<AttachmentView, 'id'> = {
+  name: 'screenshot.png',
+  mimeType: 'image/png',
+  size: 68,
+  sha256: 'f1f2b8e35a1e4cbd9c2c4a9e0b5e6a3f2d7c8b9a0e1f2d3c4b5a69788796a5b4',
+  image:
+    'data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAAC0lEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==',
+};
+
+/** A stand-in for SHA-256 in the mock (64 hex digits derived from the data). */
+function fakeSha256(data: string): string {
+  let h = 0x811c9dc5;
+  let out = '';
+  for (let round = 0; round < 8; round++) {
+    for (let i = 0; i < data.length; i++) h = Math.imul(h ^ data.charCodeAt(i) ^ round, 0x01000193) >>> 0;
+    out += h.toString(16).padStart(8, '0');
+  }
+  return out;
 }

@@ -22,7 +22,7 @@ function fold(events: UiEvent[]): { entries: () => Entry[]; fold: TranscriptFold
 
 const session = (conversationId: string): UiEvent => ({
   type: 'session',
-  data: { conversationId, sessionId: 's', assistantName: 'Ada', mode: 'outpost' },
+  data: { conversationId, sessionId: 's', assistantName: 'Ada', mode: 'outpost', attachments: false },
 });
 
 const initiated = (id: string): UiEvent => ({

@@ -8,10 +8,12 @@
  * - deltas apply in `seq` order, and stop once the whole message arrived (it wins);
  * - a finished card never changes again; "awaiting consent" never follows "running";
  * - a result for a call never announced gets a placeholder card;
- * - a new conversation (a `session` event with another conversation id) starts empty.
+ * - a new conversation (a `session` event with another conversation id) starts empty;
+ * - a continued conversation (a `conversation` event) starts from its stored transcript.
  */
 import type {
   AssistantMessage,
+  AttachmentView,
   SpeechText,
   ToolCallRecord,
   ToolCardStatus,
@@ -28,6 +30,8 @@ export type Entry =
       at: number;
       /** Said aloud (the agent's transcript): still changing, or final. Absent when typed. */
       speech?: SpeechText;
+      /** Files given with it. */
+      attachments?: AttachmentView[];
     }
   | {
       kind: 'assistant';
@@ -71,10 +75,13 @@ export function statusFromResult(r: Pick<ToolResult, 'success' | 'errorCode'>): 
 
 function entryFromTranscript(t: TranscriptEntry): Entry {
   switch (t.kind) {
-    case 'user':
-      return t.speech
+    case 'user': {
+      const e: Entry = t.speech
         ? { kind: 'user', id: t.id, text: t.text, at: t.at, speech: t.speech }
         : { kind: 'user', id: t.id, text: t.text, at: t.at };
+      if (t.attachments?.length) e.attachments = t.attachments.map((a) => ({ ...a }));
+      return e;
+    }
     case 'assistant':
       return {
         kind: 'assistant',
@@ -98,10 +105,13 @@ export function entriesFromTranscript(transcript: TranscriptEntry[]): Entry[] {
 export function transcriptFromEntries(entries: Entry[]): TranscriptEntry[] {
   return entries.map((e): TranscriptEntry => {
     switch (e.kind) {
-      case 'user':
-        return e.speech
+      case 'user': {
+        const t: TranscriptEntry = e.speech
           ? { kind: 'user', id: e.id, text: e.text, at: e.at, speech: e.speech }
           : { kind: 'user', id: e.id, text: e.text, at: e.at };
+        if (e.attachments?.length) t.attachments = e.attachments.map((a) => ({ ...a }));
+        return t;
+      }
       case 'assistant': {
         const { streaming: _s, nextSeq: _n, ...m } = e;
         return m;
@@ -167,10 +177,15 @@ export class TranscriptFold {
         this.#conversationId = id;
         return;
       }
+      case 'conversation':
+        this.reset(entriesFromTranscript(event.data.transcript), event.data.conversationId);
+        return;
       case 'user_message': {
         if (this.#message(event.data.id)) return;
-        const { id, text, at } = event.data;
-        this.#push(`m:${id}`, { kind: 'user', id, text, at });
+        const { id, text, at, attachments } = event.data;
+        const entry: Entry = { kind: 'user', id, text, at };
+        if (attachments?.length) entry.attachments = attachments.map((a) => ({ ...a }));
+        this.#push(`m:${id}`, entry);
         return;
       }
       case 'user_transcript': {
@@ -292,6 +307,8 @@ export class TranscriptFold {
       case 'error':
       case 'voice':
       case 'voice_level':
+      case 'attachments':
+      case 'raised':
         return;
     }
   }

@@ -11,6 +11,8 @@
 //! | `time` / `clock` | `current_time`, run by the agent (`server`) |
 //! | `timeout` / `slow` | `search_files` over `~` with `timeoutMs: 1`: the app (or, if it never answers, the agent) gives up |
 //! | `ssh` / `secret` / `denied` | `read_local_file ~/.ssh/id_rsa`, which the app's secrets list refuses |
+//! | an attachment (the app sent a file) | no tool: names each file with its type, size and SHA-256 |
+//! | `recall` | no tool: quotes the first thing the user said in this conversation (memory, also of a conversation the app continued from its history) |
 //!
 //! The checks run in the order of the table from `ssh` up: the first match wins. After
 //! the tool's result comes back, the brain describes it in plain words.
@@ -40,7 +42,8 @@ pub const HELP: &str = "I am a scripted demo, not an AI. Try one of these:\n\
 - `compute 2 ^ 10` — a tool either side may run (the app if it can)\n\
 - `time` — I read the server's clock\n\
 - `timeout` — a tool call that runs out of time\n\
-- `ssh` — a request the app refuses (your SSH key is off limits)";
+- `ssh` — a request the app refuses (your SSH key is off limits)\n\
+- `recall` — I quote the first thing you said in this conversation";
 
 /// The scripted demo brain.
 #[derive(Debug)]
@@ -136,6 +139,17 @@ impl ScriptedBrain {
         if !piece.is_empty() {
             let _ = deltas.send(piece);
         }
+    }
+}
+
+/// The answer to `recall`: the first user message of what came before.
+fn recall(before: &[ChatMessage]) -> String {
+    match before.iter().find_map(|m| match m {
+        ChatMessage::User { text } => Some(text.as_str()),
+        _ => None,
+    }) {
+        Some(first) => format!("The first thing you said in this conversation was: “{first}”"),
+        None => "This conversation has nothing earlier to recall.".to_owned(),
     }
 }
 
@@ -294,7 +308,17 @@ impl Brain for ScriptedBrain {
             Some(ChatMessage::User { text }) => text.as_str(),
             _ => "",
         };
-        let (text, call) = self.plan(said);
+        let attached: Vec<&str> = said
+            .lines()
+            .filter_map(|l| l.strip_prefix("[attachment: ")?.strip_suffix(']'))
+            .collect();
+        let (text, call) = if !attached.is_empty() {
+            (format!("You gave me: {}.", attached.join("; ")), None)
+        } else if word_at(&said.to_ascii_lowercase(), "recall").is_some() {
+            (recall(&history[..last_user.unwrap_or(0)]), None)
+        } else {
+            self.plan(said)
+        };
         self.say(&text, deltas).await;
         Ok(ModelTurn {
             text,
@@ -421,6 +445,37 @@ mod tests {
             streamed.push_str(&d);
         }
         assert_eq!(streamed, turn.text);
+    }
+
+    #[tokio::test]
+    async fn recall_quotes_the_first_thing_said_before() {
+        let b = ScriptedBrain::new(Duration::ZERO);
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let earlier = vec![
+            ChatMessage::system("be brief"),
+            ChatMessage::user("remember the otter"),
+            ChatMessage::Assistant {
+                text: "Noted.".into(),
+                tool_calls: Vec::new(),
+            },
+            ChatMessage::user("and the heron"),
+            ChatMessage::user("recall please"),
+        ];
+        let mut answers = Vec::new();
+        for history in [earlier, vec![ChatMessage::user("recall")]] {
+            let request = BrainRequest {
+                history: &history,
+                tools: &[],
+            };
+            answers.push(b.respond(request, &tx).await.unwrap().text);
+        }
+        assert_eq!(
+            answers,
+            [
+                "The first thing you said in this conversation was: “remember the otter”",
+                "This conversation has nothing earlier to recall."
+            ]
+        );
     }
 
     #[test]

@@ -133,6 +133,28 @@ impl Permissions {
     pub fn policy_path(&self) -> Option<PathBuf> {
         self.policy.path().map(PathBuf::from)
     }
+
+    /// Why the file at `path`, which the user chose to give the assistant (dropped or
+    /// picked), must not be sent, or `None`: the rules no answer lifts (the built-in
+    /// secrets list unless the policy file makes an exception for it, a denied folder, a
+    /// system directory), judged on its real path (symlinks followed), as for a tool.
+    pub fn attachment_refused(&self, path: &std::path::Path) -> Option<String> {
+        let real = outpost_policy::canonical_or_clean(path);
+        self.policy
+            .current()
+            .hard_deny(ATTACHMENT, &real)
+            .map(|(_, why)| why)
+    }
+
+    /// Why a file known only by its `name` (pasted: no path) must not be sent, or `None`:
+    /// the secrets list's file-name rules (`id_rsa`, `.env`, `*.pem`, …).
+    pub fn attachment_name_refused(&self, name: &str) -> Option<String> {
+        let name = std::path::Path::new(name).file_name()?;
+        self.policy
+            .current()
+            .hard_deny(ATTACHMENT, std::path::Path::new(name))
+            .map(|(_, why)| why)
+    }
 }
 
 /// Where Outpost keeps its settings and data: the config and data folders this run's
@@ -252,6 +274,9 @@ fn links(entry: &std::fs::DirEntry) -> u64 {
 fn links(_entry: &std::fs::DirEntry) -> u64 {
     1
 }
+/// The name attachments are judged under (a `[[folders]]` rule limited to other tools
+/// does not apply to them).
+pub const ATTACHMENT: &str = "attach_file";
 
 /// The built-in tools' descriptors (name, schema, hints), in catalogue order.
 pub fn builtin_tools() -> Result<Vec<ToolDescriptor>> {
@@ -432,5 +457,47 @@ pub fn consent_event(ev: ConsentEvent) -> UiEvent {
         ConsentEvent::Withdrawn { consent_id, reason } => {
             UiEvent::ConsentWithdrawn { consent_id, reason }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// The secrets list decides for files the user gives, by their real path; a pasted
+    /// file (a name only) by the list's name rules.
+    #[test]
+    fn attachments_from_the_secrets_list_are_refused_by_real_path_and_by_name() {
+        let home = tempfile::tempdir().unwrap();
+        let home_path = std::fs::canonicalize(home.path()).unwrap();
+        let perms = Permissions::new(&ToolsConfig {
+            policy: PolicySource::InMemory(Policy::default()),
+            home: home_path.clone(),
+            protected: Vec::new(),
+        })
+        .unwrap();
+        std::fs::create_dir_all(home_path.join(".ssh")).unwrap();
+        std::fs::create_dir_all(home_path.join("pictures")).unwrap();
+        let key = home_path.join(".ssh/id_ed25519");
+        std::fs::write(&key, "secret").unwrap();
+        let photo = home_path.join("pictures/otter.png");
+        std::fs::write(&photo, "png").unwrap();
+        let disguised = home_path.join("pictures/holiday.png");
+        std::os::unix::fs::symlink(&key, &disguised).unwrap();
+
+        let why = perms
+            .attachment_refused(&key)
+            .expect("the SSH key is refused");
+        assert!(why.contains("secrets list"), "{why}");
+        assert_eq!(perms.attachment_refused(&photo), None);
+        assert!(
+            perms.attachment_refused(&disguised).is_some(),
+            "a link to a secret is judged by what it points to"
+        );
+        assert!(perms.attachment_name_refused("id_rsa").is_some());
+        assert!(perms.attachment_name_refused(".env").is_some());
+        assert!(perms.attachment_name_refused("server.pem").is_some());
+        assert_eq!(perms.attachment_name_refused("Screenshot.png"), None);
     }
 }

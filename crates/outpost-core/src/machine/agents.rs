@@ -33,6 +33,25 @@ pub const RPC_PAYLOAD_LIMIT: usize = 15 * 1024;
 pub const LIST_TOOLS: &str = "outpost.list_tools";
 /// The RPC method that reads on in a result that was cut to fit [`RPC_PAYLOAD_LIMIT`].
 pub const READ_RESULT: &str = "outpost.read_result";
+/// The RPC method that returns the open conversation's stored messages (what an agent
+/// can load into its chat context, e.g. after the user continued a stored conversation).
+pub const CONVERSATION: &str = "outpost.conversation";
+/// The byte-stream topic of images for the agent (LiveKit's documented convention: the
+/// agent's handler adds them to its chat context).
+pub const IMAGES_TOPIC: &str = "images";
+/// The byte-stream topic of other files (LiveKit has no convention for them; an agent
+/// registers its own handler).
+pub const FILES_TOPIC: &str = "files";
+/// Byte-stream header attribute with the file's SHA-256 (lower-case hex).
+pub const SHA256_ATTRIBUTE: &str = "outpost.sha256";
+/// Byte-stream header attribute naming the user message the file goes with.
+pub const MESSAGE_ATTRIBUTE: &str = "outpost.message_id";
+
+/// The text-stream topic on which Outpost tells the agent the id of the conversation it
+/// opened (at the start, when the user starts a new one, and when the user continues a
+/// stored one). A text stream needs no grant beyond publishing data (a participant
+/// attribute would need `canUpdateOwnMetadata`, which many tokens lack).
+pub const CONVERSATION_TOPIC: &str = "outpost.conversation";
 /// The text-stream topic user messages go out on.
 pub const CHAT_TOPIC: &str = "lk.chat";
 /// LiveKit's RPC error code for an error raised by the method's handler.
@@ -110,19 +129,32 @@ impl Machine {
     /// Switches to LiveKit Agents mode (once) and opens the conversation.
     pub(super) fn enter_agents_mode(&mut self, fx: &mut Fx, now: Millis, why: &str) {
         // Known already, or an Outpost-protocol assistant (its welcome decided).
-        if self.mode.is_some() || self.phase == Phase::Ended {
+        if self.mode.is_some() || self.phase == Phase::Ended || self.assistant.is_none() {
             return;
         }
+        self.mode = Some(AssistantMode::LivekitAgents);
+        fx.ui(UiEvent::AssistantMode {
+            mode: AssistantMode::LivekitAgents,
+            detail: why.to_owned(),
+        });
+        self.open_agents_conversation(fx, now, why);
+    }
+
+    /// Opens the conversation the user wants (or a new one) with a LiveKit agent: Outpost
+    /// chooses the id, records it, tells the UI, and sends it to the agent on
+    /// [`CONVERSATION_TOPIC`] so the agent can see the switch.
+    pub(super) fn open_agents_conversation(&mut self, fx: &mut Fx, now: Millis, why: &str) {
         let Some(assistant) = self.assistant.clone() else {
             return;
         };
-        self.mode = Some(AssistantMode::LivekitAgents);
         let conversation = self.wanted.clone().unwrap_or_else(outpost_protocol::new_id);
         if self.conversation.as_ref() != Some(&conversation)
             || self.welcomed_by.as_ref() != Some(&assistant)
         {
             self.end_grants();
         }
+        // The agent reads the earlier part itself (`outpost.conversation`) if it wants it.
+        self.earlier.clear();
         self.welcomed_by = Some(assistant.clone());
         self.conversation = Some(conversation.clone());
         self.wanted = Some(conversation.clone());
@@ -140,9 +172,10 @@ impl Machine {
             "session_started",
             Some(format!("LiveKit Agents mode with {assistant} ({why})")),
         );
-        fx.ui(UiEvent::AssistantMode {
-            mode: AssistantMode::LivekitAgents,
-            detail: why.to_owned(),
+        fx.0.push(Effect::SendText {
+            to: assistant.clone(),
+            topic: CONVERSATION_TOPIC.into(),
+            text: conversation.clone(),
         });
         fx.ui(UiEvent::SessionStarted {
             conversation_id: conversation,
@@ -150,6 +183,7 @@ impl Machine {
             assistant_name: assistant,
             protocol_version: 0,
             mode: AssistantMode::LivekitAgents,
+            attachments: true,
         });
         self.flush(fx, now);
     }
@@ -283,6 +317,21 @@ impl Machine {
                 let r = self.read_result(&call.payload);
                 reply(fx, &call.request_id, r);
             }
+            CONVERSATION => match &self.conversation {
+                Some(c) => fx.0.push(Effect::ReadConversation {
+                    request_id: call.request_id,
+                    conversation_id: c.clone(),
+                }),
+                None => reply(
+                    fx,
+                    &call.request_id,
+                    Err(RpcFailure::tool_error(
+                        "execution_error",
+                        "No conversation is open yet",
+                        None,
+                    )),
+                ),
+            },
             _ => self.rpc_tool(fx, now, call),
         }
     }
@@ -621,6 +670,157 @@ mod tests {
         assert_eq!(listed["tools"].as_array().unwrap().len(), 1);
     }
 
+    /// The conversation id sent on [`CONVERSATION_TOPIC`], if any.
+    fn named(fx: &[Effect]) -> Option<String> {
+        fx.iter().find_map(|e| match e {
+            Effect::SendText { to, topic, text } if topic == CONVERSATION_TOPIC => {
+                assert_eq!(to, AGENT);
+                Some(text.clone())
+            }
+            _ => None,
+        })
+    }
+
+    /// Outpost owns the conversation in Agents mode: a switch (new, or a stored one to
+    /// continue) opens it at once, without a hello, and names it to the agent;
+    /// `outpost.conversation` then reads that conversation.
+    #[test]
+    fn switching_conversations_opens_them_at_once_and_names_them_to_the_agent() {
+        let (mut m, _) = joined();
+        let fx = m.handle(
+            Input::AgentState {
+                identity: AGENT.into(),
+                state: "listening".into(),
+            },
+            10,
+        );
+        let first = m.conversation_id().unwrap().to_owned();
+        assert_eq!(named(&fx), Some(first.clone()));
+        let fx = m.handle(
+            Input::Command(Command::SwitchConversation {
+                conversation_id: Some("stored".into()),
+                history: vec![outpost_protocol::HistoryMessage {
+                    role: outpost_protocol::HistoryRole::User,
+                    text: "remember the otter".into(),
+                }],
+            }),
+            20,
+        );
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::Send { .. })),
+            "no hello in Agents mode: {fx:?}"
+        );
+        assert!(m.is_ready(), "the conversation is open at once");
+        assert_eq!(m.conversation_id(), Some("stored"));
+        assert_eq!(named(&fx).as_deref(), Some("stored"));
+        let ui = uis(&fx);
+        assert!(
+            ui.iter().any(|u| matches!(u, UiEvent::SessionStarted { conversation_id, .. } if conversation_id == "stored")),
+            "{ui:?}"
+        );
+        let recorded = fx.iter().any(|e| {
+            matches!(e, Effect::Record(Record::EndConversation { id, .. }) if id.as_str() == first)
+        });
+        assert!(recorded, "{fx:?}");
+        // The next message goes to the agent at once, recorded in the stored conversation.
+        let fx = m.handle(
+            Input::Command(Command::SendUserMessage {
+                id: "u1".into(),
+                text: "and now?".into(),
+                attachments: Vec::new(),
+            }),
+            30,
+        );
+        assert!(
+            fx.iter()
+                .any(|e| matches!(e, Effect::SendText { topic, .. } if topic == CHAT_TOPIC)),
+            "{fx:?}"
+        );
+        let in_stored = fx.iter().any(|e| {
+            matches!(e, Effect::Record(Record::Message(msg)) if msg.conversation_id.as_str() == "stored")
+        });
+        assert!(in_stored, "{fx:?}");
+        // The agent asks what was said: the caller reads the store for that conversation.
+        let fx = m.handle(rpc("c1", AGENT, CONVERSATION, "{}"), 40);
+        assert!(
+            fx.contains(&Effect::ReadConversation {
+                request_id: "c1".into(),
+                conversation_id: "stored".into()
+            }),
+            "{fx:?}"
+        );
+        // A stranger may not.
+        let fx = m.handle(rpc("c2", "stranger", CONVERSATION, "{}"), 50);
+        assert_eq!(
+            data_code(&reply_of(&fx, "c2").unwrap_err()),
+            "permission_denied"
+        );
+        // A new conversation: a fresh id, named the same way.
+        let fx = m.handle(
+            Input::Command(Command::SwitchConversation {
+                conversation_id: None,
+                history: Vec::new(),
+            }),
+            60,
+        );
+        let fresh = m.conversation_id().unwrap().to_owned();
+        assert_ne!(fresh, "stored");
+        assert_eq!(named(&fx), Some(fresh));
+    }
+
+    /// LiveKit's convention: an image is a byte stream on `images` (name and MIME type in
+    /// the header), sent before the words; another file goes on `files`.
+    #[test]
+    fn files_go_to_the_agent_as_byte_streams_before_the_words() {
+        let mut m = agents();
+        assert!(m.accepts_attachments());
+        let png = b"\x89PNG\r\n\x1a\n....";
+        let fx = m.handle(
+            Input::Command(Command::SendUserMessage {
+                id: "u1".into(),
+                text: "what is this?".into(),
+                attachments: vec![
+                    outpost_protocol::Attachment::new("a1", "u1", "dot.png", "image/png", png),
+                    outpost_protocol::Attachment::new("a2", "u1", "n.txt", "text/plain", b"hi"),
+                ],
+            }),
+            20,
+        );
+        let out: Vec<(String, String)> = fx
+            .iter()
+            .filter_map(|e| match e {
+                Effect::SendBytes(b) => Some((b.topic.clone(), b.name.clone())),
+                Effect::SendText { topic, text, .. } => Some((topic.clone(), text.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            out,
+            [
+                (IMAGES_TOPIC.to_owned(), "dot.png".to_owned()),
+                (FILES_TOPIC.to_owned(), "n.txt".to_owned()),
+                (CHAT_TOPIC.to_owned(), "what is this?".to_owned()),
+            ]
+        );
+        let bytes = fx.iter().find_map(|e| match e {
+            Effect::SendBytes(b) if b.mime_type == "image/png" => {
+                Some((b.bytes.clone(), b.attributes.clone()))
+            }
+            _ => None,
+        });
+        let (bytes, attributes) = bytes.unwrap();
+        assert_eq!(bytes, png, "byte for byte");
+        assert!(attributes.contains(&(
+            SHA256_ATTRIBUTE.to_owned(),
+            outpost_protocol::sha256_hex(png)
+        )));
+        let recorded = fx
+            .iter()
+            .filter(|e| matches!(e, Effect::Record(Record::Attachment(_))))
+            .count();
+        assert_eq!(recorded, 2);
+    }
+
     #[test]
     fn the_agent_state_attribute_selects_agents_mode_and_drives_the_status() {
         let (mut m, _) = joined();
@@ -680,6 +880,7 @@ mod tests {
             session_id: "s".into(),
             conversation_id: "c9".into(),
             assistant_name: "Slow".into(),
+            capabilities: Vec::new(),
         };
         let fx = m.handle(
             Input::Received {
@@ -706,6 +907,7 @@ mod tests {
             Input::Command(Command::SendUserMessage {
                 id: "u1".into(),
                 text: "hello agent".into(),
+                attachments: Vec::new(),
             }),
             1,
         );

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 
 use outpost_policy::{Decider, Decision, ServerClaims};
 use outpost_protocol::{
-    Message, ToolDescriptor, ToolUseCancel, ToolUseProgress, ToolUseRequest, ToolUseResult,
+    Attachment, HistoryMessage, Message, ToolDescriptor, ToolUseCancel, ToolUseProgress,
+    ToolUseRequest, ToolUseResult,
 };
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
@@ -98,16 +99,24 @@ pub enum Command {
         id: String,
         /// Text.
         text: String,
+        /// Files to give it first (their `messageId` is `id`); refused with an error, and
+        /// nothing sent, when the assistant does not take them.
+        attachments: Vec<Attachment>,
     },
     /// Stop a tool call running on this machine.
     CancelTool {
         /// The call.
         id: String,
     },
-    /// Start a new conversation (`None`) or continue another one: sends a new hello.
+    /// Start a new conversation (`None`) or continue another one: sends a new hello (in
+    /// LiveKit Agents mode, opens it at once).
     SwitchConversation {
         /// The conversation to continue.
         conversation_id: Option<String>,
+        /// What was said in it so far, oldest first (from the history): the next hello
+        /// carries it, for an assistant that no longer holds the conversation. Empty for
+        /// a new conversation.
+        history: Vec<HistoryMessage>,
     },
     /// End the session.
     Leave,
@@ -235,6 +244,8 @@ pub enum Record {
     Consent(store::NewConsent),
     /// A protocol error.
     ProtocolError(store::NewProtocolError),
+    /// A file the user gave the assistant.
+    Attachment(store::NewAttachment),
 }
 
 /// What the caller must do.
@@ -277,6 +288,17 @@ pub enum Effect {
         /// The text.
         text: String,
     },
+    /// LiveKit Agents mode: send a file as a byte stream (images on `images`, LiveKit's
+    /// convention; other files on `files`).
+    SendBytes(ByteStream),
+    /// LiveKit Agents mode: answer an `outpost.conversation` call with the stored
+    /// messages of this conversation (the caller reads the store).
+    ReadConversation {
+        /// The call.
+        request_id: String,
+        /// The conversation to read.
+        conversation_id: String,
+    },
     /// Answer an RPC call.
     RpcReply {
         /// The call.
@@ -286,6 +308,23 @@ pub enum Effect {
     },
 }
 
+/// A file for the agent, as one LiveKit byte stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ByteStream {
+    /// Destination identity.
+    pub to: String,
+    /// The topic.
+    pub topic: String,
+    /// The stream's name (the file name).
+    pub name: String,
+    /// Its MIME type.
+    pub mime_type: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+    /// Header attributes.
+    pub attributes: Vec<(String, String)>,
+}
+
 /// An RPC call from a participant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RpcCall {
@@ -293,7 +332,8 @@ pub struct RpcCall {
     pub request_id: String,
     /// Who called.
     pub caller: String,
-    /// The method: a tool name, [`LIST_TOOLS`](super::LIST_TOOLS) or [`READ_RESULT`](super::READ_RESULT).
+    /// The method: a tool name, [`LIST_TOOLS`](super::LIST_TOOLS),
+    /// [`READ_RESULT`](super::READ_RESULT) or [`CONVERSATION`](super::CONVERSATION).
     pub method: String,
     /// The payload (JSON for Outpost's methods).
     pub payload: String,

@@ -46,8 +46,13 @@ use outpost_protocol::{
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
 
-pub use agents::{CHAT_TOPIC, LIST_TOOLS, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT};
-pub use io::{Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure};
+pub use agents::{
+    CHAT_TOPIC, CONVERSATION, CONVERSATION_TOPIC, FILES_TOPIC, IMAGES_TOPIC, LIST_TOOLS,
+    MESSAGE_ATTRIBUTE, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT, SHA256_ATTRIBUTE,
+};
+pub use io::{
+    ByteStream, Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure,
+};
 
 use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, UiEvent};
 
@@ -182,6 +187,9 @@ pub struct Machine {
     phase: Phase,
     /// The conversation the next hello asks for.
     wanted: Option<String>,
+    /// What was said in `wanted` before, for the next hello (a conversation continued from
+    /// the history); sent once, dropped at the welcome.
+    earlier: Vec<outpost_protocol::HistoryMessage>,
     /// The conversation of the live session.
     conversation: Option<String>,
     held: VecDeque<Message>,
@@ -201,6 +209,8 @@ pub struct Machine {
     welcomed_by: Option<String>,
     /// What the assistant speaks, once known.
     mode: Option<AssistantMode>,
+    /// The optional message types the welcoming assistant reads (ServerWelcome).
+    capabilities: Vec<String>,
     /// When the first hello to the present assistant went out (for Agents-mode detection).
     hello_since: Option<Millis>,
     agents: agents::AgentsState,
@@ -222,6 +232,7 @@ impl Machine {
             version: 0,
             tools_unannounced: false,
             wanted,
+            earlier: Vec::new(),
             conversation: None,
             held: VecDeque::new(),
             sent_results: VecDeque::new(),
@@ -235,6 +246,7 @@ impl Machine {
             grant_epoch: 0,
             welcomed_by: None,
             mode: None,
+            capabilities: Vec::new(),
             hello_since: None,
             agents: agents::AgentsState::default(),
         }
@@ -262,6 +274,19 @@ impl Machine {
     /// The assistant's identity, when present.
     pub fn assistant(&self) -> Option<&str> {
         self.assistant.as_deref()
+    }
+
+    /// Whether the assistant takes files and images: a LiveKit agent (byte streams), or an
+    /// Outpost-protocol assistant whose welcome listed `attachments`.
+    pub fn accepts_attachments(&self) -> bool {
+        match self.mode {
+            Some(AssistantMode::LivekitAgents) => true,
+            Some(AssistantMode::Outpost) => self
+                .capabilities
+                .iter()
+                .any(|c| c == outpost_protocol::ATTACHMENTS_CAPABILITY),
+            _ => false,
+        }
     }
 
     /// True when messages go out at once (link up, assistant present, welcomed).
@@ -515,6 +540,9 @@ impl Machine {
             self.config.tools.clone(),
         );
         hello.conversation_id = self.wanted.clone();
+        if hello.conversation_id.is_some() {
+            hello.history.clone_from(&self.earlier);
+        }
         fx.0.push(Effect::Send {
             to,
             message: Message::ClientHello(hello),
@@ -539,7 +567,37 @@ impl Machine {
             self.held.push_back(message);
             return;
         };
+        if let Message::Attachment(a) = &message {
+            if !self.accepts_attachments() {
+                // Held across a change of assistant that does not take files.
+                fx.ui(UiEvent::Error {
+                    message: format!("the assistant does not take files; {} was not sent", a.name),
+                });
+                return;
+            }
+            self.record_attachment(fx, now, a);
+        }
         if self.in_agents_mode() {
+            if let Message::Attachment(a) = message {
+                let bytes = a.bytes().unwrap_or_default();
+                let topic = if a.mime_type.starts_with("image/") {
+                    IMAGES_TOPIC
+                } else {
+                    FILES_TOPIC
+                };
+                fx.0.push(Effect::SendBytes(io::ByteStream {
+                    to,
+                    topic: topic.into(),
+                    name: a.name,
+                    mime_type: a.mime_type,
+                    bytes,
+                    attributes: vec![
+                        (SHA256_ATTRIBUTE.into(), a.sha256),
+                        (MESSAGE_ATTRIBUTE.into(), a.message_id),
+                    ],
+                }));
+                return;
+            }
             // Only what the user says has a place in LiveKit's conventions; tool answers
             // go back as RPC replies, never as messages.
             if let Message::UserMessage(u) = message {
@@ -553,11 +611,14 @@ impl Machine {
                         completed_at: Some(now),
                     }));
                 }
-                fx.0.push(Effect::SendText {
-                    to,
-                    topic: CHAT_TOPIC.into(),
-                    text: u.text,
-                });
+                // Files sent without words: `lk.chat` would make an empty turn of them.
+                if !u.text.trim().is_empty() {
+                    fx.0.push(Effect::SendText {
+                        to,
+                        topic: CHAT_TOPIC.into(),
+                        text: u.text,
+                    });
+                }
             }
             return;
         }
@@ -583,6 +644,26 @@ impl Machine {
             _ => {}
         }
         fx.0.push(Effect::Send { to, message });
+    }
+
+    /// Records a file as sent: what describes it, and the bytes of a small image.
+    fn record_attachment(&self, fx: &mut Fx, now: Millis, a: &outpost_protocol::Attachment) {
+        let Some(c) = &self.conversation else {
+            return;
+        };
+        let small_image =
+            a.mime_type.starts_with("image/") && a.size <= store::MAX_ATTACHMENT_DATA as u64;
+        fx.record(Record::Attachment(store::NewAttachment {
+            conversation_id: c.as_str().into(),
+            id: a.id.clone(),
+            message_id: a.message_id.clone(),
+            name: a.name.clone(),
+            mime_type: a.mime_type.clone(),
+            size: a.size,
+            sha256: a.sha256.clone(),
+            data: small_image.then(|| a.bytes().ok()).flatten(),
+            sent_at: now,
+        }));
     }
 
     /// Errors go out at once when possible (also before the welcome); never held.
@@ -772,6 +853,17 @@ impl Machine {
         {
             self.end_grants();
         }
+        if !self.earlier.is_empty() && self.wanted.as_ref() != Some(&w.conversation_id) {
+            // The user picked a stored conversation; the assistant opened another one.
+            fx.ui(UiEvent::Error {
+                message: format!(
+                    "{} did not continue the conversation you picked; it started a new one",
+                    w.assistant_name
+                ),
+            });
+        }
+        self.earlier.clear();
+        self.capabilities.clone_from(&w.capabilities);
         self.welcomed_by = self.assistant.clone();
         self.conversation = Some(w.conversation_id.clone());
         self.wanted = Some(w.conversation_id.clone());
@@ -807,6 +899,7 @@ impl Machine {
             assistant_name: w.assistant_name,
             protocol_version: w.protocol_version,
             mode: AssistantMode::Outpost,
+            attachments: self.accepts_attachments(),
         });
         self.flush(fx, now);
         // The catalogue changed while the welcome was on its way.
@@ -926,13 +1019,29 @@ impl Machine {
 
     fn command(&mut self, fx: &mut Fx, now: Millis, cmd: Command) {
         match cmd {
-            Command::SendUserMessage { id, text } => {
+            Command::SendUserMessage {
+                id,
+                text,
+                attachments,
+            } => {
+                if !attachments.is_empty() && !self.accepts_attachments() {
+                    fx.ui(UiEvent::Error {
+                        message: "the assistant does not take files or images; nothing was sent"
+                            .into(),
+                    });
+                    return;
+                }
                 let queued = !self.is_ready();
                 fx.ui(UiEvent::UserMessage {
                     id: id.clone(),
                     text: text.clone(),
                     queued,
+                    attachments: attachments.iter().map(attachment_info).collect(),
                 });
+                // The files go first, so the assistant has them when it reads the words.
+                for a in attachments {
+                    self.send(fx, now, Message::Attachment(a));
+                }
                 self.send(fx, now, Message::UserMessage(UserMessage { id, text }));
             }
             Command::CancelTool { id } => {
@@ -955,7 +1064,10 @@ impl Machine {
                     });
                 }
             }
-            Command::SwitchConversation { conversation_id } => {
+            Command::SwitchConversation {
+                conversation_id,
+                history,
+            } => {
                 self.end_grants();
                 if let Some(old) = self.conversation.take() {
                     fx.record(Record::EndConversation {
@@ -964,6 +1076,12 @@ impl Machine {
                     });
                 }
                 self.wanted = conversation_id;
+                self.earlier = history;
+                if self.in_agents_mode() && self.phase == Phase::Welcomed {
+                    // LiveKit's conventions have no hello: Outpost opens the conversation.
+                    self.open_agents_conversation(fx, now, "the user switched conversations");
+                    return;
+                }
                 self.phase = Phase::NeedHello;
                 self.maybe_hello(fx, now);
             }
@@ -974,6 +1092,17 @@ impl Machine {
                 });
             }
         }
+    }
+}
+
+/// What the UI shows of an attachment.
+fn attachment_info(a: &outpost_protocol::Attachment) -> crate::events::AttachmentInfo {
+    crate::events::AttachmentInfo {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        mime_type: a.mime_type.clone(),
+        size: a.size,
+        sha256: a.sha256.clone(),
     }
 }
 

@@ -59,6 +59,7 @@ fn welcome(conv: &str) -> ServerWelcome {
         session_id: "s1".into(),
         conversation_id: conv.into(),
         assistant_name: "Helper".into(),
+        capabilities: Vec::new(),
     }
 }
 
@@ -216,6 +217,7 @@ fn a_version_1_assistant_learns_the_catalogue_at_its_next_hello_only() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         30,
     );
@@ -309,6 +311,7 @@ fn welcome_starts_the_conversation_and_flushes_held_messages_in_order() {
         Input::Command(Command::SendUserMessage {
             id: "u1".into(),
             text: "first".into(),
+            attachments: Vec::new(),
         }),
         1,
     );
@@ -321,6 +324,7 @@ fn welcome_starts_the_conversation_and_flushes_held_messages_in_order() {
         Input::Command(Command::SendUserMessage {
             id: "u2".into(),
             text: "second".into(),
+            attachments: Vec::new(),
         }),
         2,
     );
@@ -846,6 +850,7 @@ fn a_resume_flushes_without_a_new_hello() {
         Input::Command(Command::SendUserMessage {
             id: "u1".into(),
             text: "hi".into(),
+            attachments: Vec::new(),
         }),
         110,
     );
@@ -928,6 +933,7 @@ fn switching_conversations_sends_a_new_hello() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: Some("old".into()),
+            history: Vec::new(),
         }),
         100,
     );
@@ -939,10 +945,82 @@ fn switching_conversations_sends_a_new_hello() {
     let fx = m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         120,
     );
     assert_eq!(hello_of(&fx).conversation_id, None);
+}
+
+fn said(role: outpost_protocol::HistoryRole, text: &str) -> outpost_protocol::HistoryMessage {
+    outpost_protocol::HistoryMessage {
+        role,
+        text: text.into(),
+    }
+}
+
+/// Continuing a stored conversation: the hello carries what was said, once; a rejoin's
+/// hello does not repeat it.
+#[test]
+fn continuing_a_stored_conversation_tells_the_assistant_what_was_said_once() {
+    use outpost_protocol::HistoryRole::{Assistant, User};
+    let mut m = live();
+    let earlier = vec![said(User, "remember the otter"), said(Assistant, "Noted.")];
+    let fx = m.handle(
+        Input::Command(Command::SwitchConversation {
+            conversation_id: Some("stored".into()),
+            history: earlier.clone(),
+        }),
+        100,
+    );
+    let hello = hello_of(&fx);
+    assert_eq!(hello.conversation_id.as_deref(), Some("stored"));
+    assert_eq!(hello.history, earlier);
+    // A hello repeated while no welcome came still carries it.
+    assert_eq!(hello_of(&m.handle(Input::Tick, 5_200)).history, earlier);
+    let fx = recv(&mut m, welcome("stored"), 5_300);
+    assert!(
+        !uis(&fx).iter().any(|u| matches!(u, UiEvent::Error { .. })),
+        "{fx:?}"
+    );
+    assert_eq!(m.conversation_id(), Some("stored"));
+    // A full rejoin: the hello names the conversation without its history.
+    m.handle(
+        Input::Reconnecting {
+            reason: "lost".into(),
+        },
+        6_000,
+    );
+    let fx = m.handle(
+        Input::Reconnected {
+            resumed: false,
+            assistant_changed: false,
+        },
+        7_000,
+    );
+    let hello = hello_of(&fx);
+    assert_eq!(hello.conversation_id.as_deref(), Some("stored"));
+    assert!(hello.history.is_empty(), "{hello:?}");
+}
+
+/// An assistant that opens another conversation instead of the one the user picked: the
+/// app follows it, and the user is told.
+#[test]
+fn an_assistant_that_does_not_continue_is_followed_and_the_user_told() {
+    let mut m = live();
+    m.handle(
+        Input::Command(Command::SwitchConversation {
+            conversation_id: Some("stored".into()),
+            history: vec![said(outpost_protocol::HistoryRole::User, "hi")],
+        }),
+        100,
+    );
+    let fx = recv(&mut m, welcome("fresh"), 110);
+    assert_eq!(m.conversation_id(), Some("fresh"));
+    let told = uis(&fx).into_iter().any(|u| {
+        matches!(u, UiEvent::Error { message } if message.contains("did not continue the conversation you picked"))
+    });
+    assert!(told, "{fx:?}");
 }
 
 #[test]
@@ -1179,6 +1257,7 @@ fn grant_scopes_change_with_the_conversation_and_the_assistant() {
     m.handle(
         Input::Command(Command::SwitchConversation {
             conversation_id: None,
+            history: Vec::new(),
         }),
         3,
     );
@@ -1227,4 +1306,87 @@ fn leave_ends_and_records_the_end() {
     let fx = m.handle(Input::Exec(ExecEvent::Result(ok("t1"))), 3);
     assert!(sent(&fx).is_empty());
     assert_eq!(records(&fx).len(), 1);
+}
+
+fn attached(name: &str, mime: &str, bytes: &[u8]) -> outpost_protocol::Attachment {
+    outpost_protocol::Attachment::new(format!("a-{name}"), "u1", name, mime, bytes)
+}
+
+fn send_with(
+    m: &mut Machine,
+    files: Vec<outpost_protocol::Attachment>,
+    now: Millis,
+) -> Vec<Effect> {
+    m.handle(
+        Input::Command(Command::SendUserMessage {
+            id: "u1".into(),
+            text: "look".into(),
+            attachments: files,
+        }),
+        now,
+    )
+}
+
+/// Files go only to an assistant that announced it reads them; otherwise nothing of the
+/// message leaves and the user is told.
+#[test]
+fn attachments_go_only_to_an_assistant_that_reads_them_before_the_words() {
+    let mut m = live();
+    assert!(!m.accepts_attachments());
+    let fx = send_with(&mut m, vec![attached("a.png", "image/png", b"png")], 20);
+    assert!(sent(&fx).is_empty(), "{fx:?}");
+    assert!(records(&fx).is_empty(), "{fx:?}");
+    assert!(
+        uis(&fx).iter().any(
+            |u| matches!(u, UiEvent::Error { message } if message.contains("nothing was sent"))
+        )
+    );
+
+    let mut m = machine();
+    m.handle(
+        Input::Joined {
+            assistant: Some(A.into()),
+        },
+        0,
+    );
+    let mut w = welcome("c1");
+    w.capabilities = vec!["attachments".into()];
+    let fx = recv(&mut m, w, 10);
+    assert!(
+        uis(&fx).iter().any(|u| matches!(
+            u,
+            UiEvent::SessionStarted {
+                attachments: true,
+                ..
+            }
+        )),
+        "{fx:?}"
+    );
+    let fx = send_with(
+        &mut m,
+        vec![
+            attached("a.png", "image/png", b"png"),
+            attached("b.txt", "text/plain", b"words"),
+        ],
+        20,
+    );
+    let kinds: Vec<u8> = sent(&fx).iter().map(|s| s.message_type().code()).collect();
+    assert_eq!(kinds, [13, 13, 4], "the files, then the words");
+    let kept: Vec<(String, bool)> = records(&fx)
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Attachment(a) => Some((a.name, a.data.is_some())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        kept,
+        [("a.png".to_owned(), true), ("b.txt".to_owned(), false)],
+        "the bytes of small images only"
+    );
+    let shown = uis(&fx).into_iter().find_map(|u| match u {
+        UiEvent::UserMessage { attachments, .. } => Some(attachments),
+        _ => None,
+    });
+    assert_eq!(shown.map(|a| a.len()), Some(2));
 }

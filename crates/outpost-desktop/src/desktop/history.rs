@@ -1,9 +1,11 @@
 //! [`Desktop`]'s history commands (`history_*`).
 
+use outpost_protocol::{HistoryMessage, HistoryRole, MAX_HISTORY_MESSAGES};
 use outpost_store::{ConversationId, ExportFormat, ExportScope, SearchQuery, SearchSyntax, now_ms};
 
 use crate::contract::{
     ConversationDetail, ConversationSummary, ExportResult, SearchHit, SearchHitKind,
+    TranscriptEntry,
 };
 use crate::error::{DesktopError, Result};
 
@@ -119,6 +121,41 @@ impl Desktop {
             summary,
             transcript,
         })
+    }
+
+    /// `history_continue`: the chat shows the stored conversation `conversation_id` (its
+    /// messages and tool cards) and the next message goes on in it; the assistant is told
+    /// what was said (docs/PROTOCOL.md ClientHello `history`; in LiveKit Agents mode
+    /// `outpost.conversation`, docs/AGENTS.md). Needs a live session.
+    pub async fn history_continue(&self, conversation_id: &str) -> Result<()> {
+        let session = self.session().await?;
+        let detail = self.history_get(conversation_id).await?;
+        let mut history: Vec<HistoryMessage> = detail
+            .transcript
+            .iter()
+            .filter_map(|e| match e {
+                TranscriptEntry::User { text, .. } => Some(HistoryMessage {
+                    role: HistoryRole::User,
+                    text: text.clone(),
+                }),
+                TranscriptEntry::Assistant { text, .. } => Some(HistoryMessage {
+                    role: HistoryRole::Assistant,
+                    text: text.clone(),
+                }),
+                TranscriptEntry::Tool { .. } => None,
+            })
+            .collect();
+        let drop_oldest = history.len().saturating_sub(MAX_HISTORY_MESSAGES);
+        history.drain(..drop_oldest);
+        {
+            let mut live = lock(&self.inner.live);
+            let ev = live
+                .state
+                .continue_with(conversation_id.to_owned(), detail.transcript);
+            live.emit(ev);
+        }
+        session.continue_conversation(conversation_id.to_owned(), history)?;
+        Ok(())
     }
 
     /// `history_export`: writes into `dir` (the shell passes the downloads folder).

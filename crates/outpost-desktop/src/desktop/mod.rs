@@ -6,10 +6,12 @@ mod history;
 mod mcp;
 mod session;
 mod settings;
+mod system;
 mod tools;
 mod voice;
 
 pub use chat::check_link;
+pub use system::BACKGROUND_FLAG;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,6 +31,9 @@ use crate::secrets::SecretStore;
 /// Receives the UI events (the Tauri channel of `session_subscribe`).
 pub type EventSink = Box<dyn Fn(AppEvent) + Send + Sync>;
 
+/// Sees every UI event too, after the UI (the tray).
+pub type EventWatcher = Box<dyn Fn(&AppEvent) + Send + Sync>;
+
 /// Shows desktop notifications (notify-rust in the shell). Errors are the notifier's to
 /// log: a missing notification daemon must not disturb the session.
 pub trait Notifier: Send + Sync + std::fmt::Debug {
@@ -43,10 +48,14 @@ pub const TOKEN_ENV: &str = "OUTPOST_LIVEKIT_TOKEN";
 struct Live {
     state: LiveState,
     sink: Option<EventSink>,
+    watchers: Vec<EventWatcher>,
 }
 
 impl Live {
     fn emit(&self, ev: AppEvent) {
+        for w in &self.watchers {
+            w(&ev);
+        }
         if let Some(sink) = &self.sink {
             sink(ev);
         }
@@ -82,6 +91,10 @@ struct Inner {
     _watcher: Option<outpost_policy::PolicyWatcher>,
     /// Voice: the devices and the microphone track (crate::voice).
     voice: Arc<crate::voice::VoiceHub>,
+    /// Files that go with the next message (crate::attachments).
+    staged: crate::attachments::StagedFiles,
+    /// Whether the system-wide shortcut works, and in what words (the shell sets it).
+    shortcut_status: Mutex<(bool, String)>,
 }
 
 /// The desktop app's backend. Cheap to clone; all clones share one state.
@@ -157,7 +170,11 @@ impl Desktop {
                 config: Mutex::new(config),
                 secrets,
                 notifier,
-                live: Mutex::new(Live { state, sink: None }),
+                live: Mutex::new(Live {
+                    state,
+                    sink: None,
+                    watchers: Vec::new(),
+                }),
                 session: tokio::sync::Mutex::new(None),
                 demo: tokio::sync::Mutex::new(None),
                 mcp: Mutex::new(None),
@@ -169,6 +186,8 @@ impl Desktop {
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
                 _watcher: watcher,
+                staged: crate::attachments::StagedFiles::default(),
+                shortcut_status: Mutex::new((false, "Not registered yet.".into())),
             }),
         })
     }
@@ -181,6 +200,11 @@ impl Desktop {
     /// Whether the window has the focus (notifications are shown only when not).
     pub fn set_focused(&self, focused: bool) {
         self.inner.focused.store(focused, Ordering::Relaxed);
+    }
+
+    /// Calls `watcher` with every UI event from now on (the tray), in order.
+    pub fn watch(&self, watcher: EventWatcher) {
+        lock(&self.inner.live).watchers.push(watcher);
     }
 
     fn config(&self) -> AppConfig {

@@ -24,6 +24,8 @@ impl Desktop {
     /// state at this moment; every later event goes to the sink, in order.
     pub fn subscribe(&self, sink: EventSink) -> SessionSnapshot {
         let configured = self.config().configured;
+        // A (re)loaded page starts with no file waiting to be sent: it shows none.
+        drop(self.inner.staged.take());
         let mut live = lock(&self.inner.live);
         live.sink = Some(sink);
         if let Some(message) = lock(&self.inner.startup_error).take() {
@@ -208,8 +210,14 @@ impl Desktop {
 
     fn on_core_event(&self, ev: outpost_core::UiEvent) {
         let now = now_ms();
+        // The question's deadline goes with it: a user away from the window (or with it
+        // closed to the tray) learns how long it waits before it is denied.
         let consent_summary = match &ev {
-            outpost_core::UiEvent::ConsentRequested(p) => Some(p.summary.clone()),
+            outpost_core::UiEvent::ConsentRequested(p) => Some(format!(
+                "{} — denied in {} s unless you answer.",
+                p.summary,
+                p.expires_in_ms.div_ceil(1000)
+            )),
             _ => None,
         };
         let finished = {

@@ -3,7 +3,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
-use crate::limits::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+use crate::limits::{
+    MAX_CAPABILITIES, MAX_HISTORY_MESSAGES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
+use crate::open_enum::closed_enum;
 use crate::validate::{self, Validate};
 use crate::{Map, Version};
 
@@ -79,6 +82,31 @@ pub struct ClientHello {
     /// A conversation to continue (from an earlier welcome); absent for a new one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conversation_id: Option<String>,
+    /// With `conversationId`: what was said in it so far, oldest first, for a server that no
+    /// longer holds the conversation (it restarted, or another server had it). Sent once,
+    /// when the user picks a stored conversation to continue; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<HistoryMessage>,
+}
+
+closed_enum! {
+    /// Who said a message of a conversation's earlier part.
+    pub enum HistoryRole {
+        /// The user.
+        User => "user",
+        /// The assistant.
+        Assistant => "assistant",
+    }
+}
+
+/// One message of a conversation's earlier part ([`ClientHello::history`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryMessage {
+    /// Who said it.
+    pub role: HistoryRole,
+    /// What was said (the assistant's words as Markdown).
+    pub text: String,
 }
 
 impl ClientHello {
@@ -95,6 +123,7 @@ impl ClientHello {
             client_version: client_version.into(),
             tools,
             conversation_id: None,
+            history: Vec::new(),
         }
     }
 
@@ -124,6 +153,21 @@ impl Validate for ClientHello {
         check_tools(&self.tools, values_scanned)?;
         if let Some(c) = &self.conversation_id {
             validate::id("conversationId", c)?;
+        }
+        if !self.history.is_empty() && self.conversation_id.is_none() {
+            return Err(FieldError::new(
+                "history",
+                "is only allowed with a conversationId",
+            ));
+        }
+        if self.history.len() > MAX_HISTORY_MESSAGES {
+            return Err(FieldError::new(
+                "history",
+                format!(
+                    "holds {} messages; at most {MAX_HISTORY_MESSAGES} are allowed",
+                    self.history.len()
+                ),
+            ));
         }
         Ok(())
     }
@@ -173,6 +217,18 @@ pub struct ServerWelcome {
     pub conversation_id: String,
     /// What the UI calls the assistant.
     pub assistant_name: String,
+    /// Optional message types the server reads, by name (e.g. `attachments`: type 13); a
+    /// client sends such a message only to a server that lists it. Unknown names are
+    /// ignored.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capabilities: Vec<String>,
+}
+
+impl ServerWelcome {
+    /// Whether the server announced `capability`.
+    pub fn has(&self, capability: &str) -> bool {
+        self.capabilities.iter().any(|c| c == capability)
+    }
 }
 
 impl Validate for ServerWelcome {
@@ -183,6 +239,18 @@ impl Validate for ServerWelcome {
         validate::id("sessionId", &self.session_id)?;
         validate::id("conversationId", &self.conversation_id)?;
         validate::name("assistantName", &self.assistant_name)?;
+        if self.capabilities.len() > MAX_CAPABILITIES {
+            return Err(FieldError::new(
+                "capabilities",
+                format!(
+                    "lists {}; at most {MAX_CAPABILITIES} are allowed",
+                    self.capabilities.len()
+                ),
+            ));
+        }
+        for (i, c) in self.capabilities.iter().enumerate() {
+            validate::name(&format!("capabilities[{i}]"), c)?;
+        }
         Ok(())
     }
 }

@@ -81,7 +81,12 @@ assistantName: string,
 /**
  * What the assistant speaks: `outpost` or `livekit_agents`.
  */
-mode: AssistantMode, };
+mode: AssistantMode, 
+/**
+ * Whether it takes files and images (a LiveKit agent: byte streams; an Outpost
+ * assistant that announced `attachments`).
+ */
+attachments: boolean, };
 
 export type StatusEvent = { 
 /**
@@ -200,7 +205,11 @@ at: number,
  * Said aloud (the agent's transcript of it), still growing or final; absent for
  * typed messages.
  */
-speech?: SpeechText, } | { "kind": "assistant", 
+speech?: SpeechText, 
+/**
+ * The files given with it (absent when none).
+ */
+attachments?: Array<AttachmentView>, } | { "kind": "assistant", 
 /**
  * Id.
  */
@@ -322,7 +331,7 @@ transcript: Array<TranscriptEntry>,
  */
 pendingConsents: Array<ConsentRequest>, };
 
-export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel };
+export type UiEvent = { "type": "connection", "data": ConnectionEvent } | { "type": "session", "data": SessionInfo } | { "type": "status", "data": StatusEvent } | { "type": "user_message", "data": UserMessage } | { "type": "assistant_delta", "data": AssistantDelta } | { "type": "assistant_message", "data": AssistantMessage } | { "type": "tool_initiated", "data": ToolInitiated } | { "type": "tool_progress", "data": ToolProgress } | { "type": "tool_result", "data": ToolResult } | { "type": "consent_request", "data": ConsentRequest } | { "type": "consent_withdrawn", "data": ConsentWithdrawn } | { "type": "error", "data": ErrorEvent } | { "type": "elicitation", "data": ElicitationEvent } | { "type": "elicitation_closed", "data": ElicitationClosed } | { "type": "user_transcript", "data": UserTranscript } | { "type": "voice", "data": VoiceStatus } | { "type": "voice_level", "data": VoiceLevel } | { "type": "conversation", "data": ConversationOpened } | { "type": "attachments", "data": StagedAttachments } | { "type": "raised", "data": Raised };
 
 export type UserMessage = { 
 /**
@@ -336,7 +345,44 @@ text: string,
 /**
  * When.
  */
-at: number, };
+at: number, 
+/**
+ * The files given with it (absent when none).
+ */
+attachments?: Array<AttachmentView>, };
+
+export type AttachmentView = { 
+/**
+ * Id.
+ */
+id: string, 
+/**
+ * The file's name (no folders).
+ */
+name: string, 
+/**
+ * Its media type.
+ */
+mimeType: string, 
+/**
+ * Its length in bytes.
+ */
+size: number, 
+/**
+ * SHA-256 of the bytes, lower-case hex.
+ */
+sha256: string, 
+/**
+ * An image as a `data:` URL: every staged image; in the transcript and the history
+ * only images up to 256 KiB (their bytes are kept).
+ */
+image?: string, };
+
+export type StagedAttachments = { 
+/**
+ * The files.
+ */
+items: Array<AttachmentView>, };
 
 export type AssistantDelta = { 
 /**
@@ -766,6 +812,43 @@ message: string,
  */
 latencyMs?: number, };
 
+export type SystemSettings = { 
+/**
+ * Closing the window keeps the session running in the tray icon (consent questions
+ * then arrive as notifications and in the tray); off: closing the window quits.
+ */
+keepInTray: boolean, 
+/**
+ * Start Outpost at login (an XDG autostart entry; off by default).
+ */
+startAtLogin: boolean, 
+/**
+ * Where that entry is (read-only; empty when there is no home folder).
+ */
+autostartFile: string, 
+/**
+ * The system-wide shortcut (Settings → Voice): held with voice on in push-to-talk, the
+ * microphone is live; pressed otherwise, Outpost comes forward with the message box
+ * focused. An accelerator like `Ctrl+Alt+Space`; empty = off.
+ */
+shortcut: string, 
+/**
+ * Whether the shortcut works system-wide, in plain words (read-only): registered
+ * through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
+ * GlobalShortcuts is not used yet).
+ */
+shortcutStatus: string, 
+/**
+ * The shortcut is registered and works in every window (read-only).
+ */
+shortcutActive: boolean, };
+
+export type Raised = { 
+/**
+ * What to focus: `composer`.
+ */
+focus: string, };
+
 export type ToolInfo = { 
 /**
  * Name.
@@ -1047,6 +1130,16 @@ export type ConversationDetail = {
 summary: ConversationSummary, 
 /**
  * Read-only transcript.
+ */
+transcript: Array<TranscriptEntry>, };
+
+export type ConversationOpened = { 
+/**
+ * The conversation; the next `session` event with this id keeps the transcript.
+ */
+conversationId: string, 
+/**
+ * Its messages and tool cards so far.
  */
 transcript: Array<TranscriptEntry>, };
 

@@ -19,7 +19,7 @@ import { ConsentQueue } from './consent.svelte';
 import { SessionStore } from './session.svelte';
 
 export type Screen = 'chat' | 'history' | 'settings';
-export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'voice' | 'notifications' | 'data' | 'about';
+export type SettingsSection = 'connection' | 'tools' | 'servers' | 'folders' | 'voice' | 'notifications' | 'desktop' | 'data' | 'about';
 
 export interface Notice {
   id: number;
@@ -89,6 +89,11 @@ export class AppState {
     this.session.apply(event);
     this.consents.apply(event);
     if (event.type === 'error') this.notify(event.data.message, 'error');
+    if (event.type === 'raised') {
+      // The system-wide shortcut brought the window forward: the message box takes the focus.
+      this.screen = 'chat';
+      setTimeout(() => document.getElementById('composer-input')?.focus(), 0);
+    }
     if (event.type === 'elicitation') this.elicitations.push(event.data);
     if (event.type === 'elicitation_closed') {
       const id = event.data.id;
@@ -124,9 +129,10 @@ export class AppState {
     await this.run('Could not send your answer', this.backend.call('mcp_elicitation_answer', { id, action, content }));
   }
 
-  async send(text: string): Promise<boolean> {
+  /** Sends `text` (with the staged files: then it may be empty). */
+  async send(text: string, withFiles = false): Promise<boolean> {
     const trimmed = text.trim();
-    if (!trimmed) return false;
+    if (!trimmed && !withFiles) return false;
     const msg = await this.run('Could not send', this.backend.call('chat_send', { text: trimmed }));
     if (!msg) return false;
     this.session.apply({ type: 'user_message', data: msg });

@@ -4,6 +4,7 @@
  * transcript part of it is the shared `TranscriptFold` (../transcript.ts).
  */
 import type {
+  AttachmentView,
   ConnectionEvent,
   ErrorEvent,
   SessionInfo,
@@ -39,6 +40,8 @@ export class SessionStore {
     echoCancelling: false,
   });
   level = $state<VoiceLevel>({ input: 0, output: 0 });
+  /** Files that go with the next message, as they will be sent. */
+  staged = $state<AttachmentView[]>([]);
 
   #fold: TranscriptFold;
 
@@ -103,6 +106,9 @@ export class SessionStore {
         return;
       case 'voice_level':
         this.level = event.data;
+        return;
+      case 'attachments':
+        this.staged = event.data.items;
         return;
       default:
         return;

@@ -26,7 +26,7 @@ describe('SessionStore', () => {
     expect(s.isReconnecting).toBe(true);
     expect(s.configured).toBe(false);
     s.apply({ type: 'connection', data: { state: 'connected' } });
-    s.apply({ type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'Ada', mode: 'outpost' } });
+    s.apply({ type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'Ada', mode: 'outpost', attachments: false } });
     s.apply({ type: 'status', data: { state: 'using_tool', toolUseId: 't1' } });
     expect(s.isConnected).toBe(true);
     expect(s.configured).toBe(true);
@@ -123,12 +123,12 @@ describe('SessionStore', () => {
 
   it('a new conversation clears the transcript; a rejoin of the same one keeps it', () => {
     const s = store([
-      { type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost' } },
+      { type: 'session', data: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost', attachments: false } },
       { type: 'user_message', data: { id: 'u1', text: 'hi', at: T0 } },
-      { type: 'session', data: { conversationId: 'c1', sessionId: 's2', assistantName: 'A', mode: 'outpost' } },
+      { type: 'session', data: { conversationId: 'c1', sessionId: 's2', assistantName: 'A', mode: 'outpost', attachments: false } },
     ]);
     expect(s.entries).toHaveLength(1);
-    s.apply({ type: 'session', data: { conversationId: 'c2', sessionId: 's3', assistantName: 'A', mode: 'outpost' } });
+    s.apply({ type: 'session', data: { conversationId: 'c2', sessionId: 's3', assistantName: 'A', mode: 'outpost', attachments: false } });
     expect(s.entries).toHaveLength(0);
     s.apply({ type: 'user_message', data: { id: 'u2', text: 'again', at: T0 } });
     expect(s.entries).toHaveLength(1);
@@ -139,7 +139,7 @@ describe('SessionStore', () => {
       configured: true,
       connection: { state: 'connected' },
       status: { state: 'thinking' },
-      session: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost' },
+      session: { conversationId: 'c1', sessionId: 's1', assistantName: 'A', mode: 'outpost', attachments: false },
       transcript: [
         { kind: 'user', id: 'u1', text: 'hi', at: T0 },
         { kind: 'assistant', id: 'a1', text: 'hello', at: T0 },

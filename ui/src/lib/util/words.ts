@@ -140,3 +140,10 @@ export function formatDate(at: number): string {
     minute: '2-digit',
   });
 }
+
+/** A file size for people: `12 bytes`, `820 KB`, `1.5 MB` (as the backend words it). */
+export function formatBytes(n: number): string {
+  if (n >= 1024 * 1024) return `${(n / (1024 * 1024)).toFixed(1)} MB`;
+  if (n >= 1024) return `${Math.round(n / 1024)} KB`;
+  return `${n} bytes`;
+}
