@@ -24,6 +24,7 @@ use anyhow::{Context as _, bail};
 
 use crate::proc::Proc;
 use crate::python;
+use crate::server::{LkServer, ServerKind, ServerOptions};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -108,6 +109,27 @@ impl NsPair {
         for (ns, dev) in [(s, "v0"), (c, "v1"), (s, "lo"), (c, "lo")] {
             ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
+        // A second veth pair with both ends in the server namespace, always running: when
+        // a test takes the client's link down, `v0` loses its carrier too, and libwebrtc
+        // (the official peers in the server namespace) then sees no usable network and
+        // cannot connect to a server that restarted meanwhile. This pair keeps one up; its
+        // address reaches the server's on `v0` through local routing. (No `dummy` device:
+        // not every kernel here has the module.)
+        ip(&[
+            "-n", s, "link", "add", "k0", "type", "veth", "peer", "name", "k1",
+        ])?;
+        ip(&[
+            "-n",
+            s,
+            "addr",
+            "add",
+            &format!("{}/32", Ipv4Addr::new(10, a, b, 3)),
+            "dev",
+            "k0",
+        ])?;
+        for dev in ["k0", "k1"] {
+            ip(&["-n", s, "link", "set", dev, "up"])?;
+        }
         Ok(pair)
     }
 
@@ -147,6 +169,7 @@ where
     Fut: Future<Output = anyhow::Result<T>>,
 {
     let path = format!("/var/run/netns/{ns}");
+    crate::trace_from_env();
     let handle = std::thread::Builder::new()
         .name(format!("netns-{ns}"))
         .spawn(move || -> anyhow::Result<T> {
@@ -179,49 +202,57 @@ pub fn token(room: &str, identity: &str, secret: &str) -> anyhow::Result<String>
         .map_err(|e| anyhow::anyhow!("minting a token: {e}"))
 }
 
-/// `outpost-room serve` in the server namespace, killed on drop.
-#[derive(Debug)]
-pub struct Server {
-    /// The process.
-    pub proc: Proc,
-    /// `ws://IP:7880`.
-    pub url: String,
-}
+/// The server of a namespace pair: either implementation (see [`crate::server`]), in the
+/// server namespace, killed on drop.
+pub type Server = LkServer;
 
-impl Server {
-    /// Starts the server on `pair.server_ip:7880` with short keep-alive settings.
-    pub fn start(pair: &NsPair, bin: &Path) -> anyhow::Result<Self> {
-        Self::start_with(pair, bin, &[])
+/// outpost-room's keep-alive settings for these tests: a lost link shows within seconds.
+const ROOM_ARGS: [&str; 6] = [
+    "--ping-interval",
+    "1s",
+    "--ping-timeout",
+    "4s",
+    "--empty-timeout",
+    "30s",
+];
+
+impl LkServer {
+    /// Starts `outpost-room` on `pair.server_ip:7880` with short keep-alive settings.
+    pub fn start_room(pair: &NsPair, bin: &Path) -> anyhow::Result<Self> {
+        Self::start_in(pair, ServerKind::Room, bin, &[])
     }
 
-    /// Like [`Server::start`], with more `serve` options (`--tls-cert` makes the URL
-    /// `wss://`).
-    pub fn start_with(pair: &NsPair, bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
-        let bind = format!("{}:7880", pair.server_ip);
-        let mut cmd = pair.server_command(bin);
-        cmd.args([
-            "serve",
-            "--bind",
-            &bind,
-            "--ping-interval",
-            "1s",
-            "--ping-timeout",
-            "4s",
-            "--empty-timeout",
-            "30s",
-        ])
-        .args(extra);
-        let mut proc = Proc::spawn("outpost-room", cmd)?;
-        proc.wait_for_line("listening on", Duration::from_secs(10))?;
-        let scheme = if extra.contains(&"--tls-cert") {
-            "wss"
-        } else {
-            "ws"
-        };
-        Ok(Self {
-            proc,
-            url: format!("{scheme}://{bind}"),
-        })
+    /// Starts `kind` in the pair's server namespace. For outpost-room: short keep-alive
+    /// settings plus `room_extra` (`--tls-cert` makes the URL `wss://`); livekit-server
+    /// ignores `room_extra`.
+    pub fn start_in(
+        pair: &NsPair,
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::start_in_with(pair, kind, bin, room_extra, ServerOptions::default())
+    }
+
+    /// Like [`LkServer::start_in`], with livekit-server options too.
+    pub fn start_in_with(
+        pair: &NsPair,
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+        mut opts: ServerOptions,
+    ) -> anyhow::Result<Self> {
+        let mut room_args: Vec<String> = ROOM_ARGS.iter().map(|a| (*a).to_owned()).collect();
+        room_args.extend(room_extra.iter().map(|a| (*a).to_owned()));
+        room_args.append(&mut opts.room_args);
+        opts.room_args = room_args;
+        LkServer::start(
+            kind,
+            &|program| pair.server_command(program),
+            pair.server_ip,
+            bin,
+            &opts,
+        )
     }
 }
 
@@ -263,7 +294,7 @@ impl PyPeer {
     }
 }
 
-/// A namespace pair with a room server in it.
+/// A namespace pair with a server in it.
 #[derive(Debug)]
 pub struct Env {
     /// The server.
@@ -273,15 +304,55 @@ pub struct Env {
 }
 
 impl Env {
-    /// Namespaces plus a room server.
+    /// Namespaces plus an outpost-room server.
     pub fn start(bin: &Path) -> anyhow::Result<Self> {
         Self::start_with(bin, &[])
     }
 
-    /// Namespaces plus a room server with more `serve` options.
+    /// Namespaces plus an outpost-room server with more `serve` options.
     pub fn start_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::on_with(ServerKind::Room, bin, extra)
+    }
+
+    /// Namespaces plus a server of `kind` (`bin` is outpost-room's binary).
+    pub fn on(kind: ServerKind, bin: &Path) -> anyhow::Result<Self> {
+        Self::on_with(kind, bin, &[])
+    }
+
+    /// Namespaces plus a server of `kind`; `room_extra` are more outpost-room options.
+    pub fn on_with(kind: ServerKind, bin: &Path, room_extra: &[&str]) -> anyhow::Result<Self> {
+        Self::on_with_opts(kind, bin, room_extra, ServerOptions::default())
+    }
+
+    /// Namespaces plus a server of `kind` with options for either implementation.
+    pub fn on_with_opts(
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+        opts: ServerOptions,
+    ) -> anyhow::Result<Self> {
         let pair = NsPair::create()?;
-        let server = Server::start_with(&pair, bin, extra)?;
+        let server = Server::start_in_with(&pair, kind, bin, room_extra, opts)?;
         Ok(Self { server, pair })
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> ServerKind {
+        self.server.kind
+    }
+
+    /// Kills the server and starts a new one of the same kind in its place.
+    pub fn restart_server(&mut self, bin: &Path) -> anyhow::Result<()> {
+        self.kill_server()?;
+        self.server = Server::start_in(&self.pair, self.server.kind, bin, &[])?;
+        Ok(())
+    }
+
+    /// Kills the server (SIGKILL) now; the `server` field keeps a finished placeholder
+    /// until [`Env::restart_server`] or a new server replaces it.
+    pub fn kill_server(&mut self) -> anyhow::Result<()> {
+        let placeholder = Proc::spawn("placeholder", Command::new("true"))?;
+        drop(std::mem::replace(&mut self.server.proc, placeholder));
+        Ok(())
     }
 }

@@ -1,5 +1,5 @@
 //! `outpost-livekit` audio tracks against the official Python SDK (`tests/py/lk_peer.py`)
-//! through `outpost-room`, in network namespaces like `livekit_client.rs`: a tone we
+//! through both servers (`outpost-room` and livekit-server), in network namespaces like `livekit_client.rs`: a tone we
 //! publish is heard by the SDK at 440 Hz (its FFT), continuous, muted and unpublished
 //! as it sees them; a tone the SDK publishes is decoded by us at 440 Hz (a Goertzel
 //! scan), with its mute and unpublish seen as events. Speech from espeak-ng goes both
@@ -19,11 +19,21 @@ use outpost_livekit::{
     RoomOptions,
 };
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
+use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_room_server");
 const ROOM: &str = "lk-audio";
 const RATE: f64 = 48_000.0;
+
+outpost_tests::both_servers!(
+    our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave,
+    a_track_is_announced_and_subscribed_before_its_first_packet,
+    the_sdks_tone_is_decoded_with_mute_and_unpublish_events,
+    a_full_rejoin_tears_audio_down_and_allows_publishing_again,
+    speech_round_trips_both_ways_with_high_correlation,
+    five_percent_loss_on_the_veth_still_decodes_without_gaps,
+);
 
 struct Client {
     room: Room,
@@ -185,13 +195,8 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
     (samples, frames, concealed)
 }
 
-#[test]
-fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -296,9 +301,8 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
 /// as livekit-server does: our track, with no frame pushed yet (so not one RTP packet
 /// sent), is seen published and subscribed by the SDK; the tone pushed afterwards is
 /// heard on that subscription.
-#[test]
-fn a_track_is_announced_and_subscribed_before_its_first_packet() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -345,9 +349,8 @@ fn a_track_is_announced_and_subscribed_before_its_first_packet() {
     res.unwrap();
 }
 
-#[test]
-fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -450,9 +453,8 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
 
 /// A full rejoin (the server restarts): our track is reported unpublished and stops
 /// taking frames, the remote stream ends, and publishing again works.
-#[test]
-fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
-    let mut env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) {
+    let mut env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -489,11 +491,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
         record(&mut stream, 0.5).await;
 
         // Kill the server and start a new one: no resume is possible.
-        drop(std::mem::replace(
-            &mut env.server.proc,
-            outpost_tests::proc::Proc::spawn("placeholder", std::process::Command::new("true"))?,
-        ));
-        env.server = lkclient::Server::start(&env.pair, Path::new(BIN))?;
+        env.restart_server(Path::new(BIN))?;
         let sid = track.sid().to_owned();
         c.wait_for(
             "LocalTrackUnpublished",
@@ -691,12 +689,11 @@ async fn hear_sdk_speech(
     (compare_speech(reference, &samples, dir), concealed, frames)
 }
 
-#[test]
-fn speech_round_trips_both_ways_with_high_correlation() {
+fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
     let dir = tempfile::tempdir().unwrap();
     let (reference, clip) = speech_reference(dir.path());
     let clip_s = clip.len() as f64 / RATE;
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -890,9 +887,8 @@ fn tone_share(x: &[f64], freq: f64) -> f64 {
 /// 100 ms: the jitter buffer reports each lost packet and Opus conceals it (from the
 /// next packet's in-band FEC when it carries some), so every 20 ms of the recording
 /// still carries the tone and frames keep coming in real time.
-#[test]
-fn five_percent_loss_on_the_veth_still_decodes_without_gaps() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,

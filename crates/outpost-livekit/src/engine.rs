@@ -143,6 +143,10 @@ struct Link {
     answered: bool,
     writer: Option<(JoinHandle<()>, watch::Sender<bool>)>,
     offer_id: u32,
+    /// Whether the others have been told we are here (see [`Engine::announced`]).
+    announced: bool,
+    /// When to stop waiting for that and send anyway.
+    announce_deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -159,6 +163,11 @@ enum Phase {
     },
     Closed,
 }
+
+/// How long reliable data waits after connecting for the server to announce us to the
+/// room (livekit-server batches the news of a participant that publishes no track every
+/// 3 s) before it is sent anyway.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(4);
 
 /// Delay before rejoin attempt `n` (0-based): 300 ms doubling up to 7 s, as the
 /// official engine does.
@@ -329,6 +338,8 @@ impl Engine {
             answered: false,
             writer: None,
             offer_id: 1,
+            announced: false,
+            announce_deadline: None,
         });
         self.replace_roster(&others);
         self.phase = Phase::Connecting {
@@ -346,7 +357,8 @@ impl Engine {
             let timer = match &self.phase {
                 Phase::Connecting { deadline } => Some(*deadline),
                 Phase::Backoff { until, .. } => Some(*until),
-                _ => None,
+                Phase::Connected => self.link.as_ref().and_then(|l| l.announce_deadline),
+                Phase::Closed => None,
             };
             tokio::select! {
                 cmd = self.cmd_rx.recv() => match cmd {
@@ -627,14 +639,12 @@ impl Engine {
         if self.resuming {
             link.signal.resumed().await;
         }
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let handle = tokio::spawn(outbox::writer(
-            self.shared.outbox.clone(),
-            link.reliable.clone(),
-            stop_rx,
-        ));
-        link.writer = Some((handle, stop_tx));
         self.shared.set_lossy(Some(link.lossy.clone()));
+        if link.announced {
+            self.start_writer();
+        } else {
+            link.announce_deadline = Some(Instant::now() + ANNOUNCE_WAIT);
+        }
         self.phase = Phase::Connected;
         self.attempts = 0;
         self.shared.state.send_replace(ConnectionState::Connected);
@@ -650,7 +660,62 @@ impl Engine {
         self.resuming = false;
     }
 
+    /// Starts the reliable writer on the link's `_reliable` channel (once per link).
+    fn start_writer(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        link.announce_deadline = None;
+        if link.writer.is_some() {
+            return;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let handle = tokio::spawn(outbox::writer(
+            self.shared.outbox.clone(),
+            link.reliable.clone(),
+            stop_rx,
+        ));
+        link.writer = Some((handle, stop_tx));
+    }
+
+    /// The server has told the room about us: our own `ParticipantInfo` came back in a
+    /// participant update (livekit-server sends a batch to everyone, us included). Until
+    /// then the others may not know our identity, and the official SDKs hand our user
+    /// packets to their apps with no sender (livekit-server announces a participant that
+    /// publishes no track up to 3 s after it joined), so reliable data waits in the
+    /// outbox for this, or for [`ANNOUNCE_WAIT`] at most.
+    fn announced(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        if link.announced {
+            return;
+        }
+        link.announced = true;
+        if matches!(self.phase, Phase::Connected) {
+            tracing::debug!("the room knows us now; sending");
+            self.start_writer();
+        }
+    }
+
     async fn on_timer(&mut self) {
+        if matches!(self.phase, Phase::Connected) {
+            // The only timer while connected: stop waiting for our announcement.
+            if self
+                .link
+                .as_ref()
+                .is_some_and(|l| l.announce_deadline.is_some_and(|d| d <= Instant::now()))
+            {
+                tracing::info!(
+                    "the server did not echo our participant info within {ANNOUNCE_WAIT:?}; sending anyway"
+                );
+                if let Some(link) = self.link.as_mut() {
+                    link.announced = true;
+                }
+                self.start_writer();
+            }
+            return;
+        }
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Connecting { .. } => {
                 self.phase = Phase::Connected; // so `lost` treats it as a live link
@@ -1021,6 +1086,7 @@ impl Engine {
             if self.is_local(info) {
                 // Our own name, metadata and attributes as the server now has them.
                 if !proto::is_disconnected(info) {
+                    self.announced();
                     let mut roster = self.shared.roster();
                     if let Some(local) = roster.local.as_mut() {
                         let new = proto::participant(info);
@@ -1044,6 +1110,19 @@ impl Engine {
                         events.push(RoomEvent::ParticipantLeft(gone));
                     }
                 }
+            } else if let Some(i) =
+                pos.filter(|&i| !p.sid.is_empty() && roster.remote[i].sid != p.sid)
+            {
+                // The same identity with a new session: livekit-server tells clients of
+                // protocol 12 and up only of the new one (identity-based reconnection),
+                // so the old session's leave is ours to conclude.
+                let gone = std::mem::replace(&mut roster.remote[i], p.clone());
+                drop(roster);
+                self.receivers
+                    .abort_from(&gone.identity, "the sender left mid-stream");
+                self.shared.rpc.participant_left(&gone.identity);
+                events.push(RoomEvent::ParticipantLeft(gone));
+                events.push(RoomEvent::ParticipantJoined(p));
             } else if let Some(i) = pos {
                 events.extend(profile_events(&roster.remote[i], &p));
                 // Keep the assistant's copy current before anyone hears of the change.
@@ -1320,7 +1399,9 @@ impl Engine {
             (old, new)
         };
         let same = match (&old, &new) {
-            (Some(a), Some(b)) => a.identity == b.identity,
+            // A new session of the same identity is a new assistant: its hello, grants
+            // and tool calls start over.
+            (Some(a), Some(b)) => a.identity == b.identity && a.sid == b.sid,
             (None, None) => true,
             _ => false,
         };

@@ -369,13 +369,20 @@ impl Room {
             .collect()
     }
 
-    /// Sends a participant update about `who` to everyone else who can see it.
+    /// Sends a participant update about `who` to everyone who can see it, `who`
+    /// included (as livekit-server does: a client learns from its own info coming back
+    /// that the room has been told about it); a hidden participant hears only of itself.
     pub fn announce(&self, who: &Participant) {
-        if who.grant.hidden {
-            return;
-        }
         let info = who.info();
-        for p in self.others(&who.sid) {
+        let to = if who.grant.hidden {
+            self.everyone()
+                .into_iter()
+                .filter(|p| p.sid == who.sid)
+                .collect()
+        } else {
+            self.everyone()
+        };
+        for p in to {
             p.control(Control::Signal(Box::new(proto::response(
                 signal_response::Message::Update(ParticipantUpdate {
                     participants: vec![info.clone()],
