@@ -256,3 +256,47 @@ macro_rules! both_servers {
         )+
     };
 }
+
+/// For tests without libtest's harness (the voice tests, which must set `PULSE_SERVER`
+/// before any thread starts): runs `scenario` once per server kind in turn, prints a
+/// libtest-like line for each (`test NAME::room ... ok`), and exits with status 1 when
+/// one failed. Arguments that name a kind (`room`, `livekit`) run only those.
+pub fn run_each_kind(name: &str, mut scenario: impl FnMut(ServerKind) -> anyhow::Result<()>) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |k: ServerKind| {
+        let label = match k {
+            ServerKind::Room => "room",
+            ServerKind::LiveKit => "livekit",
+        };
+        let named: Vec<&String> = args
+            .iter()
+            .filter(|a| *a == "room" || *a == "livekit")
+            .collect();
+        (named.is_empty() || named.iter().any(|a| *a == label)).then_some(label)
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for kind in [ServerKind::Room, ServerKind::LiveKit] {
+        let Some(label) = wanted(kind) else {
+            continue;
+        };
+        #[allow(clippy::print_stdout, clippy::print_stderr)]
+        match scenario(kind) {
+            Ok(()) => {
+                println!("test {name}::{label} ... ok");
+                passed += 1;
+            }
+            Err(e) => {
+                eprintln!("{name}::{label}: {e:#}");
+                println!("test {name}::{label} ... FAILED");
+                failed += 1;
+            }
+        }
+    }
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{passed} passed, {failed} failed");
+    }
+    if failed > 0 {
+        std::process::exit(1);
+    }
+}

@@ -21,9 +21,9 @@ use outpost_core::{
 };
 use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
-use outpost_tests::server::ServerKind;
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");

@@ -19,8 +19,9 @@ use crate::audio::LocalShared;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
-    self, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, SessionDescription,
-    SignalTarget, TrickleRequest, data_packet, leave_request, signal_request, signal_response,
+    self, DataPacket, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
+    SessionDescription, SignalTarget, TrickleRequest, data_packet, leave_request, signal_request,
+    signal_response,
 };
 use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
@@ -1005,49 +1006,73 @@ impl Engine {
                 self.emit(RoomEvent::Data(msg));
             }
             data_packet::Value::StreamHeader(h) => {
-                let sender = &packet.participant_identity;
-                let assistant = self
-                    .shared
-                    .roster()
-                    .assistant
-                    .as_ref()
-                    .is_some_and(|a| &a.identity == sender);
+                // Who really sent it is the packet's sid, which the server always stamps
+                // with the sender's own; the identity may name someone else: livekit-server
+                // lets an agent send a text stream on a participant's behalf (LiveKit
+                // Agents transcribes the user's speech under the user's identity), and then
+                // stamps only the header so (chunks and trailers carry the agent's).
+                // Streams are therefore keyed by the real sender.
+                let key = stream_key(&packet);
+                let claimed = packet.participant_identity.clone();
+                let (real, assistant, local) = {
+                    let roster = self.shared.roster();
+                    let real = if packet.participant_sid.is_empty() {
+                        Some(claimed.clone())
+                    } else {
+                        roster
+                            .remote
+                            .iter()
+                            .find(|p| p.sid == packet.participant_sid)
+                            .map(|p| p.identity.clone())
+                    };
+                    let assistant = roster.assistant.as_ref().is_some_and(|a| {
+                        if packet.participant_sid.is_empty() {
+                            a.identity == claimed
+                        } else {
+                            a.sid == packet.participant_sid
+                        }
+                    });
+                    let local = roster.local.as_ref().map(|l| l.identity.clone());
+                    (real, assistant, local)
+                };
                 if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
                     // RPC version 2: read by the RPC layer, never shown as a stream, and
                     // taken from anyone (as version 1 packets are) within the per-sender
-                    // stream limits. The handler decides who may call.
-                    let reader = self
-                        .receivers
-                        .on_header(sender, assistant, h, Instant::now());
-                    crate::rpc::on_stream(&self.shared, sender, reader);
+                    // stream limits. The handler decides who may call: the caller is the
+                    // real sender, never an identity the header claims.
+                    let caller = real.unwrap_or_default();
+                    let reader =
+                        self.receivers
+                            .on_header(&key, &caller, assistant, h, Instant::now());
+                    crate::rpc::on_stream(&self.shared, &caller, reader);
                     return;
                 }
-                // A stream sent on our behalf (LiveKit Agents transcribes the user's speech
-                // with the user's identity as sender, which the server allows an agent):
-                // it is about us, so it passes the assistant-only filter too.
-                let ours = self
-                    .shared
-                    .roster()
-                    .local
-                    .as_ref()
-                    .is_some_and(|l| &l.identity == sender);
-                if !assistant && !ours && self.opts.stream_senders == StreamSenders::Assistant {
+                let on_behalf = real.as_deref() != Some(claimed.as_str());
+                if on_behalf {
+                    // Only the assistant may speak for us (the user's transcript); a stream
+                    // that claims anyone else's identity, or ours from anyone else, is
+                    // dropped at the header.
+                    if !(assistant && local.as_deref() == Some(claimed.as_str())) {
+                        tracing::info!(stream = %h.stream_id, claimed = %claimed, sent_by = ?real, "ignoring a data stream sent on someone else's behalf");
+                        return;
+                    }
+                } else if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
                     // find no stream and are ignored.
-                    tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
+                    tracing::debug!(stream = %h.stream_id, from = %claimed, "ignoring a data stream from a participant other than the assistant");
                     return;
                 }
                 let reader = self
                     .receivers
-                    .on_header(sender, assistant, h, Instant::now());
+                    .on_header(&key, &claimed, assistant, h, Instant::now());
                 self.emit(RoomEvent::StreamOpened(reader));
             }
             data_packet::Value::StreamChunk(c) => {
                 self.receivers
-                    .on_chunk(&packet.participant_identity, c, Instant::now());
+                    .on_chunk(&stream_key(&packet), c, Instant::now());
             }
             data_packet::Value::StreamTrailer(t) => {
-                self.receivers.on_trailer(&packet.participant_identity, t);
+                self.receivers.on_trailer(&stream_key(&packet), t);
             }
             data_packet::Value::RpcRequest(r) => {
                 crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
@@ -1105,7 +1130,7 @@ impl Engine {
                         let gone = roster.remote.remove(i);
                         drop(roster);
                         self.receivers
-                            .abort_from(&gone.identity, "the sender left mid-stream");
+                            .abort_from_participant(&gone, "the sender left mid-stream");
                         self.shared.rpc.participant_left(&gone.identity);
                         events.push(RoomEvent::ParticipantLeft(gone));
                     }
@@ -1119,7 +1144,7 @@ impl Engine {
                 let gone = std::mem::replace(&mut roster.remote[i], p.clone());
                 drop(roster);
                 self.receivers
-                    .abort_from(&gone.identity, "the sender left mid-stream");
+                    .abort_from_participant(&gone, "the sender left mid-stream");
                 self.shared.rpc.participant_left(&gone.identity);
                 events.push(RoomEvent::ParticipantLeft(gone));
                 events.push(RoomEvent::ParticipantJoined(p));
@@ -1199,7 +1224,7 @@ impl Engine {
         for ev in events {
             if let RoomEvent::ParticipantLeft(p) = &ev {
                 self.receivers
-                    .abort_from(&p.identity, "the sender left mid-stream");
+                    .abort_from_participant(p, "the sender left mid-stream");
                 self.shared.rpc.participant_left(&p.identity);
             }
             self.emit(ev);
@@ -1414,6 +1439,16 @@ impl Engine {
         if let Some(new) = new {
             self.emit(RoomEvent::AssistantJoined(new));
         }
+    }
+}
+
+/// The key incoming streams are filed under: the real sender's sid (stamped by the
+/// server on every packet), or its identity from a server that stamps no sid.
+fn stream_key(packet: &DataPacket) -> String {
+    if packet.participant_sid.is_empty() {
+        packet.participant_identity.clone()
+    } else {
+        packet.participant_sid.clone()
     }
 }
 
@@ -1646,11 +1681,62 @@ mod tests {
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "bot");
 
-        // A stream on our own behalf (an agent's transcript of our speech) passes too.
-        e.on_data(true, &header_from("me", "m"));
-        let readers = opened(&mut rx);
+        // A stream on our own behalf (an agent's transcript of our speech) passes too,
+        // as livekit-server relays it: our identity on the header only, the agent's on
+        // the chunks and the trailer, the agent's sid on all three.
+        let mut h = stream_packet_from("me", "PA_b", header_value("m"));
+        e.on_data(true, &h);
+        e.on_data(
+            true,
+            &stream_packet_from(
+                "bot",
+                "PA_b",
+                proto::stream_chunk("m".into(), 0, b"you said".to_vec()),
+            ),
+        );
+        e.on_data(
+            true,
+            &stream_packet_from(
+                "bot",
+                "PA_b",
+                proto::stream_trailer("m".into(), String::new()),
+            ),
+        );
+        let mut readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "me");
+        assert_eq!(readers.remove(0).read_all().await.unwrap(), b"you said");
+
+        // Anyone else speaking for us, or the assistant for someone else: dropped.
+        h = stream_packet_from("me", "PA_c", header_value("x"));
+        e.on_data(true, &h);
+        h = stream_packet_from("carol", "PA_b", header_value("y"));
+        e.on_data(true, &h);
+        assert!(opened(&mut rx).is_empty());
+        assert_eq!(e.receivers.open_count(), 0);
+    }
+
+    /// A stream packet as livekit-server relays it: `identity` as stamped (or kept),
+    /// `sid` the real sender's.
+    fn stream_packet_from(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8> {
+        let mut p = proto::stream_packet(value, Vec::new());
+        p.participant_identity = identity.into();
+        p.participant_sid = sid.into();
+        proto::encode_data_packet(&p)
+    }
+
+    fn header_value(id: &str) -> data_packet::Value {
+        proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.into(),
+                topic: "lk.transcription".into(),
+                mime_type: "text/plain".into(),
+                total_length: None,
+                attributes: HashMap::new(),
+                byte_name: None,
+            },
+            0,
+        )
     }
 
     #[test]

@@ -1069,7 +1069,12 @@ impl Session {
                     tracing::debug!(from = %me.identity(), seq = packet.sequence, "dropping a replayed reliable packet");
                     continue;
                 }
-                let destinations = proto::stamp_sender(&mut packet, me.identity(), &me.sid);
+                let destinations = proto::stamp_sender(
+                    &mut packet,
+                    me.identity(),
+                    &me.sid,
+                    me.grant.kind == "agent",
+                );
                 tracing::trace!(from = %me.identity(), kind = proto::packet_kind(&packet), "relay");
                 let encoded = Arc::new(proto::encode_data_packet(&packet));
                 room.relay(&me.sid, kind, &destinations, encoded).await;
