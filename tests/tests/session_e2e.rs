@@ -456,7 +456,9 @@ fn every_kind_of_tool_request_is_answered_logged_and_searchable(kind: ServerKind
     );
 }
 
-fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rerun(kind: ServerKind) {
+fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rerun(
+    kind: ServerKind,
+) {
     let fx = Fixture::new();
     let env = Env::on(kind, Path::new(ROOM_BIN)).expect("namespaces and server");
     let steps = json!([
@@ -536,7 +538,9 @@ fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rer
 /// streams to the client on the Outpost topic and never finishes them; the assistant's
 /// 30 KB ToolUseRequest (a byte stream) is still answered, and the flood is dropped
 /// without a word to the user.
-fn a_participant_holding_streams_open_does_not_block_the_assistants_large_request(kind: ServerKind) {
+fn a_participant_holding_streams_open_does_not_block_the_assistants_large_request(
+    kind: ServerKind,
+) {
     let fx = Fixture::new();
     let env = Env::on(kind, Path::new(ROOM_BIN)).expect("namespaces and server");
     let pad = "x".repeat(30_000);
