@@ -187,6 +187,26 @@ where
         .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
 }
 
+/// A multi-thread tokio runtime (2 workers) whose threads live in network namespace `ns`:
+/// built on a thread moved there with `setns`; its workers are created from that thread
+/// and inherit the namespace. Use it from any thread (`spawn`, `block_on`).
+pub fn runtime_in_netns(ns: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::Builder::new()
+        .name(format!("netns-rt-{ns}"))
+        .spawn(move || -> anyhow::Result<tokio::runtime::Runtime> {
+            let fd = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+            nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                .with_context(|| format!("setns into {path} (needs root)"))?;
+            Ok(tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?)
+        })?
+        .join()
+        .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
+}
+
 /// Mints a dev-key access token for `identity` in `room`.
 pub fn token(room: &str, identity: &str, secret: &str) -> anyhow::Result<String> {
     livekit_token::AccessToken::with_api_key(DEV_KEY, secret)
