@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use crate::RoomOptions;
 use crate::attributes::{ProfileUpdate, profile_events};
 use crate::audio::LocalShared;
+use crate::early::EarlyPackets;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
@@ -195,6 +196,8 @@ pub(crate) struct Engine {
     receivers: Receivers,
     /// Last reliable sequence seen per sender sid, to drop replays after a resume.
     recv_seq: HashMap<String, u32>,
+    /// Packets from senders the roster does not know yet.
+    early: EarlyPackets,
     ready: Option<oneshot::Sender<Result<()>>>,
     /// Our signal requests waiting for the server's `RequestResponse`, by request id.
     requests: HashMap<u32, oneshot::Sender<Result<()>>>,
@@ -242,6 +245,7 @@ impl Engine {
             resuming: false,
             receivers,
             recv_seq: HashMap::new(),
+            early: EarlyPackets::default(),
             ready: None,
             requests: HashMap::new(),
             next_request_id: 0,
@@ -680,11 +684,12 @@ impl Engine {
     }
 
     /// The server has told the room about us: our own `ParticipantInfo` came back in a
-    /// participant update (livekit-server sends a batch to everyone, us included). Until
-    /// then the others may not know our identity, and the official SDKs hand our user
-    /// packets to their apps with no sender (livekit-server announces a participant that
-    /// publishes no track up to 3 s after it joined), so reliable data waits in the
-    /// outbox for this, or for [`ANNOUNCE_WAIT`] at most.
+    /// participant update (livekit-server sends a batch to everyone, us included), or the
+    /// assistant sent us something. Until then the others may not know our identity, and
+    /// the official SDKs hand our user packets to their apps with no sender
+    /// (livekit-server announces a participant that publishes no track up to 3 s after
+    /// it joined), so reliable data waits in the outbox for this, or for
+    /// [`ANNOUNCE_WAIT`] at most.
     fn announced(&mut self) {
         let Some(link) = self.link.as_mut() else {
             return;
@@ -986,6 +991,16 @@ impl Engine {
                 return;
             }
         };
+        if !packet.participant_sid.is_empty() && !self.knows(&packet.participant_sid) {
+            // A sender the server has not announced yet (see `early`): held until it is.
+            if !self
+                .early
+                .push(&packet.participant_sid, reliable, bytes, Instant::now())
+            {
+                tracing::info!(sid = %packet.participant_sid, "dropping a data packet from an unannounced participant: too many held");
+            }
+            return;
+        }
         if reliable && packet.sequence > 0 && !packet.participant_sid.is_empty() {
             let last = self
                 .recv_seq
@@ -996,6 +1011,18 @@ impl Engine {
                 return;
             }
             *last = packet.sequence;
+        }
+        if !packet.participant_sid.is_empty()
+            && self
+                .shared
+                .roster()
+                .assistant
+                .as_ref()
+                .is_some_and(|a| a.sid == packet.participant_sid)
+        {
+            // The assistant knows us (it found us to send this, say an RPC call that
+            // waits for our ack): nothing it gets from us now arrives from no one.
+            self.announced();
         }
         let Some(value) = packet.value.take() else {
             return;
@@ -1087,6 +1114,30 @@ impl Engine {
         }
     }
 
+    /// Whether `sid` is a participant the roster knows (or ourselves).
+    fn knows(&self, sid: &str) -> bool {
+        let roster = self.shared.roster();
+        roster.remote.iter().any(|p| p.sid == sid)
+            || roster.local.as_ref().is_some_and(|l| l.sid == sid)
+    }
+
+    /// Hands the packets held for senders the roster now knows to [`Engine::on_data`].
+    fn replay_early(&mut self) {
+        let known: Vec<String> = self
+            .shared
+            .roster()
+            .remote
+            .iter()
+            .map(|p| p.sid.clone())
+            .collect();
+        let ready = self
+            .early
+            .take_known(Instant::now(), |sid| known.iter().any(|k| k == sid));
+        for (reliable, bytes) in ready {
+            self.on_data(reliable, &bytes);
+        }
+    }
+
     fn is_local(&self, info: &ParticipantInfo) -> bool {
         let roster = self.shared.roster();
         roster
@@ -1171,6 +1222,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.replay_early();
     }
 
     /// After a (re)join: the join response's list is the truth.
@@ -1230,6 +1282,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.replay_early();
     }
 
     /// Track events for a participant whose tracks are now `tracks`.
@@ -1580,6 +1633,8 @@ mod tests {
     #[test]
     fn malformed_and_replayed_packets_are_dropped() {
         let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[info("bob", "PA_b", false, false)]);
+        assert_eq!(drain(&mut rx), vec!["joined bob"]);
         e.on_data(true, &[0xff, 0xff, 0xff]);
         let mut p = proto::user_packet(b"x".to_vec(), None, Vec::new(), true);
         p.sequence = 5;
@@ -1590,6 +1645,30 @@ mod tests {
         e.on_data(true, &bytes);
         let events = drain(&mut rx);
         assert_eq!(events.len(), 1, "{events:?}");
+    }
+
+    #[test]
+    fn packets_from_an_unannounced_participant_wait_for_its_announcement() {
+        // livekit-server relays a new participant's packets before it tells us about it.
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        for (n, body) in [b"first", b"again"].iter().enumerate() {
+            let mut p = proto::user_packet(body.to_vec(), Some("t".into()), Vec::new(), true);
+            p.sequence = u32::try_from(n).unwrap() + 1;
+            p.participant_sid = "PA_w".into();
+            p.participant_identity = "worker".into();
+            e.on_data(true, &proto::encode_data_packet(&p));
+        }
+        assert!(drain(&mut rx).is_empty(), "held");
+        e.update_roster(&[info("worker", "PA_w", true, false)]);
+        let events = drain(&mut rx);
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert_eq!(events[0], "joined worker");
+        let (first, again) = (format!("{:?}", b"first"), format!("{:?}", b"again"));
+        assert!(
+            events[2].contains(&first) && events[3].contains(&again),
+            "{events:?}"
+        );
+        assert_eq!(e.early.len(), 0);
     }
 
     /// A stream packet from `from` as the server relays it.

@@ -57,6 +57,7 @@ pub mod token;
 pub mod types;
 
 mod attributes;
+mod early;
 mod engine;
 mod outbox;
 mod proto;
