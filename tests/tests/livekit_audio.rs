@@ -190,6 +190,8 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
         assert_eq!((f.sample_rate, f.channels), (48_000, 1));
         frames += 1;
         concealed += usize::from(f.concealed);
+        // Time the sender skipped (DTX) is silence on the stream's timeline.
+        samples.extend(std::iter::repeat_n(0.0, f.skipped_before));
         samples.extend(f.samples.iter().map(|&s| f64::from(s)));
     }
     (samples, frames, concealed)
@@ -641,6 +643,8 @@ async fn record_timed(
             .expect("the audio stream ended");
         arrivals.push(std::time::Instant::now());
         concealed += usize::from(f.concealed);
+        // Time the sender skipped (DTX) is silence on the stream's timeline.
+        samples.extend(std::iter::repeat_n(0, f.skipped_before));
         samples.extend_from_slice(&f.samples);
     }
     (samples, arrivals, concealed)

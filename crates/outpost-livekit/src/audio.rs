@@ -59,6 +59,12 @@ pub struct AudioFrame {
     /// True when this frame was made up by packet-loss concealment (the packet was
     /// lost or came too late).
     pub concealed: bool,
+    /// Samples of time the sender skipped right before this frame, by its RTP clock
+    /// (Opus DTX: in silence a sender sends one small packet every 400 ms, and
+    /// livekit-server negotiates DTX with the official SDKs). A real-time player has
+    /// already played that time as silence while it waited; a consumer that keeps a
+    /// timeline (a recording, a transcriber) puts this much silence before the frame.
+    pub skipped_before: usize,
 }
 
 /// Encoder state of a local track.
@@ -367,8 +373,8 @@ impl JitterBuffer {
     }
 }
 
-/// The longest silence put in for time the sender skipped; a longer jump of the RTP
-/// clock (a new talk spurt after a long pause, a sender that restarted) starts over.
+/// The longest time the sender may skip for it to be reported as such; a longer jump of
+/// the RTP clock (a sender that restarted) starts over.
 const MAX_SILENCE_SAMPLES: usize = 2 * SAMPLE_RATE as usize;
 
 /// Where the remote stream's RTP clock should be next, to find time the sender skipped.
@@ -379,8 +385,8 @@ struct PlayoutClock {
 }
 
 impl PlayoutClock {
-    /// Samples of silence due before the packet stamped `timestamp` (0 when it is on
-    /// time, early, or so far ahead that the stream must have started over).
+    /// Samples of time the sender skipped before the packet stamped `timestamp` (0 when
+    /// it is on time, early, or so far ahead that the stream must have started over).
     fn gap_before(&self, timestamp: u32) -> usize {
         let Some(next) = self.next else {
             return 0;
@@ -445,25 +451,12 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                 Err(_) => true,
             };
             while let Some(slot) = jb.pop(force) {
-                if let Slot::Packet(p) = &slot {
-                    // Time the sender did not send (Opus DTX: silence is sent as one
-                    // small packet every 400 ms, the RTP clock running on) is played
-                    // as silence, so the audio keeps its timing.
-                    let mut gap = clock.gap_before(p.timestamp);
-                    while gap > 0 {
-                        let n = gap.min(FRAME_SAMPLES);
-                        gap -= n;
-                        let frame = AudioFrame {
-                            samples: vec![0; n],
-                            channels: 1,
-                            sample_rate: SAMPLE_RATE,
-                            concealed: false,
-                        };
-                        if !send_frame(&tx, frame) {
-                            return;
-                        }
-                    }
-                }
+                // Time the sender did not send (DTX) is told to the reader, not made up
+                // here: a player has already played it as silence while waiting.
+                let skipped_before = match &slot {
+                    Slot::Packet(p) => clock.gap_before(p.timestamp),
+                    Slot::Lost(_) => 0,
+                };
                 let mut out = vec![0i16; 5760];
                 let (n, concealed) = match &slot {
                     Slot::Packet(p) => match decoder.decode(&p.payload, &mut out, false) {
@@ -510,6 +503,7 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                     channels: 1,
                     sample_rate: SAMPLE_RATE,
                     concealed,
+                    skipped_before,
                 };
                 if !send_frame(&tx, frame) {
                     return;
