@@ -33,6 +33,7 @@ outpost_tests::both_servers!(
     a_full_rejoin_tears_audio_down_and_allows_publishing_again,
     speech_round_trips_both_ways_with_high_correlation,
     five_percent_loss_on_the_veth_still_decodes_without_gaps,
+    tracks_published_and_unpublished_in_a_burst_need_no_rejoin,
 );
 
 struct Client {
@@ -195,6 +196,74 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
         samples.extend(f.samples.iter().map(|&s| f64::from(s)));
     }
     (samples, frames, concealed)
+}
+
+/// Three tracks published and two unpublished back to back: five renegotiations of the
+/// publisher, each asked for before the last answer is in. They are sent one at a time
+/// (an offer waits for the previous answer; a stale answer is ignored), so the link
+/// stays up, nothing rejoins, and the SDK hears the track that is left.
+fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let room = c.room.clone();
+        let publish = |name: &str| {
+            let room = room.clone();
+            let name = name.to_owned();
+            async move {
+                room.publish_audio(AudioSourceOptions { name, channels: 1 })
+                    .await
+            }
+        };
+        let (a, b, d) = tokio::join!(publish("a"), publish("b"), publish("d"));
+        let (a, b, d) = (a.expect("a"), b.expect("b"), d.expect("d"));
+        let (ua, ub) = tokio::join!(a.unpublish(), b.unpublish());
+        ua.expect("unpublish a");
+        ub.expect("unpublish b");
+        let tone = spawn_tone(d.clone());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let heard = c
+            .ask(
+                "assistant",
+                json!({"op": "hear_tone", "from": "app", "sid": d.sid(), "seconds": 3}),
+                "heard",
+                Duration::from_secs(30),
+            )
+            .await;
+        eprintln!("the SDK heard: {heard}");
+        assert!(heard["error"].is_null(), "{heard}");
+        assert_eq!(heard["sid"], d.sid());
+        let f = heard["freq_hz"].as_f64().unwrap();
+        assert!((f - 440.0).abs() <= 440.0 * 0.02, "{heard}");
+        let rejoins: Vec<&RoomEvent> = c
+            .backlog
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    RoomEvent::Reconnecting { .. } | RoomEvent::Reconnected { .. }
+                )
+            })
+            .collect();
+        assert!(rejoins.is_empty(), "the link went down: {rejoins:?}");
+        assert!(d.is_published() && !a.is_published() && !b.is_published());
+        tone.abort();
+        c.room.leave().await.unwrap();
+        Ok(())
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
 }
 
 fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) {

@@ -145,6 +145,11 @@ struct Link {
     answered: bool,
     writer: Option<(JoinHandle<()>, watch::Sender<bool>)>,
     offer_id: u32,
+    /// The id of our publisher offer the server has not answered yet: a new offer waits
+    /// for that answer (`offer_again`), and an answer with another id is stale.
+    awaiting_answer: Option<u32>,
+    /// Tracks changed while an offer was out: offer again once it is answered.
+    offer_again: bool,
     /// Whether the others have been told we are here (see [`Engine::announced`]).
     announced: bool,
     /// When to stop waiting for that and send anyway.
@@ -343,6 +348,8 @@ impl Engine {
             answered: false,
             writer: None,
             offer_id: 1,
+            awaiting_answer: Some(1),
+            offer_again: false,
             announced: false,
             announce_deadline: None,
         });
@@ -421,22 +428,7 @@ impl Engine {
             }
         };
         match msg {
-            M::Answer(sd) => {
-                let Some(link) = self.link.as_mut() else {
-                    return;
-                };
-                if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
-                    tracing::warn!("publisher answer: {e}");
-                    self.lost(format!("bad publisher answer: {e}"), false).await;
-                    return;
-                }
-                link.answered = true;
-                for c in std::mem::take(&mut link.pub_candidates) {
-                    if let Err(e) = link.publisher.add_candidate(&c).await {
-                        tracing::debug!("early publisher candidate: {e}");
-                    }
-                }
-            }
+            M::Answer(sd) => self.on_publisher_answer(sd).await,
             M::Offer(sd) => self.on_subscriber_offer(sd).await,
             M::Trickle(t) => self.on_trickle(t).await,
             M::Update(u) => self.update_roster(&u.participants),
@@ -849,22 +841,11 @@ impl Engine {
                 return false;
             }
         }
-        match link.publisher.offer(true).await {
-            Ok(sdp) => {
-                link.offer_id += 1;
-                link.signal
-                    .send(signal_request::Message::Offer(SessionDescription {
-                        r#type: "offer".into(),
-                        sdp,
-                        id: link.offer_id,
-                        ..Default::default()
-                    }))
-                    .await;
-            }
-            Err(e) => {
-                tracing::info!("ICE restart offer failed, rejoining: {e}");
-                return false;
-            }
+        // The ICE restart offer carries the tracks as they are now: any offer still due
+        // is part of it, and the answer to an older one is stale.
+        if let Err(e) = Self::send_offer(link, true).await {
+            tracing::info!("ICE restart offer failed, rejoining: {e}");
+            return false;
         }
         self.resuming = true;
         self.phase = Phase::Connecting {
@@ -1433,13 +1414,25 @@ impl Engine {
         self.renegotiate().await
     }
 
-    /// Sends a new publisher offer (tracks added or removed).
+    /// Sends a new publisher offer (tracks added or removed), or, while the last one is
+    /// unanswered, notes that one is due: offers go out one at a time, as the official
+    /// SDKs send them, since an answer to an older offer cannot be applied to a newer one.
     async fn renegotiate(&mut self) -> Result<()> {
         let Some(link) = self.link.as_mut() else {
             return Err(Error::Closed("not connected to the room".into()));
         };
-        let sdp = link.publisher.offer(false).await?;
+        if link.awaiting_answer.is_some() {
+            link.offer_again = true;
+            return Ok(());
+        }
+        Self::send_offer(link, false).await
+    }
+
+    async fn send_offer(link: &mut Link, ice_restart: bool) -> Result<()> {
+        let sdp = link.publisher.offer(ice_restart).await?;
         link.offer_id += 1;
+        link.awaiting_answer = Some(link.offer_id);
+        link.offer_again = false;
         link.signal
             .send(signal_request::Message::Offer(SessionDescription {
                 r#type: "offer".into(),
@@ -1449,6 +1442,48 @@ impl Engine {
             }))
             .await;
         Ok(())
+    }
+
+    /// The server's answer to our publisher offer. One that names an older offer than the
+    /// last we sent is stale and ignored (livekit-server answers every offer, in order).
+    async fn on_publisher_answer(&mut self, sd: SessionDescription) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        match link.awaiting_answer {
+            Some(id) if sd.id != 0 && sd.id != id => {
+                tracing::debug!(
+                    answer = sd.id,
+                    awaiting = id,
+                    "ignoring the answer to an older offer"
+                );
+                return;
+            }
+            None if link.answered => {
+                tracing::debug!(answer = sd.id, "ignoring an answer to no offer of ours");
+                return;
+            }
+            _ => {}
+        }
+        if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
+            tracing::warn!("publisher answer: {e}");
+            self.lost(format!("bad publisher answer: {e}"), false).await;
+            return;
+        }
+        link.answered = true;
+        link.awaiting_answer = None;
+        for c in std::mem::take(&mut link.pub_candidates) {
+            if let Err(e) = link.publisher.add_candidate(&c).await {
+                tracing::debug!("early publisher candidate: {e}");
+            }
+        }
+        if link.offer_again {
+            if let Err(e) = Self::send_offer(link, false).await {
+                tracing::warn!("publisher offer: {e}");
+                self.lost(format!("publisher offer failed: {e}"), false)
+                    .await;
+            }
+        }
     }
 
     fn update_assistant(&mut self) {
