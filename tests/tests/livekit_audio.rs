@@ -34,6 +34,7 @@ outpost_tests::both_servers!(
     speech_round_trips_both_ways_with_high_correlation,
     five_percent_loss_on_the_veth_still_decodes_without_gaps,
     tracks_published_and_unpublished_in_a_burst_need_no_rejoin,
+    a_track_the_server_refuses_fails_at_once_with_its_reason,
 );
 
 struct Client {
@@ -196,6 +197,49 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
         samples.extend(f.samples.iter().map(|&s| f64::from(s)));
     }
     (samples, frames, concealed)
+}
+
+/// A token that may not publish: the server refuses our track (livekit-server with a
+/// `RequestResponse` of request id 0 naming the track) and `publish_audio` says so at
+/// once, instead of waiting out its timeout.
+fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let token =
+            livekit_token::AccessToken::with_api_key(lkclient::DEV_KEY, lkclient::DEV_SECRET)
+                .with_identity("listener")
+                .with_ttl(Duration::from_secs(600))
+                .with_grants(livekit_token::VideoGrants {
+                    room_join: true,
+                    room: ROOM.to_owned(),
+                    can_publish: Some(false),
+                    ..Default::default()
+                })
+                .to_jwt()?;
+        let (room, _events) = Room::connect(&url, &token, RoomOptions::default()).await?;
+        let started = std::time::Instant::now();
+        let err = room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect_err("a listener cannot publish");
+        eprintln!("refused after {:?}: {err}", started.elapsed());
+        assert!(
+            matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
+            "{err:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        room.leave().await?;
+        Ok(())
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
 }
 
 /// Three tracks published and two unpublished back to back: five renegotiations of the

@@ -435,6 +435,20 @@ impl Engine {
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
             M::RequestResponse(r) => {
+                if let Some(cid) = proto::refused_add_track(&r) {
+                    // livekit-server refuses a track (no permission to publish, a source
+                    // not allowed, an unsupported type) with request id 0.
+                    let cid = cid.to_owned();
+                    self.refuse_track(
+                        &cid,
+                        Error::Refused {
+                            reason: proto::request_reason_name(r.reason),
+                            message: r.message,
+                        },
+                    )
+                    .await;
+                    return;
+                }
                 if let Some(done) = self.requests.remove(&r.request_id) {
                     let verdict = if r.reason == proto::request_response::Reason::Ok as i32 {
                         Ok(())
@@ -1378,6 +1392,21 @@ impl Engine {
             .await;
         self.pending_tracks
             .insert(cid, PendingTrack { local, out, done });
+    }
+
+    /// The server refused our track `cid`: it leaves the publisher and its caller hears why.
+    async fn refuse_track(&mut self, cid: &str, why: Error) {
+        let Some(pending) = self.pending_tracks.remove(cid) else {
+            tracing::debug!(%cid, "a refusal for a track we are not waiting for: {why}");
+            return;
+        };
+        tracing::info!(%cid, "the server refused our track: {why}");
+        if let Some(link) = self.link.as_ref() {
+            if let Err(e) = link.publisher.remove_track(&pending.out).await {
+                tracing::debug!("removing the refused track: {e}");
+            }
+        }
+        let _ = pending.done.send(Err(why));
     }
 
     /// The server published our track `cid` as `sid`: renegotiate so it is sent.

@@ -9,10 +9,11 @@ use std::collections::HashMap;
 
 pub(crate) use livekit_protocol::{
     AddTrackRequest, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
-    ParticipantInfo, ReconnectReason, ReconnectResponse, RpcAck, RpcError as RpcErrorPacket,
-    RpcRequest, RpcResponse, SessionDescription, SignalTarget, TrackSource, TrackType,
-    TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet, data_stream, leave_request,
-    participant_info, request_response, rpc_response, signal_request, signal_response,
+    ParticipantInfo, ReconnectReason, ReconnectResponse, RequestResponse, RpcAck,
+    RpcError as RpcErrorPacket, RpcRequest, RpcResponse, SessionDescription, SignalTarget,
+    TrackSource, TrackType, TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet,
+    data_stream, leave_request, participant_info, request_response, rpc_response, signal_request,
+    signal_response,
 };
 
 use prost::Message as _;
@@ -137,6 +138,21 @@ pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPa
 }
 
 /// The name of a `RequestResponse` reason, for errors.
+/// The client id of the track whose `AddTrackRequest` the server refused in this
+/// response (livekit-server refuses with request id 0 and the request echoed), if so.
+/// `QUEUED` is not a refusal.
+pub(crate) fn refused_add_track(r: &RequestResponse) -> Option<&str> {
+    match &r.request {
+        Some(request_response::Request::AddTrack(a))
+            if r.reason != request_response::Reason::Ok as i32
+                && r.reason != request_response::Reason::Queued as i32 =>
+        {
+            Some(a.cid.as_str())
+        }
+        _ => None,
+    }
+}
+
 pub(crate) fn request_reason_name(code: i32) -> String {
     request_response::Reason::try_from(code)
         .map(|r| r.as_str_name().to_owned())
