@@ -199,6 +199,90 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
     (samples, frames, concealed)
 }
 
+/// livekit-server's operator takes away our permission to publish mid-call (RoomService
+/// `UpdateParticipant`, which outpost-room does not have): the server unpublishes our
+/// track, we stop sending it and say so (`LocalTrackUnpublished { by_server: true }`),
+/// and publishing again is refused at once.
+#[test]
+fn a_track_the_server_unpublishes_stops_and_is_reported() {
+    let env = Env::on(ServerKind::LiveKit, Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let pair = &env.pair;
+    let server_url = env.server.url.clone();
+    let res = std::thread::scope(|scope| {
+        let (published_tx, published_rx) = std::sync::mpsc::channel::<()>();
+        let client = scope.spawn(move || {
+            in_netns(&pair.client_ns.clone(), move || async move {
+                let mut c = Client::connect(&url, "app").await;
+                let track = c.room.publish_audio(AudioSourceOptions::default()).await?;
+                let tone = spawn_tone(track.clone());
+                c.peer_sees("assistant", "published", "app", track.sid()).await;
+                published_tx.send(())?;
+                let sid = track.sid().to_owned();
+                let ev = c
+                    .wait_for("the server's unpublish", Duration::from_secs(20), |e| {
+                        matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid)
+                    })
+                    .await;
+                assert!(
+                    matches!(ev, RoomEvent::LocalTrackUnpublished { by_server: true, .. }),
+                    "{ev:?}"
+                );
+                c.wait_for("our new permissions", Duration::from_secs(5), |e| {
+                    matches!(e, RoomEvent::LocalPermissionsChanged { can_publish: false, .. })
+                })
+                .await;
+                assert!(!track.is_published());
+                // The tone task ends: pushing into an unpublished track fails.
+                tokio::time::timeout(Duration::from_secs(3), tone).await??;
+                c.peer_sees("assistant", "unpublished", "app", &sid).await;
+                let err = c
+                    .room
+                    .publish_audio(AudioSourceOptions::default())
+                    .await
+                    .expect_err("no permission to publish any more");
+                assert!(
+                    matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
+                    "{err:?}"
+                );
+                c.room.leave().await?;
+                Ok(())
+            })
+        });
+        published_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the track was published");
+        let py = outpost_tests::python::python().unwrap();
+        let out = pair
+            .server_command(&py)
+            .arg(outpost_tests::python::scripts_dir().join("room_admin.py"))
+            .args(["revoke_publish", ROOM, "app"])
+            .current_dir(outpost_tests::python::scripts_dir())
+            .env("LK_URL", &server_url)
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "room_admin.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        client.join().expect("client thread")
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
 /// A token that may not publish: the server refuses our track (livekit-server with a
 /// `RequestResponse` of request id 0 naming the track) and `publish_audio` says so at
 /// once, instead of waiting out its timeout.
@@ -611,7 +695,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         c.wait_for(
             "LocalTrackUnpublished",
             Duration::from_secs(20),
-            |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s } if *s == sid),
+            |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, by_server: false } if *s == sid),
         )
         .await;
         assert!(!track.is_published());

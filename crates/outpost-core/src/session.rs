@@ -627,9 +627,24 @@ impl Io {
                 }
                 None
             }
-            RoomEvent::LocalTrackUnpublished { sid } => {
+            RoomEvent::LocalTrackUnpublished { sid, by_server } => {
                 if let Some(v) = &self.voice {
-                    let _ = v.send(VoiceEvent::LocalTrackLost { sid });
+                    let _ = v.send(VoiceEvent::LocalTrackLost { sid, by_server });
+                }
+                None
+            }
+            RoomEvent::LocalPermissionsChanged {
+                can_publish,
+                can_publish_data,
+                ..
+            } => {
+                if !can_publish_data {
+                    tracing::warn!(
+                        "the server no longer relays our data: the assistant will not hear from us"
+                    );
+                }
+                if !can_publish {
+                    tracing::warn!("the server no longer lets us publish: voice cannot be sent");
                 }
                 None
             }

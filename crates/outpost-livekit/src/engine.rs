@@ -203,6 +203,8 @@ pub(crate) struct Engine {
     recv_seq: HashMap<String, u32>,
     /// Packets from senders the roster does not know yet.
     early: EarlyPackets,
+    /// Our permissions as the server last told them (publish, publish data, subscribe).
+    permission: Option<(bool, bool, bool)>,
     ready: Option<oneshot::Sender<Result<()>>>,
     /// Our signal requests waiting for the server's `RequestResponse`, by request id.
     requests: HashMap<u32, oneshot::Sender<Result<()>>>,
@@ -251,6 +253,7 @@ impl Engine {
             receivers,
             recv_seq: HashMap::new(),
             early: EarlyPackets::default(),
+            permission: None,
             ready: None,
             requests: HashMap::new(),
             next_request_id: 0,
@@ -328,6 +331,7 @@ impl Engine {
         );
         let local = join.participant.as_ref().map(proto::participant);
         self.shared.roster().local = local;
+        self.permission = join.participant.as_ref().and_then(proto::permission);
         self.shared
             .rpc
             .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
@@ -462,6 +466,7 @@ impl Engine {
                 }
             }
             M::TrackPublished(r) => self.on_track_published(r.cid, r.track.map(|t| t.sid)).await,
+            M::TrackUnpublished(r) => self.on_server_unpublished(&r.track_sid).await,
             M::Join(_) | M::Reconnect(_) => {}
             _ => {}
         }
@@ -904,7 +909,10 @@ impl Engine {
         }
         if requeue {
             for sid in ended {
-                self.emit(RoomEvent::LocalTrackUnpublished { sid });
+                self.emit(RoomEvent::LocalTrackUnpublished {
+                    sid,
+                    by_server: false,
+                });
             }
         }
         let Some(link) = self.link.take() else { return };
@@ -1158,6 +1166,25 @@ impl Engine {
                 // Our own name, metadata and attributes as the server now has them.
                 if !proto::is_disconnected(info) {
                     self.announced();
+                    let permission = proto::permission(info);
+                    if permission != self.permission {
+                        if let Some((can_publish, can_publish_data, can_subscribe)) = permission {
+                            tracing::info!(
+                                can_publish,
+                                can_publish_data,
+                                can_subscribe,
+                                "the server changed our permissions"
+                            );
+                            if self.permission.is_some() {
+                                events.push(RoomEvent::LocalPermissionsChanged {
+                                    can_publish,
+                                    can_publish_data,
+                                    can_subscribe,
+                                });
+                            }
+                        }
+                        self.permission = permission;
+                    }
                     let mut roster = self.shared.roster();
                     if let Some(local) = roster.local.as_mut() {
                         let new = proto::participant(info);
@@ -1392,6 +1419,29 @@ impl Engine {
             .await;
         self.pending_tracks
             .insert(cid, PendingTrack { local, out, done });
+    }
+
+    /// The server unpublished our track `sid` (our permission to publish was revoked, or
+    /// the operator removed it): it stops being sent and leaves the publisher.
+    async fn on_server_unpublished(&mut self, sid: &str) {
+        let Some(local) = self.local_tracks.remove(sid) else {
+            return;
+        };
+        tracing::info!(track = %sid, "the server unpublished our track");
+        let out = local.out();
+        local.set_out(None);
+        if let (Some(link), Some(out)) = (self.link.as_ref(), out) {
+            if let Err(e) = link.publisher.remove_track(&out).await {
+                tracing::debug!("removing the unpublished track: {e}");
+            }
+        }
+        if let Err(e) = self.renegotiate().await {
+            tracing::debug!("renegotiating after the server's unpublish: {e}");
+        }
+        self.emit(RoomEvent::LocalTrackUnpublished {
+            sid: sid.to_owned(),
+            by_server: true,
+        });
     }
 
     /// The server refused our track `cid`: it leaves the publisher and its caller hears why.

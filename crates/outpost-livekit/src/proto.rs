@@ -138,6 +138,14 @@ pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPa
 }
 
 /// The name of a `RequestResponse` reason, for errors.
+/// A participant's permissions (publish, publish data, subscribe), when the server sent
+/// them.
+pub(crate) fn permission(info: &ParticipantInfo) -> Option<(bool, bool, bool)> {
+    info.permission
+        .as_ref()
+        .map(|p| (p.can_publish, p.can_publish_data, p.can_subscribe))
+}
+
 /// The client id of the track whose `AddTrackRequest` the server refused in this
 /// response (livekit-server refuses with request id 0 and the request echoed), if so.
 /// `QUEUED` is not a refusal.
