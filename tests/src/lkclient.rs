@@ -140,6 +140,18 @@ impl NsPair {
         c
     }
 
+    /// Drops every UDP packet in and out of the client namespace (`blocked`), or lets
+    /// them through again, with nftables: a network that blocks UDP (WebRTC's media and
+    /// data path) while TCP (the signal connection) goes on.
+    pub fn set_client_udp_blocked(&self, blocked: bool) -> anyhow::Result<()> {
+        let script = if blocked {
+            "table inet outpost_block {\n chain input {\n  type filter hook input priority 0; policy accept;\n  meta l4proto udp drop\n }\n chain output {\n  type filter hook output priority 0; policy accept;\n  meta l4proto udp drop\n }\n}\n"
+        } else {
+            "delete table inet outpost_block\n"
+        };
+        nft(&self.client_ns, script)
+    }
+
     /// Takes the client's end of the link down (`up = false`) or up again.
     pub fn set_client_link(&self, up: bool) -> anyhow::Result<()> {
         ip(&[
@@ -158,6 +170,31 @@ impl Drop for NsPair {
         let _ = ip(&["netns", "del", &self.client_ns]);
         let _ = ip(&["netns", "del", &self.server_ns]);
     }
+}
+
+/// Runs an nftables script (`nft -f -`) in namespace `ns`.
+pub fn nft(ns: &str, script: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running nft (Debian's nftables)")?;
+    child
+        .stdin
+        .take()
+        .context("nft's stdin")?
+        .write_all(script.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "nft in {ns}: {}\nscript:\n{script}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
 }
 
 /// Runs `make()`'s future on a fresh tokio runtime whose threads live in network

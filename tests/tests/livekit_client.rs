@@ -32,6 +32,7 @@ outpost_tests::both_servers!(
     bad_token_and_unreachable_urls_fail_clearly_and_quickly,
     connects_through_a_token_endpoint,
     resumes_after_the_signal_connection_is_cut,
+    a_peer_connection_failure_is_resumed_without_loss_or_duplicates,
     another_participant_cannot_inject_into_the_assistants_stream,
     seventy_unfinished_streams_from_a_participant_do_not_block_the_assistant,
     an_idle_stream_is_dropped_after_the_timeout_and_frees_its_slot,
@@ -287,6 +288,19 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
         Ok(())
     })
     .unwrap();
+    if kind == ServerKind::LiveKit {
+        // livekit-server takes us for what we are, not for the official Rust SDK.
+        let log = env.server.proc.stderr();
+        let ours = log
+            .lines()
+            .find(|l| l.contains("\"participant\": \"app\"") && l.contains("clientInfo"))
+            .unwrap_or_default();
+        assert!(
+            !ours.contains("RUST")
+                && ours.contains(&format!("\"version\": \"{}\"", env!("CARGO_PKG_VERSION"))),
+            "how livekit-server saw us: {ours}"
+        );
+    }
 }
 
 /// Waits for the next incoming stream on `topic`.
@@ -1127,6 +1141,83 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
 
 fn resumes_after_the_signal_connection_is_cut(kind: ServerKind) {
     resume_after_signal_cut(kind, &[]);
+}
+
+/// UDP is dropped in the client's namespace for longer than ICE waits (the signal
+/// connection, over TCP, stays up): the peer connections fail, the session is resumed
+/// (an ICE restart on the same session: same sid, nobody sees us leave), and the
+/// reliable packets sent before, during and after arrive exactly once, in order.
+fn a_peer_connection_failure_is_resumed_without_loss_or_duplicates(kind: ServerKind) {
+    let env = Env::on_with(kind, Path::new(BIN), &["--resume-window", "30s"])
+        .expect("namespaces and server");
+    let assistant =
+        PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant").expect("assistant peer");
+    let url = env.server.url.clone();
+    let pair = &env.pair;
+    let (tx, rx) = std::sync::mpsc::channel::<bool>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let result = std::thread::scope(|scope| {
+        let client = scope.spawn(move || {
+            in_netns(&pair.client_ns.clone(), move || async move {
+                let mut c = Client::connect(&url, "app").await;
+                let me = c.room.local_participant().unwrap().sid;
+                send_numbers(&c, "seq", 0..50).await;
+                wait_echo(&mut c, "seq", 49).await;
+                tokio::time::sleep(Duration::from_millis(400)).await;
+                tx.send(true)?; // UDP blocked
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                send_numbers(&c, "seq", 50..100).await;
+                done_rx.recv_timeout(Duration::from_secs(90))?;
+                let (reason, resumed) = wait_reconnect(&mut c).await;
+                eprintln!("after the UDP outage: {reason}; resumed={resumed}");
+                assert!(
+                    resumed,
+                    "the session must be resumed, not rejoined ({reason})"
+                );
+                assert_eq!(c.room.local_participant().unwrap().sid, me);
+                send_numbers(&c, "seq", 100..150).await;
+                wait_echo(&mut c, "seq", 149).await;
+                c.cmd(
+                    "assistant",
+                    json!({"op": "report", "topic": "seq", "n": 150}),
+                )
+                .await;
+                let r = c
+                    .reply("assistant", "report", Duration::from_secs(20))
+                    .await;
+                assert_eq!(r["exact"], true, "after the resume the assistant got {r}");
+                c.cmd("assistant", json!({"op": "whoami"})).await;
+                let w = c
+                    .reply("assistant", "whoami", Duration::from_secs(10))
+                    .await;
+                assert_eq!(
+                    w["presence"],
+                    json!([["joined", "app", me]]),
+                    "the official SDK saw us leave or join again: {w}"
+                );
+                c.room.leave().await.unwrap();
+                Ok(())
+            })
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(60))
+                .expect("client asks")
+        );
+        pair.set_client_udp_blocked(true).unwrap();
+        // Past both sides' ICE "disconnected" (5 s) but within the resume's wait for
+        // the ICE restart (the peer connection timeout, 15 s).
+        std::thread::sleep(Duration::from_secs(10));
+        pair.set_client_udp_blocked(false).unwrap();
+        done_tx.send(()).unwrap();
+        client.join().expect("client thread")
+    });
+    if let Err(e) = result {
+        panic!(
+            "{e:#}\n--- server log ---\n{}\n--- official peer ---\n{}",
+            env.server.proc.stderr(),
+            assistant.proc.stderr()
+        );
+    }
 }
 
 /// outpost-room's optional subscriber-primary mode (livekit-server is always in it, so

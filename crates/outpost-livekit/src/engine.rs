@@ -150,6 +150,8 @@ struct Link {
     awaiting_answer: Option<u32>,
     /// Tracks changed while an offer was out: offer again once it is answered.
     offer_again: bool,
+    /// Signal events read out of the queue after a resume, handled before newer ones.
+    held_signal: std::collections::VecDeque<signal::Event>,
     /// Whether the others have been told we are here (see [`Engine::announced`]).
     announced: bool,
     /// When to stop waiting for that and send anyway.
@@ -161,6 +163,8 @@ enum Phase {
     /// Waiting for the peer connection (and channel) to come up.
     Connecting {
         deadline: Instant,
+        /// After a resume: when to restart ICE again if the connection is not up yet.
+        ice_retry: Option<Instant>,
     },
     Connected,
     /// Waiting before the next rejoin attempt.
@@ -175,6 +179,9 @@ enum Phase {
 /// room (livekit-server batches the news of a participant that publishes no track every
 /// 3 s) before it is sent anyway.
 const ANNOUNCE_WAIT: Duration = Duration::from_secs(4);
+
+/// After a resume, how long to wait for the peer connection before restarting ICE again.
+const ICE_RETRY: Duration = Duration::from_secs(3);
 
 /// Delay before rejoin attempt `n` (0-based): 300 ms doubling up to 7 s, as the
 /// official engine does.
@@ -335,6 +342,11 @@ impl Engine {
         self.shared
             .rpc
             .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
+        if proto::force_relay(&join) {
+            tracing::warn!(
+                "the server asks for relayed (TURN) connections only; this client connects directly or over ICE/TCP"
+            );
+        }
         let others = join.other_participants.clone();
         self.link = Some(Link {
             signal,
@@ -354,12 +366,14 @@ impl Engine {
             offer_id: 1,
             awaiting_answer: Some(1),
             offer_again: false,
+            held_signal: std::collections::VecDeque::new(),
             announced: false,
             announce_deadline: None,
         });
         self.replace_roster(&others);
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
+            ice_retry: None,
         };
         Ok(())
     }
@@ -371,7 +385,10 @@ impl Engine {
                 break;
             }
             let timer = match &self.phase {
-                Phase::Connecting { deadline } => Some(*deadline),
+                Phase::Connecting {
+                    deadline,
+                    ice_retry,
+                } => Some(ice_retry.map_or(*deadline, |r| r.min(*deadline))),
                 Phase::Backoff { until, .. } => Some(*until),
                 Phase::Connected => self.link.as_ref().and_then(|l| l.announce_deadline),
                 Phase::Closed => None,
@@ -733,6 +750,29 @@ impl Engine {
             }
             return;
         }
+        if let Phase::Connecting {
+            deadline,
+            ice_retry: Some(retry),
+        } = self.phase
+        {
+            let now = Instant::now();
+            if now < deadline && now >= retry {
+                // The ICE restart of a resume found no path (the network may still be
+                // down, and an ICE agent stops checking a path that failed): restart
+                // again, until the peer connection timeout gives up on the session.
+                self.phase = Phase::Connecting {
+                    deadline,
+                    ice_retry: Some(now + ICE_RETRY),
+                };
+                if let Some(link) = self.link.as_mut() {
+                    tracing::info!("the peer connection is not back yet; restarting ICE again");
+                    if let Err(e) = Self::send_offer(link, true).await {
+                        tracing::info!("ICE restart offer failed: {e}");
+                    }
+                }
+                return;
+            }
+        }
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Connecting { .. } => {
                 self.phase = Phase::Connected; // so `lost` treats it as a live link
@@ -823,7 +863,12 @@ impl Engine {
         }
         self.stop_writer().await;
         self.shared.set_lossy(None);
-        if resume && was_connected && self.try_resume().await {
+        // The server may ask for full rejoins only (`client_configuration.resume_connection`).
+        let resume_allowed = self
+            .link
+            .as_ref()
+            .is_none_or(|l| proto::resume_allowed(&l.join));
+        if resume && resume_allowed && was_connected && self.try_resume().await {
             return;
         }
         self.teardown(true).await;
@@ -850,6 +895,23 @@ impl Engine {
         match resp {
             Ok(Ok(resp)) => {
                 tracing::info!(last_message_seq = resp.last_message_seq, "session resumed");
+                // The server has the session back: what livekit-signaling holds during a
+                // resume (its pings among them) goes out now. Held until the peer
+                // connection is up, the pings let a slow ICE restart trip the server's
+                // ping timeout and end the resumed session.
+                link.signal.resumed().await;
+                // Closing the old WebSocket (still open when it was the peer connection
+                // that failed) made its reader report "stream closed" into the same
+                // event queue: that is not the new connection's end. Its other messages
+                // are kept, in order.
+                while let Ok(ev) = link.events.try_recv() {
+                    match ev {
+                        signal::Event::Close(why) => {
+                            tracing::debug!(%why, "the replaced signal connection closed");
+                        }
+                        other => link.held_signal.push_back(other),
+                    }
+                }
             }
             Ok(Err(e)) => {
                 tracing::info!("resume refused, rejoining: {e}");
@@ -869,6 +931,7 @@ impl Engine {
         self.resuming = true;
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
+            ice_retry: Some(Instant::now() + ICE_RETRY),
         };
         self.check_ready().await;
         true
@@ -1621,7 +1684,10 @@ fn stream_key(packet: &DataPacket) -> String {
 
 async fn next_signal(link: &mut Option<Link>) -> Option<signal::Event> {
     match link {
-        Some(l) => l.events.recv().await,
+        Some(l) => match l.held_signal.pop_front() {
+            Some(ev) => Some(ev),
+            None => l.events.recv().await,
+        },
         None => std::future::pending().await,
     }
 }

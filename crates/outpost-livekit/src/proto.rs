@@ -138,6 +138,21 @@ pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPa
 }
 
 /// The name of a `RequestResponse` reason, for errors.
+/// Whether the server lets a lost session resume (its `client_configuration` may
+/// disable it, asking for full rejoins).
+pub(crate) fn resume_allowed(join: &JoinResponse) -> bool {
+    join.client_configuration.as_ref().is_none_or(|c| {
+        c.resume_connection != livekit_protocol::ClientConfigSetting::Disabled as i32
+    })
+}
+
+/// Whether the server asks for relayed (TURN) connections only.
+pub(crate) fn force_relay(join: &JoinResponse) -> bool {
+    join.client_configuration
+        .as_ref()
+        .is_some_and(|c| c.force_relay == livekit_protocol::ClientConfigSetting::Enabled as i32)
+}
+
 /// A participant's permissions (publish, publish data, subscribe), when the server sent
 /// them.
 pub(crate) fn permission(info: &ParticipantInfo) -> Option<(bool, bool, bool)> {
