@@ -442,6 +442,11 @@ impl Io {
         }
         while !leave {
             let input = tokio::select! {
+                // Room events first: the engine tells of a participant before it hands on
+                // the calls that participant made meanwhile (livekit-server relays a new
+                // agent's first RPC before its news), so a caller's "is it the assistant?"
+                // is judged after the room said who the assistant is.
+                biased;
                 ev = room_events.recv() => match ev {
                     Some(ev) => match self.room_event(ev, &stream_tx) {
                         Some(i) => i,

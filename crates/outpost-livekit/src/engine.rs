@@ -150,6 +150,10 @@ struct Link {
     awaiting_answer: Option<u32>,
     /// Tracks changed while an offer was out: offer again once it is answered.
     offer_again: bool,
+    /// The assistant's tracks we asked the server for (`subscribe_to_assistant`).
+    subscribed: std::collections::HashSet<String>,
+    /// Of those, the ones whose request is still to be sent.
+    to_subscribe: Vec<String>,
     /// Signal events read out of the queue after a resume, handled before newer ones.
     held_signal: std::collections::VecDeque<signal::Event>,
     /// Whether the others have been told we are here (see [`Engine::announced`]).
@@ -366,6 +370,8 @@ impl Engine {
             offer_id: 1,
             awaiting_answer: Some(1),
             offer_again: false,
+            subscribed: std::collections::HashSet::new(),
+            to_subscribe: Vec::new(),
             held_signal: std::collections::VecDeque::new(),
             announced: false,
             announce_deadline: None,
@@ -423,7 +429,10 @@ impl Engine {
                     }
                     None => self.leave().await,
                 },
-                ev = next_signal(&mut self.link) => self.on_signal(ev).await,
+                ev = next_signal(&mut self.link) => {
+                    self.on_signal(ev).await;
+                    self.send_subscriptions().await;
+                }
                 Some(ev) = self.wire_rx.recv() => self.on_wire(ev).await,
                 _ = sleep_until(timer) => self.on_timer().await,
                 _ = sleep_until(self.receivers.next_expiry()) => {
@@ -1307,6 +1316,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.want_assistant_audio();
         self.replay_early();
     }
 
@@ -1367,6 +1377,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.want_assistant_audio();
         self.replay_early();
     }
 
@@ -1626,6 +1637,48 @@ impl Engine {
                     .await;
             }
         }
+    }
+
+    /// Notes the assistant's audio tracks we have not asked the server for yet (with
+    /// `auto_subscribe` off and `subscribe_to_assistant` on); the event loop sends the
+    /// request ([`Engine::send_subscriptions`]).
+    fn want_assistant_audio(&mut self) {
+        if self.opts.auto_subscribe || !self.opts.subscribe_to_assistant {
+            return;
+        }
+        let Some(assistant) = self.shared.roster().assistant.clone() else {
+            return;
+        };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        for t in self
+            .published
+            .get(&assistant.identity)
+            .into_iter()
+            .flatten()
+        {
+            if t.audio && link.subscribed.insert(t.sid.clone()) {
+                link.to_subscribe.push(t.sid.clone());
+            }
+        }
+    }
+
+    /// Sends the subscriptions [`Engine::want_assistant_audio`] noted.
+    async fn send_subscriptions(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        if link.to_subscribe.is_empty() {
+            return;
+        }
+        let tracks = std::mem::take(&mut link.to_subscribe);
+        tracing::debug!(?tracks, "subscribing to the assistant's audio");
+        link.signal
+            .send(signal_request::Message::Subscription(proto::subscription(
+                tracks, true,
+            )))
+            .await;
     }
 
     fn update_assistant(&mut self) {

@@ -11,9 +11,9 @@ pub(crate) use livekit_protocol::{
     AddTrackRequest, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
     ParticipantInfo, ReconnectReason, ReconnectResponse, RequestResponse, RpcAck,
     RpcError as RpcErrorPacket, RpcRequest, RpcResponse, SessionDescription, SignalTarget,
-    TrackSource, TrackType, TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet,
-    data_stream, leave_request, participant_info, request_response, rpc_response, signal_request,
-    signal_response,
+    TrackSource, TrackType, TrickleRequest, UpdateParticipantMetadata, UpdateSubscription,
+    UserPacket, data_packet, data_stream, leave_request, participant_info, request_response,
+    rpc_response, signal_request, signal_response,
 };
 
 use prost::Message as _;
@@ -48,6 +48,15 @@ pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool) -> AddTrackRe
 }
 
 /// The request to mute or unmute our track `sid`.
+/// An `UpdateSubscription` subscribing to (or leaving) these tracks.
+pub(crate) fn subscription(track_sids: Vec<String>, subscribe: bool) -> UpdateSubscription {
+    UpdateSubscription {
+        track_sids,
+        subscribe,
+        ..Default::default()
+    }
+}
+
 pub(crate) fn mute_track(sid: &str, muted: bool) -> MuteTrackRequest {
     MuteTrackRequest {
         sid: sid.to_owned(),
@@ -138,6 +147,20 @@ pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPa
 }
 
 /// The name of a `RequestResponse` reason, for errors.
+/// A room configuration that dispatches these LiveKit Agents agents by name.
+pub(crate) fn dispatch_config(agent_names: &[String]) -> livekit_protocol::RoomConfiguration {
+    livekit_protocol::RoomConfiguration {
+        agents: agent_names
+            .iter()
+            .map(|name| livekit_protocol::RoomAgentDispatch {
+                agent_name: name.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
 /// Whether the server lets a lost session resume (its `client_configuration` may
 /// disable it, asking for full rejoins).
 pub(crate) fn resume_allowed(join: &JoinResponse) -> bool {
