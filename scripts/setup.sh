@@ -103,10 +103,37 @@ setup_test_peers() {
   fi
   export OUTPOST_AGENTS_PYTHON="$venv_agents/bin/python"
 
+  setup_livekit_server
+
   if [ ! -d "$repo/tests/mcp/node_modules" ] || [ "$repo/tests/mcp/package-lock.json" -nt "$repo/tests/mcp/node_modules/.package-lock.json" ]; then
     log "installing the MCP reference servers (npm ci in tests/mcp)"
     (cd "$repo/tests/mcp" && npm ci --no-audit --no-fund --loglevel=error)
   fi
+}
+
+# --- the real livekit-server (scripts/test.sh's interop tests run against it too) ---------
+# Pinned; built from the Go module proxy by the ordinary go command into a cache folder kept
+# between runs (tests/src/server.rs looks there, or at $OUTPOST_LIVEKIT_SERVER). v1.13.5 is
+# the newest tag whose go.mod has no `replace` lines (which `go install pkg@version` refuses)
+# and that builds with Go 1.26.
+LIVEKIT_SERVER_VERSION="v1.13.5"
+setup_livekit_server() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/outpost/livekit-server-$LIVEKIT_SERVER_VERSION"
+  local bin="$dir/livekit-server"
+  if [ ! -x "$bin" ] || ! "$bin" --version 2>/dev/null | grep -q "${LIVEKIT_SERVER_VERSION#v}"; then
+    if ! command -v go >/dev/null 2>&1 || ! go version | grep -qE 'go1\.(2[6-9]|[3-9][0-9])'; then
+      echo "livekit-server $LIVEKIT_SERVER_VERSION needs Go 1.26 or newer on PATH (found: $(go version 2>/dev/null || echo none)); Debian 12's golang-go is too old" >&2
+      exit 1
+    fi
+    log "installing livekit-server $LIVEKIT_SERVER_VERSION (go install from the Go module proxy, about 3 minutes)"
+    mkdir -p "$dir"
+    local gobin
+    gobin="$(mktemp -d)"
+    CGO_ENABLED=0 GOBIN="$gobin" go install "github.com/livekit/livekit-server/cmd/server@$LIVEKIT_SERVER_VERSION"
+    mv "$gobin/server" "$bin"
+    rmdir "$gobin"
+  fi
+  export OUTPOST_LIVEKIT_SERVER="$bin"
 }
 
 # --- end-to-end tests of the desktop app (scripts/test.sh calls this) ---------------------

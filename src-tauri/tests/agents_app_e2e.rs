@@ -20,12 +20,14 @@ use std::ffi::OsString;
 use anyhow::ensure;
 use common::{App, Assistant, Driver, RoomServer, start_lk_agent};
 use outpost_tests::lkclient::{NsPair, in_netns};
+use outpost_tests::server::ServerKind;
 
 const ROOM: &str = "agents-app-e2e";
 const NOTE: &str = "the heron waits by the weir";
 
-#[test]
-fn livekit_agents_agent_through_the_app() {
+outpost_tests::both_servers!(livekit_agents_agent_through_the_app);
+
+fn livekit_agents_agent_through_the_app(kind: ServerKind) {
     let _one = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
@@ -37,7 +39,7 @@ fn livekit_agents_agent_through_the_app() {
     let notes = outside.join("heron-notes.txt");
     std::fs::write(&notes, format!("{NOTE}\n")).unwrap();
     let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
     std::fs::write(
         config.join("settings.toml"),

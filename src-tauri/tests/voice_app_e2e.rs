@@ -30,8 +30,15 @@ use anyhow::{Context as _, ensure};
 use common::{App, Assistant, Driver, RoomServer, agent_command, wait_for};
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::pulse::{Pulse, peak_hz};
+use outpost_tests::server::ServerKind;
 
 const ROOM: &str = "voice-app-e2e";
+
+outpost_tests::both_servers!(
+    push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts,
+    push_to_talk_in_the_app_talks_with_a_livekit_agents_session,
+    voice_comes_back_after_a_full_rejoin,
+);
 
 fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
     let py = outpost_tests::python::python()?;
@@ -77,14 +84,13 @@ fn app_profile(
     (config, env)
 }
 
-#[test]
-fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts() {
+fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts(kind: ServerKind) {
     let _one = common::serial();
     let pulse = Pulse::start().expect("pulseaudio");
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
     let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
@@ -372,8 +378,7 @@ fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow:
 /// plays into the microphone: the agent's STT is handed it, the chat shows the user's
 /// words and the agent's reply, and the reply plays on the app's speaker (its loudness
 /// envelope matches espeak-ng's audio of it).
-#[test]
-fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session() {
+fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session(kind: ServerKind) {
     use outpost_tests::speech::{best_match, envelope, espeak, piecewise_match, read_wav};
     let _one = common::serial();
     let pulse = Pulse::start().expect("pulseaudio");
@@ -384,7 +389,7 @@ fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session() {
     espeak(SPOKEN, &spoken).unwrap();
     espeak(REPLY, &reply).unwrap();
     let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
     let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
@@ -824,14 +829,13 @@ async fn connection(app: &App) -> anyhow::Result<String> {
 /// publishes its microphone again (holding the talk button, the agent subscribes to a
 /// second track and hears the microphone on it) and plays the agent's voice again on the
 /// speaker.
-#[test]
-fn voice_comes_back_after_a_full_rejoin() {
+fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
     let _one = common::serial();
     let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let pair = Arc::new(NsPair::create().expect("network namespaces (run as root)"));
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
+    let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
     let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let server_ns = pair.server_ns.clone();

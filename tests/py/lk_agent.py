@@ -52,8 +52,11 @@ from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS  # noqa: E402
 
 import outpost_tools  # noqa: E402
 
-URL = os.environ["LK_URL"]
-TOKEN = os.environ["LK_TOKEN"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lk_voice_agent import EspeakTTS  # noqa: E402
+
+URL = os.environ.get("LK_URL", "")
+TOKEN = os.environ.get("LK_TOKEN", "")
 OUTPOST = os.environ.get("OUTPOST_IDENTITY", "app")
 TIMEOUT = float(os.environ.get("LK_TIMEOUT", "150"))
 
@@ -180,14 +183,18 @@ async def run_agent() -> None:
     await wait_for_participant(room, OUTPOST, 60)
     tools = await outpost_tools.discover_tools(room, OUTPOST)
     report(event="tools", names=[t.info.name for t in tools])
-    session = AgentSession(llm=ScriptedLLM())
+    # With LK_AUDIO_OUT=1 a voice agent's replies, as most LiveKit agents have: its text
+    # goes out paced by its audio, which it holds until its frontend subscribes to its voice
+    # (Outpost does, with voice off too, and drops the audio).
+    voice_out = os.environ.get("LK_AUDIO_OUT") == "1"
+    session = AgentSession(llm=ScriptedLLM(), tts=EspeakTTS() if voice_out else None)
     agent = Agent(instructions="You are a test agent.", tools=tools)
     await session.start(
         agent,
         room=room,
         room_options=room_io.RoomOptions(
             audio_input=False,
-            audio_output=False,
+            audio_output=voice_out,
             text_input=True,
             text_output=True,
             participant_identity=OUTPOST,

@@ -45,8 +45,8 @@ from livekit.agents import (
 )
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN
 
-URL = os.environ["LK_URL"]
-TOKEN = os.environ["LK_TOKEN"]
+URL = os.environ.get("LK_URL", "")
+TOKEN = os.environ.get("LK_TOKEN", "")
 OUTPOST = os.environ.get("OUTPOST_IDENTITY", "app")
 TIMEOUT = float(os.environ.get("LK_TIMEOUT", "150"))
 USER_TRANSCRIPT = os.environ.get("LK_USER_TRANSCRIPT", "Hello agent")

@@ -2,6 +2,7 @@
 //! with the official LiveKit SDK, and throw-away network namespaces.
 //!
 //! - [`bench`]: what the bench binaries share (knobs, median, the SDK caller).
+//! - [`connect`]: the real `outpost connect --json` as a child, its events collected.
 //! - [`cutproxy`]: a TCP forwarder whose connections a test can cut (drops a
 //!   signaling WebSocket while the peer connections stay up).
 //! - [`lkclient`]: two namespaces, room server and official-SDK peer for the
@@ -13,9 +14,12 @@
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.
+//! - [`server`]: "a LiveKit server" in a namespace: `outpost-room` or the real
+//!   `livekit-server`, and [`both_servers!`] to run a test against each.
 //! - [`speech`]: espeak-ng's speech as a WAV, and how well a recording matches it.
 
 pub mod bench;
+pub mod connect;
 pub mod cutproxy;
 pub mod lkclient;
 pub mod netns;
@@ -24,4 +28,16 @@ pub mod proc;
 pub mod pulse;
 pub mod python;
 pub mod room;
+pub mod server;
 pub mod speech;
+
+/// Sends this test process's `tracing` output to stderr when `RUST_LOG` is set (the
+/// in-process clients' logs, for debugging a failing test). Safe to call many times.
+pub fn trace_from_env() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_test_writer()
+            .try_init();
+    }
+}

@@ -24,6 +24,7 @@ use anyhow::{Context as _, bail};
 
 use crate::proc::Proc;
 use crate::python;
+use crate::server::{LkServer, ServerKind, ServerOptions};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
@@ -108,6 +109,27 @@ impl NsPair {
         for (ns, dev) in [(s, "v0"), (c, "v1"), (s, "lo"), (c, "lo")] {
             ip(&["-n", ns, "link", "set", dev, "up"])?;
         }
+        // A second veth pair with both ends in the server namespace, always running: when
+        // a test takes the client's link down, `v0` loses its carrier too, and libwebrtc
+        // (the official peers in the server namespace) then sees no usable network and
+        // cannot connect to a server that restarted meanwhile. This pair keeps one up; its
+        // address reaches the server's on `v0` through local routing. (No `dummy` device:
+        // not every kernel here has the module.)
+        ip(&[
+            "-n", s, "link", "add", "k0", "type", "veth", "peer", "name", "k1",
+        ])?;
+        ip(&[
+            "-n",
+            s,
+            "addr",
+            "add",
+            &format!("{}/32", Ipv4Addr::new(10, a, b, 3)),
+            "dev",
+            "k0",
+        ])?;
+        for dev in ["k0", "k1"] {
+            ip(&["-n", s, "link", "set", dev, "up"])?;
+        }
         Ok(pair)
     }
 
@@ -116,6 +138,18 @@ impl NsPair {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.server_ns]).arg(program);
         c
+    }
+
+    /// Drops every UDP packet in and out of the client namespace (`blocked`), or lets
+    /// them through again, with nftables: a network that blocks UDP (WebRTC's media and
+    /// data path) while TCP (the signal connection) goes on.
+    pub fn set_client_udp_blocked(&self, blocked: bool) -> anyhow::Result<()> {
+        let script = if blocked {
+            "table inet outpost_block {\n chain input {\n  type filter hook input priority 0; policy accept;\n  meta l4proto udp drop\n }\n chain output {\n  type filter hook output priority 0; policy accept;\n  meta l4proto udp drop\n }\n}\n"
+        } else {
+            "delete table inet outpost_block\n"
+        };
+        nft(&self.client_ns, script)
     }
 
     /// Takes the client's end of the link down (`up = false`) or up again.
@@ -138,6 +172,31 @@ impl Drop for NsPair {
     }
 }
 
+/// Runs an nftables script (`nft -f -`) in namespace `ns`.
+pub fn nft(ns: &str, script: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .context("running nft (Debian's nftables)")?;
+    child
+        .stdin
+        .take()
+        .context("nft's stdin")?
+        .write_all(script.as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "nft in {ns}: {}\nscript:\n{script}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
 /// Runs `make()`'s future on a fresh tokio runtime whose threads live in network
 /// namespace `ns`. Blocks until it finishes.
 pub fn in_netns<T, F, Fut>(ns: &str, make: F) -> anyhow::Result<T>
@@ -147,6 +206,7 @@ where
     Fut: Future<Output = anyhow::Result<T>>,
 {
     let path = format!("/var/run/netns/{ns}");
+    crate::trace_from_env();
     let handle = std::thread::Builder::new()
         .name(format!("netns-{ns}"))
         .spawn(move || -> anyhow::Result<T> {
@@ -160,6 +220,26 @@ where
             rt.block_on(make())
         })?;
     handle
+        .join()
+        .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
+}
+
+/// A multi-thread tokio runtime (2 workers) whose threads live in network namespace `ns`:
+/// built on a thread moved there with `setns`; its workers are created from that thread
+/// and inherit the namespace. Use it from any thread (`spawn`, `block_on`).
+pub fn runtime_in_netns(ns: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    let path = format!("/var/run/netns/{ns}");
+    std::thread::Builder::new()
+        .name(format!("netns-rt-{ns}"))
+        .spawn(move || -> anyhow::Result<tokio::runtime::Runtime> {
+            let fd = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+            nix::sched::setns(&fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                .with_context(|| format!("setns into {path} (needs root)"))?;
+            Ok(tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?)
+        })?
         .join()
         .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
 }
@@ -179,49 +259,57 @@ pub fn token(room: &str, identity: &str, secret: &str) -> anyhow::Result<String>
         .map_err(|e| anyhow::anyhow!("minting a token: {e}"))
 }
 
-/// `outpost-room serve` in the server namespace, killed on drop.
-#[derive(Debug)]
-pub struct Server {
-    /// The process.
-    pub proc: Proc,
-    /// `ws://IP:7880`.
-    pub url: String,
-}
+/// The server of a namespace pair: either implementation (see [`crate::server`]), in the
+/// server namespace, killed on drop.
+pub type Server = LkServer;
 
-impl Server {
-    /// Starts the server on `pair.server_ip:7880` with short keep-alive settings.
-    pub fn start(pair: &NsPair, bin: &Path) -> anyhow::Result<Self> {
-        Self::start_with(pair, bin, &[])
+/// outpost-room's keep-alive settings for these tests: a lost link shows within seconds.
+const ROOM_ARGS: [&str; 6] = [
+    "--ping-interval",
+    "1s",
+    "--ping-timeout",
+    "4s",
+    "--empty-timeout",
+    "30s",
+];
+
+impl LkServer {
+    /// Starts `outpost-room` on `pair.server_ip:7880` with short keep-alive settings.
+    pub fn start_room(pair: &NsPair, bin: &Path) -> anyhow::Result<Self> {
+        Self::start_in(pair, ServerKind::Room, bin, &[])
     }
 
-    /// Like [`Server::start`], with more `serve` options (`--tls-cert` makes the URL
-    /// `wss://`).
-    pub fn start_with(pair: &NsPair, bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
-        let bind = format!("{}:7880", pair.server_ip);
-        let mut cmd = pair.server_command(bin);
-        cmd.args([
-            "serve",
-            "--bind",
-            &bind,
-            "--ping-interval",
-            "1s",
-            "--ping-timeout",
-            "4s",
-            "--empty-timeout",
-            "30s",
-        ])
-        .args(extra);
-        let mut proc = Proc::spawn("outpost-room", cmd)?;
-        proc.wait_for_line("listening on", Duration::from_secs(10))?;
-        let scheme = if extra.contains(&"--tls-cert") {
-            "wss"
-        } else {
-            "ws"
-        };
-        Ok(Self {
-            proc,
-            url: format!("{scheme}://{bind}"),
-        })
+    /// Starts `kind` in the pair's server namespace. For outpost-room: short keep-alive
+    /// settings plus `room_extra` (`--tls-cert` makes the URL `wss://`); livekit-server
+    /// ignores `room_extra`.
+    pub fn start_in(
+        pair: &NsPair,
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+    ) -> anyhow::Result<Self> {
+        Self::start_in_with(pair, kind, bin, room_extra, ServerOptions::default())
+    }
+
+    /// Like [`LkServer::start_in`], with livekit-server options too.
+    pub fn start_in_with(
+        pair: &NsPair,
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+        mut opts: ServerOptions,
+    ) -> anyhow::Result<Self> {
+        let mut room_args: Vec<String> = ROOM_ARGS.iter().map(|a| (*a).to_owned()).collect();
+        room_args.extend(room_extra.iter().map(|a| (*a).to_owned()));
+        room_args.append(&mut opts.room_args);
+        opts.room_args = room_args;
+        LkServer::start(
+            kind,
+            &|program| pair.server_command(program),
+            pair.server_ip,
+            bin,
+            &opts,
+        )
     }
 }
 
@@ -263,7 +351,7 @@ impl PyPeer {
     }
 }
 
-/// A namespace pair with a room server in it.
+/// A namespace pair with a server in it.
 #[derive(Debug)]
 pub struct Env {
     /// The server.
@@ -273,15 +361,55 @@ pub struct Env {
 }
 
 impl Env {
-    /// Namespaces plus a room server.
+    /// Namespaces plus an outpost-room server.
     pub fn start(bin: &Path) -> anyhow::Result<Self> {
         Self::start_with(bin, &[])
     }
 
-    /// Namespaces plus a room server with more `serve` options.
+    /// Namespaces plus an outpost-room server with more `serve` options.
     pub fn start_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
+        Self::on_with(ServerKind::Room, bin, extra)
+    }
+
+    /// Namespaces plus a server of `kind` (`bin` is outpost-room's binary).
+    pub fn on(kind: ServerKind, bin: &Path) -> anyhow::Result<Self> {
+        Self::on_with(kind, bin, &[])
+    }
+
+    /// Namespaces plus a server of `kind`; `room_extra` are more outpost-room options.
+    pub fn on_with(kind: ServerKind, bin: &Path, room_extra: &[&str]) -> anyhow::Result<Self> {
+        Self::on_with_opts(kind, bin, room_extra, ServerOptions::default())
+    }
+
+    /// Namespaces plus a server of `kind` with options for either implementation.
+    pub fn on_with_opts(
+        kind: ServerKind,
+        bin: &Path,
+        room_extra: &[&str],
+        opts: ServerOptions,
+    ) -> anyhow::Result<Self> {
         let pair = NsPair::create()?;
-        let server = Server::start_with(&pair, bin, extra)?;
+        let server = Server::start_in_with(&pair, kind, bin, room_extra, opts)?;
         Ok(Self { server, pair })
+    }
+
+    /// Which server this is.
+    pub fn kind(&self) -> ServerKind {
+        self.server.kind
+    }
+
+    /// Kills the server and starts a new one of the same kind in its place.
+    pub fn restart_server(&mut self, bin: &Path) -> anyhow::Result<()> {
+        self.kill_server()?;
+        self.server = Server::start_in(&self.pair, self.server.kind, bin, &[])?;
+        Ok(())
+    }
+
+    /// Kills the server (SIGKILL) now; the `server` field keeps a finished placeholder
+    /// until [`Env::restart_server`] or a new server replaces it.
+    pub fn kill_server(&mut self) -> anyhow::Result<()> {
+        let placeholder = Proc::spawn("placeholder", Command::new("true"))?;
+        drop(std::mem::replace(&mut self.server.proc, placeholder));
+        Ok(())
     }
 }

@@ -136,6 +136,17 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.stderr_path);
+        if std::env::var_os("OUTPOST_TEST_KEEP_LOGS").is_none() {
+            let _ = std::fs::remove_file(&self.stderr_path);
+        } else {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!(
+                    "kept the log of {}: {}",
+                    self.what,
+                    self.stderr_path.display()
+                );
+            }
+        }
     }
 }

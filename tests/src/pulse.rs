@@ -21,49 +21,69 @@ pub struct Pulse {
     socket: PathBuf,
 }
 
+fn spawn_daemon(dir: &std::path::Path, socket: &std::path::Path) -> anyhow::Result<Child> {
+    Command::new("pulseaudio")
+        .args([
+            "-n",
+            "--daemonize=no",
+            "--exit-idle-time=-1",
+            "--disable-shm=yes",
+            "--use-pid-file=no",
+            "--system=no",
+        ])
+        .arg("-L")
+        .arg(format!(
+            "module-native-protocol-unix auth-anonymous=1 socket={}",
+            socket.display()
+        ))
+        .args(["-L", "module-null-sink sink_name=mic_in rate=48000"])
+        .args(["-L", "module-null-sink sink_name=speaker rate=48000"])
+        .env("HOME", dir)
+        .env("XDG_RUNTIME_DIR", dir)
+        .env("PULSE_RUNTIME_PATH", dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting pulseaudio (Debian's pulseaudio; scripts/setup.sh installs it)")
+}
+
 impl Pulse {
     /// Starts it and waits until it answers.
     pub fn start() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("native");
-        let child = Command::new("pulseaudio")
-            .args([
-                "-n",
-                "--daemonize=no",
-                "--exit-idle-time=-1",
-                "--disable-shm=yes",
-                "--use-pid-file=no",
-                "--system=no",
-            ])
-            .arg("-L")
-            .arg(format!(
-                "module-native-protocol-unix auth-anonymous=1 socket={}",
-                socket.display()
-            ))
-            .args(["-L", "module-null-sink sink_name=mic_in rate=48000"])
-            .args(["-L", "module-null-sink sink_name=speaker rate=48000"])
-            .env("HOME", dir.path())
-            .env("XDG_RUNTIME_DIR", dir.path())
-            .env("PULSE_RUNTIME_PATH", dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting pulseaudio (Debian's pulseaudio; scripts/setup.sh installs it)")?;
+        let child = spawn_daemon(dir.path(), &socket)?;
         let me = Self {
             child,
             _dir: dir,
             socket,
         };
+        me.wait_ready()?;
+        Ok(me)
+    }
+
+    /// A fresh daemon in place of this one, on the same socket (so a process whose
+    /// `PULSE_SERVER` names it keeps working): for a test that killed it, before its
+    /// next scenario.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.socket);
+        self.child = spawn_daemon(self._dir.path(), &self.socket)?;
+        self.wait_ready()
+    }
+
+    fn wait_ready(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !me.pactl(&["info"]).is_ok_and(|s| !s.is_empty()) {
+        while !self.pactl(&["info"]).is_ok_and(|s| !s.is_empty()) {
             if Instant::now() > deadline {
                 bail!("pulseaudio did not start");
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        me.pactl(&["set-default-sink", "speaker"])?;
-        me.pactl(&["set-default-source", "mic_in.monitor"])?;
-        Ok(me)
+        self.pactl(&["set-default-sink", "speaker"])?;
+        self.pactl(&["set-default-source", "mic_in.monitor"])?;
+        Ok(())
     }
 
     /// The daemon's process id (a test kills it to take the sound away mid-call).

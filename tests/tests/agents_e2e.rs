@@ -1,5 +1,6 @@
 //! End to end: Outpost as the frontend of a real LiveKit Agents agent (PyPI
-//! `livekit-agents`, `tests/py/lk_agent.py` with a scripted LLM) through `outpost-room`.
+//! `livekit-agents`, `tests/py/lk_agent.py` with a scripted LLM) through each server
+//! (`outpost-room` and livekit-server).
 //!
 //! The agent uses the example's `outpost_tools` module (examples/livekit-agents/) to list
 //! Outpost's tools with `outpost.list_tools` and forward its LLM's calls by RPC. Outpost is
@@ -22,6 +23,7 @@ use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
@@ -139,9 +141,10 @@ impl Files {
     }
 }
 
-#[test]
-fn outpost_is_the_frontend_of_a_livekit_agents_agent() {
-    let env = Env::start(Path::new(ROOM_BIN)).unwrap();
+outpost_tests::both_servers!(outpost_is_the_frontend_of_a_livekit_agents_agent);
+
+fn outpost_is_the_frontend_of_a_livekit_agents_agent(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(ROOM_BIN)).unwrap();
     let files = Files::new();
     let mut agent = Proc::spawn("lk_agent", agent_command(&env, "agent", "agent", &[])).unwrap();
     let url = env.server.url.clone();

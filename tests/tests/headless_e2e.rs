@@ -1,4 +1,4 @@
-//! End to end over loopback, as a user of the headless demo sees it: `outpost-room`,
+//! End to end, as a user of the headless demo sees it: a server,
 //! `outpost-agent` (scripted brain) and the real `outpost connect` with its stdin piped.
 //!
 //! - Questions typed in quick succession are each answered, in order, and none is
@@ -6,7 +6,8 @@
 //! - `--linger`: at the end of input connect waits for the answer still coming, then leaves
 //!   at once; when no answer comes, it leaves after the linger and says how many are missing.
 //!
-//! Plain loopback: the Rust client and server need no network namespace.
+//! Each test runs against both servers: outpost-room on plain loopback (the Rust client
+//! and server need no network namespace), and livekit-server inside one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read as _, Write as _};
@@ -14,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use outpost_tests::netns::NetNs;
 use outpost_tests::proc::Proc;
+use outpost_tests::server::{LkServer, ServerKind, ServerOptions};
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
@@ -22,36 +25,64 @@ const AGENT_BIN: &str = env!("CARGO_BIN_EXE_agent_server");
 const CLI_BIN: &str = env!("CARGO_BIN_EXE_outpost_cli");
 const ROOM: &str = "headless-e2e";
 
-/// A room server on a free loopback port and the scripted agent in its room.
+outpost_tests::both_servers!(
+    questions_typed_ahead_are_each_answered_in_order,
+    at_end_of_input_connect_waits_for_the_answer_then_leaves,
+    connect_leaves_after_the_linger_when_no_answer_comes,
+);
+
+/// A server and the scripted agent in its room: outpost-room on a free loopback port
+/// (the headless demo's own set-up), or livekit-server in a network namespace (with the
+/// agent and `outpost connect` in there too).
 struct Stage {
     url: String,
-    _room: Proc,
     agent: Proc,
+    _server: Proc,
     dir: tempfile::TempDir,
+    /// Dropped last: the namespace of a livekit-server stage.
+    ns: Option<NetNs>,
 }
 
 impl Stage {
     /// `delay_ms` is the scripted brain's pause between streamed words.
-    fn start(delay_ms: u64) -> Stage {
-        let mut cmd = Command::new(ROOM_BIN);
-        cmd.args(["serve", "--bind", "127.0.0.1:0"]);
-        let mut room = Proc::spawn("outpost-room", cmd).unwrap();
-        let line = room
-            .wait_for_line("listening on", Duration::from_secs(20))
-            .unwrap();
-        let url = line
-            .split("listening on ")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no URL in {line:?}"))
-            .to_owned();
-        let mut cmd = Command::new(AGENT_BIN);
+    fn start(kind: ServerKind, delay_ms: u64) -> Stage {
+        let (url, server, ns) = match kind {
+            ServerKind::Room => {
+                let mut cmd = Command::new(ROOM_BIN);
+                cmd.args(["serve", "--bind", "127.0.0.1:0"]);
+                let mut room = Proc::spawn("outpost-room", cmd).unwrap();
+                let line = room
+                    .wait_for_line("listening on", Duration::from_secs(20))
+                    .unwrap();
+                let url = line
+                    .split("listening on ")
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .unwrap_or_else(|| panic!("no URL in {line:?}"))
+                    .to_owned();
+                (url, room, None)
+            }
+            ServerKind::LiveKit => {
+                let ns = NetNs::create().unwrap();
+                let server = LkServer::start(
+                    kind,
+                    &|program| ns.command(program),
+                    ns.server_ip,
+                    Path::new(ROOM_BIN),
+                    &ServerOptions::default(),
+                )
+                .unwrap();
+                let url = server.url.clone();
+                (url, server.proc, Some(ns))
+            }
+        };
+        let mut cmd = in_ns(ns.as_ref(), AGENT_BIN);
         cmd.args(["--url", &url, "--room", ROOM, "--scripted-delay-ms"])
             .arg(delay_ms.to_string());
         let mut agent = Proc::spawn("outpost-agent", cmd).unwrap();
         agent
             .wait_for_line("outpost-agent: joined", Duration::from_secs(30))
-            .unwrap_or_else(|e| panic!("{e:#}\n--- room ---\n{}", room.stderr()));
+            .unwrap_or_else(|e| panic!("{e:#}\n--- server ---\n{}", server.stderr()));
         let dir = tempfile::tempdir().unwrap();
         let allowed = dir.path().join("allowed");
         std::fs::create_dir_all(&allowed).unwrap();
@@ -63,9 +94,10 @@ impl Stage {
         std::fs::write(dir.path().join("policy.toml"), policy).unwrap();
         Stage {
             url,
-            _room: room,
             agent,
+            _server: server,
             dir,
+            ns,
         }
     }
 
@@ -79,7 +111,7 @@ impl Stage {
         let token = outpost_room::Keys::default()
             .mint(ROOM, "e2e-user", None, Duration::from_secs(600))
             .unwrap();
-        let mut child = Command::new(CLI_BIN)
+        let mut child = in_ns(self.ns.as_ref(), CLI_BIN)
             .args(["connect", "--json", "--url", &self.url, "--token", &token])
             .args(["--room", ROOM, "--linger", &linger_secs.to_string()])
             .arg("--policy")
@@ -109,6 +141,14 @@ impl Stage {
             stderr,
             took: started.elapsed(),
         }
+    }
+}
+
+/// `program`, inside `ns` when there is one.
+fn in_ns(ns: Option<&NetNs>, program: &str) -> Command {
+    match ns {
+        Some(ns) => ns.command(program),
+        None => Command::new(program),
     }
 }
 
@@ -178,9 +218,8 @@ fn notes(stage: &Stage) -> String {
     p.display().to_string()
 }
 
-#[test]
-fn questions_typed_ahead_are_each_answered_in_order() {
-    let stage = Stage::start(5);
+fn questions_typed_ahead_are_each_answered_in_order(kind: ServerKind) {
+    let stage = Stage::start(kind, 5);
     let questions = vec![
         "calculate 6*7".to_owned(),
         format!("read {}", notes(&stage)),
@@ -237,10 +276,9 @@ fn questions_typed_ahead_are_each_answered_in_order() {
     assert_eq!(here, 1, "{}", dump());
 }
 
-#[test]
-fn at_end_of_input_connect_waits_for_the_answer_then_leaves() {
+fn at_end_of_input_connect_waits_for_the_answer_then_leaves(kind: ServerKind) {
     // 100 ms a word: the answer takes well over a second after end of input.
-    let stage = Stage::start(100);
+    let stage = Stage::start(kind, 100);
     let run = stage.connect(&["calculate 6*7".to_owned()], 60);
     let dump = || format!("{:#?}\n--- stderr ---\n{}", run.events, run.stderr);
     assert!(run.status.success(), "{}", dump());
@@ -264,10 +302,9 @@ fn at_end_of_input_connect_waits_for_the_answer_then_leaves() {
     assert_eq!(ended[0]["reason"], "left the room", "{}", dump());
 }
 
-#[test]
-fn connect_leaves_after_the_linger_when_no_answer_comes() {
+fn connect_leaves_after_the_linger_when_no_answer_comes(kind: ServerKind) {
     // 2 s a word: the help text would take minutes.
-    let stage = Stage::start(2000);
+    let stage = Stage::start(kind, 2000);
     let linger = 2;
     let run = stage.connect(&["help".to_owned()], linger);
     let dump = || format!("{:#?}\n--- stderr ---\n{}", run.events, run.stderr);

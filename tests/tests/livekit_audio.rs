@@ -1,5 +1,5 @@
 //! `outpost-livekit` audio tracks against the official Python SDK (`tests/py/lk_peer.py`)
-//! through `outpost-room`, in network namespaces like `livekit_client.rs`: a tone we
+//! through both servers (`outpost-room` and livekit-server), in network namespaces like `livekit_client.rs`: a tone we
 //! publish is heard by the SDK at 440 Hz (its FFT), continuous, muted and unpublished
 //! as it sees them; a tone the SDK publishes is decoded by us at 440 Hz (a Goertzel
 //! scan), with its mute and unpublish seen as events. Speech from espeak-ng goes both
@@ -19,11 +19,23 @@ use outpost_livekit::{
     RoomOptions,
 };
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
+use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_room_server");
 const ROOM: &str = "lk-audio";
 const RATE: f64 = 48_000.0;
+
+outpost_tests::both_servers!(
+    our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave,
+    a_track_is_announced_and_subscribed_before_its_first_packet,
+    the_sdks_tone_is_decoded_with_mute_and_unpublish_events,
+    a_full_rejoin_tears_audio_down_and_allows_publishing_again,
+    speech_round_trips_both_ways_with_high_correlation,
+    five_percent_loss_on_the_veth_still_decodes_without_gaps,
+    tracks_published_and_unpublished_in_a_burst_need_no_rejoin,
+    a_track_the_server_refuses_fails_at_once_with_its_reason,
+);
 
 struct Client {
     room: Room,
@@ -180,18 +192,210 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
         assert_eq!((f.sample_rate, f.channels), (48_000, 1));
         frames += 1;
         concealed += usize::from(f.concealed);
+        // Time the sender skipped (DTX) is silence on the stream's timeline.
+        samples.extend(std::iter::repeat_n(0.0, f.skipped_before));
         samples.extend(f.samples.iter().map(|&s| f64::from(s)));
     }
     (samples, frames, concealed)
 }
 
+/// livekit-server's operator takes away our permission to publish mid-call (RoomService
+/// `UpdateParticipant`, which outpost-room does not have): the server unpublishes our
+/// track, we stop sending it and say so (`LocalTrackUnpublished { by_server: true }`),
+/// and publishing again is refused at once.
 #[test]
-fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn a_track_the_server_unpublishes_stops_and_is_reported() {
+    let env = Env::on(ServerKind::LiveKit, Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let pair = &env.pair;
+    let server_url = env.server.url.clone();
+    let res = std::thread::scope(|scope| {
+        let (published_tx, published_rx) = std::sync::mpsc::channel::<()>();
+        let client = scope.spawn(move || {
+            in_netns(&pair.client_ns.clone(), move || async move {
+                let mut c = Client::connect(&url, "app").await;
+                let track = c.room.publish_audio(AudioSourceOptions::default()).await?;
+                let tone = spawn_tone(track.clone());
+                c.peer_sees("assistant", "published", "app", track.sid()).await;
+                published_tx.send(())?;
+                let sid = track.sid().to_owned();
+                let ev = c
+                    .wait_for("the server's unpublish", Duration::from_secs(20), |e| {
+                        matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid)
+                    })
+                    .await;
+                assert!(
+                    matches!(ev, RoomEvent::LocalTrackUnpublished { by_server: true, .. }),
+                    "{ev:?}"
+                );
+                c.wait_for("our new permissions", Duration::from_secs(5), |e| {
+                    matches!(e, RoomEvent::LocalPermissionsChanged { can_publish: false, .. })
+                })
+                .await;
+                assert!(!track.is_published());
+                // The tone task ends: pushing into an unpublished track fails.
+                tokio::time::timeout(Duration::from_secs(3), tone).await??;
+                c.peer_sees("assistant", "unpublished", "app", &sid).await;
+                let err = c
+                    .room
+                    .publish_audio(AudioSourceOptions::default())
+                    .await
+                    .expect_err("no permission to publish any more");
+                assert!(
+                    matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
+                    "{err:?}"
+                );
+                c.room.leave().await?;
+                Ok(())
+            })
+        });
+        published_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the track was published");
+        let py = outpost_tests::python::python().unwrap();
+        let out = pair
+            .server_command(&py)
+            .arg(outpost_tests::python::scripts_dir().join("room_admin.py"))
+            .args(["revoke_publish", ROOM, "app"])
+            .current_dir(outpost_tests::python::scripts_dir())
+            .env("LK_URL", &server_url)
+            .env("PYTHONWARNINGS", "ignore")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "room_admin.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        client.join().expect("client thread")
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
+/// A token that may not publish: the server refuses our track (livekit-server with a
+/// `RequestResponse` of request id 0 naming the track) and `publish_audio` says so at
+/// once, instead of waiting out its timeout.
+fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let token =
+            livekit_token::AccessToken::with_api_key(lkclient::DEV_KEY, lkclient::DEV_SECRET)
+                .with_identity("listener")
+                .with_ttl(Duration::from_secs(600))
+                .with_grants(livekit_token::VideoGrants {
+                    room_join: true,
+                    room: ROOM.to_owned(),
+                    can_publish: Some(false),
+                    ..Default::default()
+                })
+                .to_jwt()?;
+        let (room, _events) = Room::connect(&url, &token, RoomOptions::default()).await?;
+        let started = std::time::Instant::now();
+        let err = room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect_err("a listener cannot publish");
+        eprintln!("refused after {:?}: {err}", started.elapsed());
+        assert!(
+            matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
+            "{err:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        room.leave().await?;
+        Ok(())
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
+/// Three tracks published and two unpublished back to back: five renegotiations of the
+/// publisher, each asked for before the last answer is in. They are sent one at a time
+/// (an offer waits for the previous answer; a stale answer is ignored), so the link
+/// stays up, nothing rejoins, and the SDK hears the track that is left.
+fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let room = c.room.clone();
+        let publish = |name: &str| {
+            let room = room.clone();
+            let name = name.to_owned();
+            async move {
+                room.publish_audio(AudioSourceOptions { name, channels: 1 })
+                    .await
+            }
+        };
+        let (a, b, d) = tokio::join!(publish("a"), publish("b"), publish("d"));
+        let (a, b, d) = (a.expect("a"), b.expect("b"), d.expect("d"));
+        let (ua, ub) = tokio::join!(a.unpublish(), b.unpublish());
+        ua.expect("unpublish a");
+        ub.expect("unpublish b");
+        let tone = spawn_tone(d.clone());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let heard = c
+            .ask(
+                "assistant",
+                json!({"op": "hear_tone", "from": "app", "sid": d.sid(), "seconds": 3}),
+                "heard",
+                Duration::from_secs(30),
+            )
+            .await;
+        eprintln!("the SDK heard: {heard}");
+        assert!(heard["error"].is_null(), "{heard}");
+        assert_eq!(heard["sid"], d.sid());
+        let f = heard["freq_hz"].as_f64().unwrap();
+        assert!((f - 440.0).abs() <= 440.0 * 0.02, "{heard}");
+        let rejoins: Vec<&RoomEvent> = c
+            .backlog
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    RoomEvent::Reconnecting { .. } | RoomEvent::Reconnected { .. }
+                )
+            })
+            .collect();
+        assert!(rejoins.is_empty(), "the link went down: {rejoins:?}");
+        assert!(d.is_published() && !a.is_published() && !b.is_published());
+        tone.abort();
+        c.room.leave().await.unwrap();
+        Ok(())
+    });
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
+fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -296,9 +500,8 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave() {
 /// as livekit-server does: our track, with no frame pushed yet (so not one RTP packet
 /// sent), is seen published and subscribed by the SDK; the tone pushed afterwards is
 /// heard on that subscription.
-#[test]
-fn a_track_is_announced_and_subscribed_before_its_first_packet() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -345,9 +548,8 @@ fn a_track_is_announced_and_subscribed_before_its_first_packet() {
     res.unwrap();
 }
 
-#[test]
-fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -450,9 +652,8 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events() {
 
 /// A full rejoin (the server restarts): our track is reported unpublished and stops
 /// taking frames, the remote stream ends, and publishing again works.
-#[test]
-fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
-    let mut env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) {
+    let mut env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -489,16 +690,12 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again() {
         record(&mut stream, 0.5).await;
 
         // Kill the server and start a new one: no resume is possible.
-        drop(std::mem::replace(
-            &mut env.server.proc,
-            outpost_tests::proc::Proc::spawn("placeholder", std::process::Command::new("true"))?,
-        ));
-        env.server = lkclient::Server::start(&env.pair, Path::new(BIN))?;
+        env.restart_server(Path::new(BIN))?;
         let sid = track.sid().to_owned();
         c.wait_for(
             "LocalTrackUnpublished",
             Duration::from_secs(20),
-            |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s } if *s == sid),
+            |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, by_server: false } if *s == sid),
         )
         .await;
         assert!(!track.is_published());
@@ -643,6 +840,8 @@ async fn record_timed(
             .expect("the audio stream ended");
         arrivals.push(std::time::Instant::now());
         concealed += usize::from(f.concealed);
+        // Time the sender skipped (DTX) is silence on the stream's timeline.
+        samples.extend(std::iter::repeat_n(0, f.skipped_before));
         samples.extend_from_slice(&f.samples);
     }
     (samples, arrivals, concealed)
@@ -691,12 +890,11 @@ async fn hear_sdk_speech(
     (compare_speech(reference, &samples, dir), concealed, frames)
 }
 
-#[test]
-fn speech_round_trips_both_ways_with_high_correlation() {
+fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
     let dir = tempfile::tempdir().unwrap();
     let (reference, clip) = speech_reference(dir.path());
     let clip_s = clip.len() as f64 / RATE;
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -890,9 +1088,8 @@ fn tone_share(x: &[f64], freq: f64) -> f64 {
 /// 100 ms: the jitter buffer reports each lost packet and Opus conceals it (from the
 /// next packet's in-band FEC when it carries some), so every 20 ms of the recording
 /// still carries the tone and frames keep coming in real time.
-#[test]
-fn five_percent_loss_on_the_veth_still_decodes_without_gaps() {
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let _peer = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,

@@ -1,6 +1,7 @@
 //! `outpost-livekit`'s RPC, text streams and participant attributes against an
 //! official-SDK peer that acts like a LiveKit agent (`tests/py/agent_peer.py`):
-//! `outpost-room` and the peer in one network namespace, the Rust client (entered
+//! the server (`outpost-room` and livekit-server, each test on both) and the peer in one
+//! network namespace, the Rust client (entered
 //! with `setns`) in the other. Needs root, iproute2 and the venv.
 //!
 //! Run twice: with RPC version 2 (the default: we advertise `client_protocol` 1, the
@@ -22,10 +23,16 @@ use outpost_livekit::{
 use outpost_tests::lkclient::{self, Env, in_netns};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_room_server");
 const ROOM: &str = "lk-rpc";
+
+outpost_tests::both_servers!(
+    rpc_v2_text_streams_and_attributes_with_an_official_sdk_agent,
+    rpc_v1_with_an_official_sdk_agent_when_we_do_not_advertise_v2,
+);
 
 /// A token that may update its own metadata and attributes (or not).
 fn token(identity: &str, update_own_metadata: bool) -> String {
@@ -166,23 +173,17 @@ fn start_agent(env: &Env, v2: bool) -> Proc {
     proc
 }
 
-#[test]
-fn rpc_v2_text_streams_and_attributes_with_an_official_sdk_agent() {
-    run(true);
+fn rpc_v2_text_streams_and_attributes_with_an_official_sdk_agent(kind: ServerKind) {
+    run(kind, true);
 }
 
-#[test]
-fn rpc_v1_with_an_official_sdk_agent_when_we_do_not_advertise_v2() {
-    run(false);
+fn rpc_v1_with_an_official_sdk_agent_when_we_do_not_advertise_v2(kind: ServerKind) {
+    run(kind, false);
 }
 
-fn run(v2: bool) {
+fn run(kind: ServerKind, v2: bool) {
     // RUST_LOG=outpost_livekit=info shows how the malformed RPC streams were handled.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-    let env = Env::start(Path::new(BIN)).expect("namespaces and server");
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let agent = start_agent(&env, v2);
     let url = env.server.url.clone();
     let result = in_netns(&env.pair.client_ns.clone(), move || async move {

@@ -41,8 +41,10 @@ use outpost_protocol::{
     Execution, Map, Message, MessageType, PROTOCOL_VERSION, ProtocolErrorCode, ServerWelcome,
     TOPIC, ToolUseRequest, Value, decode, new_id,
 };
-use outpost_tests::lkclient::{DEV_KEY, DEV_SECRET};
+use outpost_tests::lkclient::{DEV_KEY, DEV_SECRET, runtime_in_netns};
+use outpost_tests::netns::NetNs;
 use outpost_tests::proc::Proc;
+use outpost_tests::server::{LkServer, ServerKind, ServerOptions};
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
 const CLIENTS_BIN: &str = env!("CARGO_BIN_EXE_load_clients");
@@ -379,6 +381,8 @@ struct Plan {
     rate: u64,
     /// Where warm-up is taken to end, as a fraction of the calling phase.
     warm_at: f64,
+    /// Which server.
+    kind: ServerKind,
     /// Extra `outpost-room serve` arguments.
     server_args: Vec<&'static str>,
     /// Freeze the clients' process at this fraction of the calling phase for this long.
@@ -387,9 +391,11 @@ struct Plan {
     check_memory: bool,
 }
 
-#[test]
-fn fifty_clients_one_call_a_second_each() {
+outpost_tests::both_servers!(fifty_clients_one_call_a_second_each);
+
+fn fifty_clients_one_call_a_second_each(kind: ServerKind) {
     run(&Plan {
+        kind,
         clients: usize::try_from(env_num("OUTPOST_LOAD_CLIENTS", 50)).unwrap(),
         secs: env_num("OUTPOST_LOAD_SECS", 20).max(4),
         rate: env_num("OUTPOST_LOAD_RATE", 1).clamp(1, 1000),
@@ -417,6 +423,8 @@ fn a_client_frozen_past_the_ping_timeout_rejoins_and_answers_every_call_once() {
         secs: 30,
         rate: 10,
         warm_at: 0.25,
+        // outpost-room only: livekit-server's ping timeout is fixed at 15 s.
+        kind: ServerKind::Room,
         server_args: vec!["--ping-interval", "2s", "--ping-timeout", "6s"],
         freeze: Some((0.3, Duration::from_secs(10))),
         check_memory: false,
@@ -441,28 +449,45 @@ fn run(plan: &Plan) {
     let (clients, secs, rate, warm_at) = (plan.clients, plan.secs, plan.rate, plan.warm_at);
     let dir = tempfile::tempdir().unwrap();
 
-    let mut cmd = Command::new(ROOM_BIN);
-    cmd.args(["serve", "--bind", "127.0.0.1:0"])
-        .args(&plan.server_args)
-        .env(
-            "RUST_LOG",
-            std::env::var("OUTPOST_LOAD_LOG").unwrap_or_else(|_| "warn".into()),
-        );
-    let mut server = Proc::spawn("outpost-room", cmd).unwrap();
-    let line = server
-        .wait_for_line("listening on", Duration::from_secs(20))
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("ws://"))
-        .expect("the server's URL")
-        .to_owned();
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let log_filter = std::env::var("OUTPOST_LOAD_LOG").unwrap_or_else(|_| "warn".into());
+    // outpost-room on loopback; livekit-server in a namespace, with the assistants' runtime
+    // and the clients' process in there too.
+    let (server, url, ns, rt) = match plan.kind {
+        ServerKind::Room => {
+            let mut cmd = Command::new(ROOM_BIN);
+            cmd.args(["serve", "--bind", "127.0.0.1:0"])
+                .args(&plan.server_args)
+                .env("RUST_LOG", &log_filter);
+            let mut server = Proc::spawn("outpost-room", cmd).unwrap();
+            let line = server
+                .wait_for_line("listening on", Duration::from_secs(20))
+                .unwrap();
+            let url = line
+                .split_whitespace()
+                .find(|w| w.starts_with("ws://"))
+                .expect("the server's URL")
+                .to_owned();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .unwrap();
+            (server, url, None, rt)
+        }
+        ServerKind::LiveKit => {
+            let ns = NetNs::create().unwrap();
+            let server = LkServer::start(
+                plan.kind,
+                &|program| ns.command(program),
+                ns.server_ip,
+                std::path::Path::new(ROOM_BIN),
+                &ServerOptions::default(),
+            )
+            .unwrap();
+            let rt = runtime_in_netns(ns.name()).unwrap();
+            (server.proc, server.url, Some(ns), rt)
+        }
+    };
     let tally = Arc::new(Mutex::new(Tally::default()));
     let (calling_tx, calling_rx) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
@@ -479,16 +504,17 @@ fn run(plan: &Plan) {
     // The clients, in one process; they stop by themselves after the longest this test
     // can take, should the test die without closing their stdin.
     let limit = secs + 300;
-    let mut child: Child = Command::new(CLIENTS_BIN)
+    let mut clients_cmd = match &ns {
+        Some(ns) => ns.command(CLIENTS_BIN),
+        None => Command::new(CLIENTS_BIN),
+    };
+    let mut child: Child = clients_cmd
         .arg(&url)
         .arg(PREFIX)
         .arg(clients.to_string())
         .arg(dir.path())
         .arg(limit.to_string())
-        .env(
-            "RUST_LOG",
-            std::env::var("OUTPOST_LOAD_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .env("RUST_LOG", &log_filter)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.path().join("clients.log")).unwrap())

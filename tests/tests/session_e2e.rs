@@ -1,7 +1,7 @@
 //! End to end: the real `outpost connect` (built from `outpost-cli` as the test binary
 //! `outpost_cli`) against the example Python assistant (`examples/python-agent/agent.py`,
-//! official LiveKit SDK) through `outpost-room`, then `outpost history` over the same
-//! data directory.
+//! official LiveKit SDK) through each server (`outpost-room` and livekit-server), then
+//! `outpost history` over the same data directory.
 //!
 //! Each test makes two network namespaces joined by a veth pair (see
 //! `outpost_tests::lkclient`): the room server and the assistant in one, `outpost connect`
@@ -18,10 +18,17 @@ use std::time::{Duration, Instant};
 use outpost_tests::lkclient::{self, Env};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
+
+outpost_tests::both_servers!(
+    every_kind_of_tool_request_is_answered_logged_and_searchable,
+    a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rerun,
+    a_participant_holding_streams_open_does_not_block_the_assistants_large_request,
+);
 const CLI_BIN: &str = env!("CARGO_BIN_EXE_outpost_cli");
 const ROOM: &str = "session-e2e";
 const USER_TEXT: &str = "hello from the e2e test";
@@ -257,10 +264,9 @@ fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["type"] == ty).collect()
 }
 
-#[test]
-fn every_kind_of_tool_request_is_answered_logged_and_searchable() {
+fn every_kind_of_tool_request_is_answered_logged_and_searchable(kind: ServerKind) {
     let fx = Fixture::new();
-    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let env = Env::on(kind, Path::new(ROOM_BIN)).expect("namespaces and server");
     let secret = fx.dir.path().join("secret.txt").display().to_string();
     let steps = json!([
         {"op": "wait_user", "text": USER_TEXT},
@@ -450,10 +456,11 @@ fn every_kind_of_tool_request_is_answered_logged_and_searchable() {
     );
 }
 
-#[test]
-fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rerun() {
+fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rerun(
+    kind: ServerKind,
+) {
     let fx = Fixture::new();
-    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let env = Env::on(kind, Path::new(ROOM_BIN)).expect("namespaces and server");
     let steps = json!([
         {"name": "slow search across a link drop", "op": "request", "id": "t-slow",
          "toolName": "search_files", "execution": "client", "timeoutMs": 120_000,
@@ -531,10 +538,11 @@ fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rer
 /// streams to the client on the Outpost topic and never finishes them; the assistant's
 /// 30 KB ToolUseRequest (a byte stream) is still answered, and the flood is dropped
 /// without a word to the user.
-#[test]
-fn a_participant_holding_streams_open_does_not_block_the_assistants_large_request() {
+fn a_participant_holding_streams_open_does_not_block_the_assistants_large_request(
+    kind: ServerKind,
+) {
     let fx = Fixture::new();
-    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let env = Env::on(kind, Path::new(ROOM_BIN)).expect("namespaces and server");
     let pad = "x".repeat(30_000);
     let steps = json!([
         {"op": "wait_user", "text": USER_TEXT},

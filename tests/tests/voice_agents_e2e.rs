@@ -48,6 +48,7 @@ use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::pulse::Pulse;
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 use outpost_tests::speech::{best_match, envelope, espeak, piecewise_match, read_wav};
 use serde_json::Value;
 
@@ -102,21 +103,14 @@ async fn wait_agent(lines: &Lines, event: &str, agent: &Proc) -> anyhow::Result<
     }
 }
 
-fn scenario() -> anyhow::Result<()> {
-    let pulse = Pulse::start()?;
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+fn scenario(pulse: &Pulse, kind: ServerKind) -> anyhow::Result<()> {
     let files = tempfile::tempdir()?;
     let spoken_wav = files.path().join("spoken.wav");
     let reply_wav = files.path().join("reply.wav");
     espeak(SPOKEN, &spoken_wav)?;
     espeak(REPLY, &reply_wav)?;
 
-    let env = Env::start(Path::new(ROOM_BIN))?;
+    let env = Env::on(kind, Path::new(ROOM_BIN))?;
     let py = python::agents_python()?;
     let mut cmd = env.pair.server_command(&py);
     cmd.arg(python::scripts_dir().join("lk_voice_agent.py"))
@@ -402,17 +396,25 @@ fn scenario() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let name = "a_livekit_agents_session_hears_outposts_microphone_and_speaks_through_its_speaker";
-    match scenario() {
-        Ok(()) => {
-            println!("test {name} ... ok");
-            println!("1 passed, 0 failed");
-        }
+    let mut pulse = match Pulse::start() {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("{e:#}");
-            println!("test {name} ... FAILED");
-            println!("0 passed, 1 failed");
             std::process::exit(1);
         }
+    };
+    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
+    // reads it later, from this process.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("PULSE_SERVER", pulse.server());
     }
+    outpost_tests::server::run_each_kind(
+        "a_livekit_agents_session_hears_outposts_microphone_and_speaks_through_its_speaker",
+        |kind| {
+            // A fresh sound server for each run (a scenario may kill it).
+            pulse.restart()?;
+            scenario(&pulse, kind)
+        },
+    );
 }

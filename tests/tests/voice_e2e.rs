@@ -39,6 +39,7 @@ use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::pulse::{Pulse, peak_hz};
 use outpost_tests::python;
+use outpost_tests::server::ServerKind;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
 const ROOM: &str = "voice-e2e";
@@ -66,16 +67,9 @@ async fn next_ui(
     }
 }
 
-fn scenario() -> anyhow::Result<()> {
-    let pulse = Pulse::start()?;
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+fn scenario(pulse: &Pulse, kind: ServerKind) -> anyhow::Result<()> {
     let pulse_pid = pulse.pid();
-    let env = Env::start(Path::new(ROOM_BIN))?;
+    let env = Env::on(kind, Path::new(ROOM_BIN))?;
     let py = python::python()?;
     let mut cmd = env.pair.server_command(&py);
     cmd.arg(python::scripts_dir().join("voice_agent.py"))
@@ -439,17 +433,25 @@ fn tail(s: &str, n: usize) -> String {
 }
 
 fn main() {
-    let name = "agent_hears_the_microphone_and_outpost_plays_the_agent_with_transcripts";
-    match scenario() {
-        Ok(()) => {
-            println!("test {name} ... ok");
-            println!("1 passed, 0 failed");
-        }
+    let mut pulse = match Pulse::start() {
+        Ok(p) => p,
         Err(e) => {
             eprintln!("{e:#}");
-            println!("test {name} ... FAILED");
-            println!("0 passed, 1 failed");
             std::process::exit(1);
         }
+    };
+    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
+    // reads it later, from this process.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::env::set_var("PULSE_SERVER", pulse.server());
     }
+    outpost_tests::server::run_each_kind(
+        "agent_hears_the_microphone_and_outpost_plays_the_agent_with_transcripts",
+        |kind| {
+            // A fresh sound server for each run (a scenario may kill it).
+            pulse.restart()?;
+            scenario(&pulse, kind)
+        },
+    );
 }

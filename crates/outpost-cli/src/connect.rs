@@ -32,10 +32,28 @@ pub(crate) struct ConnectArgs {
     /// Access token for the room.
     #[arg(
         long,
-        conflicts_with = "token_endpoint",
-        required_unless_present = "token_endpoint"
+        conflicts_with_all = ["token_endpoint", "api_key"],
+        required_unless_present_any = ["token_endpoint", "api_key"]
     )]
     token: Option<String>,
+    /// For local development against your own livekit-server: mint the token here from
+    /// this API key and its secret ($LIVEKIT_API_SECRET, or --api-secret), for --room and
+    /// --identity (with --url). In production the secret stays on a server, behind a token
+    /// endpoint.
+    #[arg(
+        long,
+        conflicts_with = "token_endpoint",
+        requires_all = ["url", "room", "identity"]
+    )]
+    api_key: Option<String>,
+    /// The API key's secret (see --api-key).
+    #[arg(long, env = "LIVEKIT_API_SECRET", hide_env_values = true)]
+    api_secret: Option<String>,
+    /// The LiveKit Agents agent to dispatch to the room by name (LiveKit's explicit
+    /// dispatch): asked of the token endpoint as `room_config.agents`, or put into the
+    /// token minted with --api-key. Without it, agents set up for automatic dispatch join.
+    #[arg(long, value_name = "NAME")]
+    agent_name: Option<String>,
     /// Token endpoint (LiveKit's token-server convention: POST JSON, answers serverUrl and
     /// participantToken).
     #[arg(long)]
@@ -145,22 +163,52 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         }
         tools.policy = PolicySource::File(p.clone());
     }
-    let credentials = match (&args.token, &args.token_endpoint) {
-        (Some(token), None) => Credentials::Token {
-            url: args.url.clone().unwrap_or_default(),
-            token: token.clone(),
-        },
-        (None, Some(endpoint)) => Credentials::Endpoint {
+    let request = TokenRequest {
+        room_name: args.room.clone(),
+        participant_identity: args.identity.clone(),
+        ..Default::default()
+    }
+    .dispatch_agent(args.agent_name.as_deref().unwrap_or_default());
+    let credentials = match (&args.token, &args.token_endpoint, &args.api_key) {
+        (Some(token), None, None) => {
+            if args.agent_name.is_some() {
+                return Err(Failure::Invalid(
+                    "--agent-name goes into a token Outpost asks for (--token-endpoint) or                      mints (--api-key); a --token carries its own dispatch"
+                        .into(),
+                ));
+            }
+            Credentials::Token {
+                url: args.url.clone().unwrap_or_default(),
+                token: token.clone(),
+            }
+        }
+        (None, Some(endpoint), None) => Credentials::Endpoint {
             endpoint: Box::new(TokenEndpoint::new(endpoint.clone())),
-            request: Box::new(TokenRequest {
-                room_name: args.room.clone(),
-                participant_identity: args.identity.clone(),
-                ..Default::default()
-            }),
+            request: Box::new(request),
         },
+        (None, None, Some(key)) => {
+            let secret = args.api_secret.clone().ok_or_else(|| {
+                Failure::Invalid(
+                    "--api-key needs its secret: --api-secret or $LIVEKIT_API_SECRET".into(),
+                )
+            })?;
+            let token = outpost_livekit::mint_dev_token(
+                key,
+                &secret,
+                &request,
+                Duration::from_secs(6 * 3600),
+            )
+            .map_err(|e| Failure::Invalid(e.to_string()))?;
+            Credentials::Token {
+                url: args.url.clone().unwrap_or_default(),
+                token,
+            }
+        }
         _ => {
             return Err(Failure::Invalid(
-                "give either --token (with --url) or --token-endpoint".into(),
+                "give one of --token (with --url), --token-endpoint, or --api-key (with --url, \
+                 --room and --identity)"
+                    .into(),
             ));
         }
     };

@@ -493,6 +493,11 @@ impl Io {
         }
         while !leave {
             let input = tokio::select! {
+                // Room events first: the engine tells of a participant before it hands on
+                // the calls that participant made meanwhile (livekit-server relays a new
+                // agent's first RPC before its news), so a caller's "is it the assistant?"
+                // is judged after the room said who the assistant is.
+                biased;
                 ev = room_events.recv() => match ev {
                     Some(ev) => match self.room_event(ev, &stream_tx) {
                         Some(i) => i,
@@ -685,9 +690,24 @@ impl Io {
                 }
                 None
             }
-            RoomEvent::LocalTrackUnpublished { sid } => {
+            RoomEvent::LocalTrackUnpublished { sid, by_server } => {
                 if let Some(v) = &self.voice {
-                    let _ = v.send(VoiceEvent::LocalTrackLost { sid });
+                    let _ = v.send(VoiceEvent::LocalTrackLost { sid, by_server });
+                }
+                None
+            }
+            RoomEvent::LocalPermissionsChanged {
+                can_publish,
+                can_publish_data,
+                ..
+            } => {
+                if !can_publish_data {
+                    tracing::warn!(
+                        "the server no longer relays our data: the assistant will not hear from us"
+                    );
+                }
+                if !can_publish {
+                    tracing::warn!("the server no longer lets us publish: voice cannot be sent");
                 }
                 None
             }

@@ -22,11 +22,14 @@ pub enum VoiceEvent {
         /// Its decoded audio.
         stream: AudioStream,
     },
-    /// One of our published tracks is no longer sent (after a full rejoin): publish the
-    /// microphone again.
+    /// One of our published tracks is no longer sent: after a full rejoin (publish the
+    /// microphone again), or because the server unpublished it (`by_server`: publishing
+    /// again is refused while our permission is gone).
     LocalTrackLost {
         /// The lost track's sid.
         sid: String,
+        /// The server unpublished it.
+        by_server: bool,
     },
 }
 

@@ -289,7 +289,24 @@ impl VoiceHub {
                             tracing::info!(track = %track_sid, frames, played, "assistant audio ended");
                         });
                     }
-                    VoiceEvent::LocalTrackLost { sid } => {
+                    VoiceEvent::LocalTrackLost {
+                        sid,
+                        by_server: true,
+                    } => {
+                        // Not published again: the server would refuse it.
+                        tracing::warn!(track = %sid, "the server stopped our microphone track");
+                        let mut st = lock(&me.state);
+                        if st.track.as_ref().is_some_and(|t| t.sid() == sid) {
+                            st.track = None;
+                            st.status.input = failed(
+                                "The room's server stopped your microphone (you may no longer \
+                                 publish audio in this room)."
+                                    .into(),
+                            );
+                            me.changed(&mut st);
+                        }
+                    }
+                    VoiceEvent::LocalTrackLost { sid, .. } => {
                         tracing::info!(track = %sid, "microphone track lost; publishing again");
                         {
                             // Gone with the old connection: publish again now, or when

@@ -59,6 +59,12 @@ pub struct AudioFrame {
     /// True when this frame was made up by packet-loss concealment (the packet was
     /// lost or came too late).
     pub concealed: bool,
+    /// Samples of time the sender skipped right before this frame, by its RTP clock
+    /// (Opus DTX: in silence a sender sends one small packet every 400 ms, and
+    /// livekit-server negotiates DTX with the official SDKs). A real-time player has
+    /// already played that time as silence while it waited; a consumer that keeps a
+    /// timeline (a recording, a transcriber) puts this much silence before the frame.
+    pub skipped_before: usize,
 }
 
 /// Encoder state of a local track.
@@ -367,6 +373,56 @@ impl JitterBuffer {
     }
 }
 
+/// The longest time the sender may skip for it to be reported as such; a longer jump of
+/// the RTP clock (a sender that restarted) starts over.
+const MAX_SILENCE_SAMPLES: usize = 2 * SAMPLE_RATE as usize;
+
+/// Where the remote stream's RTP clock should be next, to find time the sender skipped.
+#[derive(Debug, Default)]
+struct PlayoutClock {
+    /// RTP timestamp of the sample after the last one played, once known.
+    next: Option<u32>,
+}
+
+impl PlayoutClock {
+    /// Samples of time the sender skipped before the packet stamped `timestamp` (0 when
+    /// it is on time, early, or so far ahead that the stream must have started over).
+    fn gap_before(&self, timestamp: u32) -> usize {
+        let Some(next) = self.next else {
+            return 0;
+        };
+        let ahead = timestamp.wrapping_sub(next);
+        match usize::try_from(ahead) {
+            Ok(n) if n <= MAX_SILENCE_SAMPLES => n,
+            _ => 0,
+        }
+    }
+
+    /// `n` samples were played: decoded from the packet stamped `timestamp`, or
+    /// concealed (`None`).
+    fn played(&mut self, timestamp: Option<u32>, n: usize) {
+        let n = u32::try_from(n).unwrap_or(0);
+        self.next = match (timestamp, self.next) {
+            (Some(ts), _) => Some(ts.wrapping_add(n)),
+            (None, Some(next)) => Some(next.wrapping_add(n)),
+            (None, None) => None,
+        };
+    }
+}
+
+/// Hands a frame to the stream's reader; false once the reader is gone. A reader that
+/// is behind loses the frame rather than holding up the decoder.
+fn send_frame(tx: &mpsc::Sender<AudioFrame>, frame: AudioFrame) -> bool {
+    match tx.try_send(frame) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            tracing::debug!("audio stream reader is behind; frame dropped");
+            true
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
 /// Starts decoding a remote track into an [`AudioStream`]; the task ends with the
 /// track (abort it to end it sooner).
 pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream, JoinHandle<()>) {
@@ -381,6 +437,7 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
         };
         let mut jb = JitterBuffer::new(3);
         let mut last_len = FRAME_SAMPLES;
+        let mut clock = PlayoutClock::default();
         // Out of order or lost packets are given up on after this pause.
         let patience = Duration::from_millis(60);
         loop {
@@ -394,6 +451,12 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                 Err(_) => true,
             };
             while let Some(slot) = jb.pop(force) {
+                // Time the sender did not send (DTX) is told to the reader, not made up
+                // here: a player has already played it as silence while waiting.
+                let skipped_before = match &slot {
+                    Slot::Packet(p) => clock.gap_before(p.timestamp),
+                    Slot::Lost(_) => 0,
+                };
                 let mut out = vec![0i16; 5760];
                 let (n, concealed) = match &slot {
                     Slot::Packet(p) => match decoder.decode(&p.payload, &mut out, false) {
@@ -424,6 +487,10 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                         true,
                     ),
                 };
+                match &slot {
+                    Slot::Packet(p) => clock.played(Some(p.timestamp), n),
+                    Slot::Lost(_) => clock.played(None, n),
+                }
                 if n == 0 {
                     continue;
                 }
@@ -436,13 +503,10 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
                     channels: 1,
                     sample_rate: SAMPLE_RATE,
                     concealed,
+                    skipped_before,
                 };
-                match tx.try_send(frame) {
-                    Ok(()) => {}
-                    Err(mpsc::error::TrySendError::Full(_)) => {
-                        tracing::debug!("audio stream reader is behind; frame dropped");
-                    }
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                if !send_frame(&tx, frame) {
+                    return;
                 }
             }
         }
@@ -475,6 +539,23 @@ mod tests {
             });
         }
         out
+    }
+
+    #[test]
+    fn skipped_rtp_time_becomes_silence_and_jumps_start_over() {
+        let mut c = PlayoutClock::default();
+        assert_eq!(c.gap_before(1000), 0, "nothing played yet");
+        c.played(Some(1000), 960);
+        assert_eq!(c.gap_before(1960), 0, "on time");
+        assert_eq!(c.gap_before(1000), 0, "early (a repeat)");
+        // DTX: the next packet comes 400 ms of RTP time later.
+        assert_eq!(c.gap_before(1960 + 19_200), 19_200);
+        c.played(None, 960);
+        assert_eq!(c.gap_before(2920), 0, "concealment counts as played");
+        assert_eq!(c.gap_before(2920 + 3 * 48_000), 0, "beyond 2 s: start over");
+        c.played(Some(u32::MAX - 100), 960);
+        assert_eq!(c.gap_before(859), 0, "wraps around");
+        assert_eq!(c.gap_before(859 + 960), 960);
     }
 
     #[test]

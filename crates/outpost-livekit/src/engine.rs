@@ -16,11 +16,13 @@ use tokio::time::Instant;
 use crate::RoomOptions;
 use crate::attributes::{ProfileUpdate, profile_events};
 use crate::audio::LocalShared;
+use crate::early::EarlyPackets;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
-    self, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, SessionDescription,
-    SignalTarget, TrickleRequest, data_packet, leave_request, signal_request, signal_response,
+    self, DataPacket, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
+    SessionDescription, SignalTarget, TrickleRequest, data_packet, leave_request, signal_request,
+    signal_response,
 };
 use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
@@ -143,6 +145,21 @@ struct Link {
     answered: bool,
     writer: Option<(JoinHandle<()>, watch::Sender<bool>)>,
     offer_id: u32,
+    /// The id of our publisher offer the server has not answered yet: a new offer waits
+    /// for that answer (`offer_again`), and an answer with another id is stale.
+    awaiting_answer: Option<u32>,
+    /// Tracks changed while an offer was out: offer again once it is answered.
+    offer_again: bool,
+    /// The assistant's tracks we asked the server for (`subscribe_to_assistant`).
+    subscribed: std::collections::HashSet<String>,
+    /// Of those, the ones whose request is still to be sent.
+    to_subscribe: Vec<String>,
+    /// Signal events read out of the queue after a resume, handled before newer ones.
+    held_signal: std::collections::VecDeque<signal::Event>,
+    /// Whether the others have been told we are here (see [`Engine::announced`]).
+    announced: bool,
+    /// When to stop waiting for that and send anyway.
+    announce_deadline: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -150,6 +167,8 @@ enum Phase {
     /// Waiting for the peer connection (and channel) to come up.
     Connecting {
         deadline: Instant,
+        /// After a resume: when to restart ICE again if the connection is not up yet.
+        ice_retry: Option<Instant>,
     },
     Connected,
     /// Waiting before the next rejoin attempt.
@@ -159,6 +178,14 @@ enum Phase {
     },
     Closed,
 }
+
+/// How long reliable data waits after connecting for the server to announce us to the
+/// room (livekit-server batches the news of a participant that publishes no track every
+/// 3 s) before it is sent anyway.
+const ANNOUNCE_WAIT: Duration = Duration::from_secs(4);
+
+/// After a resume, how long to wait for the peer connection before restarting ICE again.
+const ICE_RETRY: Duration = Duration::from_secs(3);
 
 /// Delay before rejoin attempt `n` (0-based): 300 ms doubling up to 7 s, as the
 /// official engine does.
@@ -185,6 +212,10 @@ pub(crate) struct Engine {
     receivers: Receivers,
     /// Last reliable sequence seen per sender sid, to drop replays after a resume.
     recv_seq: HashMap<String, u32>,
+    /// Packets from senders the roster does not know yet.
+    early: EarlyPackets,
+    /// Our permissions as the server last told them (publish, publish data, subscribe).
+    permission: Option<(bool, bool, bool)>,
     ready: Option<oneshot::Sender<Result<()>>>,
     /// Our signal requests waiting for the server's `RequestResponse`, by request id.
     requests: HashMap<u32, oneshot::Sender<Result<()>>>,
@@ -232,6 +263,8 @@ impl Engine {
             resuming: false,
             receivers,
             recv_seq: HashMap::new(),
+            early: EarlyPackets::default(),
+            permission: None,
             ready: None,
             requests: HashMap::new(),
             next_request_id: 0,
@@ -309,9 +342,15 @@ impl Engine {
         );
         let local = join.participant.as_ref().map(proto::participant);
         self.shared.roster().local = local;
+        self.permission = join.participant.as_ref().and_then(proto::permission);
         self.shared
             .rpc
             .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
+        if proto::force_relay(&join) {
+            tracing::warn!(
+                "the server asks for relayed (TURN) connections only; this client connects directly or over ICE/TCP"
+            );
+        }
         let others = join.other_participants.clone();
         self.link = Some(Link {
             signal,
@@ -329,10 +368,18 @@ impl Engine {
             answered: false,
             writer: None,
             offer_id: 1,
+            awaiting_answer: Some(1),
+            offer_again: false,
+            subscribed: std::collections::HashSet::new(),
+            to_subscribe: Vec::new(),
+            held_signal: std::collections::VecDeque::new(),
+            announced: false,
+            announce_deadline: None,
         });
         self.replace_roster(&others);
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
+            ice_retry: None,
         };
         Ok(())
     }
@@ -344,9 +391,13 @@ impl Engine {
                 break;
             }
             let timer = match &self.phase {
-                Phase::Connecting { deadline } => Some(*deadline),
+                Phase::Connecting {
+                    deadline,
+                    ice_retry,
+                } => Some(ice_retry.map_or(*deadline, |r| r.min(*deadline))),
                 Phase::Backoff { until, .. } => Some(*until),
-                _ => None,
+                Phase::Connected => self.link.as_ref().and_then(|l| l.announce_deadline),
+                Phase::Closed => None,
             };
             tokio::select! {
                 cmd = self.cmd_rx.recv() => match cmd {
@@ -378,7 +429,10 @@ impl Engine {
                     }
                     None => self.leave().await,
                 },
-                ev = next_signal(&mut self.link) => self.on_signal(ev).await,
+                ev = next_signal(&mut self.link) => {
+                    self.on_signal(ev).await;
+                    self.send_subscriptions().await;
+                }
                 Some(ev) = self.wire_rx.recv() => self.on_wire(ev).await,
                 _ = sleep_until(timer) => self.on_timer().await,
                 _ = sleep_until(self.receivers.next_expiry()) => {
@@ -404,28 +458,27 @@ impl Engine {
             }
         };
         match msg {
-            M::Answer(sd) => {
-                let Some(link) = self.link.as_mut() else {
-                    return;
-                };
-                if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
-                    tracing::warn!("publisher answer: {e}");
-                    self.lost(format!("bad publisher answer: {e}"), false).await;
-                    return;
-                }
-                link.answered = true;
-                for c in std::mem::take(&mut link.pub_candidates) {
-                    if let Err(e) = link.publisher.add_candidate(&c).await {
-                        tracing::debug!("early publisher candidate: {e}");
-                    }
-                }
-            }
+            M::Answer(sd) => self.on_publisher_answer(sd).await,
             M::Offer(sd) => self.on_subscriber_offer(sd).await,
             M::Trickle(t) => self.on_trickle(t).await,
             M::Update(u) => self.update_roster(&u.participants),
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
             M::RequestResponse(r) => {
+                if let Some(cid) = proto::refused_add_track(&r) {
+                    // livekit-server refuses a track (no permission to publish, a source
+                    // not allowed, an unsupported type) with request id 0.
+                    let cid = cid.to_owned();
+                    self.refuse_track(
+                        &cid,
+                        Error::Refused {
+                            reason: proto::request_reason_name(r.reason),
+                            message: r.message,
+                        },
+                    )
+                    .await;
+                    return;
+                }
                 if let Some(done) = self.requests.remove(&r.request_id) {
                     let verdict = if r.reason == proto::request_response::Reason::Ok as i32 {
                         Ok(())
@@ -439,6 +492,7 @@ impl Engine {
                 }
             }
             M::TrackPublished(r) => self.on_track_published(r.cid, r.track.map(|t| t.sid)).await,
+            M::TrackUnpublished(r) => self.on_server_unpublished(&r.track_sid).await,
             M::Join(_) | M::Reconnect(_) => {}
             _ => {}
         }
@@ -627,14 +681,12 @@ impl Engine {
         if self.resuming {
             link.signal.resumed().await;
         }
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let handle = tokio::spawn(outbox::writer(
-            self.shared.outbox.clone(),
-            link.reliable.clone(),
-            stop_rx,
-        ));
-        link.writer = Some((handle, stop_tx));
         self.shared.set_lossy(Some(link.lossy.clone()));
+        if link.announced {
+            self.start_writer();
+        } else {
+            link.announce_deadline = Some(Instant::now() + ANNOUNCE_WAIT);
+        }
         self.phase = Phase::Connected;
         self.attempts = 0;
         self.shared.state.send_replace(ConnectionState::Connected);
@@ -650,7 +702,86 @@ impl Engine {
         self.resuming = false;
     }
 
+    /// Starts the reliable writer on the link's `_reliable` channel (once per link).
+    fn start_writer(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        link.announce_deadline = None;
+        if link.writer.is_some() {
+            return;
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let handle = tokio::spawn(outbox::writer(
+            self.shared.outbox.clone(),
+            link.reliable.clone(),
+            stop_rx,
+        ));
+        link.writer = Some((handle, stop_tx));
+    }
+
+    /// The server has told the room about us: our own `ParticipantInfo` came back in a
+    /// participant update (livekit-server sends a batch to everyone, us included), or the
+    /// assistant sent us something. Until then the others may not know our identity, and
+    /// the official SDKs hand our user packets to their apps with no sender
+    /// (livekit-server announces a participant that publishes no track up to 3 s after
+    /// it joined), so reliable data waits in the outbox for this, or for
+    /// [`ANNOUNCE_WAIT`] at most.
+    fn announced(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        if link.announced {
+            return;
+        }
+        link.announced = true;
+        if matches!(self.phase, Phase::Connected) {
+            tracing::debug!("the room knows us now; sending");
+            self.start_writer();
+        }
+    }
+
     async fn on_timer(&mut self) {
+        if matches!(self.phase, Phase::Connected) {
+            // The only timer while connected: stop waiting for our announcement.
+            if self
+                .link
+                .as_ref()
+                .is_some_and(|l| l.announce_deadline.is_some_and(|d| d <= Instant::now()))
+            {
+                tracing::info!(
+                    "the server did not echo our participant info within {ANNOUNCE_WAIT:?}; sending anyway"
+                );
+                if let Some(link) = self.link.as_mut() {
+                    link.announced = true;
+                }
+                self.start_writer();
+            }
+            return;
+        }
+        if let Phase::Connecting {
+            deadline,
+            ice_retry: Some(retry),
+        } = self.phase
+        {
+            let now = Instant::now();
+            if now < deadline && now >= retry {
+                // The ICE restart of a resume found no path (the network may still be
+                // down, and an ICE agent stops checking a path that failed): restart
+                // again, until the peer connection timeout gives up on the session.
+                self.phase = Phase::Connecting {
+                    deadline,
+                    ice_retry: Some(now + ICE_RETRY),
+                };
+                if let Some(link) = self.link.as_mut() {
+                    tracing::info!("the peer connection is not back yet; restarting ICE again");
+                    if let Err(e) = Self::send_offer(link, true).await {
+                        tracing::info!("ICE restart offer failed: {e}");
+                    }
+                }
+                return;
+            }
+        }
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Connecting { .. } => {
                 self.phase = Phase::Connected; // so `lost` treats it as a live link
@@ -741,7 +872,12 @@ impl Engine {
         }
         self.stop_writer().await;
         self.shared.set_lossy(None);
-        if resume && was_connected && self.try_resume().await {
+        // The server may ask for full rejoins only (`client_configuration.resume_connection`).
+        let resume_allowed = self
+            .link
+            .as_ref()
+            .is_none_or(|l| proto::resume_allowed(&l.join));
+        if resume && resume_allowed && was_connected && self.try_resume().await {
             return;
         }
         self.teardown(true).await;
@@ -768,6 +904,23 @@ impl Engine {
         match resp {
             Ok(Ok(resp)) => {
                 tracing::info!(last_message_seq = resp.last_message_seq, "session resumed");
+                // The server has the session back: what livekit-signaling holds during a
+                // resume (its pings among them) goes out now. Held until the peer
+                // connection is up, the pings let a slow ICE restart trip the server's
+                // ping timeout and end the resumed session.
+                link.signal.resumed().await;
+                // Closing the old WebSocket (still open when it was the peer connection
+                // that failed) made its reader report "stream closed" into the same
+                // event queue: that is not the new connection's end. Its other messages
+                // are kept, in order.
+                while let Ok(ev) = link.events.try_recv() {
+                    match ev {
+                        signal::Event::Close(why) => {
+                            tracing::debug!(%why, "the replaced signal connection closed");
+                        }
+                        other => link.held_signal.push_back(other),
+                    }
+                }
             }
             Ok(Err(e)) => {
                 tracing::info!("resume refused, rejoining: {e}");
@@ -778,26 +931,16 @@ impl Engine {
                 return false;
             }
         }
-        match link.publisher.offer(true).await {
-            Ok(sdp) => {
-                link.offer_id += 1;
-                link.signal
-                    .send(signal_request::Message::Offer(SessionDescription {
-                        r#type: "offer".into(),
-                        sdp,
-                        id: link.offer_id,
-                        ..Default::default()
-                    }))
-                    .await;
-            }
-            Err(e) => {
-                tracing::info!("ICE restart offer failed, rejoining: {e}");
-                return false;
-            }
+        // The ICE restart offer carries the tracks as they are now: any offer still due
+        // is part of it, and the answer to an older one is stale.
+        if let Err(e) = Self::send_offer(link, true).await {
+            tracing::info!("ICE restart offer failed, rejoining: {e}");
+            return false;
         }
         self.resuming = true;
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
+            ice_retry: Some(Instant::now() + ICE_RETRY),
         };
         self.check_ready().await;
         true
@@ -838,7 +981,10 @@ impl Engine {
         }
         if requeue {
             for sid in ended {
-                self.emit(RoomEvent::LocalTrackUnpublished { sid });
+                self.emit(RoomEvent::LocalTrackUnpublished {
+                    sid,
+                    by_server: false,
+                });
             }
         }
         let Some(link) = self.link.take() else { return };
@@ -920,6 +1066,16 @@ impl Engine {
                 return;
             }
         };
+        if !packet.participant_sid.is_empty() && !self.knows(&packet.participant_sid) {
+            // A sender the server has not announced yet (see `early`): held until it is.
+            if !self
+                .early
+                .push(&packet.participant_sid, reliable, bytes, Instant::now())
+            {
+                tracing::info!(sid = %packet.participant_sid, "dropping a data packet from an unannounced participant: too many held");
+            }
+            return;
+        }
         if reliable && packet.sequence > 0 && !packet.participant_sid.is_empty() {
             let last = self
                 .recv_seq
@@ -931,6 +1087,18 @@ impl Engine {
             }
             *last = packet.sequence;
         }
+        if !packet.participant_sid.is_empty()
+            && self
+                .shared
+                .roster()
+                .assistant
+                .as_ref()
+                .is_some_and(|a| a.sid == packet.participant_sid)
+        {
+            // The assistant knows us (it found us to send this, say an RPC call that
+            // waits for our ack): nothing it gets from us now arrives from no one.
+            self.announced();
+        }
         let Some(value) = packet.value.take() else {
             return;
         };
@@ -940,49 +1108,73 @@ impl Engine {
                 self.emit(RoomEvent::Data(msg));
             }
             data_packet::Value::StreamHeader(h) => {
-                let sender = &packet.participant_identity;
-                let assistant = self
-                    .shared
-                    .roster()
-                    .assistant
-                    .as_ref()
-                    .is_some_and(|a| &a.identity == sender);
+                // Who really sent it is the packet's sid, which the server always stamps
+                // with the sender's own; the identity may name someone else: livekit-server
+                // lets an agent send a text stream on a participant's behalf (LiveKit
+                // Agents transcribes the user's speech under the user's identity), and then
+                // stamps only the header so (chunks and trailers carry the agent's).
+                // Streams are therefore keyed by the real sender.
+                let key = stream_key(&packet);
+                let claimed = packet.participant_identity.clone();
+                let (real, assistant, local) = {
+                    let roster = self.shared.roster();
+                    let real = if packet.participant_sid.is_empty() {
+                        Some(claimed.clone())
+                    } else {
+                        roster
+                            .remote
+                            .iter()
+                            .find(|p| p.sid == packet.participant_sid)
+                            .map(|p| p.identity.clone())
+                    };
+                    let assistant = roster.assistant.as_ref().is_some_and(|a| {
+                        if packet.participant_sid.is_empty() {
+                            a.identity == claimed
+                        } else {
+                            a.sid == packet.participant_sid
+                        }
+                    });
+                    let local = roster.local.as_ref().map(|l| l.identity.clone());
+                    (real, assistant, local)
+                };
                 if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
                     // RPC version 2: read by the RPC layer, never shown as a stream, and
                     // taken from anyone (as version 1 packets are) within the per-sender
-                    // stream limits. The handler decides who may call.
-                    let reader = self
-                        .receivers
-                        .on_header(sender, assistant, h, Instant::now());
-                    crate::rpc::on_stream(&self.shared, sender, reader);
+                    // stream limits. The handler decides who may call: the caller is the
+                    // real sender, never an identity the header claims.
+                    let caller = real.unwrap_or_default();
+                    let reader =
+                        self.receivers
+                            .on_header(&key, &caller, assistant, h, Instant::now());
+                    crate::rpc::on_stream(&self.shared, &caller, reader);
                     return;
                 }
-                // A stream sent on our behalf (LiveKit Agents transcribes the user's speech
-                // with the user's identity as sender, which the server allows an agent):
-                // it is about us, so it passes the assistant-only filter too.
-                let ours = self
-                    .shared
-                    .roster()
-                    .local
-                    .as_ref()
-                    .is_some_and(|l| &l.identity == sender);
-                if !assistant && !ours && self.opts.stream_senders == StreamSenders::Assistant {
+                let on_behalf = real.as_deref() != Some(claimed.as_str());
+                if on_behalf {
+                    // Only the assistant may speak for us (the user's transcript); a stream
+                    // that claims anyone else's identity, or ours from anyone else, is
+                    // dropped at the header.
+                    if !(assistant && local.as_deref() == Some(claimed.as_str())) {
+                        tracing::info!(stream = %h.stream_id, claimed = %claimed, sent_by = ?real, "ignoring a data stream sent on someone else's behalf");
+                        return;
+                    }
+                } else if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
                     // find no stream and are ignored.
-                    tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
+                    tracing::debug!(stream = %h.stream_id, from = %claimed, "ignoring a data stream from a participant other than the assistant");
                     return;
                 }
                 let reader = self
                     .receivers
-                    .on_header(sender, assistant, h, Instant::now());
+                    .on_header(&key, &claimed, assistant, h, Instant::now());
                 self.emit(RoomEvent::StreamOpened(reader));
             }
             data_packet::Value::StreamChunk(c) => {
                 self.receivers
-                    .on_chunk(&packet.participant_identity, c, Instant::now());
+                    .on_chunk(&stream_key(&packet), c, Instant::now());
             }
             data_packet::Value::StreamTrailer(t) => {
-                self.receivers.on_trailer(&packet.participant_identity, t);
+                self.receivers.on_trailer(&stream_key(&packet), t);
             }
             data_packet::Value::RpcRequest(r) => {
                 crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
@@ -994,6 +1186,30 @@ impl Engine {
                 self.shared.rpc.on_response(&packet.participant_identity, r);
             }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
+        }
+    }
+
+    /// Whether `sid` is a participant the roster knows (or ourselves).
+    fn knows(&self, sid: &str) -> bool {
+        let roster = self.shared.roster();
+        roster.remote.iter().any(|p| p.sid == sid)
+            || roster.local.as_ref().is_some_and(|l| l.sid == sid)
+    }
+
+    /// Hands the packets held for senders the roster now knows to [`Engine::on_data`].
+    fn replay_early(&mut self) {
+        let known: Vec<String> = self
+            .shared
+            .roster()
+            .remote
+            .iter()
+            .map(|p| p.sid.clone())
+            .collect();
+        let ready = self
+            .early
+            .take_known(Instant::now(), |sid| known.iter().any(|k| k == sid));
+        for (reliable, bytes) in ready {
+            self.on_data(reliable, &bytes);
         }
     }
 
@@ -1021,6 +1237,26 @@ impl Engine {
             if self.is_local(info) {
                 // Our own name, metadata and attributes as the server now has them.
                 if !proto::is_disconnected(info) {
+                    self.announced();
+                    let permission = proto::permission(info);
+                    if permission != self.permission {
+                        if let Some((can_publish, can_publish_data, can_subscribe)) = permission {
+                            tracing::info!(
+                                can_publish,
+                                can_publish_data,
+                                can_subscribe,
+                                "the server changed our permissions"
+                            );
+                            if self.permission.is_some() {
+                                events.push(RoomEvent::LocalPermissionsChanged {
+                                    can_publish,
+                                    can_publish_data,
+                                    can_subscribe,
+                                });
+                            }
+                        }
+                        self.permission = permission;
+                    }
                     let mut roster = self.shared.roster();
                     if let Some(local) = roster.local.as_mut() {
                         let new = proto::participant(info);
@@ -1039,11 +1275,24 @@ impl Engine {
                         let gone = roster.remote.remove(i);
                         drop(roster);
                         self.receivers
-                            .abort_from(&gone.identity, "the sender left mid-stream");
+                            .abort_from_participant(&gone, "the sender left mid-stream");
                         self.shared.rpc.participant_left(&gone.identity);
                         events.push(RoomEvent::ParticipantLeft(gone));
                     }
                 }
+            } else if let Some(i) =
+                pos.filter(|&i| !p.sid.is_empty() && roster.remote[i].sid != p.sid)
+            {
+                // The same identity with a new session: livekit-server tells clients of
+                // protocol 12 and up only of the new one (identity-based reconnection),
+                // so the old session's leave is ours to conclude.
+                let gone = std::mem::replace(&mut roster.remote[i], p.clone());
+                drop(roster);
+                self.receivers
+                    .abort_from_participant(&gone, "the sender left mid-stream");
+                self.shared.rpc.participant_left(&gone.identity);
+                events.push(RoomEvent::ParticipantLeft(gone));
+                events.push(RoomEvent::ParticipantJoined(p));
             } else if let Some(i) = pos {
                 events.extend(profile_events(&roster.remote[i], &p));
                 // Keep the assistant's copy current before anyone hears of the change.
@@ -1067,6 +1316,8 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.want_assistant_audio();
+        self.replay_early();
     }
 
     /// After a (re)join: the join response's list is the truth.
@@ -1120,12 +1371,14 @@ impl Engine {
         for ev in events {
             if let RoomEvent::ParticipantLeft(p) = &ev {
                 self.receivers
-                    .abort_from(&p.identity, "the sender left mid-stream");
+                    .abort_from_participant(p, "the sender left mid-stream");
                 self.shared.rpc.participant_left(&p.identity);
             }
             self.emit(ev);
         }
         self.update_assistant();
+        self.want_assistant_audio();
+        self.replay_early();
     }
 
     /// Track events for a participant whose tracks are now `tracks`.
@@ -1242,6 +1495,44 @@ impl Engine {
             .insert(cid, PendingTrack { local, out, done });
     }
 
+    /// The server unpublished our track `sid` (our permission to publish was revoked, or
+    /// the operator removed it): it stops being sent and leaves the publisher.
+    async fn on_server_unpublished(&mut self, sid: &str) {
+        let Some(local) = self.local_tracks.remove(sid) else {
+            return;
+        };
+        tracing::info!(track = %sid, "the server unpublished our track");
+        let out = local.out();
+        local.set_out(None);
+        if let (Some(link), Some(out)) = (self.link.as_ref(), out) {
+            if let Err(e) = link.publisher.remove_track(&out).await {
+                tracing::debug!("removing the unpublished track: {e}");
+            }
+        }
+        if let Err(e) = self.renegotiate().await {
+            tracing::debug!("renegotiating after the server's unpublish: {e}");
+        }
+        self.emit(RoomEvent::LocalTrackUnpublished {
+            sid: sid.to_owned(),
+            by_server: true,
+        });
+    }
+
+    /// The server refused our track `cid`: it leaves the publisher and its caller hears why.
+    async fn refuse_track(&mut self, cid: &str, why: Error) {
+        let Some(pending) = self.pending_tracks.remove(cid) else {
+            tracing::debug!(%cid, "a refusal for a track we are not waiting for: {why}");
+            return;
+        };
+        tracing::info!(%cid, "the server refused our track: {why}");
+        if let Some(link) = self.link.as_ref() {
+            if let Err(e) = link.publisher.remove_track(&pending.out).await {
+                tracing::debug!("removing the refused track: {e}");
+            }
+        }
+        let _ = pending.done.send(Err(why));
+    }
+
     /// The server published our track `cid` as `sid`: renegotiate so it is sent.
     async fn on_track_published(&mut self, cid: String, sid: Option<String>) {
         let Some(pending) = self.pending_tracks.remove(&cid) else {
@@ -1276,13 +1567,25 @@ impl Engine {
         self.renegotiate().await
     }
 
-    /// Sends a new publisher offer (tracks added or removed).
+    /// Sends a new publisher offer (tracks added or removed), or, while the last one is
+    /// unanswered, notes that one is due: offers go out one at a time, as the official
+    /// SDKs send them, since an answer to an older offer cannot be applied to a newer one.
     async fn renegotiate(&mut self) -> Result<()> {
         let Some(link) = self.link.as_mut() else {
             return Err(Error::Closed("not connected to the room".into()));
         };
-        let sdp = link.publisher.offer(false).await?;
+        if link.awaiting_answer.is_some() {
+            link.offer_again = true;
+            return Ok(());
+        }
+        Self::send_offer(link, false).await
+    }
+
+    async fn send_offer(link: &mut Link, ice_restart: bool) -> Result<()> {
+        let sdp = link.publisher.offer(ice_restart).await?;
         link.offer_id += 1;
+        link.awaiting_answer = Some(link.offer_id);
+        link.offer_again = false;
         link.signal
             .send(signal_request::Message::Offer(SessionDescription {
                 r#type: "offer".into(),
@@ -1292,6 +1595,90 @@ impl Engine {
             }))
             .await;
         Ok(())
+    }
+
+    /// The server's answer to our publisher offer. One that names an older offer than the
+    /// last we sent is stale and ignored (livekit-server answers every offer, in order).
+    async fn on_publisher_answer(&mut self, sd: SessionDescription) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        match link.awaiting_answer {
+            Some(id) if sd.id != 0 && sd.id != id => {
+                tracing::debug!(
+                    answer = sd.id,
+                    awaiting = id,
+                    "ignoring the answer to an older offer"
+                );
+                return;
+            }
+            None if link.answered => {
+                tracing::debug!(answer = sd.id, "ignoring an answer to no offer of ours");
+                return;
+            }
+            _ => {}
+        }
+        if let Err(e) = link.publisher.apply_answer(sd.sdp).await {
+            tracing::warn!("publisher answer: {e}");
+            self.lost(format!("bad publisher answer: {e}"), false).await;
+            return;
+        }
+        link.answered = true;
+        link.awaiting_answer = None;
+        for c in std::mem::take(&mut link.pub_candidates) {
+            if let Err(e) = link.publisher.add_candidate(&c).await {
+                tracing::debug!("early publisher candidate: {e}");
+            }
+        }
+        if link.offer_again {
+            if let Err(e) = Self::send_offer(link, false).await {
+                tracing::warn!("publisher offer: {e}");
+                self.lost(format!("publisher offer failed: {e}"), false)
+                    .await;
+            }
+        }
+    }
+
+    /// Notes the assistant's audio tracks we have not asked the server for yet (with
+    /// `auto_subscribe` off and `subscribe_to_assistant` on); the event loop sends the
+    /// request ([`Engine::send_subscriptions`]).
+    fn want_assistant_audio(&mut self) {
+        if self.opts.auto_subscribe || !self.opts.subscribe_to_assistant {
+            return;
+        }
+        let Some(assistant) = self.shared.roster().assistant.clone() else {
+            return;
+        };
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        for t in self
+            .published
+            .get(&assistant.identity)
+            .into_iter()
+            .flatten()
+        {
+            if t.audio && link.subscribed.insert(t.sid.clone()) {
+                link.to_subscribe.push(t.sid.clone());
+            }
+        }
+    }
+
+    /// Sends the subscriptions [`Engine::want_assistant_audio`] noted.
+    async fn send_subscriptions(&mut self) {
+        let Some(link) = self.link.as_mut() else {
+            return;
+        };
+        if link.to_subscribe.is_empty() {
+            return;
+        }
+        let tracks = std::mem::take(&mut link.to_subscribe);
+        tracing::debug!(?tracks, "subscribing to the assistant's audio");
+        link.signal
+            .send(signal_request::Message::Subscription(proto::subscription(
+                tracks, true,
+            )))
+            .await;
     }
 
     fn update_assistant(&mut self) {
@@ -1320,7 +1707,9 @@ impl Engine {
             (old, new)
         };
         let same = match (&old, &new) {
-            (Some(a), Some(b)) => a.identity == b.identity,
+            // A new session of the same identity is a new assistant: its hello, grants
+            // and tool calls start over.
+            (Some(a), Some(b)) => a.identity == b.identity && a.sid == b.sid,
             (None, None) => true,
             _ => false,
         };
@@ -1336,9 +1725,22 @@ impl Engine {
     }
 }
 
+/// The key incoming streams are filed under: the real sender's sid (stamped by the
+/// server on every packet), or its identity from a server that stamps no sid.
+fn stream_key(packet: &DataPacket) -> String {
+    if packet.participant_sid.is_empty() {
+        packet.participant_identity.clone()
+    } else {
+        packet.participant_sid.clone()
+    }
+}
+
 async fn next_signal(link: &mut Option<Link>) -> Option<signal::Event> {
     match link {
-        Some(l) => l.events.recv().await,
+        Some(l) => match l.held_signal.pop_front() {
+            Some(ev) => Some(ev),
+            None => l.events.recv().await,
+        },
         None => std::future::pending().await,
     }
 }
@@ -1464,6 +1866,8 @@ mod tests {
     #[test]
     fn malformed_and_replayed_packets_are_dropped() {
         let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[info("bob", "PA_b", false, false)]);
+        assert_eq!(drain(&mut rx), vec!["joined bob"]);
         e.on_data(true, &[0xff, 0xff, 0xff]);
         let mut p = proto::user_packet(b"x".to_vec(), None, Vec::new(), true);
         p.sequence = 5;
@@ -1474,6 +1878,30 @@ mod tests {
         e.on_data(true, &bytes);
         let events = drain(&mut rx);
         assert_eq!(events.len(), 1, "{events:?}");
+    }
+
+    #[test]
+    fn packets_from_an_unannounced_participant_wait_for_its_announcement() {
+        // livekit-server relays a new participant's packets before it tells us about it.
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        for (n, body) in [b"first", b"again"].iter().enumerate() {
+            let mut p = proto::user_packet(body.to_vec(), Some("t".into()), Vec::new(), true);
+            p.sequence = u32::try_from(n).unwrap() + 1;
+            p.participant_sid = "PA_w".into();
+            p.participant_identity = "worker".into();
+            e.on_data(true, &proto::encode_data_packet(&p));
+        }
+        assert!(drain(&mut rx).is_empty(), "held");
+        e.update_roster(&[info("worker", "PA_w", true, false)]);
+        let events = drain(&mut rx);
+        assert_eq!(events.len(), 4, "{events:?}");
+        assert_eq!(events[0], "joined worker");
+        let (first, again) = (format!("{:?}", b"first"), format!("{:?}", b"again"));
+        assert!(
+            events[2].contains(&first) && events[3].contains(&again),
+            "{events:?}"
+        );
+        assert_eq!(e.early.len(), 0);
     }
 
     /// A stream packet from `from` as the server relays it.
@@ -1565,11 +1993,62 @@ mod tests {
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "bot");
 
-        // A stream on our own behalf (an agent's transcript of our speech) passes too.
-        e.on_data(true, &header_from("me", "m"));
-        let readers = opened(&mut rx);
+        // A stream on our own behalf (an agent's transcript of our speech) passes too,
+        // as livekit-server relays it: our identity on the header only, the agent's on
+        // the chunks and the trailer, the agent's sid on all three.
+        let mut h = stream_packet_from("me", "PA_b", header_value("m"));
+        e.on_data(true, &h);
+        e.on_data(
+            true,
+            &stream_packet_from(
+                "bot",
+                "PA_b",
+                proto::stream_chunk("m".into(), 0, b"you said".to_vec()),
+            ),
+        );
+        e.on_data(
+            true,
+            &stream_packet_from(
+                "bot",
+                "PA_b",
+                proto::stream_trailer("m".into(), String::new()),
+            ),
+        );
+        let mut readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "me");
+        assert_eq!(readers.remove(0).read_all().await.unwrap(), b"you said");
+
+        // Anyone else speaking for us, or the assistant for someone else: dropped.
+        h = stream_packet_from("me", "PA_c", header_value("x"));
+        e.on_data(true, &h);
+        h = stream_packet_from("carol", "PA_b", header_value("y"));
+        e.on_data(true, &h);
+        assert!(opened(&mut rx).is_empty());
+        assert_eq!(e.receivers.open_count(), 0);
+    }
+
+    /// A stream packet as livekit-server relays it: `identity` as stamped (or kept),
+    /// `sid` the real sender's.
+    fn stream_packet_from(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8> {
+        let mut p = proto::stream_packet(value, Vec::new());
+        p.participant_identity = identity.into();
+        p.participant_sid = sid.into();
+        proto::encode_data_packet(&p)
+    }
+
+    fn header_value(id: &str) -> data_packet::Value {
+        proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.into(),
+                topic: "lk.transcription".into(),
+                mime_type: "text/plain".into(),
+                total_length: None,
+                attributes: HashMap::new(),
+                byte_name: None,
+            },
+            0,
+        )
     }
 
     #[test]

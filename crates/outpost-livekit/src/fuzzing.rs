@@ -51,7 +51,13 @@ pub fn fuzz_data_packets(messages: &[&[u8]], cap: u64) -> Result<(), String> {
             data_packet::Value::StreamHeader(h) => {
                 // Every second sender counts as the assistant, so both paths are taken.
                 let assistant = packet.participant_identity.len() % 2 == 0;
-                readers.push(receivers.on_header(&packet.participant_identity, assistant, h, now));
+                readers.push(receivers.on_header(
+                    &packet.participant_identity,
+                    &packet.participant_identity,
+                    assistant,
+                    h,
+                    now,
+                ));
             }
             data_packet::Value::StreamChunk(c) => {
                 receivers.on_chunk(&packet.participant_identity, c, now);

@@ -57,6 +57,7 @@ pub mod token;
 pub mod types;
 
 mod attributes;
+mod early;
 mod engine;
 mod outbox;
 mod proto;
@@ -70,7 +71,7 @@ pub use room::{Room, RoomEvents, RoomOptions};
 pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation, RpcMethods};
 pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
 pub use text::TextStreamReader;
-pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
+pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest, mint_dev_token};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
     RoomEvent, StreamSenders, TrackInfo,

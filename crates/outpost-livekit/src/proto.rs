@@ -9,10 +9,11 @@ use std::collections::HashMap;
 
 pub(crate) use livekit_protocol::{
     AddTrackRequest, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
-    ParticipantInfo, ReconnectReason, ReconnectResponse, RpcAck, RpcError as RpcErrorPacket,
-    RpcRequest, RpcResponse, SessionDescription, SignalTarget, TrackSource, TrackType,
-    TrickleRequest, UpdateParticipantMetadata, UserPacket, data_packet, data_stream, leave_request,
-    participant_info, request_response, rpc_response, signal_request, signal_response,
+    ParticipantInfo, ReconnectReason, ReconnectResponse, RequestResponse, RpcAck,
+    RpcError as RpcErrorPacket, RpcRequest, RpcResponse, SessionDescription, SignalTarget,
+    TrackSource, TrackType, TrickleRequest, UpdateParticipantMetadata, UpdateSubscription,
+    UserPacket, data_packet, data_stream, leave_request, participant_info, request_response,
+    rpc_response, signal_request, signal_response,
 };
 
 use prost::Message as _;
@@ -47,6 +48,15 @@ pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool) -> AddTrackRe
 }
 
 /// The request to mute or unmute our track `sid`.
+/// An `UpdateSubscription` subscribing to (or leaving) these tracks.
+pub(crate) fn subscription(track_sids: Vec<String>, subscribe: bool) -> UpdateSubscription {
+    UpdateSubscription {
+        track_sids,
+        subscribe,
+        ..Default::default()
+    }
+}
+
 pub(crate) fn mute_track(sid: &str, muted: bool) -> MuteTrackRequest {
     MuteTrackRequest {
         sid: sid.to_owned(),
@@ -137,6 +147,58 @@ pub(crate) fn rpc_packet(value: data_packet::Value, destination: &str) -> DataPa
 }
 
 /// The name of a `RequestResponse` reason, for errors.
+/// A room configuration that dispatches these LiveKit Agents agents by name.
+pub(crate) fn dispatch_config(agent_names: &[String]) -> livekit_protocol::RoomConfiguration {
+    livekit_protocol::RoomConfiguration {
+        agents: agent_names
+            .iter()
+            .map(|name| livekit_protocol::RoomAgentDispatch {
+                agent_name: name.clone(),
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Whether the server lets a lost session resume (its `client_configuration` may
+/// disable it, asking for full rejoins).
+pub(crate) fn resume_allowed(join: &JoinResponse) -> bool {
+    join.client_configuration.as_ref().is_none_or(|c| {
+        c.resume_connection != livekit_protocol::ClientConfigSetting::Disabled as i32
+    })
+}
+
+/// Whether the server asks for relayed (TURN) connections only.
+pub(crate) fn force_relay(join: &JoinResponse) -> bool {
+    join.client_configuration
+        .as_ref()
+        .is_some_and(|c| c.force_relay == livekit_protocol::ClientConfigSetting::Enabled as i32)
+}
+
+/// A participant's permissions (publish, publish data, subscribe), when the server sent
+/// them.
+pub(crate) fn permission(info: &ParticipantInfo) -> Option<(bool, bool, bool)> {
+    info.permission
+        .as_ref()
+        .map(|p| (p.can_publish, p.can_publish_data, p.can_subscribe))
+}
+
+/// The client id of the track whose `AddTrackRequest` the server refused in this
+/// response (livekit-server refuses with request id 0 and the request echoed), if so.
+/// `QUEUED` is not a refusal.
+pub(crate) fn refused_add_track(r: &RequestResponse) -> Option<&str> {
+    match &r.request {
+        Some(request_response::Request::AddTrack(a))
+            if r.reason != request_response::Reason::Ok as i32
+                && r.reason != request_response::Reason::Queued as i32 =>
+        {
+            Some(a.cid.as_str())
+        }
+        _ => None,
+    }
+}
+
 pub(crate) fn request_reason_name(code: i32) -> String {
     request_response::Reason::try_from(code)
         .map(|r| r.as_str_name().to_owned())

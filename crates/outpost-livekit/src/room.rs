@@ -70,6 +70,12 @@ pub struct RoomOptions {
     /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
     /// decodes nothing.
     pub auto_subscribe: bool,
+    /// Subscribe to the assistant's audio tracks even without `auto_subscribe`. On by
+    /// default: a LiveKit Agents voice agent does not speak, nor send the text of what it
+    /// says (that is paced by its audio), until its frontend subscribes to its voice, so a
+    /// client that shows only the text must still subscribe. Drop the stream of
+    /// [`RoomEvent::AudioTrackSubscribed`] to discard the audio.
+    pub subscribe_to_assistant: bool,
 }
 
 impl Default for RoomOptions {
@@ -91,6 +97,7 @@ impl Default for RoomOptions {
             rpc_methods: RpcMethods::default(),
             rpc_v2: true,
             auto_subscribe: false,
+            subscribe_to_assistant: true,
         }
     }
 }

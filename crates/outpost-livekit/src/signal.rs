@@ -18,6 +18,9 @@ use crate::proto::{JoinResponse, ReconnectReason, ReconnectResponse, signal_requ
 /// nothing we use; 18 switches to pre-negotiated channel ids).
 const PROTOCOL: u32 = 15;
 
+/// The `sdk` we announce to the server.
+pub(crate) const SDK: &str = "outpost";
+
 /// What the engine needs from a connected signal client.
 pub(crate) struct Signal {
     client: SignalClient,
@@ -50,8 +53,13 @@ fn options(
     // RPC version 2 (client_protocol 1) we do speak, unless the caller turned it off.
     o.client_capabilities = Vec::new();
     o.client_protocol = client_protocol;
-    o.sdk_options.sdk = "rust".to_owned();
-    o.sdk_options.sdk_version = Some(format!("outpost-livekit-{}", env!("CARGO_PKG_VERSION")));
+    // Who we are, honestly: livekit-server derives behaviour from the SDK a client
+    // names (for "rust" it assumes the official Rust SDK and its versions). "outpost" is
+    // no SDK it knows, so it takes us as a generic client (no codec changes mid-track, no
+    // SCTP zero checksum; ICE over TCP and Opus as for every client), and the version is
+    // plain semver, which it parses (it read "outpost-livekit-0.1.0" as 0.0.0).
+    o.sdk_options.sdk = SDK.to_owned();
+    o.sdk_options.sdk_version = Some(env!("CARGO_PKG_VERSION").to_owned());
     o
 }
 

@@ -133,10 +133,10 @@ pub(crate) struct Limits {
     pub idle: Duration,
 }
 
-/// Incoming streams being assembled, keyed by sender identity, then stream id: a
-/// chunk or trailer only ever touches a stream its own sender opened (the server
-/// stamps the sender on every packet; stream ids are visible to everyone a stream
-/// is broadcast to).
+/// Incoming streams being assembled, keyed by their real sender (its sid, which the
+/// server stamps on every packet; the identity where a server stamps none), then stream
+/// id: a chunk or trailer only ever touches a stream its own sender opened (stream ids
+/// are visible to everyone a stream is broadcast to).
 pub(crate) struct Receivers {
     limits: Limits,
     open: HashMap<String, HashMap<String, Incoming>>,
@@ -206,12 +206,14 @@ impl Receivers {
             .insert(id, s);
     }
 
-    /// A header from `sender` (`assistant`: whether the sender is the assistant now):
-    /// returns the reader to hand to the application. Streams we cannot accept still
-    /// get a reader, which yields the reason as an error.
+    /// A header from `sender` (the key its chunks come under: the real sender's sid),
+    /// whose header names `identity` as its sender (`assistant`: whether the real sender
+    /// is the assistant now): returns the reader to hand to the application. Streams we
+    /// cannot accept still get a reader, which yields the reason as an error.
     pub(crate) fn on_header(
         &mut self,
         sender: &str,
+        identity: &str,
         assistant: bool,
         h: data_stream::Header,
         now: Instant,
@@ -226,7 +228,7 @@ impl Receivers {
             id: h.stream_id.clone(),
             kind,
             topic: h.topic.clone(),
-            sender_identity: sender.to_owned(),
+            sender_identity: identity.to_owned(),
             mime_type: h.mime_type.clone(),
             name,
             total_length: h.total_length,
@@ -408,6 +410,13 @@ impl Receivers {
     }
 
     /// Fails every stream `identity` was sending (it left).
+    /// Ends every stream `p` sent (filed under its sid, or its identity from a server
+    /// that stamps no sid).
+    pub(crate) fn abort_from_participant(&mut self, p: &crate::Participant, why: &str) {
+        self.abort_from(&p.sid, why);
+        self.abort_from(&p.identity, why);
+    }
+
     pub(crate) fn abort_from(&mut self, identity: &str, why: &str) {
         if let Some(streams) = self.open.remove(identity) {
             for (id, s) in streams {
@@ -720,7 +729,8 @@ mod tests {
             }
         }
         fn header(&mut self, from: &str, id: &str, total: Option<u64>) -> StreamReader {
-            self.r.on_header(from, false, header(id, total), self.now)
+            self.r
+                .on_header(from, from, false, header(id, total), self.now)
         }
         fn chunk(&mut self, from: &str, id: &str, i: u64, n: usize) {
             self.r.on_chunk(from, chunk(id, i, n), self.now);
@@ -818,9 +828,12 @@ mod tests {
         let d1 = r.header("dave", "1", None);
         assert!(error_of(d1).await.contains("more than 3"));
         // The room is full, but not for the assistant (within its own quota).
-        let a1 = r.r.on_header("assistant", true, header("1", None), r.now);
-        let a2 = r.r.on_header("assistant", true, header("2", None), r.now);
-        let a3 = r.r.on_header("assistant", true, header("3", None), r.now);
+        let a1 =
+            r.r.on_header("assistant", "assistant", true, header("1", None), r.now);
+        let a2 =
+            r.r.on_header("assistant", "assistant", true, header("2", None), r.now);
+        let a3 =
+            r.r.on_header("assistant", "assistant", true, header("3", None), r.now);
         assert!(error_of(a3).await.contains("already has 2"));
         r.chunk("assistant", "1", 0, 10);
         r.trailer("assistant", "1", "");

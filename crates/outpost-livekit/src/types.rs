@@ -210,10 +210,24 @@ pub enum RoomEvent {
         stream: crate::audio::AudioStream,
     },
     /// One of our tracks stopped being published without [`crate::LocalAudioTrack::unpublish`]:
-    /// after a full rejoin the new connection does not carry it (publish again).
+    /// after a full rejoin the new connection does not carry it (publish again), or the
+    /// server unpublished it (`by_server`: our permission to publish was taken away, or
+    /// the room's operator removed it; publishing again is refused while that lasts).
     LocalTrackUnpublished {
         /// The track's sid.
         sid: String,
+        /// The server unpublished it (rather than a rejoin dropping it).
+        by_server: bool,
+    },
+    /// The server changed what we may do in the room (our `ParticipantPermission`).
+    LocalPermissionsChanged {
+        /// We may publish tracks.
+        can_publish: bool,
+        /// We may send data (packets, streams, RPC): without it the server drops what
+        /// we send.
+        can_publish_data: bool,
+        /// We may subscribe to tracks.
+        can_subscribe: bool,
     },
     /// The connection is closed for good.
     Disconnected {

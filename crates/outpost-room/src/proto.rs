@@ -11,7 +11,7 @@ pub use livekit_protocol::{
     SessionDescription, SignalRequest, SignalResponse, SignalTarget, TrackInfo,
     TrackPublishedResponse, TrackSource, TrackSubscribed, TrackType, TrackUnpublishedResponse,
     TrickleRequest, UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet,
-    leave_request, participant_info, request_response, server_info, signal_request,
+    data_stream, leave_request, participant_info, request_response, server_info, signal_request,
     signal_response,
 };
 
@@ -121,10 +121,33 @@ pub enum Reliability {
 /// Rewrites a data packet for relay: stamps the sender's identity and sid (in the
 /// packet and, for user packets, in the legacy fields too) and returns the
 /// destination identities the sender asked for (empty = everyone else).
+///
+/// As livekit-server does, an `agent` may send a text stream on another participant's
+/// behalf (LiveKit Agents' transcript of a user's speech): the header keeps the identity
+/// the agent put there and is marked generated, while its chunks and trailer, like every
+/// packet, carry the agent's identity, and the sid is always the sender's own.
 #[allow(deprecated)] // the legacy UserPacket fields are still what older SDKs read
-pub fn stamp_sender(packet: &mut DataPacket, identity: &str, sid: &str) -> Vec<String> {
+pub fn stamp_sender(
+    packet: &mut DataPacket,
+    identity: &str,
+    sid: &str,
+    agent: bool,
+) -> Vec<String> {
     let mut destinations = std::mem::take(&mut packet.destination_identities);
-    packet.participant_identity = identity.to_owned();
+    let on_behalf =
+        agent && !packet.participant_identity.is_empty() && packet.participant_identity != identity;
+    let mut keep_identity = false;
+    if let Some(data_packet::Value::StreamHeader(h)) = packet.value.as_mut() {
+        if let Some(data_stream::header::ContentHeader::TextHeader(t)) = h.content_header.as_mut() {
+            if on_behalf {
+                t.generated = true;
+                keep_identity = true;
+            }
+        }
+    }
+    if !keep_identity {
+        packet.participant_identity = identity.to_owned();
+    }
     packet.participant_sid = sid.to_owned();
     if let Some(data_packet::Value::User(user)) = packet.value.as_mut() {
         if destinations.is_empty() {
@@ -173,7 +196,7 @@ mod tests {
             })),
             ..Default::default()
         };
-        let dest = stamp_sender(&mut p, "alice", "PA_a");
+        let dest = stamp_sender(&mut p, "alice", "PA_a", true);
         assert_eq!(dest, vec!["bob".to_string()]);
         assert_eq!(p.participant_identity, "alice");
         assert_eq!(p.participant_sid, "PA_a");

@@ -693,9 +693,23 @@ impl Session {
             M::AddTrack(req) => self.add_track(req).await?,
             M::Mute(req) => self.mute(&req).await?,
             M::Subscription(s) => {
-                // Everyone is subscribed to everything (auto-subscribe); explicit
-                // subscription changes are not implemented (docs/ROOM.md).
-                tracing::debug!(identity = %self.participant.identity(), tracks = ?s.track_sids, subscribe = s.subscribe, "UpdateSubscription ignored");
+                // Explicit subscriptions (a client that joined with auto_subscribe off
+                // asks for the tracks it wants, as livekit-server lets it).
+                tracing::debug!(identity = %self.participant.identity(), tracks = ?s.track_sids, subscribe = s.subscribe, "UpdateSubscription");
+                for sid in s.track_sids.iter().take(media::MAX_PENDING_TRACKS) {
+                    if s.subscribe {
+                        let track = self
+                            .room
+                            .others(&self.participant.sid)
+                            .iter()
+                            .find_map(|p| p.track(sid));
+                        if let Some(track) = track {
+                            self.subscribe_to(track, true).await?;
+                        }
+                    } else {
+                        self.unsubscribe(sid).await?;
+                    }
+                }
             }
             M::Leave(_) => return Ok(Some(End::Quiet("client left"))),
             M::Ping(ts) => {
@@ -933,7 +947,13 @@ impl Session {
     /// subscriber connection (created on first use), a forwarding task, and a new
     /// offer. `Err` only when the socket died.
     async fn subscribe(&mut self, track: Arc<PublishedTrack>) -> Result<(), ()> {
-        if !self.auto_subscribe
+        self.subscribe_to(track, false).await
+    }
+
+    /// Forwards `track` to this client: asked for (`explicit`, an `UpdateSubscription`)
+    /// or because it joined with auto_subscribe.
+    async fn subscribe_to(&mut self, track: Arc<PublishedTrack>, explicit: bool) -> Result<(), ()> {
+        if !(self.auto_subscribe || explicit)
             || !self.participant.grant.can_subscribe
             || track.publisher_sid == self.participant.sid
             || self.subscriptions.contains_key(&track.sid)
@@ -1069,7 +1089,12 @@ impl Session {
                     tracing::debug!(from = %me.identity(), seq = packet.sequence, "dropping a replayed reliable packet");
                     continue;
                 }
-                let destinations = proto::stamp_sender(&mut packet, me.identity(), &me.sid);
+                let destinations = proto::stamp_sender(
+                    &mut packet,
+                    me.identity(),
+                    &me.sid,
+                    me.grant.kind == "agent",
+                );
                 tracing::trace!(from = %me.identity(), kind = proto::packet_kind(&packet), "relay");
                 let encoded = Arc::new(proto::encode_data_packet(&packet));
                 room.relay(&me.sid, kind, &destinations, encoded).await;

@@ -746,16 +746,52 @@ pub fn require_demo_programs() -> anyhow::Result<()> {
 
 // --- the room server and the Python assistant -------------------------------------------
 
-/// An `outpost-room` server (dev keys) running in-process on a thread inside a namespace.
+/// The LiveKit server of an app test (dev keys): `outpost-room` running in-process on a
+/// thread inside a namespace, or a livekit-server process there
+/// ([`RoomServer::start_on`]).
 #[derive(Debug)]
 pub struct RoomServer {
     /// `ws://IP:PORT`.
     pub url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<anyhow::Result<()>>>,
+    livekit: Option<outpost_tests::server::LkServer>,
 }
 
 impl RoomServer {
+    /// A server of `kind` in the pair's server namespace, on `server_ip:7880`.
+    pub fn start_on(
+        kind: outpost_tests::server::ServerKind,
+        pair: &outpost_tests::lkclient::NsPair,
+    ) -> anyhow::Result<Self> {
+        match kind {
+            outpost_tests::server::ServerKind::Room => Self::start(&pair.server_ns, pair.server_ip),
+            outpost_tests::server::ServerKind::LiveKit => {
+                // The outpost-room binary is not needed for this kind.
+                let lk = outpost_tests::server::LkServer::start_in(
+                    pair,
+                    kind,
+                    Path::new("outpost-room"),
+                    &[],
+                )?;
+                Ok(Self {
+                    url: lk.url.clone(),
+                    stop: None,
+                    thread: None,
+                    livekit: Some(lk),
+                })
+            }
+        }
+    }
+
+    /// The server's log (livekit-server's; outpost-room's goes to the test's own).
+    pub fn log(&self) -> String {
+        self.livekit
+            .as_ref()
+            .map(|lk| lk.proc.stderr())
+            .unwrap_or_default()
+    }
+
     /// Starts the server on `ip:7880` inside `netns`.
     pub fn start(netns: &str, ip: Ipv4Addr) -> anyhow::Result<Self> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<String>>();
@@ -785,6 +821,7 @@ impl RoomServer {
             url,
             stop: Some(stop_tx),
             thread: Some(thread),
+            livekit: None,
         })
     }
 

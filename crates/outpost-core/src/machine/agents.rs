@@ -91,6 +91,15 @@ fn cut(s: &str, max: usize) -> String {
 /// Agents-mode state of the machine.
 #[derive(Debug, Default)]
 pub(super) struct AgentsState {
+    /// The agent said it is up (`lk.agent.state` other than "initializing"), or we gave
+    /// up waiting for that: chat goes out.
+    pub(super) ready: bool,
+    /// When LiveKit Agents mode began.
+    pub(super) since: Option<Millis>,
+    /// The user's messages sent on `lk.chat` that no final reply followed yet, oldest
+    /// first: LiveKit's conventions do not say which message a reply answers, so a final
+    /// transcript of the agent's is taken to answer the oldest.
+    pub(super) awaiting_reply: VecDeque<String>,
     /// RPC calls in flight: request id → when the caller stops waiting.
     pub(super) waiting: Vec<(String, Millis)>,
     /// Results cut to fit, for `outpost.read_result`: (request id, JSON text).
@@ -133,6 +142,7 @@ impl Machine {
             return;
         }
         self.mode = Some(AssistantMode::LivekitAgents);
+        self.agents.since = Some(now);
         fx.ui(UiEvent::AssistantMode {
             mode: AssistantMode::LivekitAgents,
             detail: why.to_owned(),
@@ -204,6 +214,25 @@ impl Machine {
             tool_use_id: None,
             detail,
         });
+        if state != "initializing" && !self.agents.ready {
+            self.agents.ready = true;
+            self.flush(fx, now);
+        }
+    }
+
+    /// Whether chat may go out to the agent now (see [`AgentsState::ready`]).
+    pub(super) fn agent_takes_chat(&mut self, now: Millis) -> bool {
+        if !self.agents.ready
+            && self
+                .agents
+                .since
+                .is_some_and(|t| now - t >= self.config.agent_ready_wait_ms)
+        {
+            // An agent that never says its state (one without an AgentSession): chat
+            // goes out anyway.
+            self.agents.ready = true;
+        }
+        self.agents.ready
     }
 
     /// A transcription segment's text so far (`text` replaces what the segment said).
@@ -233,10 +262,15 @@ impl Machine {
                 completed_at: Some(now),
             }));
         }
+        let in_reply_to = if is_final {
+            self.agents.awaiting_reply.pop_front()
+        } else {
+            None
+        };
         fx.ui(UiEvent::AssistantMessage {
             id: segment_id.to_owned(),
             text: text.to_owned(),
-            in_reply_to: None,
+            in_reply_to,
         });
     }
 
@@ -936,6 +970,42 @@ mod tests {
     }
 
     #[test]
+    fn chat_waits_until_the_agent_is_up_or_the_wait_is_over() {
+        let sent = |fx: &[Effect]| {
+            fx.iter()
+                .filter(|e| matches!(e, Effect::SendText { topic, .. } if topic == CHAT_TOPIC))
+                .count()
+        };
+        let state = |s: &str| Input::AgentState {
+            identity: AGENT.into(),
+            state: s.into(),
+        };
+        let say = |t: &str| {
+            Input::Command(Command::SendUserMessage {
+                id: t.into(),
+                text: t.into(),
+                attachments: Vec::new(),
+            })
+        };
+        // A LiveKit Agents session drops lk.chat that comes before it reads it: while the
+        // agent says "initializing", chat waits.
+        let (mut m, _) = joined();
+        assert_eq!(sent(&m.handle(state("initializing"), 1)), 0);
+        assert_eq!(sent(&m.handle(say("early"), 2)), 0);
+        assert_eq!(sent(&m.handle(Input::Tick, 3_000)), 0);
+        assert_eq!(sent(&m.handle(state("listening"), 4_000)), 1);
+        assert_eq!(sent(&m.handle(say("later"), 4_001)), 1);
+        // An agent that never says its state: chat goes out after the wait.
+        let (mut m, _) = joined();
+        let rpc_in = m.handle(rpc("r1", AGENT, LIST_TOOLS, "{}"), 10);
+        assert_eq!(sent(&rpc_in), 0);
+        assert_eq!(sent(&m.handle(say("hi"), 20)), 0);
+        let wait = MachineConfig::new(Vec::new()).agent_ready_wait_ms;
+        assert_eq!(sent(&m.handle(Input::Tick, 10 + wait - 1)), 0);
+        assert_eq!(sent(&m.handle(Input::Tick, 10 + wait)), 1);
+    }
+
+    #[test]
     fn transcripts_replace_interim_text_and_record_the_final() {
         let mut m = agents();
         let seg = |text: &str, fin: bool| Input::Transcript {
@@ -962,6 +1032,47 @@ mod tests {
         assert!(fx2.iter().any(
             |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "Hello there")
         ));
+    }
+
+    #[test]
+    fn a_final_reply_answers_the_oldest_message_waiting_for_one() {
+        let mut m = agents();
+        for id in ["u1", "u2"] {
+            m.handle(
+                Input::Command(Command::SendUserMessage {
+                    id: id.into(),
+                    text: id.into(),
+                    attachments: Vec::new(),
+                }),
+                20,
+            );
+        }
+        let seg = |id: &str, text: &str, fin: bool| Input::Transcript {
+            sender: AGENT.into(),
+            segment_id: id.into(),
+            text: text.into(),
+            is_final: fin,
+            user_speech: false,
+        };
+        let replies = |fx: Vec<Effect>| -> Vec<Option<String>> {
+            uis(&fx)
+                .into_iter()
+                .filter_map(|e| match e {
+                    UiEvent::AssistantMessage { in_reply_to, .. } => Some(in_reply_to),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(replies(m.handle(seg("SG_1", "Hel", false), 21)), [None]);
+        assert_eq!(
+            replies(m.handle(seg("SG_1", "Hello", true), 22)),
+            [Some("u1".to_string())]
+        );
+        assert_eq!(
+            replies(m.handle(seg("SG_2", "Again", true), 23)),
+            [Some("u2".to_string())]
+        );
+        assert_eq!(replies(m.handle(seg("SG_3", "More", true), 24)), [None]);
     }
 
     #[test]

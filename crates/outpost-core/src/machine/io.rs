@@ -35,6 +35,10 @@ pub struct MachineConfig {
     /// With no welcome this long after the first hello to an assistant, Outpost takes it
     /// for a LiveKit agent (docs/AGENTS.md).
     pub agents_wait_ms: i64,
+    /// In LiveKit Agents mode, how long chat waits for the agent to say it is up
+    /// (`lk.agent.state` past "initializing": its session reads `lk.chat` only from then
+    /// on, and drops what came before) before it is sent anyway.
+    pub agent_ready_wait_ms: i64,
 }
 
 impl MachineConfig {
@@ -50,6 +54,7 @@ impl MachineConfig {
             resend_window_ms: 5_000,
             hello_retry_ms: 5_000,
             agents_wait_ms: 8_000,
+            agent_ready_wait_ms: 15_000,
         }
     }
 }

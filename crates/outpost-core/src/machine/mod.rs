@@ -453,6 +453,9 @@ impl Machine {
                 self.announce_tools(&mut fx, now);
             }
             Input::Tick => {
+                if self.in_agents_mode() && !self.held.is_empty() {
+                    self.flush(&mut fx, now);
+                }
                 let waited = self
                     .hello_since
                     .is_some_and(|t| now - t >= self.config.agents_wait_ms);
@@ -555,11 +558,16 @@ impl Machine {
 
     /// Sends now when ready, else holds.
     fn send(&mut self, fx: &mut Fx, now: Millis, message: Message) {
-        if !self.is_ready() {
+        if !self.can_send(now) {
             self.held.push_back(message);
             return;
         }
         self.send_now(fx, now, message);
+    }
+
+    /// Ready, and in LiveKit Agents mode the agent reads chat by now.
+    fn can_send(&mut self, now: Millis) -> bool {
+        self.is_ready() && (!self.in_agents_mode() || self.agent_takes_chat(now))
     }
 
     fn send_now(&mut self, fx: &mut Fx, now: Millis, message: Message) {
@@ -613,6 +621,10 @@ impl Machine {
                 }
                 // Files sent without words: `lk.chat` would make an empty turn of them.
                 if !u.text.trim().is_empty() {
+                    if self.agents.awaiting_reply.len() >= REMEMBERED_CALLS {
+                        self.agents.awaiting_reply.pop_front();
+                    }
+                    self.agents.awaiting_reply.push_back(u.id.clone());
                     fx.0.push(Effect::SendText {
                         to,
                         topic: CHAT_TOPIC.into(),
@@ -677,7 +689,7 @@ impl Machine {
     }
 
     fn flush(&mut self, fx: &mut Fx, now: Millis) {
-        if !self.is_ready() {
+        if !self.can_send(now) {
             return;
         }
         for r in std::mem::take(&mut self.resend) {
@@ -1031,7 +1043,7 @@ impl Machine {
                     });
                     return;
                 }
-                let queued = !self.is_ready();
+                let queued = !self.can_send(now);
                 fx.ui(UiEvent::UserMessage {
                     id: id.clone(),
                     text: text.clone(),

@@ -197,7 +197,7 @@ fn feed(
     reason: &str,
 ) {
     let id = h.stream_id.clone();
-    let reader = rx.on_header(from, false, h, Instant::now());
+    let reader = rx.on_header(from, from, false, h, Instant::now());
     on_stream(s, from, reader);
     for (i, piece) in content.chunks(15_000).enumerate() {
         rx.on_chunk(
@@ -518,6 +518,7 @@ async fn reading_a_v2_request_counts_against_its_timeout() {
     attrs[2] = (ATTR_RESPONSE_TIMEOUT_MS, "200");
     // The header arrives, the content never does.
     let reader = rx.on_header(
+        "bob",
         "bob",
         false,
         stream_header("S", REQUEST_TOPIC, &attrs, true),

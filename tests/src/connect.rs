@@ -1,0 +1,154 @@
+//! The real `outpost connect --json` as a child process (in a namespace), its stdout events
+//! collected as they come: what the end-to-end tests of the headless client share.
+
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// A running `outpost connect --json`; killed on drop.
+#[derive(Debug)]
+pub struct Connect {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    stderr_path: PathBuf,
+}
+
+impl Connect {
+    /// Runs `cli connect --json ARGS…` inside network namespace `ns` (`None`: here), with
+    /// stdin piped and stderr written to `stderr_path`.
+    pub fn spawn(
+        ns: Option<&str>,
+        cli: &str,
+        args: &[String],
+        env: &[(&str, &str)],
+        stderr_path: PathBuf,
+    ) -> anyhow::Result<Connect> {
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns, cli]);
+                c
+            }
+            None => Command::new(cli),
+        };
+        cmd.args(["connect", "--json"])
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path)?);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn()?;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+            }
+        });
+        Ok(Connect {
+            child,
+            lines,
+            stderr_path,
+        })
+    }
+
+    /// Types a line (a message to the assistant).
+    pub fn say(&mut self, text: &str) -> anyhow::Result<()> {
+        let stdin = self
+            .child
+            .stdin
+            .as_mut()
+            .ok_or_else(|| anyhow::anyhow!("stdin already closed"))?;
+        writeln!(stdin, "{text}")?;
+        stdin.flush()?;
+        Ok(())
+    }
+
+    /// Every event printed so far.
+    pub fn events(&self) -> Vec<Value> {
+        self.raw_lines()
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Every stdout line so far.
+    pub fn raw_lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Waits until an event satisfies `pred`; fails with everything seen after `timeout`.
+    pub fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> anyhow::Result<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = self.events().into_iter().find(&pred) {
+                return Ok(v);
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "outpost connect never showed {what}; events:\n{}\nstderr:\n{}",
+                    self.raw_lines().join("\n"),
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Closes stdin (end of input: it leaves) and waits up to `timeout` for its exit; the
+    /// exit status and every event.
+    pub fn finish(
+        mut self,
+        timeout: Duration,
+    ) -> anyhow::Result<(std::process::ExitStatus, Vec<Value>)> {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(st) = self.child.try_wait()? {
+                break st;
+            }
+            if Instant::now() > deadline {
+                anyhow::bail!(
+                    "outpost connect did not leave within {timeout:?} of the end of input; stderr:\n{}",
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Let the reader thread take the last lines.
+        std::thread::sleep(Duration::from_millis(200));
+        Ok((status, self.events()))
+    }
+}
+
+impl Drop for Connect {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
