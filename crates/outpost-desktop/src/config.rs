@@ -64,6 +64,9 @@ pub enum AuthMode {
     Token,
     /// A token endpoint.
     Endpoint,
+    /// For local development against your own livekit-server: Outpost mints its token from
+    /// an API key and its secret (the secret in the keyring).
+    ApiKey,
 }
 
 /// The connection part of the settings.
@@ -80,6 +83,11 @@ pub struct ConnectionConfig {
     pub room: String,
     /// This app's identity (for the endpoint request).
     pub identity: String,
+    /// The LiveKit Agents agent to dispatch by name (asked of the endpoint, or put into the
+    /// token minted from the API key); empty: agents dispatched automatically.
+    pub agent_name: String,
+    /// The API key (with `ApiKey`; its secret is in the keyring).
+    pub api_key: String,
 }
 
 impl Default for ConnectionConfig {
@@ -90,6 +98,8 @@ impl Default for ConnectionConfig {
             token_endpoint: String::new(),
             room: String::new(),
             identity: String::new(),
+            agent_name: String::new(),
+            api_key: String::new(),
         }
     }
 }

@@ -718,9 +718,19 @@ pub struct ConnectionSettings {
     pub room: String,
     /// This app's identity.
     pub identity: String,
+    /// The LiveKit Agents agent to dispatch by name (token endpoint or API key); empty:
+    /// agents dispatched automatically.
+    #[serde(default)]
+    pub agent_name: String,
+    /// API key (`apiKey` mode, local development).
+    #[serde(default)]
+    pub api_key: String,
     /// Read-only: a token is in the keyring.
     #[serde(default)]
     pub has_token: bool,
+    /// Read-only: the API key's secret is in the keyring.
+    #[serde(default)]
+    pub has_api_secret: bool,
 }
 
 /// `FolderScope`.

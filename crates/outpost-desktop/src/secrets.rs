@@ -9,7 +9,7 @@ use crate::error::{DesktopError, Result};
 pub const KEYRING_SERVICE: &str = "dev.outpost.app";
 
 /// The secrets the UI may set (CONTRACT.md `SecretName`).
-pub const SECRET_NAMES: &[&str] = &["livekit_token"];
+pub const SECRET_NAMES: &[&str] = &["livekit_token", "livekit_api_secret"];
 
 /// Where secrets live.
 pub trait SecretStore: Send + Sync + std::fmt::Debug {

@@ -85,7 +85,7 @@ export type Millis = number;
 
 export type UiEventType = UiEvent['type'];
 
-export type SecretName = 'livekit_token';
+export type SecretName = 'livekit_token' | 'livekit_api_secret';
 
 /** The one error shape of every command. */
 export interface CommandError {

@@ -89,7 +89,10 @@ export function defaultSettings(configured: boolean): Settings {
       tokenEndpoint: '',
       room: configured ? 'outpost-demo' : '',
       identity: configured ? 'alice' : '',
+      agentName: '',
+      apiKey: '',
       hasToken: configured,
+      hasApiSecret: false,
     },
     consentTimeoutSecs: 120,
     folders: [
@@ -348,7 +351,14 @@ export class MockBackend implements Backend {
       return null;
     },
 
-    settings_get: () => ({ ...this.settings, connection: { ...this.settings.connection, hasToken: this.secrets.has('livekit_token') } }),
+    settings_get: () => ({
+      ...this.settings,
+      connection: {
+        ...this.settings.connection,
+        hasToken: this.secrets.has('livekit_token'),
+        hasApiSecret: this.secrets.has('livekit_api_secret'),
+      },
+    }),
     settings_set: ({ settings }) => {
       if (settings.consentTimeoutSecs < 1 || settings.consentTimeoutSecs > 86_400) {
         throw fail('invalid_argument', 'The consent timeout must be between 1 and 86400 seconds.');
@@ -361,6 +371,7 @@ export class MockBackend implements Backend {
       }
       Object.assign(this.settings, clone(settings));
       this.settings.connection.hasToken = this.secrets.has('livekit_token');
+      this.settings.connection.hasApiSecret = this.secrets.has('livekit_api_secret');
       if (settings.connection.livekitUrl && settings.connection.room) this.#configured = true;
       return this.#handlers.settings_get({}) as Settings;
     },

@@ -62,6 +62,18 @@ impl Desktop {
         }
     }
 
+    /// The API key's secret: the keyring's, else `$LIVEKIT_API_SECRET`.
+    pub(super) fn api_secret(&self) -> Result<Option<String>> {
+        let from_env = std::env::var("LIVEKIT_API_SECRET")
+            .ok()
+            .filter(|t| !t.is_empty());
+        match self.inner.secrets.get("livekit_api_secret") {
+            Ok(Some(t)) => Ok(Some(t)),
+            Ok(None) => Ok(from_env),
+            Err(e) => from_env.map(Some).ok_or(e),
+        }
+    }
+
     fn credentials(&self, c: &ConnectionConfig, token: Option<String>) -> Result<Credentials> {
         match c.auth_mode {
             AuthMode::Token => {
@@ -91,15 +103,46 @@ impl Desktop {
                         "Set the token endpoint in Settings → Connection first.".into(),
                     ));
                 }
-                let nonempty = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
-                let request = TokenRequest {
-                    room_name: nonempty(&c.room),
-                    participant_identity: nonempty(&c.identity),
-                    ..TokenRequest::default()
-                };
                 Ok(Credentials::Endpoint {
                     endpoint: Box::new(TokenEndpoint::new(c.token_endpoint.trim())),
-                    request: Box::new(request),
+                    request: Box::new(token_request(c)),
+                })
+            }
+            AuthMode::ApiKey => {
+                if c.livekit_url.trim().is_empty() || c.api_key.trim().is_empty() {
+                    return Err(DesktopError::NotConfigured(
+                        "Set the LiveKit URL and the API key in Settings → Connection first."
+                            .into(),
+                    ));
+                }
+                if c.room.trim().is_empty() || c.identity.trim().is_empty() {
+                    return Err(DesktopError::NotConfigured(
+                        "Set the room and the identity in Settings → Connection: Outpost \
+                         mints its token for them."
+                            .into(),
+                    ));
+                }
+                // A secret typed into the form but not saved yet (a connection test).
+                let secret = match token {
+                    Some(t) => t,
+                    None => self.api_secret()?.ok_or_else(|| {
+                        DesktopError::NotConfigured(
+                            "No API secret: enter it in Settings → Connection (it is kept in \
+                             the system keyring)."
+                                .into(),
+                        )
+                    })?,
+                };
+                let token = outpost_livekit::mint_dev_token(
+                    c.api_key.trim(),
+                    &secret,
+                    &token_request(c),
+                    std::time::Duration::from_secs(6 * 3600),
+                )
+                .map_err(|e| DesktopError::NotConfigured(e.to_string()))?;
+                Ok(Credentials::Token {
+                    url: c.livekit_url.trim().to_owned(),
+                    token,
                 })
             }
         }
@@ -327,4 +370,16 @@ fn fail(message: String) -> ConnectionTestResult {
         message,
         latency_ms: None,
     }
+}
+
+/// What to ask a token endpoint for, or to put into a minted token: the room, our
+/// identity and the agent to dispatch by name.
+fn token_request(c: &ConnectionConfig) -> TokenRequest {
+    let nonempty = |s: &str| (!s.trim().is_empty()).then(|| s.trim().to_owned());
+    TokenRequest {
+        room_name: nonempty(&c.room),
+        participant_identity: nonempty(&c.identity),
+        ..TokenRequest::default()
+    }
+    .dispatch_agent(c.agent_name.trim())
 }

@@ -17,6 +17,7 @@ impl Desktop {
         let policy = self.inner.core.permissions().policy().current();
         let p = policy.policy();
         let has_token = matches!(self.token(), Ok(Some(_)));
+        let has_api_secret = matches!(self.api_secret(), Ok(Some(_)));
         Settings {
             connection: ConnectionSettings {
                 auth_mode: c.connection.auth_mode,
@@ -24,7 +25,10 @@ impl Desktop {
                 token_endpoint: c.connection.token_endpoint,
                 room: c.connection.room,
                 identity: c.connection.identity,
+                agent_name: c.connection.agent_name,
+                api_key: c.connection.api_key,
                 has_token,
+                has_api_secret,
             },
             consent_timeout_secs: p.consent_timeout_secs,
             folders: p
@@ -192,5 +196,7 @@ pub(super) fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConf
         token_endpoint: endpoint.to_owned(),
         room: c.room.trim().to_owned(),
         identity: c.identity.trim().to_owned(),
+        agent_name: c.agent_name.trim().to_owned(),
+        api_key: c.api_key.trim().to_owned(),
     })
 }

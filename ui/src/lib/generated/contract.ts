@@ -37,7 +37,7 @@ export type ToolProgressState = "awaiting_consent" | "running";
 
 export type WithdrawnReason = "cancelled" | "timed_out" | "answered";
 
-export type AuthMode = "token" | "endpoint";
+export type AuthMode = "token" | "endpoint" | "api_key";
 
 export type FolderAccess = "allow" | "deny";
 
@@ -734,9 +734,22 @@ room: string,
  */
 identity: string, 
 /**
+ * The LiveKit Agents agent to dispatch by name (token endpoint or API key); empty:
+ * agents dispatched automatically.
+ */
+agentName: string, 
+/**
+ * API key (`apiKey` mode, local development).
+ */
+apiKey: string, 
+/**
  * Read-only: a token is in the keyring.
  */
-hasToken: boolean, };
+hasToken: boolean, 
+/**
+ * Read-only: the API key's secret is in the keyring.
+ */
+hasApiSecret: boolean, };
 
 export type FolderScope = { 
 /**
