@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, agent_command, wait_for};
+use common::{App, Assistant, Driver, RoomServer, agent_command, press, wait_for};
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::pulse::{Pulse, peak_hz};
 use outpost_tests::server::ServerKind;
@@ -135,16 +135,6 @@ fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts(kind: ServerKi
         panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
     }
     drop(dir);
-}
-
-/// A script that sends `kind` (pointerdown/pointerup) to the talk button, as holding it
-/// with the mouse does.
-fn press(kind: &str) -> String {
-    format!(
-        "var b = document.querySelector('[data-testid=talk-button]'); \
-         if (!b) {{ return 'no talk button'; }} \
-         b.dispatchEvent(new Event('{kind}', {{ bubbles: true }})); return 'ok';"
-    )
 }
 
 fn agent_said(agent: &Assistant, op: &str) -> Option<serde_json::Value> {

@@ -725,6 +725,16 @@ pub fn processes(bin: &Path, config_dir: &Path) -> Vec<u32> {
         .collect()
 }
 
+/// A script that sends `kind` (pointerdown/pointerup) to the talk button, as holding it
+/// with the mouse does.
+pub fn press(kind: &str) -> String {
+    format!(
+        "var b = document.querySelector('[data-testid=talk-button]'); \
+         if (!b) {{ return 'no talk button'; }} \
+         b.dispatchEvent(new Event('{kind}', {{ bubbles: true }})); return 'ok';"
+    )
+}
+
 /// Fails with advice when the local demo's programs are not beside [`APP_BIN`], where the
 /// app looks for them: `cargo test` builds only the app's own binaries.
 pub fn require_demo_programs() -> anyhow::Result<()> {
