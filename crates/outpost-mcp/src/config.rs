@@ -439,6 +439,22 @@ impl ServerConfig {
         }
     }
 
+    /// A stdio server's sandbox settings (`None` for HTTP).
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        match &self.transport {
+            Transport::Stdio { sandbox, .. } => Some(sandbox),
+            Transport::Http { .. } => None,
+        }
+    }
+
+    /// A stdio server's sandbox settings, to change them (`None` for HTTP).
+    pub fn sandbox_mut(&mut self) -> Option<&mut Sandbox> {
+        match &mut self.transport {
+            Transport::Stdio { sandbox, .. } => Some(sandbox),
+            Transport::Http { .. } => None,
+        }
+    }
+
     /// One line saying what runs: the command and its arguments, or the URL.
     pub fn describe(&self) -> String {
         match &self.transport {

@@ -256,6 +256,8 @@ impl Deriver<'_> {
 
     fn program_folder(&mut self, file: &Path) {
         let root = self.root_of(file);
+        // Landlock holds the folder links lead to: grant (and show) that one, once.
+        let root = std::fs::canonicalize(&root).unwrap_or(root);
         let label = format!("the program {}", file.display());
         let blocked = if root == Path::new("/")
             || self.home.as_deref().is_some_and(|h| h.starts_with(&root))
