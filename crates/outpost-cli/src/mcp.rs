@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use outpost_mcp::config::{self, McpConfig};
-use outpost_mcp::secrets::{self, SecretStore};
 use outpost_mcp::sandbox::{self as sb, FolderAccess, SandboxMode};
+use outpost_mcp::secrets::{self, SecretStore};
 use outpost_mcp::{ConfigValue, ConnectOptions, Connection, McpError, ServerConfig, Transport};
 
 use crate::Failure;
@@ -545,13 +545,18 @@ fn sandbox(
         cfg.save(path).map_err(|e| Failure::Other(e.into()))?;
         // Changed through Outpost: a server confirmed before stays confirmed.
         record(path, data_dir, &before, &cfg, &[])?;
-        note(&format!("changed the sandbox of '{}' ({})", a.name, path.display()));
+        note(&format!(
+            "changed the sandbox of '{}' ({})",
+            a.name,
+            path.display()
+        ));
     }
     let mut tools = outpost_core::ToolsConfig::defaults();
     if let Some(p) = &a.policy {
         tools.policy = outpost_core::PolicySource::File(p.clone());
     }
-    let perms = outpost_core::Permissions::new(&tools).map_err(|e| Failure::Invalid(e.to_string()))?;
+    let perms =
+        outpost_core::Permissions::new(&tools).map_err(|e| Failure::Invalid(e.to_string()))?;
     let opts = sb::SandboxOptions {
         folders: perms.mcp_roots().folders,
         gate: perms.mcp_gate(),

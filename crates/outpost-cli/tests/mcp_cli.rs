@@ -93,7 +93,10 @@ fn add_list_remove_round_trip() {
         lines[0],
         format!("ev\tenabled\tstdio\tsandboxed\tnode {js} stdio")
     );
-    assert_eq!(lines[1], "web\tdisabled\thttp\tremote\thttp://127.0.0.1:9/mcp");
+    assert_eq!(
+        lines[1],
+        "web\tdisabled\thttp\tremote\thttp://127.0.0.1:9/mcp"
+    );
 
     // The same name twice, a bad name, a bad URL, nothing to run: invalid input (2).
     for args in [
@@ -189,8 +192,18 @@ fn sandbox_settings_are_set_and_shown() {
     let refs_path = refs.path().canonicalize().unwrap().display().to_string();
     let out_path = out_dir.path().canonicalize().unwrap().display().to_string();
     let out = d.run(&[
-        "add", "ev", "--network", "on", "--folders", "read", "--read", &refs_path, "--",
-        "node", &js, "stdio",
+        "add",
+        "ev",
+        "--network",
+        "on",
+        "--folders",
+        "read",
+        "--read",
+        &refs_path,
+        "--",
+        "node",
+        &js,
+        "stdio",
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let file = d.file();
@@ -231,17 +244,40 @@ fn sandbox_settings_are_set_and_shown() {
         vec!["sandbox", "ev", "--network", "maybe"],
         vec!["sandbox", "ev", "--read", "relative/x"],
         vec!["sandbox", "nosuch"],
-        vec!["add", "web", "--url", "http://127.0.0.1:9/", "--network", "on"],
+        vec![
+            "add",
+            "web",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--network",
+            "on",
+        ],
     ] {
         let out = d.run(&args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
     }
     let out = d.run(&["sandbox", "ev", "--clear-paths", "--sandbox", "off"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("NOT sandboxed"), "{}", text(&out.stdout));
-    assert!(text(&out.stderr).contains("warning"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("NOT sandboxed"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
     let file = d.file();
-    assert!(file.contains("sandbox = \"off\"") && !file.contains("write ="), "{file}");
+    assert!(
+        file.contains("sandbox = \"off\"") && !file.contains("write ="),
+        "{file}"
+    );
 }
 
 #[test]

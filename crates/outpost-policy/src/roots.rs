@@ -470,12 +470,23 @@ mod tests {
         );
         assert_eq!(roots(&plan), [format!("{H}/data/a")]);
         let said = plan.left_out.join("\n");
-        assert!(said.contains("data/.env") && said.contains("id_rsa"), "{said}");
+        assert!(
+            said.contains("data/.env") && said.contains("id_rsa"),
+            "{said}"
+        );
         assert_eq!(compiled.whole_block(Path::new(&format!("{H}/venv"))), None);
         let home = compiled.whole_block(Path::new(H)).unwrap();
         assert!(home.contains(".ssh") || home.contains("holds"), "{home}");
-        assert!(compiled.whole_block(Path::new(&format!("{H}/.config"))).is_some());
-        assert!(compiled.whole_block(Path::new(&format!("{H}/.ssh/x"))).is_some());
+        assert!(
+            compiled
+                .whole_block(Path::new(&format!("{H}/.config")))
+                .is_some()
+        );
+        assert!(
+            compiled
+                .whole_block(Path::new(&format!("{H}/.ssh/x")))
+                .is_some()
+        );
     }
 
     #[test]

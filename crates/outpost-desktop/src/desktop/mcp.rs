@@ -453,14 +453,7 @@ mod tests {
                  write = [{}]\nread = [{}]\n",
                 toml::Value::String(script),
                 toml::Value::String(pids.display().to_string()),
-                toml::Value::String(
-                    everything
-                        .ancestors()
-                        .nth(4)
-                        .unwrap()
-                        .display()
-                        .to_string()
-                ),
+                toml::Value::String(everything.ancestors().nth(4).unwrap().display().to_string()),
             ),
         )
         .unwrap();
@@ -557,8 +550,9 @@ mod tests {
         for d in [&refs, &out] {
             std::fs::create_dir_all(d).unwrap();
         }
-        let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        );
         let desktop = Desktop::open(
             paths.clone(),
             Arc::new(crate::secrets::MemorySecrets::default()),
@@ -589,8 +583,14 @@ mod tests {
                     .iter()
                     .any(|g| g.path == path && g.access == access && g.kind == kind)
             };
-            assert!(has(&refs, McpAccess::Read, McpGrantKind::Extra), "{sandbox:?}");
-            assert!(has(&out, McpAccess::ReadWrite, McpGrantKind::Extra), "{sandbox:?}");
+            assert!(
+                has(&refs, McpAccess::Read, McpGrantKind::Extra),
+                "{sandbox:?}"
+            );
+            assert!(
+                has(&out, McpAccess::ReadWrite, McpGrantKind::Extra),
+                "{sandbox:?}"
+            );
             assert!(
                 sandbox
                     .grants
@@ -603,24 +603,46 @@ mod tests {
         assert!(listed[0].sandbox.is_some());
         let got = desktop.mcp_server_get("ev").unwrap();
         assert_eq!(
-            (got.network, got.folders, got.read.clone(), got.write.clone()),
-            (draft.network, draft.folders, draft.read.clone(), draft.write.clone())
+            (
+                got.network,
+                got.folders,
+                got.read.clone(),
+                got.write.clone()
+            ),
+            (
+                draft.network,
+                draft.folders,
+                draft.read.clone(),
+                draft.write.clone()
+            )
         );
         assert!(got.reach.is_some());
         let file = std::fs::read_to_string(paths.config_dir.join("mcp.toml")).unwrap();
-        assert!(file.contains("network = false") && file.contains("folders = \"read\""), "{file}");
+        assert!(
+            file.contains("network = false") && file.contains("folders = \"read\""),
+            "{file}"
+        );
         // Bad settings: a relative path; folders for an HTTP server.
         let bad = crate::contract::McpServerDraft {
             read: vec!["relative/x".into()],
             ..draft.clone()
         };
-        assert_eq!(desktop.mcp_server_update(&bad).unwrap_err().code(), "invalid_argument");
+        assert_eq!(
+            desktop.mcp_server_update(&bad).unwrap_err().code(),
+            "invalid_argument"
+        );
         let web = crate::contract::McpServerDraft {
             url: "http://127.0.0.1:9/mcp".into(),
             read: vec![refs.display().to_string()],
             ..crate::mcp::empty_draft("web", true)
         };
-        assert_eq!(desktop.mcp_server_add(&web).unwrap_err().code(), "invalid_argument");
-        assert_eq!(std::fs::read_to_string(paths.config_dir.join("mcp.toml")).unwrap(), file);
+        assert_eq!(
+            desktop.mcp_server_add(&web).unwrap_err().code(),
+            "invalid_argument"
+        );
+        assert_eq!(
+            std::fs::read_to_string(paths.config_dir.join("mcp.toml")).unwrap(),
+            file
+        );
     }
 }
