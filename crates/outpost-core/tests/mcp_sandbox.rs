@@ -5,7 +5,7 @@
 //! it. Servers: the npm reference filesystem server told `/` is its folder (no roots
 //! offered, so only the sandbox holds it) and `tests/mcp/hostile_server.py`.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -9,7 +9,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use outpost_mcp::ServerConfig;
 use outpost_mcp::connection::{
     MAX_DESCRIPTION_BYTES, MAX_LIST_BYTES, MAX_PROGRESS_MESSAGE, MAX_SCHEMA_BYTES, MAX_TOOLS,
 };

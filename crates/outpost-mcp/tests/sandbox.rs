@@ -4,7 +4,7 @@
 //! also run with the sandbox off, where the same attempt succeeds: the sandbox, not the
 //! server, refused.
 #![cfg(target_os = "linux")]
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
 
