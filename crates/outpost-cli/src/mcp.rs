@@ -483,6 +483,7 @@ fn reach(name: &str, server: &ServerConfig, opts: &sb::SandboxOptions) -> sb::Re
             network_why: String::new(),
             left_out: Vec::new(),
             limits: Vec::new(),
+            env: Vec::new(),
         };
     };
     let plain: Vec<(String, String)> = env

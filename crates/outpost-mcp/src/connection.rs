@@ -433,6 +433,7 @@ async fn plan_sandbox(
         network_why: String::new(),
         left_out: Vec::new(),
         limits: Vec::new(),
+        env: Vec::new(),
     })
 }
 
@@ -546,6 +547,11 @@ impl Connection {
                 };
                 if let Some(l) = log.as_mut() {
                     l.write_line(&format!("--- {}", planned.summary()));
+                }
+                // A sandboxed launcher's cache of its own (sandbox::needs).
+                let mut env = env;
+                if planned.sandboxed() {
+                    env.extend(planned.env.iter().cloned());
                 }
                 reach = Some(planned);
                 let (process, stdout, stdin) = process::spawn(SpawnSpec {

@@ -153,6 +153,12 @@ pub const INHERITED_ENV: &[&str] = &[
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_CACHE_HOME",
+    // Where TLS trust lives when it is not the system's default (a company's own
+    // authority): paths, never secrets; a sandboxed server may read them.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
 ];
 
 /// See the Unix list.

@@ -334,6 +334,9 @@ pub struct Reach {
     pub left_out: Vec<String>,
     /// What this kernel cannot hold.
     pub limits: Vec<String>,
+    /// Variables Outpost sets for it when sandboxed (a launcher's cache of its own).
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 /// Where the kernel lacks Landlock.
@@ -451,6 +454,15 @@ pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 /// Read when the network is on: the resolver's configuration behind `/etc/resolv.conf`.
 pub const NETWORK_READ: &[&str] = &["/run/systemd/resolve", "/run/resolvconf"];
 
+/// Variables naming TLS trust files a server may read (inherited from Outpost, or set in
+/// its entry).
+pub const TLS_TRUST_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
+];
+
 /// A stdio server's entry, as the sandbox needs it.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry<'a> {
@@ -512,6 +524,7 @@ pub fn plan(entry: &Entry<'_>, opts: &SandboxOptions) -> Reach {
         network_why,
         left_out: Vec::new(),
         limits: Vec::new(),
+        env: Vec::new(),
     };
     match sandbox.mode {
         SandboxMode::Off => {
@@ -562,6 +575,21 @@ pub fn plan(entry: &Entry<'_>, opts: &SandboxOptions) -> Reach {
             }
         }
     }
+    for var in TLS_TRUST_VARS {
+        let Some(path) = entry.var(var).map(PathBuf::from) else {
+            continue;
+        };
+        if !path.is_absolute() || !path.exists() || SYSTEM_READ.iter().any(|s| path.starts_with(s))
+        {
+            continue;
+        }
+        match opts.gate.whole(&path) {
+            None => push(path, Access::Read, GrantKind::System, "TLS certificates"),
+            Some(why) => reach
+                .left_out
+                .push(format!("{var}={}: {why}", path.display())),
+        }
+    }
     for p in SYSTEM_DEVICES {
         let path = PathBuf::from(p);
         if path.exists() {
@@ -572,6 +600,7 @@ pub fn plan(entry: &Entry<'_>, opts: &SandboxOptions) -> Reach {
         push(g.path, g.access, g.kind, &g.why);
     }
     reach.left_out.extend(derived.notes);
+    reach.env = derived.env;
     let folder_access = match sandbox.folders {
         FolderAccess::ReadWrite => Some(Access::ReadWrite),
         FolderAccess::Read => Some(Access::Read),

@@ -12,10 +12,14 @@
 //!   read-only and whole, so only when the policy's gate finds nothing denied in or
 //!   around it; otherwise only the file itself. Programs under `/usr` and the like are
 //!   already readable.
-//! - Launchers that download packages get their cache read-write and the network:
-//!   `npx`/`npm` (`~/.npm`), `pnpm`, `yarn`, `bunx`, `uvx`/`uv` (`~/.cache/uv`,
-//!   `~/.local/share/uv`), `pipx`, `deno`. Docker and Podman talk to a daemon through a
-//!   Unix socket, which the sandbox closes: said in the notes.
+//! - Launchers that download packages get the network and a cache of their own, per
+//!   server, read-write: `~/.cache/outpost-mcp/NAME/...` (the launcher's variable, such as
+//!   `npm_config_cache` or `UV_CACHE_DIR`, is set to it), never the user's `~/.npm` or
+//!   `~/.cache/uv`: a server that could write those could plant code that the user's own
+//!   `npx` or `uvx` runs later, outside any sandbox. A variable the entry sets itself is
+//!   kept (and its folder judged by the gate). `npx`/`npm`, `pnpm`, `yarn`, `bunx`,
+//!   `uvx`/`uv`, `pipx`, `deno`. Docker and Podman talk to a daemon through a Unix socket,
+//!   which the sandbox closes: said in the notes.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -45,62 +49,53 @@ pub(crate) struct Needs {
     pub grants: Vec<Grant>,
     /// Why it needs the network, when a launcher does.
     pub network: Option<String>,
+    /// Variables Outpost sets for it (a launcher's own cache).
+    pub env: Vec<(String, String)>,
     pub notes: Vec<String>,
 }
 
-/// A launcher: its names, the cache folders (relative to home, or an environment
-/// variable that overrides them) it writes, and why it needs the network.
+/// A launcher: its names, the variables that place the caches it writes (each gets a
+/// folder of its own, `~/.cache/outpost-mcp/NAME/VARIABLE`), and why it needs the network.
 struct Launcher {
     names: &'static [&'static str],
-    caches: &'static [(&'static str, &'static str)],
+    caches: &'static [&'static str],
     network: &'static str,
 }
 
 const LAUNCHERS: &[Launcher] = &[
     Launcher {
         names: &["npx", "npm", "npx-cli.js", "npm-cli.js"],
-        caches: &[("npm_config_cache", ".npm")],
+        caches: &["npm_config_cache"],
         network: "npx downloads the server's package from the npm registry",
     },
     Launcher {
         names: &["pnpm", "pnpx", "pnpm.cjs", "pnpx.cjs"],
-        caches: &[
-            ("PNPM_HOME", ".local/share/pnpm"),
-            ("", ".cache/pnpm"),
-            ("", ".npm"),
-        ],
+        caches: &["npm_config_cache", "npm_config_store_dir", "XDG_CACHE_HOME"],
         network: "pnpm downloads the server's package",
     },
     Launcher {
         names: &["yarn", "yarn.js"],
-        caches: &[("", ".cache/yarn"), ("", ".yarn")],
+        caches: &["YARN_CACHE_FOLDER", "npm_config_cache"],
         network: "yarn downloads the server's package",
     },
     Launcher {
         names: &["bunx", "bun"],
-        caches: &[("BUN_INSTALL", ".bun"), ("", ".cache/.bun")],
+        caches: &["BUN_INSTALL_CACHE_DIR"],
         network: "bunx downloads the server's package",
     },
     Launcher {
         names: &["uvx", "uv"],
-        caches: &[
-            ("UV_CACHE_DIR", ".cache/uv"),
-            ("UV_PYTHON_INSTALL_DIR", ".local/share/uv"),
-        ],
+        caches: &["UV_CACHE_DIR", "UV_PYTHON_INSTALL_DIR", "UV_TOOL_DIR"],
         network: "uvx downloads the server's package from PyPI",
     },
     Launcher {
         names: &["pipx"],
-        caches: &[
-            ("PIPX_HOME", ".local/pipx"),
-            ("", ".local/share/pipx"),
-            ("", ".cache/pipx"),
-        ],
+        caches: &["PIPX_HOME"],
         network: "pipx downloads the server's package from PyPI",
     },
     Launcher {
         names: &["deno"],
-        caches: &[("DENO_DIR", ".cache/deno")],
+        caches: &["DENO_DIR"],
         network: "deno downloads the server's modules",
     },
 ];
@@ -342,33 +337,51 @@ impl Deriver<'_> {
             return;
         };
         self.needs.network = Some(l.network.to_owned());
-        for (var, rel) in l.caches {
-            let dir = match (!var.is_empty())
-                .then(|| self.entry.var(var))
-                .flatten()
-                .map(PathBuf::from)
-                .filter(|p| p.is_absolute())
+        let label = format!("{}'s cache", names[0]);
+        for var in l.caches {
+            if let Some(own) = self
+                .entry
+                .env
+                .iter()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| PathBuf::from(v))
             {
-                Some(p) => p,
-                None => match &self.home {
-                    Some(h) => h.join(rel),
-                    None => continue,
-                },
-            };
-            match self.gate.whole(&dir) {
-                None => self.grant(
-                    dir,
-                    Access::ReadWrite,
-                    GrantKind::Launcher,
-                    &format!("{}'s cache", names[0]),
-                ),
-                Some(why) => self.needs.notes.push(format!(
-                    "{}'s cache {} is not reachable: {why}",
-                    names[0],
-                    dir.display()
-                )),
+                // The entry places it itself: granted if the policy allows it whole.
+                match (own.is_absolute(), self.gate.whole(&own)) {
+                    (true, None) => {
+                        self.grant(own, Access::ReadWrite, GrantKind::Launcher, &label);
+                    }
+                    (_, why) => self.needs.notes.push(format!(
+                        "{var}={} is not reachable: {}",
+                        own.display(),
+                        why.unwrap_or_else(|| "not an absolute path".into())
+                    )),
+                }
+                continue;
             }
+            let Some(base) = self.private_cache() else {
+                self.needs.notes.push(format!(
+                    "no home folder: {}'s cache ({var}) has no place",
+                    names[0]
+                ));
+                continue;
+            };
+            let dir = base.join(var);
+            self.needs
+                .env
+                .push(((*var).to_owned(), dir.display().to_string()));
+            self.grant(dir, Access::ReadWrite, GrantKind::Launcher, &label);
         }
+    }
+
+    /// The folder of this server's own launcher caches: `$XDG_CACHE_HOME/outpost-mcp/NAME`
+    /// (else `~/.cache/...`), as Outpost's own environment says (the server's may differ).
+    fn private_cache(&self) -> Option<PathBuf> {
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| self.home.as_ref().map(|h| h.join(".cache")))?;
+        Some(base.join("outpost-mcp").join(self.entry.server))
     }
 }
 
@@ -472,8 +485,20 @@ mod tests {
             .iter()
             .find(|g| g.kind == GrantKind::Launcher)
             .unwrap();
-        assert_eq!(cache.path, home.join(".npm"));
+        // Its own, never the user's ~/.npm.
+        assert!(
+            cache.path.ends_with("outpost-mcp/s/npm_config_cache"),
+            "{cache:?}"
+        );
         assert_eq!(cache.access, Access::ReadWrite);
+        assert_eq!(
+            needs.env,
+            [(
+                "npm_config_cache".to_owned(),
+                cache.path.display().to_string()
+            )]
+        );
+        assert!(!needs.grants.iter().any(|g| g.path == home.join(".npm")));
     }
 
     /// A program folder that holds something denied (here: the script's own folder is the
