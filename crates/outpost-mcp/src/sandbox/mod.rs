@@ -209,7 +209,9 @@ impl Support {
         }
         if self.landlock < 3 {
             out.push(
-                "truncating a file is not restricted on this kernel (Landlock ABI < 3)".into(),
+                "it can empty (truncate) any file you may write, even outside its folders \
+                 (Landlock ABI < 3)"
+                    .into(),
             );
         }
         if !network && self.landlock < 4 && !self.seccomp {
