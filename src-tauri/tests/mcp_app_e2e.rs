@@ -14,7 +14,10 @@
 //! server's claims) and sets echo to Allow and get-sum to Deny: the next echo runs
 //! without a dialog and get-sum is denied. Last, the pane shows the server running with
 //! its tools and its stderr log, and switching it off and on stops and restarts it in the
-//! live session. Same namespaces and harness as
+//! live session. Issue 28: the consent dialog and the pane say what the server may touch
+//! (sandboxed, none of the user's folders, no network), and a server added from the pane
+//! (the reference filesystem server, with a folder to write) runs sandboxed, the pane
+//! showing its folder. Same namespaces and harness as
 //! `app_e2e.rs`.
 //!
 //! Needs what `app_e2e.rs` needs plus the MCP reference servers (`npm ci` in tests/mcp,
@@ -193,6 +196,12 @@ async fn scenario(assistant: &mut Assistant, config: &std::path::Path) -> anyhow
         text.contains(WORDS),
         "the dialog does not show the arguments: {text}"
     );
+    // And what the server may touch (issue 28): sandboxed, none of the user's folders
+    // (the policy allows none), no network.
+    ensure!(
+        text.contains("sandboxed: none of your folders; no network"),
+        "the dialog does not say what the server may touch: {text}"
+    );
     app.answer_consent("Allow once").await?;
     let card = app
         .wait_card("m-echo", "completed", |c| c["id"] == "m-echo")
@@ -354,5 +363,52 @@ async fn scenario(assistant: &mut Assistant, config: &std::path::Path) -> anyhow
     app.wait_css(&format!("{row}[data-status=running]"))
         .await
         .context("re-enabled, the server runs again")?;
+    // Its sandbox is shown with it (issue 28).
+    app.wait_text(
+        &format!("{row} [data-testid=mcp-sandbox][data-state=sandboxed]"),
+        "no network",
+    )
+    .await?;
+
+    // A sandboxed server added from Settings: the reference filesystem server on a
+    // folder the form lets it write; it starts in the live session, sandboxed, and the
+    // list says what it may touch.
+    let shared = config.parent().context("the test folder")?.join("shared");
+    std::fs::create_dir_all(&shared)?;
+    let shared = shared.canonicalize()?.display().to_string();
+    let fs_js = common::workspace_root()
+        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let form = "form[aria-label='Add a tool server']";
+    app.wait_css(&format!("{form} #mcp-name"))
+        .await?
+        .send_keys("files")
+        .await?;
+    app.wait_css(&format!("{form} #mcp-command"))
+        .await?
+        .send_keys("node")
+        .await?;
+    app.wait_css(&format!("{form} #mcp-args"))
+        .await?
+        .send_keys(&format!("{} {shared}", fs_js.display()))
+        .await?;
+    app.wait_css(&format!("{form} #mcp-write"))
+        .await?
+        .send_keys(&shared)
+        .await?;
+    app.click_button(form, "Add server").await?;
+    let files = "[data-testid=mcp-server][data-name=files]";
+    app.wait_css(&format!("{files}[data-status=running]"))
+        .await
+        .context("the added server runs")?;
+    app.wait_text(
+        &format!("{files} [data-testid=mcp-sandbox][data-state=sandboxed]"),
+        &format!("reads and writes {shared}; no network"),
+    )
+    .await?;
+    let mcp = std::fs::read_to_string(config.join("mcp.toml"))?;
+    ensure!(
+        mcp.contains("[servers.files]") && mcp.contains(&format!("write = [\"{shared}\"]")),
+        "mcp.toml: {mcp}"
+    );
     Ok(app)
 }

@@ -15,13 +15,34 @@ within MCP but sends as much as it can:
   newline and `STDERR-END`, then serves.
 - With `--one-page-bytes BYTES`, its first tools/list answer is padded to that size on
   one line.
+
+For the sandbox of issue 28 it also tries to get out, each attempt a tool that answers
+what happened (an error is raised as the tool's error, so the client sees it):
+- `read_file(path)`, `write_file(path, text)`: reads or writes a file.
+- `tcp_connect(port)`, `udp_send(port)`: a TCP connection or a UDP datagram to
+  127.0.0.1:`port`.
+- `unix_connect(path)`: connects to a Unix-domain socket (the session bus, an agent).
+- `orphan(seconds)`: starts a helper that tries to leave the server's process group
+  (`setsid`, then `setpgid`) and to detach (a double fork), then sleeps `seconds`;
+  answers the helper's pid and what its attempts gave.
+- `run(argv)`: runs a program (a setuid one, say) and answers its output.
+- `no_new_privs()`: tries to clear no_new_privs with `prctl` and answers the flag after.
+- `signal(pid)`: sends signal 0 to `pid` (a process outside the server).
 """
 
 import argparse
+import ctypes
+import os
+import socket
+import subprocess
 import sys
+import time
+
+import functools
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool as MCPTool
 
 parser = argparse.ArgumentParser()
@@ -81,6 +102,121 @@ async def progress_flood(count: int, size: int, ctx: Context) -> str:
     for i in range(count):
         await ctx.report_progress(i + 1, count, message)
     return f"done after {count}"
+
+
+def attempt(fn):
+    """The OS's refusal (an OSError) as the tool's error, so the client sees it."""
+
+    @functools.wraps(fn)
+    def wrapper(*a, **kw):
+        try:
+            return fn(*a, **kw)
+        except OSError as e:
+            raise ToolError(f"{type(e).__name__}: {e}") from e
+
+    return wrapper
+
+
+@server.tool()
+@attempt
+def read_file(path: str) -> str:
+    """Reads a file and answers its text."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+@server.tool()
+@attempt
+def write_file(path: str, text: str) -> str:
+    """Writes `text` to a file (appending)."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(text)
+    return f"wrote {path}"
+
+
+@server.tool()
+@attempt
+def tcp_connect(port: int) -> str:
+    """Connects to 127.0.0.1:`port` over TCP and sends a line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"escaped over tcp\n")
+    return "connected"
+
+
+@server.tool()
+@attempt
+def udp_send(port: int) -> str:
+    """Sends a datagram to 127.0.0.1:`port`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(b"escaped over udp", ("127.0.0.1", port))
+    return "sent"
+
+
+@server.tool()
+@attempt
+def unix_connect(path: str) -> str:
+    """Connects to a Unix-domain socket."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+    return "connected"
+
+
+ORPHAN = r"""
+import os, sys, time
+tries = []
+for name, call in (("setsid", os.setsid), ("setpgid", lambda: os.setpgid(0, 0))):
+    try:
+        call()
+        tries.append(name + " ok")
+    except OSError as e:
+        tries.append(f"{name} refused: {e}")
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(r)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.write(w, (str(os.getpid()) + " " + str(os.getpgid(0)) + " " + "; ".join(tries) + "\n").encode())
+    os.close(w)
+    time.sleep(float(sys.argv[1]))
+    os._exit(0)
+os.close(w)
+sys.stdout.write(os.read(r, 4096).decode())
+"""
+
+
+@server.tool()
+def orphan(seconds: float) -> str:
+    """Starts a helper that tries to leave the process group and detach, then sleeps."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN, str(seconds)],
+                         capture_output=True, text=True, timeout=10)
+    return (out.stdout + out.stderr).strip()
+
+
+@server.tool()
+def run(argv: list[str]) -> str:
+    """Runs a program and answers its output."""
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    return (out.stdout + out.stderr).strip()
+
+
+@server.tool()
+def no_new_privs() -> str:
+    """Tries to clear no_new_privs (prctl), then answers the flag and the attempt."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_set_no_new_privs, pr_get_no_new_privs = 38, 39
+    rc = libc.prctl(pr_set_no_new_privs, 0, 0, 0, 0)
+    err = ctypes.get_errno()
+    flag = libc.prctl(pr_get_no_new_privs, 0, 0, 0, 0)
+    return f"clear: rc={rc} errno={err}; no_new_privs={flag}"
+
+
+@server.tool()
+@attempt
+def signal(pid: int) -> str:
+    """Sends signal 0 to `pid`."""
+    os.kill(pid, 0)
+    return "signalled"
 
 
 if __name__ == "__main__":

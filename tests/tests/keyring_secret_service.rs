@@ -621,18 +621,15 @@ async fn mcp_server_env(value: &str) -> anyhow::Result<()> {
         js.display()
     );
     let draft = outpost_desktop::contract::McpServerDraft {
-        name: "ghx".into(),
         command: "node".into(),
         args: vec![js.display().to_string(), "stdio".into()],
-        url: String::new(),
         env: [
             ("GH_PAT".to_owned(), value.to_owned()),
             ("LOG_LEVEL".to_owned(), "debug".to_owned()),
         ]
         .into(),
         plain: vec!["LOG_LEVEL".into()],
-        cwd: String::new(),
-        enabled: true,
+        ..outpost_desktop::mcp::empty_draft("ghx", true)
     };
     d.mcp_server_add(&draft)?;
     let file = paths()?.config_dir.join("mcp.toml");

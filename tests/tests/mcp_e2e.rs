@@ -75,9 +75,11 @@ impl Fixture {
             wire.join("crashy.pid").display()
         );
         let toml_str = |s: &str| toml::Value::String(s.to_owned()).to_string();
+        // The two wrappers write where the test reads (the wire folder, which the policy
+        // denies to every tool): they run unsandboxed. `time` and `memory` are sandboxed.
         let mcp = format!(
-            "[servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", {teed}]\n\n\
-             [servers.crashy]\ncommand = \"sh\"\nargs = [\"-c\", {crashy}]\n\n\
+            "[servers.everything]\ncommand = \"sh\"\nargs = [\"-c\", {teed}]\nsandbox = \"off\"\n\n\
+             [servers.crashy]\ncommand = \"sh\"\nargs = [\"-c\", {crashy}]\nsandbox = \"off\"\n\n\
              [servers.time]\ncommand = {py}\nargs = [\"-m\", \"mcp_server_time\", \"--local-timezone\", \"UTC\"]\n\n\
              [servers.memory]\ncommand = \"node\"\nargs = [{memory}]\nenv = {{ MEMORY_FILE_PATH = {memfile} }}\n",
             teed = toml_str(&teed),
@@ -667,8 +669,9 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
     let mcp_toml = home.config().join("mcp.toml");
     let marker = home.dir.path().join("pwned.marker");
     let fs_server = node_server("server-filesystem").display().to_string();
+    // Unsandboxed, as whoever writes it behind Outpost's back would have it.
     let injected = format!(
-        "[servers.pwned]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
+        "[servers.pwned]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nsandbox = \"off\"\n",
         toml::Value::String(format!(
             "touch '{}'; exec node '{fs_server}'",
             marker.display()
@@ -797,6 +800,88 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
         || marker.exists().then_some(()),
     );
     connect.finish();
+}
+
+/// Issue 28, end to end through `outpost connect` with a policy: the hostile server
+/// (tests/mcp/hostile_server.py), sandboxed by default, reads the allowed folder's notes
+/// but neither the `.env` beside them nor Outpost's settings; it cannot open a socket
+/// with its network off. Each refusal reaches the assistant as the tool's error, the
+/// server goes on answering, and its log says what its sandbox holds.
+#[test]
+fn a_sandboxed_servers_refusals_reach_the_assistant() {
+    if outpost_mcp::sandbox::Support::detect().landlock == 0 {
+        eprintln!("skipped: this kernel has no Landlock");
+        return;
+    }
+    let py = python::python().unwrap().display().to_string();
+    let script = python::workspace_root().join("tests/mcp/hostile_server.py");
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("docs")).unwrap();
+    std::fs::write(work.join("docs/notes.txt"), "work notes").unwrap();
+    std::fs::write(work.join(".env"), "API_KEY=never-seen").unwrap();
+    let fx = Fixture::with(
+        &format!(
+            "[servers.hostile]\ncommand = {}\nargs = [{}]\n",
+            toml::Value::String(py),
+            toml::Value::String(script.display().to_string())
+        ),
+        &format!(
+            "[mcp_servers]\nhostile = \"allow\"\n\n[[folders]]\npath = {}\naccess = \"allow\"\n",
+            toml::Value::String(work.display().to_string())
+        ),
+    );
+    let settings = fx.dir.path().join("config/mcp.toml");
+    let read = |id: &str, path: &Path| {
+        json!({"name": id, "op": "request", "id": id, "toolName": "mcp__hostile__read_file",
+               "parameters": {"path": path.display().to_string()}})
+    };
+    let refused = json!({"success": false, "errorCode": "execution_error",
+                         "errorMessageContains": "Permission denied"});
+    let mut env_file = read("s-env", &work.join(".env"));
+    env_file["expect"] = refused.clone();
+    let mut own = read("s-settings", &settings);
+    own["expect"] = refused;
+    let mut notes = read("s-notes", &work.join("docs/notes.txt"));
+    notes["expect"] = json!({"success": true, "result": {"text": "work notes"}});
+    let mut again = read("s-again", &work.join("docs/notes.txt"));
+    again["expect"] = notes["expect"].clone();
+    let steps = json!([
+        {"op": "wait_user", "text": USER_TEXT},
+        {"op": "wait_tool", "toolName": "mcp__hostile__read_file"},
+        notes,
+        env_file,
+        own,
+        {"name": "s-net", "op": "request", "id": "s-net", "toolName": "mcp__hostile__tcp_connect",
+         "parameters": {"port": 9},
+         "expect": {"success": false, "errorCode": "execution_error",
+                    "errorMessageContains": "not permitted"}},
+        again,
+        {"op": "say", "text": "MCP checks are done."}
+    ]);
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let agent = start_agent(&env, &fx, &steps);
+    let mut connect = Connect::start(&env, &fx);
+    connect.say(USER_TEXT);
+    let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
+    assert!(
+        status.success(),
+        "the assistant's scenario failed ({status}):\n{out}\nstderr:\n{err}\n--- outpost connect ---\n{}",
+        connect.stderr(),
+    );
+    connect.finish();
+    let log = std::fs::read_to_string(fx.data_dir().join("mcp-logs/hostile.log")).unwrap();
+    let work_real = work.join("docs").canonicalize().unwrap();
+    assert!(
+        log.contains("--- sandboxed: reads and writes")
+            && log.contains(&work_real.display().to_string())
+            && log.contains("no network"),
+        "{log}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(work.join(".env")).unwrap(),
+        "API_KEY=never-seen"
+    );
 }
 
 /// Issue 30, findings 6 and 8, end to end: a server (tests/mcp/hostile_server.py, official
@@ -945,10 +1030,18 @@ fn mcp_servers_end_with_outpost_connect_however_it_ends() {
         pidfile.display(),
         node_server("server-everything").display()
     );
+    // Sandboxed (issue 28), with the inline script's needs given as a user would.
     let fx = Fixture::with(
         &format!(
-            "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-            toml::Value::String(script)
+            "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\nwrite = [{}]\nread = [{}]\n",
+            toml::Value::String(script),
+            toml::Value::String(pids.path().display().to_string()),
+            toml::Value::String(
+                python::workspace_root()
+                    .join("tests/mcp/node_modules")
+                    .display()
+                    .to_string()
+            ),
         ),
         "consent_timeout_secs = 5\n",
     );

@@ -101,7 +101,8 @@ pub(crate) struct ConnectArgs {
 /// to run or fail; a failure is a note on stderr, never fatal.
 async fn start_mcp(
     data_dir: Option<&std::path::Path>,
-    roots: Vec<outpost_mcp::Root>,
+    roots: outpost_core::McpRoots,
+    gate: std::sync::Arc<dyn outpost_mcp::FolderGate>,
     wait: Duration,
 ) -> Result<Option<outpost_mcp::McpHost>, Failure> {
     use outpost_mcp::config::{self, McpConfig};
@@ -119,13 +120,20 @@ async fn start_mcp(
     }
     let data_dir = outpost_store::data_dir(data_dir)
         .map_err(|e| Failure::Invalid(format!("data directory: {e}")))?;
+    // Stdio servers run sandboxed: the allowed folders (as the roots), their own
+    // `read`/`write` folders judged by the policy.
     let connect = outpost_mcp::ConnectOptions {
         log_dir: Some(config::log_dir(&data_dir)),
+        sandbox: outpost_mcp::SandboxOptions {
+            folders: roots.folders,
+            gate,
+            ..outpost_mcp::SandboxOptions::default()
+        },
         ..outpost_mcp::ConnectOptions::default()
     };
     let host = outpost_mcp::McpHost::new(
         outpost_mcp::HostOptions::new(connect, outpost_mcp::secrets::from_env()),
-        roots,
+        roots.roots,
     );
     // Only the servers the user confirmed start; one added or changed in mcp.toml
     // outside Outpost waits for `outpost mcp trust`.
@@ -275,7 +283,8 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
             }
             opts.mcp = start_mcp(
                 args.data_dir.as_deref(),
-                roots.roots,
+                roots,
+                core.mcp_gate(),
                 Duration::from_secs(args.mcp_wait),
             )
             .await?;

@@ -1,8 +1,10 @@
-//! `outpost mcp add|list|remove|trust|tools`: the user's MCP servers in `mcp.toml` (config
-//! directory), the same file the app reads. A server added or changed in the file outside
-//! Outpost does not start until `trust` confirms it (`outpost_mcp::trust`). Values of `--env`/`--header` go to the OS
-//! keyring (the file only names the keyring entry); `--plain-env`/`--plain-header` values,
-//! or all with `--plain`, are written into the file.
+//! `outpost mcp add|list|remove|trust|tools|sandbox`: the user's MCP servers in `mcp.toml`
+//! (config directory), the same file the app reads. A server added or changed in the file
+//! outside Outpost does not start until `trust` confirms it (`outpost_mcp::trust`). Values
+//! of `--env`/`--header` go to the OS keyring (the file only names the keyring entry);
+//! `--plain-env`/`--plain-header` values, or all with `--plain`, are written into the file.
+//! `sandbox` shows what a stdio server may touch and changes its sandbox settings
+//! (`outpost_mcp::sandbox`).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -11,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use outpost_mcp::config::{self, McpConfig};
+use outpost_mcp::sandbox::{self as sb, FolderAccess, SandboxMode};
 use outpost_mcp::secrets::{self, SecretStore};
 use outpost_mcp::{ConfigValue, ConnectOptions, Connection, McpError, ServerConfig, Transport};
 
@@ -54,6 +57,47 @@ enum McpCommand {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
+    /// What a stdio server may touch in its sandbox (the folders it may read and write,
+    /// the network, what was left out and why); with options, change its sandbox
+    /// settings in mcp.toml first.
+    Sandbox(SandboxArgs),
+}
+
+/// The sandbox settings of a stdio server (`add`, `sandbox`).
+#[derive(Debug, Args, Default)]
+struct SandboxFlags {
+    /// The network: on, off, or auto (on for launchers that download packages, such as
+    /// npx and uvx; off otherwise).
+    #[arg(long, value_name = "on|off|auto")]
+    network: Option<String>,
+    /// How it may use the policy's allowed folders: read-write (the default), read, none.
+    #[arg(long, value_name = "read-write|read|none")]
+    folders: Option<String>,
+    /// One more folder (or file) it may read (repeatable; `~/` for the home folder).
+    #[arg(long = "read", value_name = "PATH")]
+    read: Vec<PathBuf>,
+    /// One more folder (or file) it may read and write (repeatable).
+    #[arg(long = "write", value_name = "PATH")]
+    write: Vec<PathBuf>,
+    /// Sandboxed: on (the default), if-available (run it unsandboxed where the kernel
+    /// cannot sandbox), off (never: it can reach everything you can).
+    #[arg(long = "sandbox", value_name = "on|if-available|off")]
+    mode: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct SandboxArgs {
+    /// The server's name.
+    name: String,
+    #[command(flatten)]
+    flags: SandboxFlags,
+    /// Forget its extra `read` and `write` paths (before adding those given).
+    #[arg(long)]
+    clear_paths: bool,
+    /// The policy file whose allowed folders and denials apply (as `outpost connect
+    /// --policy`); without it, the built-in default policy.
+    #[arg(long)]
+    policy: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -85,6 +129,8 @@ struct AddArgs {
     /// Add it disabled (the app will not start it).
     #[arg(long)]
     disabled: bool,
+    #[command(flatten)]
+    sandbox: SandboxFlags,
     /// The command and its arguments, after `--` (run directly, no shell).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -105,6 +151,74 @@ pub(crate) fn run(args: McpArgs) -> Result<(), Failure> {
         McpCommand::Tools { name, timeout } => {
             tools(&path, name, &data_dir()?, Duration::from_secs(timeout))
         }
+        McpCommand::Sandbox(a) => sandbox(&path, &data_dir()?, a),
+    }
+}
+
+impl SandboxFlags {
+    fn given(&self) -> bool {
+        self.network.is_some()
+            || self.folders.is_some()
+            || self.mode.is_some()
+            || !self.read.is_empty()
+            || !self.write.is_empty()
+    }
+
+    /// Applies the flags to `s`.
+    fn apply(&self, s: &mut sb::Sandbox) -> Result<(), Failure> {
+        if let Some(n) = &self.network {
+            s.network = match n.as_str() {
+                "on" => Some(true),
+                "off" => Some(false),
+                "auto" => None,
+                other => {
+                    return Err(Failure::Invalid(format!(
+                        "--network takes on, off or auto; got '{other}'"
+                    )));
+                }
+            };
+        }
+        if let Some(f) = &self.folders {
+            s.folders = match f.as_str() {
+                "read-write" => FolderAccess::ReadWrite,
+                "read" => FolderAccess::Read,
+                "none" => FolderAccess::None,
+                other => {
+                    return Err(Failure::Invalid(format!(
+                        "--folders takes read-write, read or none; got '{other}'"
+                    )));
+                }
+            };
+        }
+        if let Some(m) = &self.mode {
+            s.mode = match m.as_str() {
+                "on" => SandboxMode::On,
+                "if-available" => SandboxMode::IfAvailable,
+                "off" => SandboxMode::Off,
+                other => {
+                    return Err(Failure::Invalid(format!(
+                        "--sandbox takes on, if-available or off; got '{other}'"
+                    )));
+                }
+            };
+            if s.mode != SandboxMode::On {
+                note(
+                    "warning: where it runs unsandboxed, the server can read, change and send \
+                     everything you can",
+                );
+            }
+        }
+        for p in &self.read {
+            if !s.read.contains(p) {
+                s.read.push(p.clone());
+            }
+        }
+        for p in &self.write {
+            if !s.write.contains(p) {
+                s.write.push(p.clone());
+            }
+        }
+        s.check().map_err(Failure::Invalid)
     }
 }
 
@@ -246,6 +360,13 @@ fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result
         .servers
         .insert(a.name.clone(), ServerConfig::stdio("-", Vec::new()));
     probe.check().map_err(Failure::Invalid)?;
+    if a.url.is_some() && a.sandbox.given() {
+        return Err(Failure::Invalid(
+            "--network, --folders, --read, --write and --sandbox are for stdio servers: an \
+             HTTP server runs elsewhere"
+                .into(),
+        ));
+    }
     let store = secrets::from_env();
     let mut stored = Vec::new();
     let transport = match (&a.url, a.command.split_first()) {
@@ -264,20 +385,25 @@ fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result
                 )?,
             }
         }
-        (None, Some((command, args))) => Transport::Stdio {
-            command: command.clone(),
-            args: args.to_vec(),
-            env: store_values(
-                &a.name,
-                "env",
-                &a.env,
-                &a.plain_env,
-                a.plain,
-                store.as_ref(),
-                &mut stored,
-            )?,
-            cwd: a.cwd.clone(),
-        },
+        (None, Some((command, args))) => {
+            let mut sandbox = sb::Sandbox::default();
+            a.sandbox.apply(&mut sandbox)?;
+            Transport::Stdio {
+                command: command.clone(),
+                args: args.to_vec(),
+                env: store_values(
+                    &a.name,
+                    "env",
+                    &a.env,
+                    &a.plain_env,
+                    a.plain,
+                    store.as_ref(),
+                    &mut stored,
+                )?,
+                cwd: a.cwd.clone(),
+                sandbox,
+            }
+        }
         (None, None) => {
             return Err(Failure::Invalid(
                 "give the server's command after `--` (outpost mcp add NAME -- COMMAND [ARGS...]) or --url URL".into(),
@@ -325,13 +451,137 @@ fn list(path: &std::path::Path, data_dir: &std::path::Path) -> Result<(), Failur
             path.display()
         ));
     }
+    let opts = sb::SandboxOptions::default();
     for (name, s) in &cfg.servers {
-        let kind = match s.transport {
-            Transport::Stdio { .. } => "stdio",
-            Transport::Http { .. } => "http",
+        let (kind, boxed) = match &s.transport {
+            Transport::Stdio { .. } => ("stdio", sandbox_word(&reach(name, s, &opts))),
+            Transport::Http { .. } => ("http", "remote"),
         };
         let state = if s.enabled { "enabled" } else { "disabled" };
-        println!("{name}\t{state}\t{kind}\t{}", s.describe());
+        println!("{name}\t{state}\t{kind}\t{boxed}\t{}", s.describe());
+    }
+    Ok(())
+}
+
+/// What a stdio server may touch under `opts` (its plain variables only: `PATH` and the
+/// like; secrets are not read for this).
+fn reach(name: &str, server: &ServerConfig, opts: &sb::SandboxOptions) -> sb::Reach {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+        sandbox,
+    } = &server.transport
+    else {
+        return sb::Reach {
+            state: sb::ReachState::Unsandboxed {
+                why: "a remote server runs elsewhere".into(),
+            },
+            grants: Vec::new(),
+            network: true,
+            network_why: String::new(),
+            left_out: Vec::new(),
+            limits: Vec::new(),
+            env: Vec::new(),
+        };
+    };
+    let plain: Vec<(String, String)> = env
+        .iter()
+        .filter_map(|(k, v)| match v {
+            ConfigValue::Plain(p) => Some((k.clone(), p.clone())),
+            ConfigValue::Secret { .. } => None,
+        })
+        .collect();
+    let entry = sb::Entry {
+        server: name,
+        command,
+        args,
+        env: &plain,
+        cwd: cwd.as_deref(),
+        sandbox,
+    };
+    sb::plan(&entry, opts)
+}
+
+/// One word for `list`: sandboxed (with the network or not), unsandboxed, or refused
+/// here (the kernel cannot sandbox it and the user has not agreed).
+fn sandbox_word(r: &sb::Reach) -> &'static str {
+    match (&r.state, r.network) {
+        (sb::ReachState::Sandboxed, false) => "sandboxed",
+        (sb::ReachState::Sandboxed, true) => "sandboxed+network",
+        (sb::ReachState::Unsandboxed { .. }, _) => "unsandboxed",
+        (sb::ReachState::Refused { .. }, _) => "no-sandbox-here",
+    }
+}
+
+/// `outpost mcp sandbox NAME [options]`: changes the settings given, then prints what the
+/// server may touch.
+#[allow(clippy::print_stdout)]
+fn sandbox(
+    path: &std::path::Path,
+    data_dir: &std::path::Path,
+    a: SandboxArgs,
+) -> Result<(), Failure> {
+    let mut cfg = load(path)?;
+    let before = cfg.clone();
+    let Some(server) = cfg.servers.get_mut(&a.name) else {
+        return Err(Failure::Invalid(format!(
+            "no MCP server named '{}' is configured",
+            a.name
+        )));
+    };
+    let Transport::Stdio { sandbox, .. } = &mut server.transport else {
+        return Err(Failure::Invalid(format!(
+            "'{}' is an HTTP server: it runs elsewhere, there is no sandbox to set",
+            a.name
+        )));
+    };
+    if a.flags.given() || a.clear_paths {
+        if a.clear_paths {
+            sandbox.read.clear();
+            sandbox.write.clear();
+        }
+        a.flags.apply(sandbox)?;
+        cfg.save(path).map_err(|e| Failure::Other(e.into()))?;
+        // Changed through Outpost: a server confirmed before stays confirmed.
+        record(path, data_dir, &before, &cfg, &[])?;
+        note(&format!(
+            "changed the sandbox of '{}' ({})",
+            a.name,
+            path.display()
+        ));
+    }
+    let mut tools = outpost_core::ToolsConfig::defaults();
+    if let Some(p) = &a.policy {
+        tools.policy = outpost_core::PolicySource::File(p.clone());
+    }
+    let perms =
+        outpost_core::Permissions::new(&tools).map_err(|e| Failure::Invalid(e.to_string()))?;
+    let opts = sb::SandboxOptions {
+        folders: perms.mcp_roots().folders,
+        gate: perms.mcp_gate(),
+        ..sb::SandboxOptions::default()
+    };
+    let server = &cfg.servers[&a.name];
+    let r = reach(&a.name, server, &opts);
+    println!("{}", r.summary());
+    for g in r.own_grants() {
+        let access = match g.access {
+            sb::Access::Read => "read",
+            sb::Access::ReadWrite => "read-write",
+        };
+        println!("{access}\t{}\t{}", g.path.display(), g.why);
+    }
+    if r.sandboxed() {
+        println!("system\tthe system's programs and libraries, parts of /etc, /proc, /dev/null");
+        println!("network\t{}", r.network_why);
+    }
+    for why in &r.left_out {
+        println!("left out\t{why}");
+    }
+    for limit in &r.limits {
+        println!("not held\t{limit}");
     }
     Ok(())
 }
@@ -409,9 +659,17 @@ fn tools(
         note(&format!("no enabled MCP servers in {}", path.display()));
         return Ok(());
     }
+    // Sandboxed as at connect with the built-in policy: no allowed folder (as no roots),
+    // a server's own `read`/`write` folders judged by that policy.
+    let perms = outpost_core::Permissions::new(&outpost_core::ToolsConfig::defaults())
+        .map_err(|e| Failure::Other(e.into()))?;
     let opts = ConnectOptions {
         log_dir: Some(config::log_dir(data_dir)),
         start_timeout: timeout,
+        sandbox: sb::SandboxOptions {
+            gate: perms.mcp_gate(),
+            ..sb::SandboxOptions::default()
+        },
         ..ConnectOptions::default()
     };
     let store: Arc<dyn SecretStore> = secrets::from_env();

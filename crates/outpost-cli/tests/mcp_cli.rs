@@ -89,8 +89,14 @@ fn add_list_remove_round_trip() {
     let listing = text(&out.stdout);
     let lines: Vec<&str> = listing.lines().collect();
     assert_eq!(lines.len(), 2, "{listing}");
-    assert_eq!(lines[0], format!("ev\tenabled\tstdio\tnode {js} stdio"));
-    assert_eq!(lines[1], "web\tdisabled\thttp\thttp://127.0.0.1:9/mcp");
+    assert_eq!(
+        lines[0],
+        format!("ev\tenabled\tstdio\tsandboxed\tnode {js} stdio")
+    );
+    assert_eq!(
+        lines[1],
+        "web\tdisabled\thttp\tremote\thttp://127.0.0.1:9/mcp"
+    );
 
     // The same name twice, a bad name, a bad URL, nothing to run: invalid input (2).
     for args in [
@@ -173,6 +179,105 @@ fn values_are_never_written_without_plain() {
     assert!(d.file().contains("GITHUB_TOKEN = \"ghp_supersecret\""));
     // `list` never prints values.
     assert!(!text(&d.run(&["list"]).stdout).contains("ghp_supersecret"));
+}
+
+/// Issue 28: a stdio server's sandbox set with `add` and `sandbox`, written to mcp.toml,
+/// and what it may touch printed; an HTTP server has none; bad values are invalid input.
+#[test]
+fn sandbox_settings_are_set_and_shown() {
+    let d = Dirs::new();
+    let js = everything().display().to_string();
+    let refs = tempfile::tempdir().unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let refs_path = refs.path().canonicalize().unwrap().display().to_string();
+    let out_path = out_dir.path().canonicalize().unwrap().display().to_string();
+    let out = d.run(&[
+        "add",
+        "ev",
+        "--network",
+        "on",
+        "--folders",
+        "read",
+        "--read",
+        &refs_path,
+        "--",
+        "node",
+        &js,
+        "stdio",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = d.file();
+    for line in [
+        "network = true".to_owned(),
+        "folders = \"read\"".to_owned(),
+        format!("read = [\"{refs_path}\"]"),
+    ] {
+        assert!(file.contains(&line), "{line} not in:\n{file}");
+    }
+    let listing = text(&d.run(&["list"]).stdout);
+    assert!(listing.contains("\tsandboxed+network\t"), "{listing}");
+    let out = d.run(&["sandbox", "ev", "--network", "off", "--write", &out_path]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    if shown.starts_with("sandboxed") {
+        assert!(shown.contains("no network"), "{shown}");
+        assert!(
+            shown.contains(&format!("read-write\t{out_path}\twrite in mcp.toml")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!("read\t{refs_path}\tread in mcp.toml")),
+            "{shown}"
+        );
+        // The server's own program: the reference servers' node_modules.
+        assert!(shown.contains("node_modules\tthe program"), "{shown}");
+        assert!(shown.contains("network\toff in mcp.toml"), "{shown}");
+    } else {
+        // A kernel without Landlock: not started until the user agrees.
+        assert!(shown.contains("Landlock"), "{shown}");
+    }
+    assert!(d.file().contains("network = false"));
+    // Still confirmed: changed through Outpost.
+    let listing = text(&d.run(&["list"]).stderr);
+    assert!(!listing.contains("outside Outpost"), "{listing}");
+    for args in [
+        vec!["sandbox", "ev", "--network", "maybe"],
+        vec!["sandbox", "ev", "--read", "relative/x"],
+        vec!["sandbox", "nosuch"],
+        vec![
+            "add",
+            "web",
+            "--url",
+            "http://127.0.0.1:9/",
+            "--network",
+            "on",
+        ],
+    ] {
+        let out = d.run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+    let out = d.run(&["sandbox", "ev", "--clear-paths", "--sandbox", "off"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("NOT sandboxed"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        text(&out.stderr).contains("warning"),
+        "{}",
+        text(&out.stderr)
+    );
+    let file = d.file();
+    assert!(
+        file.contains("sandbox = \"off\"") && !file.contains("write ="),
+        "{file}"
+    );
 }
 
 #[test]

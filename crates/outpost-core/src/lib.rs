@@ -51,7 +51,7 @@ pub use events::{
     AssistantMode, AttachmentInfo, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent,
 };
 pub use executor::{
-    McpRoots, Permissions, PolicySource, ToolsConfig, confirm_policy, outpost_places,
+    McpRoots, Permissions, PolicySource, ToolsConfig, confirm_policy, mcp_gate, outpost_places,
 };
 pub use machine::{Command, Effect, ExecEvent, Input, Machine, MachineConfig, Record};
 /// The audio types a voice caller handles.

@@ -136,6 +136,12 @@ impl Core {
         crate::executor::builtin_tools()
     }
 
+    /// The policy as the MCP sandbox's gate: what a server's own `read`/`write` folders
+    /// and its program folders may be (`outpost_mcp::FolderGate`).
+    pub fn mcp_gate(&self) -> std::sync::Arc<dyn outpost_mcp::FolderGate> {
+        self.perms.mcp_gate()
+    }
+
     /// The policy and consent broker.
     pub fn permissions(&self) -> &Permissions {
         &self.perms
@@ -154,7 +160,9 @@ impl Core {
     /// Offers [`Self::mcp_roots`] to `host`'s servers again after every change of the policy
     /// (an edit of the policy file, the settings pane); the host sends
     /// `notifications/roots/list_changed` when the list differs, and what was left out is
-    /// logged. Runs until aborted or the policy is gone. Call inside a tokio runtime.
+    /// logged. The same folders are what sandboxed servers may reach: when they change,
+    /// the host restarts those that use them (`McpHost::set_folders`). Runs until aborted
+    /// or the policy is gone. Call inside a tokio runtime.
     pub fn follow_mcp_roots(&self, host: outpost_mcp::McpHost) -> tokio::task::JoinHandle<()> {
         let core = self.clone();
         let mut status = self.perms.policy().status();
@@ -167,6 +175,8 @@ impl Core {
                     }
                     host.set_roots(roots.roots);
                 }
+                // The sandboxed servers that use the allowed folders restart with them.
+                host.set_folders(roots.folders);
             }
         })
     }

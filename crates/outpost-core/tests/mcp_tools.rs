@@ -132,6 +132,15 @@ async fn mcp_tools_ask_by_default_and_the_users_answer_decides() {
     assert_eq!(q.tool, "mcp__everything__echo");
     assert_eq!(q.description, echo.description);
     assert!(q.claims.is_some(), "{q:?}");
+    // What the server may touch (issue 28): its sandbox, as the host planned it.
+    if outpost_mcp::sandbox::Support::detect().landlock > 0 {
+        assert!(
+            q.summary
+                .ends_with("(sandboxed: none of your folders; no network)"),
+            "{}",
+            q.summary
+        );
+    }
     assert_eq!(q.parameters["message"], "hi");
     assert!(q.options.contains(&Decision::AllowForConversation));
     perms

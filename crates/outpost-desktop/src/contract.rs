@@ -886,6 +886,52 @@ pub struct McpServerInfo {
     /// The server's rule in the policy (`[mcp_servers]`): every tool of it runs without
     /// asking, asks (the default), or never runs; a rule for one tool (`[tools]`) wins.
     pub rule: ToolRule,
+    /// What a stdio server may touch (its sandbox): as it runs in the live session, else
+    /// as it would start now. Absent for an HTTP server (it runs elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<McpSandboxInfo>,
+}
+
+/// `McpSandboxInfo`: what a stdio server may touch, as Outpost plans its sandbox
+/// (docs/MCP.md, "The sandbox").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpSandboxInfo {
+    /// Sandboxed, not sandboxed, or not started (no sandbox here, no consent yet).
+    pub state: McpSandboxState,
+    /// One line: what it may read and write, the network (as in the consent dialog).
+    pub summary: String,
+    /// Why it runs unsandboxed or is not started.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+    /// The places of its own it may reach (besides the system's programs and libraries,
+    /// parts of /etc, /proc, /dev/null and a private temporary folder).
+    pub grants: Vec<McpSandboxGrant>,
+    /// Whether it may use the network.
+    pub network: bool,
+    /// Why the network is on or off.
+    pub network_why: String,
+    /// What was asked for but left out, and why (a secret inside a folder, a folder the
+    /// policy denies, a launcher's cache that holds something denied).
+    pub left_out: Vec<String>,
+    /// What this computer's kernel cannot hold.
+    pub limits: Vec<String>,
+}
+
+/// `McpSandboxGrant`: one place a sandboxed server may reach.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(rename_all = "camelCase")]
+#[ts(optional_fields)]
+pub struct McpSandboxGrant {
+    /// The folder (and what is below it) or file.
+    pub path: String,
+    /// Read, or read and write.
+    pub access: McpAccess,
+    /// Why it is reachable.
+    pub kind: McpGrantKind,
+    /// A few words on why.
+    pub why: String,
 }
 
 /// `McpServerDraft`: a server to add (the settings form, or an import's review step).
@@ -919,10 +965,41 @@ pub struct McpServerDraft {
     /// Start it at connect.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// A stdio server's sandbox: on (the default), if-available, off.
+    #[serde(default = "sandbox_on")]
+    pub sandbox: McpSandboxMode,
+    /// A stdio server's network: auto (on for launchers such as npx and uvx), on, off.
+    #[serde(default = "network_auto")]
+    pub network: McpNetwork,
+    /// How a stdio server may use the policy's allowed folders.
+    #[serde(default = "folders_read_write")]
+    pub folders: McpFolderAccess,
+    /// More folders (or files) it may read (absolute, or starting with `~/`).
+    #[serde(default)]
+    pub read: Vec<String>,
+    /// More folders (or files) it may read and write.
+    #[serde(default)]
+    pub write: Vec<String>,
+    /// Given back, never read: what the server would touch with these settings
+    /// (`mcp_servers_get`, `mcp_servers_import_preview`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reach: Option<McpSandboxInfo>,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn sandbox_on() -> McpSandboxMode {
+    McpSandboxMode::On
+}
+
+fn network_auto() -> McpNetwork {
+    McpNetwork::Auto
+}
+
+fn folders_read_write() -> McpFolderAccess {
+    McpFolderAccess::ReadWrite
 }
 
 /// `McpToolInfo`: one tool of a server and its rule (Settings → Tool servers).
@@ -1167,6 +1244,83 @@ closed_set! {
         /// Added or changed in `mcp.toml` outside Outpost: not started until the user
         /// confirms it (`mcp_servers_trust`).
         Unconfirmed,
+        /// Not started: this computer's kernel cannot sandbox it and the user has not
+        /// agreed to run it unsandboxed (`sandbox: if_available`).
+        NoSandbox,
+    }
+}
+
+closed_set! {
+    /// `McpSandboxInfo` `state`.
+    McpSandboxState {
+        /// In its sandbox: it reaches only its grants.
+        Sandboxed,
+        /// Not sandboxed: it can reach everything the user can.
+        Unsandboxed,
+        /// Not started: no sandbox here and no consent to run without one.
+        Refused,
+    }
+}
+
+closed_set! {
+    /// `McpSandboxGrant` `access`.
+    McpAccess {
+        /// Read (and run programs from it).
+        Read,
+        /// Read, write, create, delete.
+        ReadWrite,
+    }
+}
+
+closed_set! {
+    /// `McpSandboxGrant` `kind`.
+    McpGrantKind {
+        /// The server's own program, derived from its command.
+        Program,
+        /// A launcher's cache (npx's `~/.npm`, uvx's `~/.cache/uv`).
+        Launcher,
+        /// Its working folder.
+        WorkingFolder,
+        /// One of the policy's allowed folders.
+        AllowedFolder,
+        /// `read` or `write` in its settings.
+        Extra,
+    }
+}
+
+closed_set! {
+    /// `McpServerDraft` `sandbox`.
+    McpSandboxMode {
+        /// Sandboxed; not started where the kernel cannot sandbox.
+        On,
+        /// Sandboxed where the kernel can; unsandboxed where it cannot (the user agreed).
+        IfAvailable,
+        /// Never sandboxed.
+        Off,
+    }
+}
+
+closed_set! {
+    /// `McpServerDraft` `network`.
+    McpNetwork {
+        /// On for launchers that download packages (npx, uvx...), off otherwise.
+        Auto,
+        /// On.
+        On,
+        /// Off.
+        Off,
+    }
+}
+
+closed_set! {
+    /// `McpServerDraft` `folders`.
+    McpFolderAccess {
+        /// Read and write the allowed folders.
+        ReadWrite,
+        /// Read them only.
+        Read,
+        /// Not at all.
+        None,
     }
 }
 
@@ -1324,6 +1478,14 @@ pub fn typescript() -> String {
         ToolInfo,
         McpTransport,
         McpServerStatus,
+        McpSandboxState,
+        McpAccess,
+        McpGrantKind,
+        McpSandboxMode,
+        McpNetwork,
+        McpFolderAccess,
+        McpSandboxGrant,
+        McpSandboxInfo,
         McpServerInfo,
         McpServerDraft,
         McpToolInfo,

@@ -21,9 +21,10 @@ use outpost_policy::{Policy, PolicyStore, Rule};
 
 use crate::config::Paths;
 use crate::contract::{
-    AppEvent, ElicitationAction, ElicitationClosed, ElicitationEvent, McpImportPreview,
-    McpServerDraft, McpServerInfo, McpServerStatus, McpServerTools, McpToolInfo, McpTransport,
-    ServerClaims, ToolRule,
+    AppEvent, ElicitationAction, ElicitationClosed, ElicitationEvent, McpAccess, McpFolderAccess,
+    McpGrantKind, McpImportPreview, McpNetwork, McpSandboxGrant, McpSandboxInfo, McpSandboxMode,
+    McpSandboxState, McpServerDraft, McpServerInfo, McpServerStatus, McpServerTools, McpToolInfo,
+    McpTransport, ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -55,6 +56,7 @@ pub struct Started {
 pub async fn start(
     paths: &Paths,
     roots: Vec<Root>,
+    sandbox: outpost_mcp::SandboxOptions,
     requests: Arc<dyn ServerRequests>,
     wait: Duration,
 ) -> Started {
@@ -84,6 +86,7 @@ pub async fn start(
         requests,
         // The app shows a URL request in full and opens it only on the user's say.
         elicitation_url: true,
+        sandbox,
         ..ConnectOptions::default()
     };
     let host = McpHost::new(
@@ -311,6 +314,7 @@ fn status_of(s: &ServerStatus) -> McpServerStatus {
         ServerStatus::Restarting { .. } => McpServerStatus::Crashed,
         ServerStatus::Disabled => McpServerStatus::Disabled,
         ServerStatus::Unconfirmed => McpServerStatus::Unconfirmed,
+        ServerStatus::NoSandbox => McpServerStatus::NoSandbox,
         _ => McpServerStatus::Stopped,
     }
 }
@@ -350,9 +354,151 @@ fn info(
         tool_count,
         last_error,
         has_log,
-        // The policy's rule is filled in by the caller (`Desktop`), which holds the policy.
+        // The policy's rule and the sandbox are filled in by the caller (`Desktop`), which
+        // holds the policy ([`sandbox_of`]).
         rule: ToolRule::Ask,
+        sandbox: None,
     }
+}
+
+/// What `name` may touch: as it runs in `host`'s session, else as it would start under
+/// `opts` now. `None` for an HTTP server.
+pub fn sandbox_of(
+    name: &str,
+    cfg: &ServerConfig,
+    host: Option<&McpHost>,
+    opts: &outpost_mcp::SandboxOptions,
+) -> Option<McpSandboxInfo> {
+    let Transport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+        sandbox,
+    } = &cfg.transport
+    else {
+        return None;
+    };
+    let live = host
+        .and_then(|h| h.snapshot().get(name).cloned())
+        .filter(|st| matches!(st.status, ServerStatus::Running | ServerStatus::Starting))
+        .and_then(|st| st.reach);
+    let reach = live.unwrap_or_else(|| {
+        // Secret values are not read for this: only PATH and the like matter.
+        let plain: Vec<(String, String)> = env
+            .iter()
+            .filter_map(|(k, v)| match v {
+                ConfigValue::Plain(p) => Some((k.clone(), p.clone())),
+                ConfigValue::Secret { .. } => None,
+            })
+            .collect();
+        let entry = outpost_mcp::sandbox::Entry {
+            server: name,
+            command,
+            args,
+            env: &plain,
+            cwd: cwd.as_deref(),
+            sandbox,
+        };
+        Arc::new(outpost_mcp::sandbox::plan(&entry, opts))
+    });
+    Some(sandbox_info(&reach))
+}
+
+/// The contract's form of a [`Reach`](outpost_mcp::Reach): the system's own places are
+/// summed up, not listed.
+pub fn sandbox_info(r: &outpost_mcp::Reach) -> McpSandboxInfo {
+    use outpost_mcp::sandbox::{Access, GrantKind, ReachState};
+    let (state, why) = match &r.state {
+        ReachState::Sandboxed => (McpSandboxState::Sandboxed, None),
+        ReachState::Unsandboxed { why } => (McpSandboxState::Unsandboxed, Some(why.clone())),
+        ReachState::Refused { why } => (McpSandboxState::Refused, Some(why.clone())),
+    };
+    let grants = r
+        .own_grants()
+        .filter_map(|g| {
+            let kind = match g.kind {
+                GrantKind::Program => McpGrantKind::Program,
+                GrantKind::Launcher => McpGrantKind::Launcher,
+                GrantKind::WorkingFolder => McpGrantKind::WorkingFolder,
+                GrantKind::AllowedFolder => McpGrantKind::AllowedFolder,
+                GrantKind::Extra => McpGrantKind::Extra,
+                _ => return None,
+            };
+            Some(McpSandboxGrant {
+                path: g.path.display().to_string(),
+                access: match g.access {
+                    Access::Read => McpAccess::Read,
+                    Access::ReadWrite => McpAccess::ReadWrite,
+                },
+                kind,
+                why: g.why.clone(),
+            })
+        })
+        .collect();
+    McpSandboxInfo {
+        state,
+        summary: r.summary(),
+        why,
+        grants,
+        network: r.network,
+        network_why: r.network_why.clone(),
+        left_out: r.left_out.clone(),
+        limits: r.limits.clone(),
+    }
+}
+
+/// A draft's sandbox settings, checked.
+fn draft_sandbox(d: &McpServerDraft) -> Result<outpost_mcp::Sandbox> {
+    use outpost_mcp::sandbox::{FolderAccess, SandboxMode};
+    let sandbox = outpost_mcp::Sandbox {
+        mode: match d.sandbox {
+            McpSandboxMode::On => SandboxMode::On,
+            McpSandboxMode::IfAvailable => SandboxMode::IfAvailable,
+            McpSandboxMode::Off => SandboxMode::Off,
+        },
+        network: match d.network {
+            McpNetwork::Auto => None,
+            McpNetwork::On => Some(true),
+            McpNetwork::Off => Some(false),
+        },
+        folders: match d.folders {
+            McpFolderAccess::ReadWrite => FolderAccess::ReadWrite,
+            McpFolderAccess::Read => FolderAccess::Read,
+            McpFolderAccess::None => FolderAccess::None,
+        },
+        read: d.read.iter().map(|p| PathBuf::from(p.trim())).collect(),
+        write: d.write.iter().map(|p| PathBuf::from(p.trim())).collect(),
+    };
+    sandbox
+        .check()
+        .map_err(|e| DesktopError::invalid("sandbox", e))?;
+    Ok(sandbox)
+}
+
+/// A server's sandbox settings as the draft carries them (defaults for HTTP).
+fn sandbox_fields(d: &mut McpServerDraft, sandbox: Option<&outpost_mcp::Sandbox>) {
+    use outpost_mcp::sandbox::{FolderAccess, SandboxMode};
+    let Some(s) = sandbox else {
+        return;
+    };
+    d.sandbox = match s.mode {
+        SandboxMode::On => McpSandboxMode::On,
+        SandboxMode::IfAvailable => McpSandboxMode::IfAvailable,
+        SandboxMode::Off => McpSandboxMode::Off,
+    };
+    d.network = match s.network {
+        None => McpNetwork::Auto,
+        Some(true) => McpNetwork::On,
+        Some(false) => McpNetwork::Off,
+    };
+    d.folders = match s.folders {
+        FolderAccess::ReadWrite => McpFolderAccess::ReadWrite,
+        FolderAccess::Read => McpFolderAccess::Read,
+        FolderAccess::None => McpFolderAccess::None,
+    };
+    d.read = s.read.iter().map(|p| p.display().to_string()).collect();
+    d.write = s.write.iter().map(|p| p.display().to_string()).collect();
 }
 
 fn log_file(paths: &Paths, name: &str) -> PathBuf {
@@ -425,10 +571,18 @@ fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerC
                 args: d.args.clone(),
                 env: values,
                 cwd: (!d.cwd.trim().is_empty()).then(|| PathBuf::from(d.cwd.trim())),
+                sandbox: draft_sandbox(d)?,
             }
         }
         (true, false) => {
             config::check_url(url).map_err(|e| DesktopError::invalid("url", e.to_string()))?;
+            if !d.read.is_empty() || !d.write.is_empty() {
+                return Err(DesktopError::invalid(
+                    "sandbox",
+                    "folders to read or write are for a command's server: an HTTP server \
+                     runs elsewhere",
+                ));
+            }
             Transport::Http {
                 url: url.to_owned(),
                 headers: values,
@@ -504,6 +658,27 @@ pub fn add(
     Ok(info(&d.name, &server, host, paths, false))
 }
 
+/// A draft with nothing set but its name and whether it is enabled (the sandbox's
+/// defaults).
+pub fn empty_draft(name: &str, enabled: bool) -> McpServerDraft {
+    McpServerDraft {
+        name: name.to_owned(),
+        command: String::new(),
+        args: Vec::new(),
+        url: String::new(),
+        env: std::collections::BTreeMap::new(),
+        plain: Vec::new(),
+        cwd: String::new(),
+        enabled,
+        sandbox: McpSandboxMode::On,
+        network: McpNetwork::Auto,
+        folders: McpFolderAccess::ReadWrite,
+        read: Vec::new(),
+        write: Vec::new(),
+        reach: None,
+    }
+}
+
 /// `mcp_servers_get`: a server's settings as the form edits them. A secret value (kept in
 /// the keyring) comes back empty, by name only; saving it empty keeps it.
 pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
@@ -525,12 +700,13 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
             .map(|(k, _)| k.clone())
             .collect()
     };
-    let draft = match &server.transport {
+    let mut draft = match &server.transport {
         Transport::Stdio {
             command,
             args,
             env,
             cwd,
+            sandbox: _,
         } => McpServerDraft {
             name: name.to_owned(),
             command: command.clone(),
@@ -542,19 +718,16 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
                 .as_ref()
                 .map(|c| c.display().to_string())
                 .unwrap_or_default(),
-            enabled: server.enabled,
+            ..empty_draft(name, server.enabled)
         },
         Transport::Http { url, headers } => McpServerDraft {
-            name: name.to_owned(),
-            command: String::new(),
-            args: Vec::new(),
             url: url.clone(),
             env: shown(headers),
             plain: plain(headers),
-            cwd: String::new(),
-            enabled: server.enabled,
+            ..empty_draft(name, server.enabled)
         },
     };
+    sandbox_fields(&mut draft, server.sandbox());
     Ok(draft)
 }
 
@@ -783,6 +956,7 @@ pub fn import_preview(paths: &Paths, text: &str) -> Result<McpImportPreview> {
                 args,
                 env,
                 cwd,
+                sandbox: _,
             } => (
                 command.clone(),
                 args.clone(),
@@ -802,16 +976,16 @@ pub fn import_preview(paths: &Paths, text: &str) -> Result<McpImportPreview> {
         };
         // Every value of an import goes to the keyring, as for a server added by hand;
         // the review step may mark some plain.
-        servers.push(McpServerDraft {
-            name,
+        let mut draft = McpServerDraft {
             command,
             args,
             url,
             env,
-            plain: Vec::new(),
             cwd,
-            enabled: cfg.enabled,
-        });
+            ..empty_draft(&name, cfg.enabled)
+        };
+        sandbox_fields(&mut draft, cfg.sandbox());
+        servers.push(draft);
     }
     Ok(McpImportPreview { servers, skipped })
 }
@@ -931,9 +1105,14 @@ impl ToolLists {
             ));
             Arc::new(Vec::new())
         } else {
+            // Sandboxed as at connect, without the allowed folders (as without roots).
             let opts = ConnectOptions {
                 log_dir: Some(config::log_dir(&paths.data_dir)),
                 start_timeout: wait,
+                sandbox: outpost_mcp::SandboxOptions {
+                    gate: outpost_core::mcp_gate(policy.clone()),
+                    ..outpost_mcp::SandboxOptions::default()
+                },
                 ..ConnectOptions::default()
             };
             let secrets = outpost_mcp::secrets::from_env();
@@ -1031,14 +1210,10 @@ mod tests {
 
     fn draft(name: &str, command: &str, url: &str) -> McpServerDraft {
         McpServerDraft {
-            name: name.into(),
             command: command.into(),
             args: vec!["-y".into(), "srv".into()],
             url: url.into(),
-            env: std::collections::BTreeMap::new(),
-            plain: Vec::new(),
-            cwd: String::new(),
-            enabled: true,
+            ..empty_draft(name, true)
         }
     }
 
@@ -1555,7 +1730,8 @@ mod tests {
         let marker = dir.path().join("ran");
         let mut text = std::fs::read_to_string(config_file(&p)).unwrap();
         text.push_str(&format!(
-            "\n[servers.sneaky]\ncommand = \"sh\"\nargs = [\"-c\", \"touch '{}'; sleep 30\"]\n",
+            // Unsandboxed, so that its marker shows whether it ran at all.
+            "\n[servers.sneaky]\ncommand = \"sh\"\nargs = [\"-c\", \"touch '{}'; sleep 30\"]\nsandbox = \"off\"\n",
             marker.display()
         ));
         std::fs::write(config_file(&p), text).unwrap();
@@ -1571,6 +1747,7 @@ mod tests {
         let started = start(
             &p,
             Vec::new(),
+            outpost_mcp::SandboxOptions::default(),
             Arc::new(outpost_mcp::DefaultRequests),
             Duration::from_millis(300),
         )

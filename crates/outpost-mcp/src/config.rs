@@ -14,7 +14,20 @@
 //!
 //! A server has either `command` (stdio: spawned directly, never through a shell) or `url`
 //! (Streamable HTTP). Values in `env` and `headers` are plain strings or `{ secret = "ENTRY" }`,
-//! an entry in the OS keyring resolved when the server starts.
+//! an entry in the OS keyring resolved when the server starts. A stdio server runs in a
+//! sandbox ([`crate::sandbox`]) that `sandbox`, `network`, `folders`, `read` and `write`
+//! adjust:
+//!
+//! ```toml
+//! [servers.files]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-filesystem", "/home/me/src"]
+//! network = false            # default: off, on for npx/uvx-style launchers
+//! folders = "read"           # the allowed folders: "read-write" (default), "read", "none"
+//! read = ["~/reference"]     # more it may read (split around what the policy denies)
+//! write = ["~/out"]          # more it may read and write
+//! sandbox = "on"             # "on" (default), "if-available", "off"
+//! ```
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +35,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{McpError, Result};
+use crate::sandbox::{FolderAccess, Sandbox, SandboxMode};
 use crate::secrets::SecretStore;
 
 /// The file name inside the config directory.
@@ -62,6 +76,8 @@ pub enum Transport {
         env: BTreeMap<String, ConfigValue>,
         /// Working directory; the host's when absent.
         cwd: Option<PathBuf>,
+        /// What its sandbox lets it reach beyond what its program needs.
+        sandbox: Sandbox,
     },
     /// A Streamable HTTP endpoint.
     Http {
@@ -103,6 +119,18 @@ struct RawServer {
     headers: BTreeMap<String, ConfigValue>,
     #[serde(default = "yes")]
     enabled: bool,
+    // The sandbox's settings (stdio only). Written only when not the default, so an entry
+    // from before the sandbox keeps its fingerprint (crate::trust) and stays confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sandbox: Option<SandboxMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    network: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    folders: Option<FolderAccess>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    read: Vec<PathBuf>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    write: Vec<PathBuf>,
 }
 
 fn yes() -> bool {
@@ -129,16 +157,37 @@ impl TryFrom<RawServer> for ServerConfig {
                 if command.trim().is_empty() {
                     return Err("`command` is empty".into());
                 }
+                let sandbox = Sandbox {
+                    mode: raw.sandbox.unwrap_or_default(),
+                    network: raw.network,
+                    folders: raw.folders.unwrap_or_default(),
+                    read: raw.read,
+                    write: raw.write,
+                };
+                sandbox.check()?;
                 Transport::Stdio {
                     command,
                     args: raw.args,
                     env: raw.env,
                     cwd: raw.cwd,
+                    sandbox,
                 }
             }
             (None, Some(url)) => {
                 if !raw.args.is_empty() || !raw.env.is_empty() || raw.cwd.is_some() {
                     return Err("`args`, `env` and `cwd` are for stdio servers (`command`)".into());
+                }
+                if raw.sandbox.is_some()
+                    || raw.network.is_some()
+                    || raw.folders.is_some()
+                    || !raw.read.is_empty()
+                    || !raw.write.is_empty()
+                {
+                    return Err(
+                        "`sandbox`, `network`, `folders`, `read` and `write` are for \
+                                stdio servers (`command`): an HTTP server runs elsewhere"
+                            .into(),
+                    );
                 }
                 check_url(&url).map_err(|e| e.to_string())?;
                 Transport::Http {
@@ -166,11 +215,18 @@ impl From<ServerConfig> for RawServer {
                 args,
                 env,
                 cwd,
+                sandbox,
             } => {
                 raw.command = Some(command);
                 raw.args = args;
                 raw.env = env;
                 raw.cwd = cwd;
+                raw.sandbox = (sandbox.mode != SandboxMode::default()).then_some(sandbox.mode);
+                raw.network = sandbox.network;
+                raw.folders =
+                    (sandbox.folders != FolderAccess::default()).then_some(sandbox.folders);
+                raw.read = sandbox.read;
+                raw.write = sandbox.write;
             }
             Transport::Http { url, headers } => {
                 raw.url = Some(url);
@@ -315,6 +371,7 @@ pub(crate) enum Resolved {
         args: Vec<String>,
         env: Vec<(String, String)>,
         cwd: Option<PathBuf>,
+        sandbox: Sandbox,
     },
     Http {
         url: String,
@@ -366,6 +423,7 @@ impl ServerConfig {
                 args,
                 env: BTreeMap::new(),
                 cwd: None,
+                sandbox: Sandbox::default(),
             },
         }
     }
@@ -378,6 +436,22 @@ impl ServerConfig {
                 url: url.into(),
                 headers: BTreeMap::new(),
             },
+        }
+    }
+
+    /// A stdio server's sandbox settings (`None` for HTTP).
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        match &self.transport {
+            Transport::Stdio { sandbox, .. } => Some(sandbox),
+            Transport::Http { .. } => None,
+        }
+    }
+
+    /// A stdio server's sandbox settings, to change them (`None` for HTTP).
+    pub fn sandbox_mut(&mut self) -> Option<&mut Sandbox> {
+        match &mut self.transport {
+            Transport::Stdio { sandbox, .. } => Some(sandbox),
+            Transport::Http { .. } => None,
         }
     }
 
@@ -403,11 +477,13 @@ impl ServerConfig {
                 args,
                 env,
                 cwd,
+                sandbox,
             } => Resolved::Stdio {
                 command: command.clone(),
                 args: args.clone(),
                 env: resolve_values(server, env, secrets)?,
                 cwd: cwd.clone(),
+                sandbox: sandbox.clone(),
             },
             Transport::Http { url, headers } => Resolved::Http {
                 url: url.clone(),

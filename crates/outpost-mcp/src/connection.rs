@@ -28,6 +28,7 @@ use crate::requests::{
     DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests,
 };
 use crate::result::map_call_result;
+use crate::sandbox::{self, Reach, ReachState, SandboxOptions};
 use crate::secrets::SecretStore;
 
 /// The MCP versions this host speaks (newest first). The handshake offers the first; the
@@ -99,6 +100,9 @@ pub struct ConnectOptions {
     /// the session with an error. The default, 64 MiB, is the Outpost protocol's largest
     /// message: no tool result could carry more.
     pub max_message_bytes: usize,
+    /// The sandbox of stdio servers: the folders the policy lets them reach, the gate that
+    /// judges the rest, what the kernel can enforce ([`crate::sandbox`]).
+    pub sandbox: SandboxOptions,
 }
 
 impl Default for ConnectOptions {
@@ -113,6 +117,7 @@ impl Default for ConnectOptions {
             elicitation_url: false,
             sampling: false,
             max_message_bytes: 64 * 1024 * 1024,
+            sandbox: SandboxOptions::default(),
         }
     }
 }
@@ -280,6 +285,8 @@ pub struct Connection {
     process: Mutex<Option<ServerProcessSlot>>,
     /// Who shows a `-32042` error's links to the user (the elicitation handler).
     requests: Arc<dyn ServerRequests>,
+    /// What a stdio server may touch (none for an HTTP server).
+    reach: Option<Arc<Reach>>,
 }
 
 /// The JSON-RPC error code of "URL elicitation required" (MCP 2025-11-25).
@@ -383,6 +390,97 @@ fn http_headers(
         .collect()
 }
 
+/// What the server may touch ([`sandbox::plan`], on the blocking pool: it looks at files
+/// and the gate may walk folders).
+async fn plan_sandbox(
+    server: &str,
+    command: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: Option<&std::path::Path>,
+    settings: &sandbox::Sandbox,
+    opts: &ConnectOptions,
+) -> Reach {
+    let (server, command, args, env) = (
+        server.to_owned(),
+        command.to_owned(),
+        args.to_vec(),
+        env.to_vec(),
+    );
+    let (cwd, settings, sb) = (
+        cwd.map(std::path::Path::to_path_buf),
+        settings.clone(),
+        opts.sandbox.clone(),
+    );
+    let planned = tokio::task::spawn_blocking(move || {
+        let entry = sandbox::Entry {
+            server: &server,
+            command: &command,
+            args: &args,
+            env: &env,
+            cwd: cwd.as_deref(),
+            sandbox: &settings,
+        };
+        sandbox::plan(&entry, &sb)
+    })
+    .await;
+    planned.unwrap_or_else(|e| Reach {
+        state: ReachState::Refused {
+            why: format!("planning its sandbox failed: {e}"),
+        },
+        grants: Vec::new(),
+        network: false,
+        network_why: String::new(),
+        left_out: Vec::new(),
+        limits: Vec::new(),
+        env: Vec::new(),
+    })
+}
+
+/// The Landlock ruleset and seccomp filter for a sandboxed server (none when it runs
+/// unsandboxed), built on the blocking pool.
+#[cfg(target_os = "linux")]
+async fn confine(
+    server: &str,
+    reach: &Arc<Reach>,
+    opts: &ConnectOptions,
+) -> Result<Option<process::Confinement>> {
+    if !reach.sandboxed() {
+        return Ok(None);
+    }
+    let (name, planned, seccomp) = (
+        server.to_owned(),
+        Arc::clone(reach),
+        opts.sandbox.support.seccomp,
+    );
+    let prepared =
+        tokio::task::spawn_blocking(move || sandbox::enforce::prepare(&name, &planned, seccomp))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|r| r);
+    match prepared {
+        Ok(p) => {
+            for path in &p.missing {
+                tracing::debug!(server, path = %path.display(), "not in the sandbox: it does not exist");
+            }
+            Ok(Some(p))
+        }
+        Err(message) => Err(McpError::Start {
+            server: server.to_owned(),
+            message: format!("its sandbox could not be set up: {message}"),
+        }),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+async fn confine(
+    _server: &str,
+    _reach: &Arc<Reach>,
+    _opts: &ConnectOptions,
+) -> Result<Option<process::Confinement>> {
+    Ok(None)
+}
+
 async fn wait_closed(
     closed: &mut watch::Receiver<Option<String>>,
     within: Duration,
@@ -415,17 +513,47 @@ impl Connection {
         };
         let timeout_ms = opts.start_timeout.as_millis();
 
+        let mut reach = None;
         let (service, process, exit) = match resolved {
             Resolved::Stdio {
                 command,
                 args,
                 env,
                 cwd,
+                sandbox,
             } => {
-                let log = match &opts.log_dir {
+                let planned = Arc::new(
+                    plan_sandbox(
+                        server,
+                        &command,
+                        &args,
+                        &env,
+                        cwd.as_deref(),
+                        &sandbox,
+                        opts,
+                    )
+                    .await,
+                );
+                if let ReachState::Refused { why } = &planned.state {
+                    return Err(McpError::NoSandbox {
+                        server: server.to_owned(),
+                        message: why.clone(),
+                    });
+                }
+                let confinement = confine(server, &planned, opts).await?;
+                let mut log = match &opts.log_dir {
                     Some(dir) => Some(LogFile::open(dir, server, opts.log_limit)?),
                     None => None,
                 };
+                if let Some(l) = log.as_mut() {
+                    l.write_line(&format!("--- {}", planned.summary()));
+                }
+                // A sandboxed launcher's cache of its own (sandbox::needs).
+                let mut env = env;
+                if planned.sandboxed() {
+                    env.extend(planned.env.iter().cloned());
+                }
+                reach = Some(planned);
                 let (process, stdout, stdin) = process::spawn(SpawnSpec {
                     server,
                     command: &command,
@@ -434,6 +562,7 @@ impl Connection {
                     cwd: cwd.as_deref(),
                     log,
                     max_message: opts.max_message_bytes,
+                    sandbox: confinement,
                 })?;
                 let evidence = process.evidence.clone();
                 let said = move || -> String {
@@ -561,7 +690,13 @@ impl Connection {
             protocol_version: version,
             server_info,
             requests: opts.requests.clone(),
+            reach,
         })
+    }
+
+    /// What a stdio server may touch (as planned at its start); `None` for HTTP.
+    pub fn reach(&self) -> Option<Arc<Reach>> {
+        self.reach.clone()
     }
 
     /// The server's name.

@@ -115,6 +115,15 @@ pub enum McpError {
         /// What happened (the user's answer, or the server's error message).
         message: String,
     },
+    /// The kernel cannot sandbox the server and the user has not agreed to run it
+    /// unsandboxed (`sandbox = "if-available"`): it is not started.
+    #[error("MCP server '{server}' is not started: {message}")]
+    NoSandbox {
+        /// The server.
+        server: String,
+        /// What to tell the user (and how to agree).
+        message: String,
+    },
     /// The record of confirmed servers (outpost-trust) could not be read or written.
     #[error("the record of confirmed MCP servers: {0}")]
     Trust(String),

@@ -24,13 +24,15 @@ use crate::config::{McpConfig, ServerConfig, check_server_name};
 use crate::connection::{CallOptions, CallOutcome, ConnectOptions, Connection, McpTool};
 use crate::error::{McpError, Result};
 use crate::requests::Root;
+use crate::sandbox::{FolderAccess, Reach};
 use crate::secrets::SecretStore;
 
 /// How the host runs servers.
 #[derive(Debug, Clone)]
 pub struct HostOptions {
-    /// Log folder, timeouts, elicitation/sampling handler and capabilities. Its `roots` is
-    /// ignored: the host's own list ([`McpHost::set_roots`]) is offered.
+    /// Log folder, timeouts, elicitation/sampling handler, capabilities and the sandbox.
+    /// Its `roots` is ignored: the host's own list ([`McpHost::set_roots`]) is offered; its
+    /// `sandbox.folders` are the folders at first, then [`McpHost::set_folders`]'s.
     pub connect: ConnectOptions,
     /// Where `{ secret = ... }` values are read.
     pub secrets: Arc<dyn SecretStore>,
@@ -80,6 +82,9 @@ pub enum ServerStatus {
     /// Added or changed in `mcp.toml` outside Outpost: not started until the user
     /// confirms it ([`crate::trust`]).
     Unconfirmed,
+    /// Not started: the kernel cannot sandbox it and the user has not agreed to run it
+    /// unsandboxed (`sandbox = "if-available"`); `last_error` says so.
+    NoSandbox,
     /// Stopped by the caller.
     Stopped,
 }
@@ -105,6 +110,8 @@ pub struct ServerState {
     pub log_file: Option<PathBuf>,
     /// Sessions started so far (the first one included).
     pub starts: u32,
+    /// What a stdio server may touch, as planned at its last start (its sandbox).
+    pub reach: Option<Arc<Reach>>,
 }
 
 impl ServerState {
@@ -119,6 +126,7 @@ impl ServerState {
             protocol_version: None,
             log_file,
             starts: 0,
+            reach: None,
         }
     }
 }
@@ -136,6 +144,9 @@ struct Inner {
     /// Parent of every server's stop token; cancelled when the last [`McpHost`] is dropped.
     all: CancellationToken,
     roots: watch::Sender<Vec<Root>>,
+    /// The allowed folders sandboxed servers may reach (split around what the policy
+    /// denies); a change restarts the sandboxed servers that use them.
+    folders: watch::Sender<Vec<PathBuf>>,
     state: watch::Sender<HostSnapshot>,
     servers: Mutex<HashMap<String, Slot>>,
 }
@@ -178,6 +189,7 @@ impl McpHost {
             _stop_all: Arc::new(all.clone().drop_guard()),
             inner: Arc::new(Inner {
                 all,
+                folders: watch::Sender::new(opts.connect.sandbox.folders.clone()),
                 opts,
                 roots: watch::Sender::new(roots),
                 state: watch::Sender::new(Arc::new(BTreeMap::new())),
@@ -341,6 +353,26 @@ impl McpHost {
         self.inner.roots.borrow().clone()
     }
 
+    /// Replaces the allowed folders sandboxed servers may reach. A sandbox cannot be
+    /// widened or narrowed once a process runs in it, so every running sandboxed server
+    /// that uses the allowed folders (`folders` not `"none"`) is restarted with the new
+    /// ones: a folder the user took back is out of its reach at once, a new one within
+    /// its reach. Calls in flight on such a server fail as when it stops.
+    pub fn set_folders(&self, folders: Vec<PathBuf>) {
+        self.inner.folders.send_if_modified(|f| {
+            if *f == folders {
+                return false;
+            }
+            *f = folders;
+            true
+        });
+    }
+
+    /// The allowed folders sandboxed servers may reach now.
+    pub fn folders(&self) -> Vec<PathBuf> {
+        self.inner.folders.borrow().clone()
+    }
+
     /// Every server's state now, and every change after (the one source of truth).
     pub fn subscribe(&self) -> watch::Receiver<HostSnapshot> {
         self.inner.state.subscribe()
@@ -496,6 +528,7 @@ fn describe(status: &ServerStatus, last_error: Option<&str>) -> String {
         ),
         ServerStatus::Disabled => "it is disabled in mcp.toml".to_owned(),
         ServerStatus::Unconfirmed => "it waits for you to confirm it".to_owned(),
+        ServerStatus::NoSandbox => "it cannot be sandboxed here".to_owned(),
         ServerStatus::Stopped => "it was stopped".to_owned(),
     };
     match last_error {
@@ -520,6 +553,11 @@ async fn supervise(
 ) {
     let mut failures: u32 = 0;
     let timeout = inner.opts.connect.start_timeout;
+    // Whether a change of the allowed folders concerns this server's sandbox.
+    let uses_folders = match &config.transport {
+        crate::Transport::Stdio { sandbox, .. } => sandbox.folders != FolderAccess::None,
+        crate::Transport::Http { .. } => false,
+    };
     loop {
         inner.update(&name, |s| {
             s.status = ServerStatus::Starting;
@@ -527,20 +565,38 @@ async fn supervise(
         });
         let mut connect = inner.opts.connect.clone();
         connect.roots = inner.roots.subscribe();
+        let mut folders = inner.folders.subscribe();
+        connect.sandbox.folders = folders.borrow_and_update().clone();
         let opened = tokio::select! {
             r = Connection::open(&name, &config, inner.opts.secrets.as_ref(), &connect) => r,
             _ = stop.cancelled() => return,
         };
         let mut ran_for = Duration::ZERO;
         let error = match opened {
+            Err(McpError::NoSandbox { message, .. }) => {
+                tracing::warn!(server = %name, "MCP server not started: {message}");
+                inner.update(&name, |s| {
+                    s.status = ServerStatus::NoSandbox;
+                    s.last_error = Some(message);
+                });
+                return;
+            }
             Err(e) => e.to_string(),
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 let began = Instant::now();
-                match session(&inner, &name, &conn, &stop, &conn_tx, timeout).await {
+                let sandboxed = conn.reach().is_some_and(|r| r.sandboxed());
+                let watch = (uses_folders && sandboxed).then_some(&mut folders);
+                match session(&inner, &name, &conn, &stop, &conn_tx, timeout, watch).await {
                     Ended::Stopped => {
                         conn.close();
                         return;
+                    }
+                    Ended::FoldersChanged => {
+                        tracing::info!(server = %name, "restarting the MCP server: the folders its sandbox may reach changed");
+                        conn.close();
+                        let _ = conn_tx.send(None);
+                        continue;
                     }
                     Ended::Failed(e) => {
                         conn.close();
@@ -579,6 +635,8 @@ async fn supervise(
 
 enum Ended {
     Stopped,
+    /// The allowed folders changed: its sandbox must be made again.
+    FoldersChanged,
     Failed(String),
 }
 
@@ -599,6 +657,7 @@ async fn session(
     stop: &CancellationToken,
     conn_tx: &watch::Sender<Option<Arc<Connection>>>,
     timeout: Duration,
+    mut folders: Option<&mut watch::Receiver<Vec<PathBuf>>>,
 ) -> Ended {
     let mut changed = conn.tools_changed();
     let mut closed = conn.closed();
@@ -616,6 +675,7 @@ async fn session(
                 s.pid = conn.pid();
                 s.protocol_version = Some(conn.protocol_version().to_owned());
                 s.list_changed = 0;
+                s.reach = conn.reach();
             });
             set_tools(inner, name, tools, 0);
         }
@@ -626,6 +686,12 @@ async fn session(
     loop {
         tokio::select! {
             _ = stop.cancelled() => return Ended::Stopped,
+            Ok(()) = async {
+                match folders.as_deref_mut() {
+                    Some(f) => f.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => return Ended::FoldersChanged,
             why = async { closed.wait_for(Option::is_some).await.map(|v| v.clone()) } => {
                 let why = why.ok().flatten().unwrap_or_default();
                 return Ended::Failed(format!("the server stopped: {why}"));

@@ -128,6 +128,9 @@ fn one(name: &str, entry: &Value) -> std::result::Result<ServerConfig, String> {
                 args: strings(obj.get("args"), "args")?,
                 env: values(obj.get("env"), "env")?,
                 cwd,
+                // Sandboxed like any server; its needs (derived from the command, the
+                // network for npx/uvx) show in the review and the server list.
+                sandbox: crate::sandbox::Sandbox::default(),
             }
         }
         (None, Some(u)) => {

@@ -13,6 +13,8 @@
 //! - [`import`]: the `mcpServers` block of a Claude Desktop config, read for review.
 //! - [`host`]: [`McpHost`], every configured server under supervision (restart with
 //!   backoff, roots, tool lists kept current) and one watchable snapshot of their state.
+//! - [`sandbox`]: what a stdio server may touch (Landlock and seccomp on Linux): its
+//!   program's needs, the allowed folders, `read`/`write`, the network.
 //! - [`trust`]: which servers of `mcp.toml` the user confirmed; one added or changed
 //!   behind Outpost's back is not started until they do (`outpost-trust`).
 //!
@@ -30,6 +32,7 @@ pub mod naming;
 mod process;
 pub mod requests;
 pub mod result;
+pub mod sandbox;
 pub mod secrets;
 pub mod trust;
 
@@ -40,4 +43,5 @@ pub use connection::{
 pub use error::{McpError, Result};
 pub use host::{HostOptions, HostSnapshot, McpHost, ServerState, ServerStatus};
 pub use requests::{DefaultRequests, ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
+pub use sandbox::{FolderGate, Reach, Sandbox, SandboxOptions};
 pub use secrets::{Keyring, MemorySecrets, SecretStore};

@@ -74,6 +74,8 @@ impl Evidence {
 /// A running stdio server (its pipes are handed out separately by [`spawn`]).
 pub(crate) struct ServerProcess {
     pub pid: Option<u32>,
+    /// The sandboxed server's private temporary folder, removed with this.
+    _temp: Option<tempfile_dir::TempDir>,
     /// `None` while running, then how it exited.
     pub exit: watch::Receiver<Option<String>>,
     pub evidence: Arc<Mutex<Evidence>>,
@@ -110,6 +112,26 @@ pub(crate) struct SpawnSpec<'a> {
     pub log: Option<LogFile>,
     /// Longest message (stdout line) read from the server.
     pub max_message: usize,
+    /// The sandbox the child applies to itself before exec (none: unsandboxed).
+    pub sandbox: Option<Confinement>,
+}
+
+/// What a sandboxed child applies to itself ([`crate::sandbox`]).
+#[cfg(target_os = "linux")]
+pub(crate) type Confinement = crate::sandbox::enforce::Prepared;
+/// No sandbox outside Linux: a server is refused or runs unsandboxed before this.
+#[cfg(not(target_os = "linux"))]
+pub(crate) type Confinement = std::convert::Infallible;
+
+#[cfg(target_os = "linux")]
+mod tempfile_dir {
+    pub(crate) use tempfile::TempDir;
+}
+
+#[cfg(not(target_os = "linux"))]
+mod tempfile_dir {
+    /// No private temporary folder outside Linux (no sandbox).
+    pub(crate) type TempDir = std::convert::Infallible;
 }
 
 /// The variables of Outpost's own environment a server inherits (the rest, such as the
@@ -131,6 +153,12 @@ pub const INHERITED_ENV: &[&str] = &[
     "XDG_CONFIG_HOME",
     "XDG_DATA_HOME",
     "XDG_CACHE_HOME",
+    // Where TLS trust lives when it is not the system's default (a company's own
+    // authority): paths, never secrets; a sandboxed server may read them.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "NODE_EXTRA_CA_CERTS",
+    "REQUESTS_CA_BUNDLE",
 ];
 
 /// See the Unix list.
@@ -175,6 +203,9 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
     cmd.process_group(0);
     #[cfg(target_os = "linux")]
     die_with_parent(&mut cmd);
+    let temp = spec
+        .sandbox
+        .map(|confinement| confine(&mut cmd, confinement));
     let mut child = cmd.spawn().map_err(|e| McpError::Start {
         server: spec.server.to_owned(),
         message: format!("cannot run '{}': {e}", spec.command),
@@ -225,6 +256,7 @@ pub(crate) fn spawn(spec: SpawnSpec<'_>) -> Result<(ServerProcess, SniffedStdout
     let stdout = SniffedStdout::new(stdout, evidence.clone(), spec.max_message);
     let process = ServerProcess {
         pid,
+        _temp: temp,
         exit: exit_rx,
         evidence,
         kill: Some(kill_tx),
@@ -295,6 +327,22 @@ impl StderrLines {
         let rest = std::mem::take(&mut self.line);
         (!rest.is_empty() && !self.dropping).then(|| String::from_utf8_lossy(&rest).into_owned())
     }
+}
+
+/// Has the child enter its sandbox (after the parent-death signal is set), with its
+/// private temporary folder as `TMPDIR`. Returns that folder.
+#[cfg(target_os = "linux")]
+fn confine(cmd: &mut Command, confinement: Confinement) -> tempfile_dir::TempDir {
+    let temp = confinement.temp.path().to_path_buf();
+    for var in ["TMPDIR", "TMP", "TEMP"] {
+        cmd.env(var, &temp);
+    }
+    confinement.install(cmd)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confine(_cmd: &mut Command, confinement: Confinement) -> tempfile_dir::TempDir {
+    match confinement {}
 }
 
 /// The child gets `SIGKILL` when the thread that spawned it ends (Outpost's process
@@ -566,7 +614,7 @@ impl LogFile {
         })
     }
 
-    fn write_line(&mut self, line: &str) {
+    pub(crate) fn write_line(&mut self, line: &str) {
         let len = line.len() as u64 + 1;
         if self.size + len > self.limit && self.size > 0 {
             self.file = None;

@@ -9,21 +9,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
-use outpost_mcp::ServerConfig;
 use outpost_mcp::connection::{
     MAX_DESCRIPTION_BYTES, MAX_LIST_BYTES, MAX_PROGRESS_MESSAGE, MAX_SCHEMA_BYTES, MAX_TOOLS,
 };
-
-fn hostile(args: &[&str]) -> ServerConfig {
-    let mut argv = vec![
-        repo()
-            .join("tests/mcp/hostile_server.py")
-            .display()
-            .to_string(),
-    ];
-    argv.extend(args.iter().map(|a| (*a).to_owned()));
-    ServerConfig::stdio(python().display().to_string(), argv)
-}
 
 /// Calls one of the hostile server's tools; it answers.
 async fn call(

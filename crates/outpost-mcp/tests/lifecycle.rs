@@ -47,6 +47,8 @@ async fn long_running_operation_reports_progress() {
 }
 
 /// server-everything behind `tee`, so the test sees every line the server received and sent.
+/// Sandboxed: an inline script names no program Outpost can find, so the script's needs
+/// are given as a user would: the server's package to read, the wire folder to write.
 fn teed_everything(dir: &Path) -> ServerConfig {
     let script = format!(
         "tee '{inp}' | node '{js}' stdio | tee '{out}'",
@@ -54,7 +56,11 @@ fn teed_everything(dir: &Path) -> ServerConfig {
         out = dir.join("out.jsonl").display(),
         js = everything_js().display(),
     );
-    ServerConfig::stdio("sh", vec!["-c".into(), script])
+    let mut c = ServerConfig::stdio("sh", vec!["-c".into(), script]);
+    let sandbox = sandbox_of(&mut c);
+    sandbox.read = vec![repo().join("tests/mcp/node_modules")];
+    sandbox.write = vec![dir.to_path_buf()];
+    c
 }
 
 fn lines(path: &Path) -> Vec<Value> {

@@ -351,9 +351,9 @@ async fn roots_offered_are_the_callers_list_and_follow_changes() {
 }
 
 /// The tiny official-SDK server of tests/mcp that answers `-32042` (no reference server
-/// emits it): its sign-in link is its own page on 127.0.0.1.
+/// emits it): its sign-in link is its own page on 127.0.0.1, so it needs the network.
 fn url_elicitation_server() -> outpost_mcp::ServerConfig {
-    outpost_mcp::ServerConfig::stdio(
+    let mut c = outpost_mcp::ServerConfig::stdio(
         python().display().to_string(),
         vec![
             repo()
@@ -361,7 +361,9 @@ fn url_elicitation_server() -> outpost_mcp::ServerConfig {
                 .display()
                 .to_string(),
         ],
-    )
+    );
+    sandbox_of(&mut c).network = Some(true);
+    c
 }
 
 /// A user who clicks "Open link" and finishes the sign-in in the browser: the link is

@@ -216,6 +216,18 @@ impl CompiledPolicy {
     /// The allowed folders (those for every tool) as MCP roots, split around what the
     /// policy denies (the module's doc). `list` lists one folder.
     pub fn mcp_roots(&self, limits: RootLimits, list: &mut ListFolder<'_>) -> RootsPlan {
+        let allowed: Vec<PathBuf> = self
+            .folders
+            .iter()
+            .filter(|f| f.access == FolderAccess::Allow && f.tools.is_none())
+            .map(|f| f.path.clone())
+            .collect();
+        self.split_folders(&allowed, limits, list)
+    }
+
+    /// The places named by a fixed path that nothing below a root may hold: denied
+    /// folders, the secrets list's fixed places, Outpost's own, the system folders.
+    fn fixed_places(&self) -> Vec<PathBuf> {
         let mut fixed: Vec<PathBuf> = self
             .folders
             .iter()
@@ -226,12 +238,36 @@ impl CompiledPolicy {
         if !self.policy().allow_system_paths {
             fixed.extend(SYSTEM_DIRS.iter().map(PathBuf::from));
         }
-        let allowed: Vec<PathBuf> = self
-            .folders
-            .iter()
-            .filter(|f| f.access == FolderAccess::Allow && f.tools.is_none())
-            .map(|f| f.path.clone())
-            .collect();
+        fixed
+    }
+
+    /// Why `folder` (canonical) may not be reached whole by an MCP server: it is a place
+    /// the policy denies or lies in one ([`Self::root_block`]), or one lies in it (a
+    /// denied folder, a fixed place of the secrets list such as `~/.ssh`, Outpost's own
+    /// folders). Unlike [`Self::split_folders`] nothing is listed: a secret-looking file
+    /// inside is not looked for. For a program's own folder, granted whole or not at all.
+    pub fn whole_block(&self, folder: &Path) -> Option<String> {
+        if let Some(why) = self.root_block(folder) {
+            return Some(why);
+        }
+        self.fixed_places()
+            .into_iter()
+            .find(|p| p.starts_with(folder))
+            .map(|p| format!("it holds {}, which the policy denies", p.display()))
+    }
+
+    /// `folders` split around what the policy denies, as the MCP roots are (the module's
+    /// doc), whatever the policy allows: for the folders a server's own entry names
+    /// (files are the caller's to judge with [`Self::root_block`]). `list` lists one
+    /// folder.
+    pub fn split_folders(
+        &self,
+        folders: &[PathBuf],
+        limits: RootLimits,
+        list: &mut ListFolder<'_>,
+    ) -> RootsPlan {
+        let fixed = self.fixed_places();
+        let allowed = folders.to_vec();
         let mut walk = Walk {
             policy: self,
             limits,
@@ -410,6 +446,47 @@ mod tests {
         ] {
             assert!(said.contains(what), "{what} not said:\n{said}");
         }
+    }
+
+    /// Issue 28: a server's own `read`/`write` folders are split by the same rule, whether
+    /// or not the policy allows them; a program folder is whole or refused.
+    #[test]
+    fn a_server_s_own_folders_are_split_and_program_folders_judged_whole() {
+        let fs = Fs::new(&[
+            ("/nonexistent-home/u/data/a/x.txt", FILE),
+            ("/nonexistent-home/u/data/.env", FILE),
+            ("/nonexistent-home/u/data/keys/id_rsa", FILE),
+            ("/nonexistent-home/u/venv/lib/x.py", FILE),
+        ]);
+        let ctx = PolicyContext::new(
+            "/nonexistent-home/u",
+            vec![PathBuf::from("/nonexistent-home/u/.config/outpost")],
+        );
+        let compiled = CompiledPolicy::new(Policy::default(), &ctx);
+        let plan = compiled.split_folders(
+            &[PathBuf::from(format!("{H}/data"))],
+            RootLimits::default(),
+            &mut |d: &Path| fs.list(d),
+        );
+        assert_eq!(roots(&plan), [format!("{H}/data/a")]);
+        let said = plan.left_out.join("\n");
+        assert!(
+            said.contains("data/.env") && said.contains("id_rsa"),
+            "{said}"
+        );
+        assert_eq!(compiled.whole_block(Path::new(&format!("{H}/venv"))), None);
+        let home = compiled.whole_block(Path::new(H)).unwrap();
+        assert!(home.contains(".ssh") || home.contains("holds"), "{home}");
+        assert!(
+            compiled
+                .whole_block(Path::new(&format!("{H}/.config")))
+                .is_some()
+        );
+        assert!(
+            compiled
+                .whole_block(Path::new(&format!("{H}/.ssh/x")))
+                .is_some()
+        );
     }
 
     #[test]

@@ -21,6 +21,11 @@
 //!
 //! Prints a Markdown table of the medians over the turns. `mcp_bench serve …` runs the room
 //! server itself (same build profile).
+//!
+//! `mcp_bench sandbox` measures the sandbox of stdio servers (issue 28) instead, in one
+//! run: `echo` through the MCP host on a sandboxed server-everything and on an unsandboxed
+//! one, interleaved call for call (p50 per turn, median of the turns), and the start of the
+//! same server (plan, ruleset, spawn, `initialize`) sandboxed and not, alternating.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -252,9 +257,148 @@ fn caller(env: &Env, rounds: usize) -> anyhow::Result<Value> {
     bench::rpc_bench_caller(cmd)
 }
 
+fn with_sandbox(mode: outpost_mcp::sandbox::SandboxMode) -> anyhow::Result<ServerConfig> {
+    let mut c = everything()?;
+    if let Some(s) = c.sandbox_mut() {
+        s.mode = mode;
+    }
+    Ok(c)
+}
+
+/// `mcp_bench sandbox` (the module's doc).
+fn sandbox_bench() -> anyhow::Result<()> {
+    use outpost_mcp::sandbox::{SandboxMode, Support};
+    let rounds = env_num("BENCH_ROUNDS", 500);
+    let turns = env_num("BENCH_TURNS", 3);
+    let warmup = env_num("BENCH_WARMUP", 50);
+    let starts = env_num("BENCH_STARTS", 20);
+    let support = Support::detect();
+    if support.landlock == 0 {
+        bail!("this kernel has no Landlock: there is no sandbox to measure");
+    }
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let args = json!({ "message": MESSAGE })
+        .as_object()
+        .cloned()
+        .context("an object")?;
+    let (mut boxed_p50, mut open_p50) = (Vec::new(), Vec::new());
+    let (mut boxed_start, mut open_start) = (Vec::new(), Vec::new());
+    rt.block_on(async {
+        let host = host(&dir.path().join("mcp-logs"));
+        host.start("boxed", with_sandbox(SandboxMode::On)?)?;
+        host.start("open", with_sandbox(SandboxMode::Off)?)?;
+        host.wait_running("boxed", START).await?;
+        host.wait_running("open", START).await?;
+        if !host.snapshot()["boxed"]
+            .reach
+            .as_ref()
+            .is_some_and(|r| r.sandboxed())
+        {
+            bail!("the sandboxed server is not sandboxed");
+        }
+        let call = |server: &'static str| {
+            let (host, args) = (host.clone(), args.clone());
+            async move {
+                let t0 = Instant::now();
+                let out = host
+                    .call(
+                        server,
+                        "echo",
+                        Some(args),
+                        outpost_mcp::CallOptions::with_timeout(Duration::from_secs(30)),
+                    )
+                    .await?;
+                let took = t0.elapsed();
+                if out.is_error {
+                    bail!("{server} answered an error: {:?}", out.result);
+                }
+                Ok::<_, anyhow::Error>(took)
+            }
+        };
+        for _ in 0..warmup {
+            call("boxed").await?;
+            call("open").await?;
+        }
+        for turn in 0..turns {
+            let (mut b, mut o) = (Vec::new(), Vec::new());
+            for i in 0..rounds {
+                // Alternate which goes first, so neither always follows the other.
+                if (i + turn) % 2 == 0 {
+                    b.push(ms(call("boxed").await?));
+                    o.push(ms(call("open").await?));
+                } else {
+                    o.push(ms(call("open").await?));
+                    b.push(ms(call("boxed").await?));
+                }
+            }
+            boxed_p50.push(pct(&b, 0.5));
+            open_p50.push(pct(&o, 0.5));
+        }
+        host.shutdown();
+        // Starts: the same server sandboxed and not, alternating.
+        let opts = outpost_mcp::ConnectOptions {
+            log_dir: Some(dir.path().join("start-logs")),
+            ..outpost_mcp::ConnectOptions::default()
+        };
+        let secrets = MemorySecrets::default();
+        for i in 0..starts * 2 {
+            let boxed = i % 2 == 0;
+            let mode = if boxed {
+                SandboxMode::On
+            } else {
+                SandboxMode::Off
+            };
+            let config = with_sandbox(mode)?;
+            let t0 = Instant::now();
+            let conn = outpost_mcp::Connection::open("start", &config, &secrets, &opts).await?;
+            let took = ms(t0.elapsed());
+            conn.close();
+            drop(conn);
+            if boxed {
+                boxed_start.push(took);
+            } else {
+                open_start.push(took);
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })?;
+    let (b, o) = (median(boxed_p50), median(open_p50));
+    let (bs, os) = (pct(&boxed_start, 0.5), pct(&open_start, 0.5));
+    let mut report = format!(
+        "| server-everything (Landlock level {}, seccomp {}) | unsandboxed | sandboxed | sandboxed − unsandboxed | ratio |\n|---|---|---|---|---|\n",
+        support.landlock, support.seccomp
+    );
+    report.push_str(&format!(
+        "| `echo` through the host, p50 (median of {turns} turns × {rounds} calls) | {o:.3} ms | {b:.3} ms | {:.3} ms | {:.2} |\n",
+        b - o,
+        b / o
+    ));
+    report.push_str(&format!(
+        "| start to `initialize` answered, median of {starts} each | {os:.1} ms | {bs:.1} ms | {:.1} ms | {:.2} |\n",
+        bs - os,
+        bs / os
+    ));
+    report.push_str(&format!(
+        "\nGoals: the sandbox adds at most 0.2 ms to a call at p50 ({:.3} ms); a sandboxed start takes at most 1.2× an unsandboxed one ({:.2}×).\n",
+        b - o,
+        bs / os
+    ));
+    #[allow(clippy::print_stdout)]
+    {
+        println!("{report}");
+    }
+    Ok(())
+}
+
 fn main() -> anyhow::Result<()> {
-    if std::env::args().nth(1).as_deref() == Some("serve") {
-        return outpost_room::cli::main().map_err(Into::into);
+    match std::env::args().nth(1).as_deref() {
+        Some("serve") => return outpost_room::cli::main().map_err(Into::into),
+        Some("sandbox") => return sandbox_bench(),
+        _ => {}
     }
     let rounds = env_num("BENCH_ROUNDS", 500);
     let turns = env_num("BENCH_TURNS", 3);

@@ -17,6 +17,7 @@ import {
   type ConsentRequest,
   type ConversationSummary,
   type JsonObject,
+  type McpSandboxInfo,
   type McpServerDraft,
   type McpServerInfo,
   type McpServerTools,
@@ -121,6 +122,49 @@ const clone = <T>(v: T): T => (v === undefined ? v : (JSON.parse(JSON.stringify(
 /** A draft's value kept in the keyring: every one not marked plain (as the real app). */
 const secretIn = (d: McpServerDraft, k: string) => !(d.plain ?? []).includes(k);
 
+/** A stdio draft with the sandbox's defaults. */
+export const stdioDraft = (name: string, command: string, args: string[]): McpServerDraft => ({
+  name, command, args, url: '', env: {}, plain: [], cwd: '', enabled: true,
+  sandbox: 'on', network: 'auto', folders: 'read_write', read: [], write: [],
+});
+
+const LAUNCHERS = ['npx', 'uvx', 'pnpm', 'bunx', 'pipx'];
+
+/**
+ * What a stdio server may touch, as the real app plans it (outpost_mcp::sandbox), in
+ * small: an allowed folder, the draft's own folders, a launcher's cache and network.
+ */
+export function mockSandbox(d: McpServerDraft, noLandlock = false): McpSandboxInfo | undefined {
+  if (!d.command) return undefined;
+  const launcher = LAUNCHERS.includes(d.command);
+  const network = d.network === 'on' || (d.network === 'auto' && launcher);
+  const networkWhy = d.network === 'auto'
+    ? (launcher ? `on: ${d.command} downloads the server's package (network = false in mcp.toml turns it off)` : 'off: it does not need it (network = true in mcp.toml turns it on)')
+    : `${d.network} in mcp.toml (network = ${d.network === 'on'})`;
+  const base = { network, networkWhy, leftOut: [], limits: [] };
+  if (d.sandbox === 'off') {
+    const why = 'the sandbox is off in mcp.toml (sandbox = "off")';
+    return { ...base, state: 'unsandboxed', why, summary: `NOT sandboxed (${why}): it can reach everything you can`, grants: [] };
+  }
+  if (noLandlock) {
+    if (d.sandbox === 'if_available') {
+      const why = "this computer's kernel cannot sandbox programs; you agreed to run it unsandboxed";
+      return { ...base, state: 'unsandboxed', why, summary: `NOT sandboxed (${why}): it can reach everything you can`, grants: [] };
+    }
+    const why = `this computer's kernel cannot sandbox programs (it has no Landlock), so Outpost runs '${d.name}' only if you agree to run it unsandboxed`;
+    return { ...base, state: 'refused', why, summary: `not started: ${why}`, grants: [] };
+  }
+  const grants: McpSandboxInfo['grants'] = [];
+  if (launcher) grants.push({ path: '/home/demo/.npm', access: 'read_write', kind: 'launcher', why: `${d.command}'s cache` });
+  if (d.folders !== 'none') grants.push({ path: '/home/demo/Projects', access: d.folders === 'read' ? 'read' : 'read_write', kind: 'allowed_folder', why: 'allowed in the policy' });
+  for (const p of d.read) grants.push({ path: p, access: 'read', kind: 'extra', why: 'read in mcp.toml' });
+  for (const p of d.write) grants.push({ path: p, access: 'read_write', kind: 'extra', why: 'write in mcp.toml' });
+  const data = (a: string) => grants.filter((g) => g.access === a && (g.kind === 'allowed_folder' || g.kind === 'extra')).map((g) => g.path).join(', ');
+  const [w, r] = [data('read_write'), data('read')];
+  const reach = w && r ? `reads and writes ${w}; reads ${r}` : w ? `reads and writes ${w}` : r ? `reads ${r}` : 'none of your folders';
+  return { ...base, state: 'sandboxed', summary: `sandboxed: ${reach}; ${network ? 'network on' : 'no network'}`, grants };
+}
+
 export class MockBackend implements Backend {
   readonly settings: Settings;
   readonly tools: ToolInfo[];
@@ -136,13 +180,16 @@ export class MockBackend implements Backend {
   ]);
   readonly mcpToolRules = new Map<string, ToolRule>();
   mcpServers: McpServerInfo[] = [
-    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask' },
+    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask',
+      sandbox: mockSandbox(stdioDraft('web-tools', 'npx', ['-y', 'web-tools-mcp'])) },
     { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask' },
   ];
   /** Open elicitation forms (undefined) and their answers, by id. */
   readonly elicitationAnswers = new Map<string, { action: string; content: JsonObject | null } | undefined>();
   readonly mcpLogs = new Map<string, string>([['web-tools', '--- started\nweb-tools-mcp listening on stdio\n']]);
   readonly secrets = new Map<string, string>();
+  /** Plays a kernel without Landlock: stdio servers are not started unless the user agreed. */
+  noLandlock = false;
   remembered: RememberedDecision[] = [];
   /** Voice: what the mic button shows; the devices it offers. */
   voice: VoiceStatus = {
@@ -497,27 +544,33 @@ export class MockBackend implements Backend {
     mcp_servers_get: ({ name }) => {
       const s = this.#server(name);
       const d = this.mcpDrafts.get(name) ?? (s.transport === 'http'
-        ? { name, command: '', args: [], url: s.target, env: {}, plain: [], cwd: '', enabled: s.enabled }
-        : { name, command: s.target.split(' ')[0] ?? '', args: s.target.split(' ').slice(1), url: '', env: {}, plain: [], cwd: '', enabled: s.enabled });
+        ? { ...stdioDraft(name, '', []), url: s.target, enabled: s.enabled }
+        : { ...stdioDraft(name, s.target.split(' ')[0] ?? '', s.target.split(' ').slice(1)), enabled: s.enabled });
       // Secret values stay in the keyring: by name only.
       const env = Object.fromEntries(Object.entries(d.env).map(([k, v]) => [k, secretIn(d, k) ? '' : v]));
-      return { ...d, env, plain: [...(d.plain ?? [])] };
+      const reach = mockSandbox(d, this.noLandlock);
+      return { ...d, env, plain: [...(d.plain ?? [])], ...(reach ? { reach } : {}) };
     },
     mcp_servers_update: ({ server }) => {
       const old = this.#server(server.name);
       const command = server.command.trim();
       const url = server.url.trim();
       if (!!command === !!url) throw fail('invalid_argument', 'server: give either a command or a URL, not both');
+      this.#checkSandbox(server);
       const before = this.mcpDrafts.get(server.name)?.env ?? {};
       const env = Object.fromEntries(Object.entries(server.env).map(([k, v]) => [k, v === '' && secretIn(server, k) ? (before[k] ?? '') : v]));
-      this.mcpDrafts.set(server.name, { ...server, env });
+      const { reach: _ignored, ...kept } = server;
+      this.mcpDrafts.set(server.name, { ...kept, env });
       const live = this.#connection.state === 'connected';
+      const sandbox = mockSandbox(server, this.noLandlock);
       Object.assign(old, {
         transport: command ? ('stdio' as const) : ('http' as const),
         target: command ? [command, ...server.args].join(' ') : url,
         enabled: server.enabled,
-        status: server.enabled ? (live ? ('running' as const) : ('stopped' as const)) : ('disabled' as const),
+        status: !server.enabled ? ('disabled' as const) : !live ? ('stopped' as const) : sandbox?.state === 'refused' ? ('no_sandbox' as const) : ('running' as const),
+        sandbox,
       });
+      if (old.status !== 'no_sandbox') delete old.lastError;
       return old;
     },
     mcp_servers_set_rule: ({ name, rule }) => {
@@ -583,9 +636,11 @@ export class MockBackend implements Backend {
         if (this.mcpServers.some((s) => s.name === name)) {
           skipped.push(`'${name}': a tool server with this name already exists`);
         } else if (typeof e?.command === 'string') {
-          servers.push({ name, command: e.command, args: (e.args as string[]) ?? [], url: '', env: (e.env as Record<string, string>) ?? {}, plain: [], cwd: '', enabled: e.disabled !== true });
+          const d = { ...stdioDraft(name, e.command, (e.args as string[]) ?? []), env: (e.env as Record<string, string>) ?? {}, enabled: e.disabled !== true };
+          const reach = mockSandbox(d, this.noLandlock);
+          servers.push({ ...d, ...(reach ? { reach } : {}) });
         } else if (typeof e?.url === 'string') {
-          servers.push({ name, command: '', args: [], url: e.url, env: (e.headers as Record<string, string>) ?? {}, plain: [], cwd: '', enabled: e.disabled !== true });
+          servers.push({ ...stdioDraft(name, '', []), url: e.url, env: (e.headers as Record<string, string>) ?? {}, enabled: e.disabled !== true });
         } else {
           skipped.push(`'${name}': it has neither "command" nor "url"`);
         }
@@ -636,20 +691,36 @@ export class MockBackend implements Backend {
     const url = d.url.trim();
     if (!!command === !!url) throw fail('invalid_argument', 'server: give either a command or a URL, not both');
     if (url && !/^https?:\/\//.test(url)) throw fail('invalid_argument', `url: '${url}': an MCP server URL starts with http:// or https://`);
+    this.#checkSandbox(d);
     const live = this.#connection.state === 'connected';
+    const sandbox = mockSandbox(d, this.noLandlock);
     const info: McpServerInfo = {
       name: d.name,
       transport: command ? 'stdio' : 'http',
       target: command ? [command, ...d.args].join(' ') : url,
       enabled: d.enabled,
-      status: d.enabled ? (live ? 'running' : 'stopped') : 'disabled',
+      status: !d.enabled ? 'disabled' : !live ? 'stopped' : sandbox?.state === 'refused' ? 'no_sandbox' : 'running',
       toolCount: 0,
       hasLog: false,
       rule: 'ask',
+      ...(sandbox ? { sandbox } : {}),
     };
     this.mcpServers = [...this.mcpServers, info].sort((a, b) => a.name.localeCompare(b.name));
-    this.mcpDrafts.set(d.name, { ...d });
+    const { reach: _ignored, ...kept } = d;
+    this.mcpDrafts.set(d.name, kept);
     return info;
+  }
+
+  /** The sandbox settings the real app refuses: relative paths; folders for a URL. */
+  #checkSandbox(d: McpServerDraft): void {
+    for (const p of [...(d.read ?? []), ...(d.write ?? [])]) {
+      if (!p.startsWith('/') && !p.startsWith('~/') && p !== '~') {
+        throw fail('invalid_argument', `sandbox: '${p}' is neither absolute nor starting with '~/'`);
+      }
+    }
+    if (d.url.trim() && ((d.read ?? []).length || (d.write ?? []).length)) {
+      throw fail('invalid_argument', 'sandbox: folders to read or write are for a command\'s server: an HTTP server runs elsewhere');
+    }
   }
 
   // ----------------------------------------------------------------- script

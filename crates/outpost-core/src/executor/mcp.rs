@@ -105,7 +105,17 @@ impl Tool for McpToolAdapter {
         let server = self.tool.server.clone();
         let name = self.tool.name.clone();
         let runtime = self.runtime.clone();
-        let summary = format!("Run '{name}' on the MCP server '{server}'");
+        // What the server may touch goes with the question: its sandbox (or that it has
+        // none), as the host planned it at the server's start.
+        let reach = host
+            .snapshot()
+            .get(&server)
+            .and_then(|s| s.reach.clone())
+            .map(|r| r.summary());
+        let summary = match reach {
+            Some(r) => format!("Run '{name}' on the MCP server '{server}' ({r})"),
+            None => format!("Run '{name}' on the MCP server '{server}'"),
+        };
         let job = move |cx: &RunContext| {
             let (tx, mut rx) = mpsc::unbounded_channel();
             let opts = CallOptions {

@@ -215,8 +215,82 @@ pub fn confirm_policy(
 pub struct McpRoots {
     /// The roots, as `file://` URIs.
     pub roots: Vec<outpost_mcp::Root>,
+    /// The same folders as paths: what a sandboxed server may reach of the allowed
+    /// folders (`McpHost::set_folders`).
+    pub folders: Vec<PathBuf>,
     /// One sentence per folder or file left out (bounded), for the log or the terminal.
     pub left_out: Vec<String>,
+}
+
+/// The policy as the MCP sandbox's gate: a server's own `read`/`write` folders split
+/// around everything the policy denies, as the roots are, and its program folders
+/// reachable whole only when nothing denied is in or around them
+/// (`outpost_policy::CompiledPolicy::{split_folders, whole_block}`). It reads the policy
+/// in force at each server start.
+#[derive(Debug, Clone)]
+struct PolicyGate {
+    policy: PolicyStore,
+}
+
+/// The sandbox's gate over `policy` ([`outpost_mcp::FolderGate`]): for callers outside a
+/// session (the app's list of a server's tools).
+pub fn mcp_gate(policy: PolicyStore) -> Arc<dyn outpost_mcp::FolderGate> {
+    Arc::new(PolicyGate { policy })
+}
+
+impl outpost_mcp::FolderGate for PolicyGate {
+    fn split(&self, folders: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+        let compiled = self.policy.current();
+        let mut kept = Vec::new();
+        let mut notes = Vec::new();
+        let mut dirs = Vec::new();
+        for f in folders {
+            let real = match std::fs::canonicalize(f) {
+                Ok(r) => r,
+                Err(e) => {
+                    notes.push(format!("{}: {e}", f.display()));
+                    continue;
+                }
+            };
+            match std::fs::metadata(&real) {
+                Ok(m) if m.is_dir() => dirs.push(real),
+                Ok(m) => match compiled.root_block(&real) {
+                    Some(why) => notes.push(format!("{}: {why}", real.display())),
+                    None if file_links(&m) > 1 => notes.push(format!(
+                        "{}: a file with other names (hard links), maybe a protected one",
+                        real.display()
+                    )),
+                    None => kept.push(real),
+                },
+                Err(e) => notes.push(format!("{}: {e}", real.display())),
+            }
+        }
+        if !dirs.is_empty() {
+            let limits = RootLimits::default();
+            let plan = compiled.split_folders(&dirs, limits, &mut |dir: &std::path::Path| {
+                list_folder(dir, limits.entries + 1)
+            });
+            kept.extend(plan.roots);
+            notes.extend(plan.left_out);
+        }
+        (kept, notes)
+    }
+
+    fn whole(&self, folder: &std::path::Path) -> Option<String> {
+        let real = std::fs::canonicalize(folder).unwrap_or_else(|_| folder.to_path_buf());
+        self.policy.current().whole_block(&real)
+    }
+}
+
+#[cfg(unix)]
+fn file_links(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    m.nlink()
+}
+
+#[cfg(not(unix))]
+fn file_links(_m: &std::fs::Metadata) -> u64 {
+    1
 }
 
 impl Permissions {
@@ -238,8 +312,14 @@ impl Permissions {
                 .iter()
                 .filter_map(|p| outpost_mcp::Root::from_path(p).ok())
                 .collect(),
+            folders: plan.roots,
             left_out: plan.left_out,
         }
+    }
+
+    /// The policy as the MCP sandbox's gate ([`mcp_gate`]).
+    pub fn mcp_gate(&self) -> Arc<dyn outpost_mcp::FolderGate> {
+        mcp_gate(self.policy.clone())
     }
 }
 

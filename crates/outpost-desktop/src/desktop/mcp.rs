@@ -18,6 +18,13 @@ impl Desktop {
         for why in &roots.left_out {
             tracing::info!("not offered to MCP servers as a root: {why}");
         }
+        // Stdio servers run sandboxed: the allowed folders (as the roots), their own
+        // `read`/`write` folders judged by the policy.
+        let sandbox = outpost_mcp::SandboxOptions {
+            folders: roots.folders,
+            gate: self.inner.core.mcp_gate(),
+            ..outpost_mcp::SandboxOptions::default()
+        };
         let roots = roots.roots;
         let timeout_secs = self
             .inner
@@ -40,6 +47,7 @@ impl Desktop {
         let started = crate::mcp::start(
             &self.inner.paths,
             roots,
+            sandbox,
             Arc::new(requests),
             crate::mcp::START_WAIT,
         )
@@ -108,22 +116,49 @@ impl Desktop {
         }
     }
 
+    /// The sandbox's inputs now: the live session's allowed folders, else the policy's
+    /// (walked: bounded), and the policy as the gate.
+    fn mcp_sandbox(&self, host: Option<&outpost_mcp::McpHost>) -> outpost_mcp::SandboxOptions {
+        let perms = self.inner.core.permissions();
+        outpost_mcp::SandboxOptions {
+            folders: host.map_or_else(|| perms.mcp_roots().folders, |h| h.folders()),
+            gate: perms.mcp_gate(),
+            ..outpost_mcp::SandboxOptions::default()
+        }
+    }
+
+    /// Fills in what the Desktop knows of a server: its rule in the policy and what it
+    /// may touch (its sandbox).
     fn with_rule(
         &self,
         mut info: crate::contract::McpServerInfo,
     ) -> crate::contract::McpServerInfo {
         info.rule = self.mcp_rule(&info.name);
+        if let Ok(cfg) = outpost_mcp::McpConfig::load(&crate::mcp::config_file(&self.inner.paths))
+            && let Some(server) = cfg.servers.get(&info.name)
+        {
+            let host = self.mcp_host();
+            let opts = self.mcp_sandbox(host.as_ref());
+            info.sandbox = crate::mcp::sandbox_of(&info.name, server, host.as_ref(), &opts);
+        }
         info
     }
 
     /// `mcp_servers_list`.
     pub fn mcp_servers(&self) -> Result<Vec<crate::contract::McpServerInfo>> {
-        Ok(
-            crate::mcp::list(&self.inner.paths, self.mcp_host().as_ref())?
-                .into_iter()
-                .map(|i| self.with_rule(i))
-                .collect(),
-        )
+        let host = self.mcp_host();
+        let cfg = outpost_mcp::McpConfig::load(&crate::mcp::config_file(&self.inner.paths)).ok();
+        let opts = self.mcp_sandbox(host.as_ref());
+        Ok(crate::mcp::list(&self.inner.paths, host.as_ref())?
+            .into_iter()
+            .map(|mut i| {
+                i.rule = self.mcp_rule(&i.name);
+                if let Some(server) = cfg.as_ref().and_then(|c| c.servers.get(&i.name)) {
+                    i.sandbox = crate::mcp::sandbox_of(&i.name, server, host.as_ref(), &opts);
+                }
+                i
+            })
+            .collect())
     }
 
     /// `mcp_servers_set_rule`: the server's rule in the policy (`[mcp_servers]`): allow,
@@ -212,9 +247,16 @@ impl Desktop {
         .map(|i| self.with_rule(i))
     }
 
-    /// `mcp_servers_get`.
+    /// `mcp_servers_get`, with what the server may touch as it would start now.
     pub fn mcp_server_get(&self, name: &str) -> Result<crate::contract::McpServerDraft> {
-        crate::mcp::get(&self.inner.paths, name)
+        let mut draft = crate::mcp::get(&self.inner.paths, name)?;
+        if let Ok(cfg) = outpost_mcp::McpConfig::load(&crate::mcp::config_file(&self.inner.paths))
+            && let Some(server) = cfg.servers.get(name)
+        {
+            let opts = self.mcp_sandbox(self.mcp_host().as_ref());
+            draft.reach = crate::mcp::sandbox_of(name, server, None, &opts);
+        }
+        Ok(draft)
     }
 
     /// `mcp_servers_update`. In a live session the server restarts with its new settings:
@@ -281,9 +323,23 @@ impl Desktop {
         self.inner.elicitations.answer(id, action, content)
     }
 
-    /// `mcp_servers_import_preview`.
+    /// `mcp_servers_import_preview`, with what each server would touch: its needs as
+    /// derived from its command (npx's cache and the network, say), adjustable after the
+    /// import like any server's.
     pub fn mcp_import_preview(&self, text: &str) -> Result<crate::contract::McpImportPreview> {
-        crate::mcp::import_preview(&self.inner.paths, text)
+        let mut preview = crate::mcp::import_preview(&self.inner.paths, text)?;
+        let parsed = outpost_mcp::import::claude_desktop(text).ok();
+        let opts = self.mcp_sandbox(self.mcp_host().as_ref());
+        for draft in &mut preview.servers {
+            let server = parsed
+                .as_ref()
+                .and_then(|p| p.servers.iter().find(|(n, _)| *n == draft.name))
+                .map(|(_, s)| s);
+            if let Some(server) = server {
+                draft.reach = crate::mcp::sandbox_of(&draft.name, server, None, &opts);
+            }
+        }
+        Ok(preview)
     }
 }
 
@@ -375,7 +431,10 @@ mod tests {
     async fn stopping_the_tool_servers_ends_their_groups_at_once() {
         let (dir, paths) = test_paths();
         std::fs::create_dir_all(&paths.config_dir).unwrap();
-        let (server, helper) = (dir.path().join("server.pid"), dir.path().join("helper.pid"));
+        // Not in `dir` itself, which holds Outpost's own folders (no sandbox reaches them).
+        let pids = dir.path().join("pids");
+        std::fs::create_dir_all(&pids).unwrap();
+        let (server, helper) = (pids.join("server.pid"), pids.join("helper.pid"));
         let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
             "../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
         );
@@ -387,9 +446,14 @@ mod tests {
         );
         std::fs::write(
             paths.config_dir.join("mcp.toml"),
+            // Sandboxed: the inline script's needs given as a user would (its pid files'
+            // folder to write, the server's package to read).
             format!(
-                "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n",
-                toml::Value::String(script)
+                "[servers.helper]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\
+                 write = [{}]\nread = [{}]\n",
+                toml::Value::String(script),
+                toml::Value::String(pids.display().to_string()),
+                toml::Value::String(everything.ancestors().nth(4).unwrap().display().to_string()),
             ),
         )
         .unwrap();
@@ -433,14 +497,8 @@ mod tests {
         )
         .unwrap();
         let draft = crate::contract::McpServerDraft {
-            name: "files".into(),
             command: "npx".into(),
-            args: Vec::new(),
-            url: String::new(),
-            env: std::collections::BTreeMap::new(),
-            plain: Vec::new(),
-            cwd: String::new(),
-            enabled: true,
+            ..crate::mcp::empty_draft("files", true)
         };
         let added = desktop.mcp_server_add(&draft).unwrap();
         assert_eq!(added.rule, crate::contract::ToolRule::Ask);
@@ -474,6 +532,117 @@ mod tests {
                 .unwrap_err()
                 .code(),
             "not_found"
+        );
+    }
+
+    /// Issue 28: the pane's list and form carry what a server may touch (its sandbox as
+    /// planned: its program, the folders its settings name, the network) and its sandbox
+    /// settings, written to mcp.toml; bad settings are refused and nothing is written.
+    #[tokio::test]
+    async fn the_pane_shows_and_keeps_a_server_s_sandbox() {
+        use crate::contract::{
+            McpAccess, McpFolderAccess, McpGrantKind, McpNetwork, McpSandboxState,
+        };
+        let (dir, paths) = test_paths();
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        let refs = dir.path().join("refs");
+        let out = dir.path().join("out");
+        for d in [&refs, &out] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let everything = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../../tests/mcp/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        );
+        let desktop = Desktop::open(
+            paths.clone(),
+            Arc::new(crate::secrets::MemorySecrets::default()),
+            Arc::new(Quiet),
+        )
+        .unwrap();
+        let draft = crate::contract::McpServerDraft {
+            command: "node".into(),
+            args: vec![everything.display().to_string(), "stdio".into()],
+            network: McpNetwork::Off,
+            folders: McpFolderAccess::Read,
+            read: vec![refs.display().to_string()],
+            write: vec![out.display().to_string()],
+            ..crate::mcp::empty_draft("ev", true)
+        };
+        let added = desktop.mcp_server_add(&draft).unwrap();
+        let sandbox = added.sandbox.unwrap();
+        if sandbox.state == McpSandboxState::Refused {
+            // A kernel without Landlock: the pane says why and how to agree.
+            assert!(sandbox.why.unwrap().contains("Landlock"));
+        } else {
+            assert_eq!(sandbox.state, McpSandboxState::Sandboxed);
+            assert!(!sandbox.network && sandbox.network_why.contains("off in mcp.toml"));
+            let has = |path: &std::path::Path, access, kind| {
+                let path = path.canonicalize().unwrap().display().to_string();
+                sandbox
+                    .grants
+                    .iter()
+                    .any(|g| g.path == path && g.access == access && g.kind == kind)
+            };
+            assert!(
+                has(&refs, McpAccess::Read, McpGrantKind::Extra),
+                "{sandbox:?}"
+            );
+            assert!(
+                has(&out, McpAccess::ReadWrite, McpGrantKind::Extra),
+                "{sandbox:?}"
+            );
+            assert!(
+                sandbox
+                    .grants
+                    .iter()
+                    .any(|g| g.kind == McpGrantKind::Program && g.path.ends_with("node_modules")),
+                "{sandbox:?}"
+            );
+        }
+        let listed = desktop.mcp_servers().unwrap();
+        assert!(listed[0].sandbox.is_some());
+        let got = desktop.mcp_server_get("ev").unwrap();
+        assert_eq!(
+            (
+                got.network,
+                got.folders,
+                got.read.clone(),
+                got.write.clone()
+            ),
+            (
+                draft.network,
+                draft.folders,
+                draft.read.clone(),
+                draft.write.clone()
+            )
+        );
+        assert!(got.reach.is_some());
+        let file = std::fs::read_to_string(paths.config_dir.join("mcp.toml")).unwrap();
+        assert!(
+            file.contains("network = false") && file.contains("folders = \"read\""),
+            "{file}"
+        );
+        // Bad settings: a relative path; folders for an HTTP server.
+        let bad = crate::contract::McpServerDraft {
+            read: vec!["relative/x".into()],
+            ..draft.clone()
+        };
+        assert_eq!(
+            desktop.mcp_server_update(&bad).unwrap_err().code(),
+            "invalid_argument"
+        );
+        let web = crate::contract::McpServerDraft {
+            url: "http://127.0.0.1:9/mcp".into(),
+            read: vec![refs.display().to_string()],
+            ..crate::mcp::empty_draft("web", true)
+        };
+        assert_eq!(
+            desktop.mcp_server_add(&web).unwrap_err().code(),
+            "invalid_argument"
+        );
+        assert_eq!(
+            std::fs::read_to_string(paths.config_dir.join("mcp.toml")).unwrap(),
+            file
         );
     }
 }

@@ -42,14 +42,18 @@ pub fn everything_js() -> PathBuf {
     node_server("server-everything")
 }
 
+/// The filesystem server on `dir`, which its sandbox lets it write (as `write = [dir]`
+/// in mcp.toml would; the policy's allowed folders are the other way).
 pub fn filesystem(dir: &Path) -> ServerConfig {
-    ServerConfig::stdio(
+    let mut c = ServerConfig::stdio(
         "node",
         vec![
             node_server("server-filesystem").display().to_string(),
             dir.display().to_string(),
         ],
-    )
+    );
+    sandbox_of(&mut c).write = vec![dir.to_path_buf()];
+    c
 }
 
 pub fn memory(file: &Path) -> ServerConfig {
@@ -62,6 +66,10 @@ pub fn memory(file: &Path) -> ServerConfig {
             "MEMORY_FILE_PATH".into(),
             outpost_mcp::ConfigValue::Plain(file.display().to_string()),
         );
+    }
+    // It writes its file through a temporary one beside it.
+    if let Some(dir) = file.parent() {
+        sandbox_of(&mut c).write = vec![dir.to_path_buf()];
     }
     c
 }
@@ -91,10 +99,15 @@ pub fn time_server() -> ServerConfig {
     )
 }
 
+/// Options whose sandbox takes a server's `read`/`write` folders as they are (no policy).
 pub fn connect_options(log_dir: &Path) -> ConnectOptions {
     ConnectOptions {
         log_dir: Some(log_dir.to_owned()),
         start_timeout: Duration::from_secs(30),
+        sandbox: outpost_mcp::SandboxOptions {
+            gate: Arc::new(AllowAll),
+            ..outpost_mcp::SandboxOptions::default()
+        },
         ..ConnectOptions::default()
     }
 }
@@ -111,6 +124,61 @@ pub fn host(
     let mut opts = HostOptions::new(connect, Arc::new(MemorySecrets::default()));
     opts.backoff_initial = Duration::from_millis(200);
     McpHost::new(opts, roots)
+}
+
+/// A gate that lets every folder through as given (the policy's splitting is
+/// outpost-policy's, tested there and end to end in outpost-core).
+#[derive(Debug)]
+pub struct AllowAll;
+
+impl outpost_mcp::FolderGate for AllowAll {
+    fn split(&self, folders: &[PathBuf]) -> (Vec<PathBuf>, Vec<String>) {
+        (folders.to_vec(), Vec::new())
+    }
+
+    fn whole(&self, _folder: &Path) -> Option<String> {
+        None
+    }
+}
+
+/// A host whose sandboxed servers may reach `folders` (no roots offered, so a server that
+/// honours roots keeps its own folders: only the sandbox holds it).
+pub fn sandboxed_host(log_dir: &Path, folders: Vec<PathBuf>) -> McpHost {
+    let mut connect = connect_options(log_dir);
+    connect.sandbox.folders = folders;
+    let mut opts = HostOptions::new(connect, Arc::new(MemorySecrets::default()));
+    opts.backoff_initial = Duration::from_millis(200);
+    McpHost::new(opts, Vec::new())
+}
+
+/// Sets a plain environment variable of a stdio server.
+pub fn set_env(config: &mut ServerConfig, key: &str, value: &str) {
+    if let outpost_mcp::Transport::Stdio { env, .. } = &mut config.transport {
+        env.insert(
+            key.into(),
+            outpost_mcp::ConfigValue::Plain(value.to_owned()),
+        );
+    }
+}
+
+/// A stdio server's sandbox settings.
+pub fn sandbox_of(config: &mut ServerConfig) -> &mut outpost_mcp::Sandbox {
+    match &mut config.transport {
+        outpost_mcp::Transport::Stdio { sandbox, .. } => sandbox,
+        outpost_mcp::Transport::Http { .. } => panic!("not a stdio server"),
+    }
+}
+
+/// `tests/mcp/hostile_server.py` with these arguments.
+pub fn hostile(args: &[&str]) -> ServerConfig {
+    let mut argv = vec![
+        repo()
+            .join("tests/mcp/hostile_server.py")
+            .display()
+            .to_string(),
+    ];
+    argv.extend(args.iter().map(|a| (*a).to_owned()));
+    ServerConfig::stdio(python().display().to_string(), argv)
 }
 
 pub fn args(v: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {

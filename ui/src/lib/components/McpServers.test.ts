@@ -1,8 +1,9 @@
 // Settings → Tool servers over the mock backend: list with status, a server to confirm,
 // enable/disable, add
 // (command or URL), refused input, edit (env/headers: every value secret, by name only,
-// unless written as plain), restart, remove, log, per-tool rules, and the import's review
-// step.
+// unless written as plain), restart, remove, log, per-tool rules, the import's review
+// step, and each server's sandbox: what it may touch, its settings in the form, and the
+// consent to run it unsandboxed where the computer cannot sandbox it (issue 28).
 import { render, screen, within } from '@testing-library/svelte';
 import userEvent from '@testing-library/user-event';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -231,5 +232,83 @@ describe('Settings → Tool servers', () => {
     await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_rule', args: { name: 'web-tools', rule: 'deny' } }));
     await user.selectOptions(select, 'ask');
     await vi.waitFor(() => expect(backend.mcpServers.find((s) => s.name === 'web-tools')?.rule).toBe('ask'));
+  });
+
+  it('shows what each server may touch; the form sets its sandbox and the list follows', async () => {
+    const { backend, list, user } = await open();
+    const web = within(row(list, 'web-tools')).getByTestId('mcp-sandbox');
+    expect(web).toHaveAttribute('data-state', 'sandboxed');
+    expect(web).toHaveTextContent('Sandboxed');
+    expect(web).toHaveTextContent('reads and writes /home/demo/Projects; network on');
+    await user.click(within(web).getByText('What web-tools may touch'));
+    const grants = within(web).getByRole('list', { name: 'What web-tools may touch' });
+    expect(grants).toHaveTextContent("/home/demo/.npm (its launcher: npx's cache)");
+    expect(web).toHaveTextContent('Network: on: npx downloads');
+    // An HTTP server runs elsewhere: nothing to show.
+    expect(within(row(list, 'notes')).queryByTestId('mcp-sandbox')).toBeNull();
+    // Added with its network off, the allowed folders read-only and one folder to write.
+    const form = screen.getByRole('form', { name: 'Add a tool server' });
+    await user.type(within(form).getByLabelText('Name'), 'files');
+    await user.type(within(form).getByLabelText('Command'), 'node');
+    await user.type(within(form).getByLabelText('Arguments'), 'server.js');
+    await user.selectOptions(within(form).getByLabelText('Network'), 'off');
+    await user.selectOptions(within(form).getByLabelText('Allowed folders'), 'read');
+    await user.type(within(form).getByLabelText(/read and write$/), '~/exports');
+    await user.click(within(form).getByRole('button', { name: 'Add server' }));
+    await vi.waitFor(() => expect(row(list, 'files')).toBeDefined());
+    expect(backend.calls.filter((c) => c.cmd === 'mcp_servers_add').at(-1)?.args).toMatchObject({
+      server: { name: 'files', sandbox: 'on', network: 'off', folders: 'read', read: [], write: ['~/exports'] },
+    });
+    expect(within(row(list, 'files')).getByTestId('mcp-sandbox-summary'))
+      .toHaveTextContent('sandboxed: reads and writes ~/exports; reads /home/demo/Projects; no network');
+    // Editing shows the settings back, and what it may touch.
+    await user.click(within(row(list, 'files')).getByRole('button', { name: 'Edit files' }));
+    const edit = await screen.findByRole('form', { name: 'Edit files' });
+    expect(within(edit).getByLabelText('Network')).toHaveValue('off');
+    expect(within(edit).getByLabelText('Allowed folders')).toHaveValue('read');
+    expect(within(edit).getByLabelText(/read and write$/)).toHaveValue('~/exports');
+    expect(within(edit).getByTestId('mcp-sandbox')).toHaveTextContent('no network');
+    // A relative folder is refused by the backend; nothing changes.
+    await user.type(within(edit).getByLabelText(/it may read \(one a line/), 'relative/x');
+    await user.click(within(edit).getByRole('button', { name: 'Save' }));
+    expect(await screen.findByRole('alert')).toHaveTextContent('neither absolute');
+    expect(backend.mcpDrafts.get('files')?.read).toEqual([]);
+  });
+
+  it('where the computer cannot sandbox, a server waits until the user agrees to run it unsandboxed', async () => {
+    const { backend, list, user } = await open();
+    backend.noLandlock = true;
+    const form = screen.getByRole('form', { name: 'Add a tool server' });
+    await user.type(within(form).getByLabelText('Name'), 'time');
+    await user.type(within(form).getByLabelText('Command'), 'uvx');
+    await user.click(within(form).getByRole('button', { name: 'Add server' }));
+    await vi.waitFor(() => expect(row(list, 'time')).toBeDefined());
+    // Not connected: stopped, but the plan says it would not start.
+    expect(within(row(list, 'time')).getByTestId('mcp-sandbox')).toHaveAttribute('data-state', 'refused');
+    expect(row(list, 'time')).toHaveTextContent('Not started: no sandbox here');
+    Object.assign(backend.mcpServers.find((s) => s.name === 'time')!, { status: 'no_sandbox', lastError: 'this computer\'s kernel cannot sandbox programs' });
+    await vi.waitFor(() => expect(row(list, 'time')).toHaveAttribute('data-status', 'no_sandbox'), { timeout: 3000 });
+    expect(row(list, 'time')).toHaveTextContent('No sandbox here');
+    expect(within(row(list, 'time')).queryByRole('button', { name: 'Restart time' })).toBeNull();
+    await user.click(within(row(list, 'time')).getByRole('button', { name: 'Run time unsandboxed' }));
+    await vi.waitFor(() => expect(backend.calls.at(-1)?.cmd).toBe('mcp_servers_update'));
+    expect(backend.calls.at(-1)?.args).toMatchObject({ server: { name: 'time', sandbox: 'if_available' } });
+    expect((backend.calls.at(-1)?.args as { server: object }).server).not.toHaveProperty('reach');
+    await vi.waitFor(() => expect(within(row(list, 'time')).getByTestId('mcp-sandbox')).toHaveAttribute('data-state', 'unsandboxed'));
+    expect(row(list, 'time')).toHaveTextContent('NOT sandboxed');
+    expect(await screen.findByText(/runs unsandboxed on this computer/)).toBeInTheDocument();
+  });
+
+  it("an import's review shows what each server would touch", async () => {
+    const { user } = await open();
+    const file = new File([JSON.stringify({ mcpServers: {
+      github: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-github'] },
+      local: { command: 'node', args: ['/opt/srv/index.js'] },
+    } })], 'claude_desktop_config.json', { type: 'application/json' });
+    await user.upload(screen.getByLabelText('Config file to import'), file);
+    const review = await screen.findByRole('region', { name: 'Review the import' });
+    const reaches = within(review).getAllByTestId('mcp-sandbox-summary');
+    expect(reaches[0]).toHaveTextContent('network on');
+    expect(reaches[1]).toHaveTextContent('no network');
   });
 });

@@ -906,7 +906,73 @@ openWorld: boolean, };
 
 export type McpTransport = "stdio" | "http";
 
-export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled" | "unconfirmed";
+export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled" | "unconfirmed" | "no_sandbox";
+
+export type McpSandboxState = "sandboxed" | "unsandboxed" | "refused";
+
+export type McpAccess = "read" | "read_write";
+
+export type McpGrantKind = "program" | "launcher" | "working_folder" | "allowed_folder" | "extra";
+
+export type McpSandboxMode = "on" | "if_available" | "off";
+
+export type McpNetwork = "auto" | "on" | "off";
+
+export type McpFolderAccess = "read_write" | "read" | "none";
+
+export type McpSandboxGrant = { 
+/**
+ * The folder (and what is below it) or file.
+ */
+path: string, 
+/**
+ * Read, or read and write.
+ */
+access: McpAccess, 
+/**
+ * Why it is reachable.
+ */
+kind: McpGrantKind, 
+/**
+ * A few words on why.
+ */
+why: string, };
+
+export type McpSandboxInfo = { 
+/**
+ * Sandboxed, not sandboxed, or not started (no sandbox here, no consent yet).
+ */
+state: McpSandboxState, 
+/**
+ * One line: what it may read and write, the network (as in the consent dialog).
+ */
+summary: string, 
+/**
+ * Why it runs unsandboxed or is not started.
+ */
+why?: string, 
+/**
+ * The places of its own it may reach (besides the system's programs and libraries,
+ * parts of /etc, /proc, /dev/null and a private temporary folder).
+ */
+grants: Array<McpSandboxGrant>, 
+/**
+ * Whether it may use the network.
+ */
+network: boolean, 
+/**
+ * Why the network is on or off.
+ */
+networkWhy: string, 
+/**
+ * What was asked for but left out, and why (a secret inside a folder, a folder the
+ * policy denies, a launcher's cache that holds something denied).
+ */
+leftOut: Array<string>, 
+/**
+ * What this computer's kernel cannot hold.
+ */
+limits: Array<string>, };
 
 export type McpServerInfo = { 
 /**
@@ -945,7 +1011,12 @@ hasLog: boolean,
  * The server's rule in the policy (`[mcp_servers]`): every tool of it runs without
  * asking, asks (the default), or never runs; a rule for one tool (`[tools]`) wins.
  */
-rule: ToolRule, };
+rule: ToolRule, 
+/**
+ * What a stdio server may touch (its sandbox): as it runs in the live session, else
+ * as it would start now. Absent for an HTTP server (it runs elsewhere).
+ */
+sandbox?: McpSandboxInfo, };
 
 export type McpServerDraft = { 
 /**
@@ -982,7 +1053,32 @@ cwd: string,
 /**
  * Start it at connect.
  */
-enabled: boolean, };
+enabled: boolean, 
+/**
+ * A stdio server's sandbox: on (the default), if-available, off.
+ */
+sandbox: McpSandboxMode, 
+/**
+ * A stdio server's network: auto (on for launchers such as npx and uvx), on, off.
+ */
+network: McpNetwork, 
+/**
+ * How a stdio server may use the policy's allowed folders.
+ */
+folders: McpFolderAccess, 
+/**
+ * More folders (or files) it may read (absolute, or starting with `~/`).
+ */
+read: Array<string>, 
+/**
+ * More folders (or files) it may read and write.
+ */
+write: Array<string>, 
+/**
+ * Given back, never read: what the server would touch with these settings
+ * (`mcp_servers_get`, `mcp_servers_import_preview`).
+ */
+reach?: McpSandboxInfo, };
 
 export type McpToolInfo = { 
 /**
