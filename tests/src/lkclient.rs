@@ -278,6 +278,27 @@ impl Env {
         Self::start_with(bin, &[])
     }
 
+    /// `outpost connect` (the binary `cli`) joining `room` as "app" with the dev key,
+    /// taking "assistant" for the assistant and printing JSON events, in the client
+    /// namespace (`ip netns exec` execs, so the child's pid is Outpost's). The caller adds
+    /// its profile's flags and the stdio.
+    pub fn outpost_connect(&self, cli: &Path, room: &str) -> anyhow::Result<Command> {
+        let token = token(room, "app", DEV_SECRET)?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.pair.client_ns])
+            .arg(cli)
+            .arg("connect")
+            .args(["--url", &self.server.url, "--token", &token])
+            .args([
+                "--assistant-identity",
+                "assistant",
+                "--room",
+                room,
+                "--json",
+            ]);
+        Ok(c)
+    }
+
     /// Namespaces plus a room server with more `serve` options.
     pub fn start_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         let pair = NsPair::create()?;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use outpost_livekit::{
     AudioSourceOptions, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents, RoomOptions,
-    StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
+    RpcCallers, RpcError, StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
 };
 use outpost_policy::{ConsentInbox, Decision};
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
@@ -189,6 +189,11 @@ impl Core {
         // Only the assistant's messages matter; another participant's streams are
         // dropped at their header so they can hold no slot the assistant needs.
         room_opts.stream_senders = StreamSenders::Assistant;
+        // The same for RPC: anyone else's call is refused at its request packet or
+        // stream header, before its payload costs anything (the machine records it).
+        room_opts.rpc_callers = RpcCallers::Assistant;
+        let refusal = RpcFailure::not_the_assistant();
+        room_opts.rpc_refusal = RpcError::new(refusal.code, refusal.message, refusal.data);
         room_opts.auto_subscribe = room_opts.auto_subscribe || opts.voice;
         let (executor, dispatch_rx) =
             Executor::new(&self.perms, &opts.disabled_tools, opts.mcp.clone())?;
@@ -633,6 +638,7 @@ impl Io {
                 }
                 None
             }
+            RoomEvent::RpcRefused { caller, method } => Some(Input::RpcRefused { caller, method }),
             RoomEvent::Disconnected { reason } => Some(Input::Disconnected {
                 reason: reason.to_string(),
             }),

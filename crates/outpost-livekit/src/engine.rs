@@ -948,13 +948,17 @@ impl Engine {
                     .as_ref()
                     .is_some_and(|a| &a.identity == sender);
                 if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
-                    // RPC version 2: read by the RPC layer, never shown as a stream, and
-                    // taken from anyone (as version 1 packets are) within the per-sender
-                    // stream limits. The handler decides who may call.
-                    let reader = self
-                        .receivers
-                        .on_header(sender, assistant, h, Instant::now());
-                    crate::rpc::on_stream(&self.shared, sender, reader);
+                    // RPC version 2: the RPC layer decides at the header who may call and
+                    // how much it reads, before the stream takes a slot or a byte.
+                    let refused = crate::rpc::on_stream_header(
+                        &self.shared,
+                        &mut self.receivers,
+                        sender,
+                        assistant,
+                        h,
+                        Instant::now(),
+                    );
+                    self.refused(refused);
                     return;
                 }
                 // A stream sent on our behalf (LiveKit Agents transcribes the user's speech
@@ -985,7 +989,8 @@ impl Engine {
                 self.receivers.on_trailer(&packet.participant_identity, t);
             }
             data_packet::Value::RpcRequest(r) => {
-                crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+                let refused = crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+                self.refused(refused);
             }
             data_packet::Value::RpcAck(a) => {
                 self.shared.rpc.on_ack(&packet.participant_identity, a)
@@ -994,6 +999,12 @@ impl Engine {
                 self.shared.rpc.on_response(&packet.participant_identity, r);
             }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
+        }
+    }
+
+    fn refused(&self, refused: Option<crate::rpc::Refused>) {
+        if let Some(crate::rpc::Refused { caller, method }) = refused {
+            self.emit(RoomEvent::RpcRefused { caller, method });
         }
     }
 

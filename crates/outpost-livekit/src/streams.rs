@@ -117,6 +117,8 @@ struct Incoming {
     progress: watch::Sender<u64>,
     /// When the header or the last chunk arrived (for the idle timeout).
     last: Instant,
+    /// Bytes this stream may carry (the receive cap, or a smaller one for RPC payloads).
+    cap: u64,
 }
 
 /// Limits on incoming streams (from [`crate::RoomOptions`]).
@@ -148,6 +150,13 @@ impl std::fmt::Debug for Receivers {
             .field("limits", &self.limits)
             .field("open", &self.open_count())
             .finish()
+    }
+}
+
+fn too_large(id: &str, cap: u64) -> Error {
+    Error::StreamTooLarge {
+        stream_id: id.to_owned(),
+        cap,
     }
 }
 
@@ -216,6 +225,20 @@ impl Receivers {
         h: data_stream::Header,
         now: Instant,
     ) -> StreamReader {
+        let cap = self.limits.cap;
+        self.on_header_capped(sender, assistant, h, now, cap)
+    }
+
+    /// [`Receivers::on_header`] for a stream that may carry at most `cap` bytes (or the
+    /// receive cap, whichever is smaller): an RPC payload.
+    pub(crate) fn on_header_capped(
+        &mut self,
+        sender: &str,
+        assistant: bool,
+        h: data_stream::Header,
+        now: Instant,
+        cap: u64,
+    ) -> StreamReader {
         let (kind, name) = match &h.content_header {
             Some(data_stream::header::ContentHeader::ByteHeader(b)) => {
                 (StreamKind::Bytes, Some(b.name.clone()))
@@ -244,11 +267,9 @@ impl Receivers {
         let encrypted = is_encrypted(&h);
         let id = h.stream_id;
         let Limits {
-            cap,
-            per_sender,
-            total,
-            ..
+            per_sender, total, ..
         } = self.limits;
+        let cap = cap.min(self.limits.cap);
         let refuse = if id.is_empty() {
             Some("stream header without an id".to_owned())
         } else if self.open.get(sender).is_some_and(|s| s.contains_key(&id)) {
@@ -263,17 +284,17 @@ impl Receivers {
             Some("encrypted data streams are not supported".to_owned())
         } else if h.compression != 0 {
             Some("compressed data streams are not supported (we do not advertise it)".to_owned())
-        } else if h.total_length.is_some_and(|t| t > cap) {
-            Some(format!(
-                "announced length {} exceeds the receive cap of {cap} bytes",
-                h.total_length.unwrap_or(0),
-            ))
         } else {
             None
         };
         if let Some(reason) = refuse {
             tracing::warn!(stream = %id, from = sender, "refusing data stream: {reason}");
             let _ = tx.send(Err(stream_error(&id, reason)));
+            return reader;
+        }
+        if let Some(t) = h.total_length.filter(|t| *t > cap) {
+            tracing::warn!(stream = %id, from = sender, "refusing data stream: announced length {t} exceeds the receive cap of {cap} bytes");
+            let _ = tx.send(Err(too_large(&id, cap)));
             return reader;
         }
         let mut incoming = Incoming {
@@ -283,6 +304,7 @@ impl Receivers {
             total: h.total_length,
             progress,
             last: now,
+            cap,
         };
         if let Some(inline) = h.inline_content {
             // A single-packet stream: the content rides in the header, no trailer follows.
@@ -300,14 +322,8 @@ impl Receivers {
     fn accept(&self, id: &str, s: &mut Incoming, content: Bytes) -> bool {
         let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
         let received = s.received.saturating_add(len);
-        if received > self.limits.cap {
-            let _ = s.tx.send(Err(stream_error(
-                id,
-                format!(
-                    "stream exceeds the receive cap of {} bytes",
-                    self.limits.cap
-                ),
-            )));
+        if received > s.cap {
+            let _ = s.tx.send(Err(too_large(id, s.cap)));
             return false;
         }
         if s.total.is_some_and(|t| received > t) {

@@ -215,6 +215,16 @@ pub enum RoomEvent {
         /// The track's sid.
         sid: String,
     },
+    /// A participant other than the assistant called one of our RPC methods and was
+    /// refused before anything of its payload was read (only with
+    /// [`RpcCallers::Assistant`]). One event per refused call; the answers to a caller
+    /// that keeps calling are rate-limited, the events are not, so a consumer can count.
+    RpcRefused {
+        /// Who called (stamped by the server).
+        caller: String,
+        /// The method it called, cut to [`crate::rpc::MAX_REFUSED_METHOD_BYTES`].
+        method: String,
+    },
     /// The connection is closed for good.
     Disconnected {
         /// Why.
@@ -249,5 +259,22 @@ pub enum StreamSenders {
     /// buffering; its chunks and trailer are ignored. A stream sent on our own behalf
     /// (its sender is our identity, as LiveKit Agents sends a transcript of the user's
     /// speech) passes too.
+    Assistant,
+}
+
+/// Who may call our RPC methods (see [`crate::RoomOptions::rpc_callers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RpcCallers {
+    /// Every participant, as the official SDKs allow (within the per-caller and
+    /// room-wide limits on calls in progress).
+    #[default]
+    Anyone,
+    /// Only the assistant (see [`crate::RoomOptions::assistant_identity`]) as the room
+    /// knows it when the request (a version 1 packet, or a version 2 stream's header)
+    /// arrives. Anyone else is answered with [`crate::RoomOptions::rpc_refusal`] at
+    /// once, at most a few times a second per caller, reported as
+    /// [`RoomEvent::RpcRefused`], and nothing of a version 2 request stream is read:
+    /// it takes no stream slot and its chunks are dropped.
     Assistant,
 }

@@ -44,6 +44,15 @@ pub const HELD_RPC_RESULT_BYTES: usize = 8 * 1024 * 1024;
 const ENVELOPE: usize = 1024;
 
 impl RpcFailure {
+    /// The answer to a caller that is not the assistant.
+    pub fn not_the_assistant() -> Self {
+        Self::tool_error(
+            "permission_denied",
+            "Only the assistant Outpost is talking to may use its tools",
+            None,
+        )
+    }
+
     fn tool_error(code: &str, message: &str, result: Option<&Map<String, Value>>) -> Self {
         let mut data = json!({"code": code, "message": message});
         if let Some(r) = result {
@@ -251,26 +260,8 @@ impl Machine {
             });
         };
         if !self.is_assistant(&call.caller) {
-            fx.record(Record::ProtocolError(store::NewProtocolError {
-                conversation_id: self.conversation.as_deref().map(Into::into),
-                at: now,
-                code: "rpc_refused".into(),
-                message: format!(
-                    "{} called {} but is not the assistant; refused",
-                    cut(&call.caller, 128),
-                    cut(&call.method, 128)
-                ),
-                detail: Some(format!("rpc request {}", cut(&call.request_id, 128))),
-            }));
-            reply(
-                fx,
-                &call.request_id,
-                Err(RpcFailure::tool_error(
-                    "permission_denied",
-                    "Only the assistant Outpost is talking to may use its tools",
-                    None,
-                )),
-            );
+            self.rpc_refused(fx, now, &call.caller, &call.method, Some(&call.request_id));
+            reply(fx, &call.request_id, Err(RpcFailure::not_the_assistant()));
             return;
         }
         self.enter_agents_mode(fx, now, "it called a tool over RPC");
@@ -285,6 +276,29 @@ impl Machine {
             }
             _ => self.rpc_tool(fx, now, call),
         }
+    }
+
+    /// A call from `caller`, who is not the assistant, was refused (here, or by the room
+    /// before its payload was read): the history's protocol log says so.
+    pub(super) fn rpc_refused(
+        &mut self,
+        fx: &mut Fx,
+        now: Millis,
+        caller: &str,
+        method: &str,
+        request_id: Option<&str>,
+    ) {
+        fx.record(Record::ProtocolError(store::NewProtocolError {
+            conversation_id: self.conversation.as_deref().map(Into::into),
+            at: now,
+            code: "rpc_refused".into(),
+            message: format!(
+                "{} called {} but is not the assistant; refused",
+                cut(caller, 128),
+                cut(method, 128)
+            ),
+            detail: request_id.map(|id| format!("rpc request {}", cut(id, 128))),
+        }));
     }
 
     fn list_tools(&self, payload: &str) -> Result<String, RpcFailure> {

@@ -201,6 +201,14 @@ pub enum Input {
     },
     /// An RPC call to one of Outpost's methods.
     Rpc(RpcCall),
+    /// The room refused an RPC call because its caller is not the assistant (the
+    /// caller was answered there, before its payload was read).
+    RpcRefused {
+        /// Who called.
+        caller: String,
+        /// The method it called.
+        method: String,
+    },
     /// The tools on offer changed (an MCP server's tool list did): the new catalogue and
     /// the MCP tools' claims.
     ToolsChanged {

@@ -423,6 +423,9 @@ impl Machine {
                 }
             }
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
+            Input::RpcRefused { caller, method } => {
+                self.rpc_refused(&mut fx, now, &caller, &method, None);
+            }
             Input::ToolsChanged { tools, claims } => {
                 self.tools_changed(&mut fx, tools, claims);
                 self.announce_tools(&mut fx, now);

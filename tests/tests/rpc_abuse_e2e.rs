@@ -1,0 +1,210 @@
+//! End to end (issue 30): what a room participant other than the assistant can do to
+//! Outpost's RPC methods, with the official LiveKit SDK (`tests/py/rpc_abuse.py`) against
+//! the real `outpost connect` (the test binary `outpost_cli`) through `outpost-room`.
+//!
+//! The room server and the SDK participants run in the server namespace of an
+//! [`lkclient::Env`], `outpost connect` in the client namespace (`ip netns exec`, which
+//! execs, so the child's pid is Outpost's and its `/proc` status is Outpost's memory).
+//! Needs root, iproute2 and the venv (see `outpost_tests::python`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use outpost_store::{ExportScope, Store, TimelineItem};
+use outpost_tests::lkclient::{self, Env};
+use outpost_tests::proc::Proc;
+use outpost_tests::python;
+use serde_json::Value;
+
+const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
+const CLI_BIN: &str = env!("CARGO_BIN_EXE_outpost_cli");
+const ROOM: &str = "rpc-abuse";
+/// Generous: several Python processes with libwebrtc and Outpost share 2 busy cores.
+const WAIT: Duration = Duration::from_secs(120);
+
+/// `outpost connect --json` as "app" in the client namespace, with a throw-away profile.
+struct Outpost {
+    child: Child,
+    dir: tempfile::TempDir,
+}
+
+impl Outpost {
+    fn start(env: &Env) -> Outpost {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("policy.toml"), "[tools]\n").unwrap();
+        let child = env
+            .outpost_connect(Path::new(CLI_BIN), ROOM)
+            .unwrap()
+            .arg("--no-mcp")
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .arg("--data-dir")
+            .arg(dir.path().join("data"))
+            .env("RUST_LOG", "warn")
+            .env("OUTPOST_CONFIG_DIR", dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
+            .spawn()
+            .expect("spawning outpost connect");
+        Outpost { child, dir }
+    }
+
+    /// Resident memory now, in bytes.
+    fn rss(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("outpost connect is running");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS in /proc/PID/status");
+        kib * 1024
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// Closes stdin (EOF = leave) and waits for the exit, so the history is complete.
+    fn finish(mut self) -> tempfile::TempDir {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "outpost connect did not leave");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
+    }
+}
+
+impl Drop for Outpost {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tests/py/rpc_abuse.py ROLE` as `identity` in the server namespace, with its stdout
+/// lines; returns once it has joined.
+fn participant(
+    env: &Env,
+    role: &str,
+    identity: &str,
+    vars: &[(&str, &str)],
+) -> (Proc, Receiver<String>) {
+    let py = python::python().unwrap();
+    let mut cmd = env.pair.server_command(&py);
+    cmd.arg(python::scripts_dir().join("rpc_abuse.py"))
+        .arg(role)
+        .current_dir(python::scripts_dir())
+        .env("LK_URL", &env.server.url)
+        .env("LK_ROOM", ROOM)
+        .env("LK_IDENTITY", identity)
+        .env("LK_API_KEY", lkclient::DEV_KEY)
+        .env("LK_API_SECRET", lkclient::DEV_SECRET)
+        .env("PYTHONWARNINGS", "ignore");
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let mut p = Proc::spawn(&format!("rpc_abuse {role} {identity}"), cmd).unwrap();
+    let lines = p.stdout_lines().unwrap();
+    let first = lines.recv_timeout(WAIT).unwrap_or_default();
+    assert_eq!(
+        first,
+        "ready",
+        "{identity} did not join; stderr:\n{}",
+        p.stderr()
+    );
+    (p, lines)
+}
+
+/// The JSON line with `"event": event` the participant prints next.
+fn event(p: &Proc, lines: &Receiver<String>, event: &str) -> Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no {event:?} line; stderr:\n{}", p.stderr()));
+        if let Ok(v) = serde_json::from_str::<Value>(&line) {
+            if v["event"] == event {
+                return v;
+            }
+        }
+    }
+}
+
+/// The history's protocol errors with code `rpc_refused`: (message, detail).
+fn refusals(data_dir: &Path) -> Vec<(String, Option<String>)> {
+    let store = Store::open_default(Some(data_dir)).unwrap();
+    let doc = store.export_document(ExportScope::All).wait().unwrap();
+    let attached = doc
+        .conversations
+        .into_iter()
+        .flat_map(|t| t.items)
+        .filter_map(|i| match i {
+            TimelineItem::ProtocolError(e) => Some(e),
+            _ => None,
+        });
+    attached
+        .chain(doc.unattached_protocol_errors)
+        .filter(|e| e.code == "rpc_refused")
+        .map(|e| (e.message, e.detail))
+        .collect()
+}
+
+/// Issue 30, finding 1 (high): a participant opens an RPC version 2 request stream to
+/// `outpost.list_tools` and writes 20 MiB into it without closing it. Outpost refuses
+/// it at the header: its memory does not grow with what she writes (before the fix it
+/// grew by all of it, 46 → 1,075 MiB for 1 GiB), and the refusal is in the history while
+/// her stream is still open.
+#[test]
+fn a_participants_endless_request_stream_is_refused_at_its_header() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let outpost = Outpost::start(&env);
+    // Outpost's memory once it has joined and settled.
+    let (mallory, lines) = participant(&env, "flood", "mallory", &[("LK_MIB", "20")]);
+    std::thread::sleep(Duration::from_secs(2));
+    let before = outpost.rss();
+    let flooded = event(&mallory, &lines, "flooded");
+    let after = outpost.rss();
+    eprintln!(
+        "outpost connect RSS {:.1} MiB before, {:.1} MiB after {} bytes: {flooded}",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0,
+        flooded["bytes"]
+    );
+    // Her own call after the flood is refused as not coming from the assistant; the
+    // channel is ordered, so Outpost had every flooded byte by then.
+    let answer = &flooded["answer"];
+    assert_eq!(answer["ok"], false, "{answer}");
+    assert!(
+        answer["data"]
+            .as_str()
+            .unwrap_or("")
+            .contains("permission_denied"),
+        "{answer}"
+    );
+    let grown = after.saturating_sub(before);
+    assert!(
+        grown < 8 << 20,
+        "Outpost's memory grew by {} MiB while a participant wrote 20 MiB into a request \
+         stream; stderr:\n{}",
+        grown >> 20,
+        outpost.stderr()
+    );
+    let dir = outpost.finish();
+    let refused = refusals(&dir.path().join("data"));
+    assert!(
+        refused
+            .iter()
+            .any(|(m, _)| m.contains("mallory") && m.contains("outpost.list_tools")),
+        "{refused:?}"
+    );
+    drop(mallory);
+}
