@@ -208,3 +208,40 @@ fn a_participants_endless_request_stream_is_refused_at_its_header() {
     );
     drop(mallory);
 }
+
+/// Issue 30, finding 2: four participants each hold sixteen request streams open (64,
+/// Outpost's room-wide limit before the fix, which then answered every call of the agent
+/// with "more than 64 RPC requests in progress"). The assistant's calls still get through.
+#[test]
+fn participants_holding_request_streams_do_not_lock_the_assistant_out() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let outpost = Outpost::start(&env);
+    let holders: Vec<(Proc, Receiver<String>)> = (1..=4)
+        .map(|i| participant(&env, "hold", &format!("holder{i}"), &[("LK_STREAMS", "16")]))
+        .collect();
+    for (p, lines) in &holders {
+        assert_eq!(event(p, lines, "held")["n"], 16);
+    }
+    // Let the last headers reach Outpost before the assistant calls.
+    std::thread::sleep(Duration::from_secs(2));
+    let (agent, lines) = participant(&env, "call", "assistant", &[("LK_CALLS", "3")]);
+    let called = event(&agent, &lines, "called");
+    for r in called["results"].as_array().unwrap() {
+        assert_eq!(
+            r["ok"],
+            true,
+            "the assistant was locked out: {called}\n{}",
+            outpost.stderr()
+        );
+        let page: Value = serde_json::from_str(r["payload"].as_str().unwrap()).unwrap();
+        assert!(!page["tools"].as_array().unwrap().is_empty(), "{page}");
+    }
+    drop(holders);
+    let dir = outpost.finish();
+    // The holders' calls are in the history as refused.
+    let refused = refusals(&dir.path().join("data"));
+    assert!(
+        refused.iter().any(|(m, _)| m.contains("holder1")),
+        "{refused:?}"
+    );
+}

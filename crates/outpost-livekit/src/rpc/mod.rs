@@ -21,7 +21,9 @@
 //!   and the caller gets `RESPONSE_TIMEOUT` (what the official Python SDK does).
 //! - Who may call: anyone, or only the assistant ([`crate::RpcCallers`]); a refused
 //!   caller is turned away at its request packet or stream header, before its payload
-//!   costs anything, and its answers are rate-limited.
+//!   costs anything, and its answers are rate-limited. Calls in progress are limited
+//!   per caller and for all other callers together, and the assistant's own calls do
+//!   not count against them, so other participants cannot lock it out.
 //! - Calling: [`crate::Room::perform_rpc`] sends the request and waits for the ack
 //!   (`max_round_trip_latency`) and then the response (`response_timeout`), with the
 //!   official SDKs' errors for each way it can fail.
@@ -68,8 +70,11 @@ const ATTR_VERSION: &str = "lk.rpc_request_version";
 /// The `version` of a request packet, and of a request stream's version attribute.
 const VERSION_V1: u32 = 1;
 const VERSION_V2: u32 = 2;
-/// Incoming requests handled at once; more are answered with an error at once.
+/// Incoming requests the assistant may have in progress at once, and those of all other
+/// callers together; more are answered with an error at once.
 const MAX_RUNNING: usize = 64;
+/// Incoming requests one caller other than the assistant may have in progress at once.
+const MAX_RUNNING_PER_CALLER: usize = 16;
 /// Refusals answered per caller: a burst, then this many a second (the rest are
 /// dropped unanswered, so a flood of refused calls does not become a flood of answers).
 const REFUSAL_BURST: f64 = 10.0;
@@ -990,7 +995,9 @@ fn on_response_stream(shared: &Arc<Shared>, sender: &str, id: String, reader: St
 }
 
 /// Runs the handler for an acknowledged request and answers it; refuses it at once
-/// when it has no handler or too many are running.
+/// when it has no handler or too many are running: [`MAX_RUNNING`] of the assistant's,
+/// [`MAX_RUNNING_PER_CALLER`] of any other caller's, [`MAX_RUNNING`] of all other
+/// callers' together (so they never take the assistant's room).
 fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
     let refuse = |code: RpcErrorCode, data: Option<String>| {
         respond_packet(
@@ -1007,13 +1014,29 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
     let key = (caller.to_owned(), req.id.clone());
+    let assistant = shared
+        .roster()
+        .assistant
+        .as_ref()
+        .map(|a| a.identity.clone());
     let mut running = lock(&shared.rpc.running);
-    if running.len() >= MAX_RUNNING {
+    let mine = running.keys().filter(|(c, _)| c == caller).count();
+    let full = if assistant.as_deref() == Some(caller) {
+        (mine >= MAX_RUNNING).then(|| format!("{MAX_RUNNING} of your RPC requests are in progress"))
+    } else if mine >= MAX_RUNNING_PER_CALLER {
+        Some(format!(
+            "{MAX_RUNNING_PER_CALLER} of your RPC requests are in progress"
+        ))
+    } else {
+        let others = running
+            .keys()
+            .filter(|(c, _)| Some(c) != assistant.as_ref())
+            .count();
+        (others >= MAX_RUNNING).then(|| format!("more than {MAX_RUNNING} RPC requests in progress"))
+    };
+    if let Some(why) = full {
         drop(running);
-        return refuse(
-            RpcErrorCode::ApplicationError,
-            Some(format!("more than {MAX_RUNNING} RPC requests in progress")),
-        );
+        return refuse(RpcErrorCode::ApplicationError, Some(why));
     }
     if running.contains_key(&key) {
         tracing::debug!(request = %req.id, "duplicate RPC request; ignored");

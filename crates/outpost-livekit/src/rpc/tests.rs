@@ -812,3 +812,48 @@ async fn v2_payloads_are_capped_at_the_header_and_while_reading() {
         Some(RpcErrorCode::ResponsePayloadTooLarge)
     );
 }
+
+/// Issue 30, finding 2: four callers holding sixteen requests each do not lock the
+/// assistant out; a caller over its own limit, or a fifth one once the others hold the
+/// room-wide limit, is refused.
+#[tokio::test]
+async fn other_callers_cannot_lock_the_assistant_out() {
+    let s = shared_v2();
+    s.roster().assistant = Some(remote("bot", 2));
+    s.rpc.register(
+        "hold".into(),
+        handler(|_inv: RpcInvocation| async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(String::new())
+        }),
+    );
+    s.rpc.register(
+        "tools".into(),
+        handler(|_inv: RpcInvocation| async move { Ok("the tools".into()) }),
+    );
+    for caller in ["c1", "c2", "c3", "c4"] {
+        for i in 0..MAX_RUNNING_PER_CALLER + 1 {
+            on_request(&s, caller, request(&format!("{caller}-{i}"), "hold", ""));
+        }
+    }
+    on_request(&s, "c5", request("c5-0", "hold", ""));
+    let out = sent(&s);
+    let refused: Vec<&data_packet::Value> = out
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| error_code(v).is_some())
+        .collect();
+    assert_eq!(
+        refused.len(),
+        5,
+        "one over each caller's limit, and c5: {out:?}"
+    );
+    on_request(&s, "bot", request("b", "tools", ""));
+    let out = sent_n(&s, 2).await;
+    assert!(
+        matches!(&out[1].1, data_packet::Value::RpcResponse(RpcResponse {
+            value: Some(rpc_response::Value::Payload(p)), .. }) if p == "the tools"),
+        "{out:?}"
+    );
+    s.rpc.close();
+}
