@@ -88,6 +88,16 @@ def run(main):
     finish(0)
 
 
+def serve(main):
+    """Runs `main` (a participant that stays until the test kills it), then leaves
+    through `finish`."""
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finish(0)
+
+
 async def inbound_stats(track):
     """libwebrtc's receive statistics of `track` (NetEq's view: loss, jitter, how much
     it concealed and time-stretched)."""

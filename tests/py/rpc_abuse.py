@@ -26,7 +26,7 @@ import uuid
 
 from livekit import rtc
 
-from lkcommon import ROOM, URL, finish, token, wait_remote
+from lkcommon import ROOM, URL, finish, serve, token, wait_remote
 
 TARGET = os.environ.get("LK_TARGET", "app")
 METHOD = "outpost.list_tools"
@@ -95,8 +95,4 @@ async def main():
     await asyncio.Event().wait()
 
 
-try:
-    asyncio.run(main())
-except KeyboardInterrupt:
-    pass
-finish(0)
+serve(main)

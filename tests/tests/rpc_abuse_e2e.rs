@@ -3,7 +3,7 @@
 //! the real `outpost connect` (the test binary `outpost_cli`) through `outpost-room`.
 //!
 //! The room server and the SDK participants run in the server namespace of an
-//! [`lkclient::Env`], `outpost connect` in the client namespace (`ip netns exec`, which
+//! [`outpost_tests::lkclient::Env`], `outpost connect` in the client namespace (`ip netns exec`, which
 //! execs, so the child's pid is Outpost's and its `/proc` status is Outpost's memory).
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -14,9 +14,8 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use outpost_store::{ExportScope, Store, TimelineItem};
-use outpost_tests::lkclient::{self, Env};
+use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
-use outpost_tests::python;
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
@@ -97,46 +96,14 @@ fn participant(
     identity: &str,
     vars: &[(&str, &str)],
 ) -> (Proc, Receiver<String>) {
-    let py = python::python().unwrap();
-    let mut cmd = env.pair.server_command(&py);
-    cmd.arg(python::scripts_dir().join("rpc_abuse.py"))
-        .arg(role)
-        .current_dir(python::scripts_dir())
-        .env("LK_URL", &env.server.url)
-        .env("LK_ROOM", ROOM)
-        .env("LK_IDENTITY", identity)
-        .env("LK_API_KEY", lkclient::DEV_KEY)
-        .env("LK_API_SECRET", lkclient::DEV_SECRET)
-        .env("PYTHONWARNINGS", "ignore");
-    for (k, v) in vars {
-        cmd.env(k, v);
-    }
-    let mut p = Proc::spawn(&format!("rpc_abuse {role} {identity}"), cmd).unwrap();
-    let lines = p.stdout_lines().unwrap();
-    let first = lines.recv_timeout(WAIT).unwrap_or_default();
-    assert_eq!(
-        first,
-        "ready",
-        "{identity} did not join; stderr:\n{}",
-        p.stderr()
-    );
-    (p, lines)
+    let mut cmd = env.py_peer("rpc_abuse.py", ROOM, identity, vars).unwrap();
+    cmd.arg(role);
+    Proc::spawn_ready(&format!("rpc_abuse {role} {identity}"), cmd, WAIT).unwrap()
 }
 
 /// The JSON line with `"event": event` the participant prints next.
 fn event(p: &Proc, lines: &Receiver<String>, event: &str) -> Value {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no {event:?} line; stderr:\n{}", p.stderr()));
-        if let Ok(v) = serde_json::from_str::<Value>(&line) {
-            if v["event"] == event {
-                return v;
-            }
-        }
-    }
+    p.next_event(lines, event, WAIT).unwrap()
 }
 
 /// The history's protocol errors with code `rpc_refused`: (message, detail).

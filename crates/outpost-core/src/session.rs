@@ -622,11 +622,10 @@ impl Io {
                 track_sid,
                 stream,
             } => {
-                // The identity may still be empty when the media came before the
-                // participant update; anyone but the assistant is not played.
-                let assistant = self.machine.assistant();
-                let theirs = participant.identity.is_empty()
-                    || assistant == Some(participant.identity.as_str());
+                // Only the assistant's audio is played; a track the room could not tie
+                // to a participant (no identity) is nobody's, never the assistant's.
+                let theirs = !participant.identity.is_empty()
+                    && self.machine.assistant() == Some(participant.identity.as_str());
                 if let (true, Some(v)) = (theirs, &self.voice) {
                     let _ = v.send(VoiceEvent::AssistantAudio { track_sid, stream });
                 }

@@ -197,6 +197,21 @@ pub(crate) struct Engine {
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
     receivers_audio: HashMap<String, JoinHandle<()>>,
+    /// Subscribed audio whose publisher no participant update has named yet, oldest
+    /// first: told to the application once one does, never before (a hidden
+    /// participant's tracks are offered without it ever being announced).
+    unowned_audio: Vec<UnownedAudio>,
+}
+
+/// Audio tracks of unknown publishers held at once; the oldest goes beyond it.
+const MAX_UNOWNED_AUDIO: usize = 8;
+
+/// A subscribed audio track waiting for its publisher to be named.
+struct UnownedAudio {
+    sid: String,
+    /// The publisher's sid, from the track's stream id (`<participant sid>|<track sid>`).
+    stream_sid: String,
+    stream: crate::audio::AudioStream,
 }
 
 impl Engine {
@@ -239,6 +254,7 @@ impl Engine {
             local_tracks: HashMap::new(),
             published: HashMap::new(),
             receivers_audio: HashMap::new(),
+            unowned_audio: Vec::new(),
         }
     }
 
@@ -826,6 +842,7 @@ impl Engine {
         for (_, task) in self.receivers_audio.drain() {
             task.abort();
         }
+        self.unowned_audio.clear();
         for (cid, p) in self.pending_tracks.drain() {
             p.local.set_out(None);
             let _ = p.done.send(Err(Error::Closed(format!(
@@ -1078,6 +1095,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.adopt_audio();
     }
 
     /// After a (re)join: the join response's list is the truth.
@@ -1137,6 +1155,7 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.adopt_audio();
     }
 
     /// Track events for a participant whose tracks are now `tracks`.
@@ -1147,6 +1166,7 @@ impl Engine {
                 if let Some(task) = self.receivers_audio.remove(&t.sid) {
                     task.abort();
                 }
+                self.unowned_audio.retain(|u| u.sid != t.sid);
                 events.push(RoomEvent::TrackUnpublished {
                     participant: p.clone(),
                     track: t.clone(),
@@ -1178,41 +1198,66 @@ impl Engine {
             return;
         }
         let sid = track.track_id().to_owned();
-        // The owner: from the participant updates, else from the stream id
-        // (`<participant sid>|<track sid>`, as LiveKit servers name it).
+        let stream_sid = track.stream_id().split('|').next().unwrap_or("").to_owned();
+        let (stream, task) = crate::audio::spawn_receiver(track);
+        if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {
+            old.abort();
+        }
+        self.unowned_audio.retain(|u| u.sid != sid);
+        self.unowned_audio.push(UnownedAudio {
+            sid,
+            stream_sid,
+            stream,
+        });
+        self.adopt_audio();
+        if self.unowned_audio.len() > MAX_UNOWNED_AUDIO {
+            let old = self.unowned_audio.remove(0);
+            tracing::info!(track = %old.sid, "dropping audio whose publisher was never named");
+            if let Some(task) = self.receivers_audio.remove(&old.sid) {
+                task.abort();
+            }
+        }
+    }
+
+    /// The publisher of `sid` (whose stream names `stream_sid`), when the room knows it:
+    /// from the participant updates' track lists, else by session id.
+    fn audio_owner(&self, sid: &str, stream_sid: &str) -> Option<Participant> {
         let owner = self
             .published
             .iter()
             .find(|(_, ts)| ts.iter().any(|t| t.sid == sid))
             .map(|(identity, _)| identity.clone());
-        let stream_sid = track.stream_id().split('|').next().unwrap_or("").to_owned();
-        let participant = {
-            let roster = self.shared.roster();
-            roster
-                .remote
-                .iter()
-                .find(|p| Some(&p.identity) == owner.as_ref() || p.sid == stream_sid)
-                .cloned()
+        let roster = self.shared.roster();
+        roster
+            .remote
+            .iter()
+            .find(|p| {
+                Some(&p.identity) == owner.as_ref()
+                    || (!stream_sid.is_empty() && p.sid == stream_sid)
+            })
+            .cloned()
+    }
+
+    /// Tells the application about the held audio tracks whose publisher is now known.
+    /// One that stays unknown (a hidden participant's, or media that came before the
+    /// participant update) is never reported as anyone's.
+    fn adopt_audio(&mut self) {
+        let mut i = 0;
+        while i < self.unowned_audio.len() {
+            let u = &self.unowned_audio[i];
+            let Some(participant) = self.audio_owner(&u.sid, &u.stream_sid) else {
+                tracing::debug!(track = %u.sid, "audio of a publisher not named yet; held");
+                i += 1;
+                continue;
+            };
+            let u = self.unowned_audio.remove(i);
+            tracing::info!(track = %u.sid, from = %participant.identity, "audio track subscribed");
+            self.emit(RoomEvent::AudioTrackSubscribed {
+                participant,
+                track_sid: u.sid,
+                stream: u.stream,
+            });
         }
-        .unwrap_or_else(|| Participant {
-            sid: stream_sid,
-            identity: owner.unwrap_or_default(),
-            name: String::new(),
-            kind: ParticipantKind::Standard,
-            metadata: String::new(),
-            attributes: HashMap::new(),
-            client_protocol: 0,
-        });
-        let (stream, task) = crate::audio::spawn_receiver(track);
-        if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {
-            old.abort();
-        }
-        tracing::info!(track = %sid, from = %participant.identity, "audio track subscribed");
-        self.emit(RoomEvent::AudioTrackSubscribed {
-            participant,
-            track_sid: sid,
-            stream,
-        });
     }
 
     /// Adds our audio track to the publisher connection and asks the server to
@@ -1581,6 +1626,51 @@ mod tests {
         let readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "me");
+    }
+
+    /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden
+    /// participant's) is never reported, so nobody can take it for the assistant's; audio
+    /// that merely came before the update is reported once the update names its owner.
+    #[test]
+    fn audio_is_reported_only_once_its_publisher_is_named() {
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        drain(&mut rx);
+        for (sid, owner) in [("TR_hidden", "PA_eve"), ("TR_early", "PA_c")] {
+            let (_tx, stream) = crate::audio::AudioStream::for_tests();
+            e.unowned_audio.push(UnownedAudio {
+                sid: sid.into(),
+                stream_sid: owner.into(),
+                stream,
+            });
+        }
+        e.adopt_audio();
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        let subscribed = |rx: &mut mpsc::UnboundedReceiver<RoomEvent>| -> Vec<(String, String)> {
+            let mut out = Vec::new();
+            while let Ok(ev) = rx.try_recv() {
+                if let RoomEvent::AudioTrackSubscribed {
+                    participant,
+                    track_sid,
+                    ..
+                } = ev
+                {
+                    out.push((participant.identity, track_sid));
+                }
+            }
+            out
+        };
+        assert!(subscribed(&mut rx).is_empty());
+        e.update_roster(&[info("carol", "PA_c", false, false)]);
+        assert_eq!(
+            subscribed(&mut rx),
+            vec![("carol".to_owned(), "TR_early".to_owned())]
+        );
+        assert_eq!(
+            e.unowned_audio.len(),
+            1,
+            "the hidden publisher's stays held"
+        );
     }
 
     #[test]

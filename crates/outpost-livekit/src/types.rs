@@ -201,8 +201,9 @@ pub enum RoomEvent {
     /// Audio of a remote track arrives: read decoded PCM from `stream`. Dropping the
     /// stream drops the audio (the track stays subscribed).
     AudioTrackSubscribed {
-        /// Whose (as far as the server told us; `sid` and `identity` may be empty
-        /// when the track arrived before the participant update).
+        /// Whose: a participant a participant update named as the track's publisher.
+        /// Audio that arrives before that update is held until it comes; audio whose
+        /// publisher is never named (a hidden participant's) is never reported.
         participant: Participant,
         /// The track sid.
         track_sid: String,
