@@ -5,9 +5,10 @@ issue 30), on the official SDK.
   {"event": "published", "sid": ...}.
 - LK_HIDDEN=1: joins with the `hidden` grant (never announced to the others).
 - LK_LISTEN=IDENTITY: waits for IDENTITY's audio publication, asks to subscribe, and
-  prints {"event": "heard", "subscribed": false} when no audio arrives within
+  prints {"event": "heard", "subscribed": false} when it is not subscribed within
   LK_SECONDS (default 10), else {"event": "heard", "subscribed": true, "freq_hz": ...,
-  "rms": ...} over 2 s of it.
+  "rms": ...} of the first half second with sound in it (or the loudest one, when none
+  comes within LK_SECONDS).
 
 Prints "ready" once connected, then stays until killed. Environment: LK_URL, LK_ROOM,
 LK_IDENTITY, LK_API_KEY, LK_API_SECRET.
@@ -54,12 +55,24 @@ async def listen(room, identity, seconds):
         await asyncio.sleep(0.1)
     if pub.track is None:
         return {"subscribed": False, "sid": pub.sid}
-    try:
-        samples, _ = await asyncio.wait_for(audio_tone.record(pub.track, 2.0), seconds)
-    except asyncio.TimeoutError:
-        return {"subscribed": True, "sid": pub.sid, "frames": 0}
-    return {"subscribed": True, "sid": pub.sid, "freq_hz": round(audio_tone.peak_hz(samples), 1),
-            "rms": round(float(np.sqrt(np.mean(samples * samples))), 1)}
+    # The track plays silence until the publisher's packets flow: judge the first
+    # half second that carries sound, within `seconds`.
+    stream = rtc.AudioStream(pub.track, sample_rate=audio_tone.RATE, num_channels=1)
+    window = audio_tone.RATE // 2
+    buf = np.zeros(0)
+    best = {"freq_hz": 0.0, "rms": 0.0}
+    deadline = asyncio.get_running_loop().time() + seconds
+    async for ev in stream:
+        buf = np.concatenate([buf, np.frombuffer(ev.frame.data, dtype=np.int16).astype(np.float64)])
+        if len(buf) >= window:
+            w, buf = buf[:window], buf[window:]
+            rms = float(np.sqrt(np.mean(w * w)))
+            if rms > best["rms"]:
+                best = {"freq_hz": round(audio_tone.peak_hz(w), 1), "rms": round(rms, 1)}
+            if rms > 1000 or asyncio.get_running_loop().time() > deadline:
+                break
+    await stream.aclose()
+    return {"subscribed": True, "sid": pub.sid, **best}
 
 
 async def main():

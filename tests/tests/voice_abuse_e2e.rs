@@ -111,3 +111,66 @@ fn a_hidden_participants_audio_is_never_played_as_the_assistants() {
     assert_eq!(heard, vec![assistant_sid], "the assistant's track, once");
     drop(eve);
 }
+
+/// Pushes a phase-continuous 440 Hz sine into `track`, 20 ms every 20 ms, until aborted.
+fn spawn_tone(track: outpost_core::LocalAudioTrack) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut n: u64 = 0;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let frame: Vec<i16> = (0..960u64)
+                .map(|i| {
+                    let t = (n + i) as f64 / 48_000.0;
+                    (0.5 * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
+                })
+                .collect();
+            n += 960;
+            if track.push_frame(&frame).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// Issue 30, finding 5: Outpost publishes its microphone in a room with the assistant
+/// and another participant, both official-SDK clients that subscribe to it. Before the fix
+/// no subscription permissions were set and the other participant received the
+/// microphone; now only the assistant may subscribe (LiveKit's subscription permissions,
+/// enforced by outpost-room).
+#[test]
+fn only_the_assistant_can_hear_the_microphone() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let dir = tempfile::tempdir().unwrap();
+    let listen = |seconds: &'static str| [("LK_LISTEN", "app"), ("LK_SECONDS", seconds)];
+    let assistant = start_peer("assistant", peer_command(&env, "assistant", &listen("30")));
+    let eve = start_peer("eve", peer_command(&env, "eve", &listen("15")));
+    let (core, opts) = outpost(dir.path(), &env);
+    let heard = lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
+        let (session, _ui) = core.connect(opts).await?;
+        let mic = session.publish_microphone().await?;
+        let tone = spawn_tone(mic);
+        let heard = tokio::task::spawn_blocking(move || {
+            let by_assistant = event(&assistant.0, &assistant.1, "heard");
+            let by_eve = event(&eve.0, &eve.1, "heard");
+            (by_assistant, by_eve)
+        })
+        .await?;
+        tone.abort();
+        session.leave().await?;
+        Ok(heard)
+    })
+    .unwrap();
+    let (by_assistant, by_eve) = heard;
+    eprintln!("the assistant: {by_assistant}\neve: {by_eve}");
+    assert_eq!(
+        by_eve["subscribed"], false,
+        "another participant received the microphone: {by_eve}"
+    );
+    assert_eq!(by_assistant["subscribed"], true, "{by_assistant}");
+    let freq = by_assistant["freq_hz"].as_f64().unwrap_or(0.0);
+    assert!(
+        (freq - 440.0).abs() < 10.0,
+        "the assistant heard {by_assistant}"
+    );
+}

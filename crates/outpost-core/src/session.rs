@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use outpost_livekit::{
     AudioSourceOptions, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents, RoomOptions,
     RpcCallers, RpcError, StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
+    TrackSubscribers,
 };
 use outpost_policy::{ConsentInbox, Decision};
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
@@ -195,6 +196,8 @@ impl Core {
         let refusal = RpcFailure::not_the_assistant();
         room_opts.rpc_refusal = RpcError::new(refusal.code, refusal.message, refusal.data);
         room_opts.auto_subscribe = room_opts.auto_subscribe || opts.voice;
+        // The microphone is for the assistant's ears only.
+        room_opts.track_subscribers = TrackSubscribers::Assistant;
         let (executor, dispatch_rx) =
             Executor::new(&self.perms, &opts.disabled_tools, opts.mcp.clone())?;
         // LiveKit Agents mode: Outpost's RPC methods are answered from the moment the

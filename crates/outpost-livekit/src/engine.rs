@@ -26,7 +26,7 @@ use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
 use crate::types::{
     ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent, StreamSenders,
-    TrackInfo,
+    TrackInfo, TrackSubscribers,
 };
 use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
 
@@ -197,6 +197,10 @@ pub(crate) struct Engine {
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
     receivers_audio: HashMap<String, JoinHandle<()>>,
+    /// Whom the server was last told may subscribe to our tracks (with
+    /// [`TrackSubscribers::Assistant`]): `Some(None)` nobody, `None` not told yet on
+    /// this connection.
+    permitted: Option<Option<String>>,
     /// Subscribed audio whose publisher no participant update has named yet, oldest
     /// first: told to the application once one does, never before (a hidden
     /// participant's tracks are offered without it ever being announced).
@@ -255,6 +259,7 @@ impl Engine {
             published: HashMap::new(),
             receivers_audio: HashMap::new(),
             unowned_audio: Vec::new(),
+            permitted: None,
         }
     }
 
@@ -347,6 +352,10 @@ impl Engine {
             offer_id: 1,
         });
         self.replace_roster(&others);
+        // Before any track of ours can be published on this connection, the server
+        // learns who may subscribe to them.
+        self.permitted = None;
+        self.sync_subscription_permission().await;
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
         };
@@ -438,7 +447,10 @@ impl Engine {
             }
             M::Offer(sd) => self.on_subscriber_offer(sd).await,
             M::Trickle(t) => self.on_trickle(t).await,
-            M::Update(u) => self.update_roster(&u.participants),
+            M::Update(u) => {
+                self.update_roster(&u.participants);
+                self.sync_subscription_permission().await;
+            }
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
             M::RequestResponse(r) => {
@@ -1348,6 +1360,33 @@ impl Engine {
             }))
             .await;
         Ok(())
+    }
+
+    /// Tells the server who may subscribe to our tracks, when it changed (with
+    /// [`TrackSubscribers::Assistant`]: the assistant only, by identity).
+    async fn sync_subscription_permission(&mut self) {
+        if self.opts.track_subscribers != TrackSubscribers::Assistant {
+            return;
+        }
+        let assistant = self
+            .shared
+            .roster()
+            .assistant
+            .as_ref()
+            .map(|a| a.identity.clone());
+        if self.permitted.as_ref() == Some(&assistant) {
+            return;
+        }
+        let Some(link) = self.link.as_ref() else {
+            return;
+        };
+        tracing::info!(subscriber = ?assistant, "only the assistant may subscribe to our tracks");
+        link.signal
+            .send(signal_request::Message::SubscriptionPermission(
+                proto::subscription_permission(Some(assistant.as_deref())),
+            ))
+            .await;
+        self.permitted = Some(assistant);
     }
 
     fn update_assistant(&mut self) {

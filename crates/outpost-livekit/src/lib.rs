@@ -73,5 +73,5 @@ pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, RpcCallers, StreamSenders, TrackInfo,
+    RoomEvent, RpcCallers, StreamSenders, TrackInfo, TrackSubscribers,
 };

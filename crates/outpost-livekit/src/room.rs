@@ -18,6 +18,7 @@ use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
 use crate::types::{
     ConnectionState, DataOptions, Participant, RoomEvent, RpcCallers, StreamSenders,
+    TrackSubscribers,
 };
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
@@ -79,6 +80,9 @@ pub struct RoomOptions {
     /// stream that brings more is dropped. LiveKit's SDKs set no RPC limit for version 2
     /// (only their 5 GB data-stream cap); default [`crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES`].
     pub rpc_max_v2_payload: usize,
+    /// Who may subscribe to the tracks we publish: anyone (default) or only the
+    /// assistant ([`TrackSubscribers::Assistant`], LiveKit's subscription permissions).
+    pub track_subscribers: TrackSubscribers,
     /// Subscribe to every remote track (audio arrives as
     /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
     /// decodes nothing.
@@ -111,6 +115,7 @@ impl Default for RoomOptions {
             ),
             rpc_max_v2_payload: crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES,
             auto_subscribe: false,
+            track_subscribers: TrackSubscribers::Anyone,
         }
     }
 }

@@ -279,3 +279,19 @@ pub enum RpcCallers {
     /// it takes no stream slot and its chunks are dropped.
     Assistant,
 }
+
+/// Who may subscribe to the tracks we publish (see
+/// [`crate::RoomOptions::track_subscribers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TrackSubscribers {
+    /// Every participant, as the official SDKs allow by default.
+    #[default]
+    Anyone,
+    /// Only the assistant (see [`crate::RoomOptions::assistant_identity`]), by
+    /// identity; nobody while there is none. The server is told with LiveKit's
+    /// subscription permissions (`SubscriptionPermission`, `all_participants` false)
+    /// from the join on, again whenever the assistant changes and after every rejoin,
+    /// and refuses (or ends) anyone else's subscription.
+    Assistant,
+}
