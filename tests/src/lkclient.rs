@@ -293,9 +293,9 @@ impl Env {
     }
 
     /// `outpost connect` (the binary `cli`) joining `room` as "app" with the dev key,
-    /// taking "assistant" for the assistant and printing JSON events, in the client
-    /// namespace (`ip netns exec` execs, so the child's pid is Outpost's). The caller adds
-    /// its profile's flags and the stdio.
+    /// taking "assistant" for the assistant, in the client namespace (`ip netns exec`
+    /// execs, so the child's pid is Outpost's). The caller adds its profile's flags
+    /// (`--json` among them) and the stdio.
     pub fn outpost_connect(&self, cli: &Path, room: &str) -> anyhow::Result<Command> {
         let token = token(room, "app", DEV_SECRET)?;
         let mut c = Command::new("ip");
@@ -303,13 +303,7 @@ impl Env {
             .arg(cli)
             .arg("connect")
             .args(["--url", &self.server.url, "--token", &token])
-            .args([
-                "--assistant-identity",
-                "assistant",
-                "--room",
-                room,
-                "--json",
-            ]);
+            .args(["--assistant-identity", "assistant", "--room", room]);
         Ok(c)
     }
 

@@ -123,6 +123,7 @@ impl Connect {
         let mut child = env
             .outpost_connect(Path::new(CLI_BIN), ROOM)
             .unwrap()
+            .arg("--json")
             .arg("--policy")
             .arg(fx.dir.path().join("policy.toml"))
             .arg("--data-dir")

@@ -37,6 +37,7 @@ impl Outpost {
         let child = env
             .outpost_connect(Path::new(CLI_BIN), ROOM)
             .unwrap()
+            .arg("--json")
             .arg("--no-mcp")
             .arg("--policy")
             .arg(dir.path().join("policy.toml"))

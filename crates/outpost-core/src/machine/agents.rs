@@ -42,6 +42,12 @@ pub const HELD_RPC_RESULT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Room of a page or chunk below the payload limit, for the JSON around it.
 const ENVELOPE: usize = 1024;
+/// Longest transcription segment kept, in bytes; what comes beyond it is dropped.
+pub const MAX_SEGMENT_BYTES: usize = 256 * 1024;
+/// Transcription segments assembled at once; a new one beyond it ends the oldest.
+const MAX_OPEN_SEGMENTS: usize = 16;
+/// Segment ids remembered after their end (an agent may send a segment again).
+const KNOWN_SEGMENTS: usize = 256;
 
 impl RpcFailure {
     /// The answer to a caller that is not the assistant.
@@ -86,6 +92,76 @@ pub(super) struct AgentsState {
     /// Results cut to fit, for `outpost.read_result`: (request id, JSON text).
     pub(super) held: VecDeque<(String, String)>,
     pub(super) held_bytes: usize,
+    /// Transcription segments being assembled, oldest first.
+    segments: VecDeque<(String, Segment)>,
+    /// Ids of segments that ended (newest last): one sent again replaces its text.
+    known_segments: VecDeque<String>,
+    /// The sequence number of the last [`UiEvent::AssistantDelta`] of a transcript
+    /// (one counter for all, so it grows within every segment).
+    delta_seq: u32,
+}
+
+/// A transcription segment being assembled.
+#[derive(Debug, Default)]
+struct Segment {
+    text: String,
+    /// Bytes of `text` last shown whole (the user's speech).
+    shown: usize,
+    /// Sent again after it ended: its interim text is not shown piece by piece (the
+    /// final replaces what was shown).
+    again: bool,
+}
+
+/// One input of a transcription stream.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Piece<'a> {
+    pub segment_id: &'a str,
+    pub text: &'a str,
+    pub first: bool,
+    pub is_final: bool,
+}
+
+impl AgentsState {
+    /// Adds `piece` to its segment (a first piece starts the segment over): the segment
+    /// and the text added (cut to [`MAX_SEGMENT_BYTES`]). A final piece's segment is
+    /// taken out.
+    fn assemble(&mut self, piece: Piece<'_>) -> (Segment, String, bool) {
+        let at = self
+            .segments
+            .iter()
+            .position(|(id, _)| id == piece.segment_id);
+        let mut seg = match at {
+            Some(i) if !piece.first => self.segments.remove(i).map(|(_, s)| s).unwrap_or_default(),
+            at => {
+                if let Some(i) = at {
+                    self.segments.remove(i);
+                }
+                Segment {
+                    again: self.known_segments.iter().any(|k| k == piece.segment_id),
+                    ..Segment::default()
+                }
+            }
+        };
+        let room = MAX_SEGMENT_BYTES.saturating_sub(seg.text.len());
+        let added = cut(piece.text, room);
+        seg.text.push_str(&added);
+        if !piece.is_final {
+            return (seg, added, false);
+        }
+        self.known_segments.push_back(piece.segment_id.to_owned());
+        if self.known_segments.len() > KNOWN_SEGMENTS {
+            self.known_segments.pop_front();
+        }
+        (seg, added, true)
+    }
+
+    /// Puts a segment that goes on back, ending the oldest beyond the limit.
+    fn keep(&mut self, segment_id: &str, seg: Segment) {
+        self.segments.push_back((segment_id.to_owned(), seg));
+        if self.segments.len() > MAX_OPEN_SEGMENTS {
+            self.segments.pop_front();
+        }
+    }
 }
 
 /// The `lk.agent.state` values and how the status shows them.
@@ -181,16 +257,10 @@ impl Machine {
         });
     }
 
-    /// A transcription segment's text so far (`text` replaces what the segment said).
-    pub(super) fn transcript(
-        &mut self,
-        fx: &mut Fx,
-        now: Millis,
-        sender: &str,
-        segment_id: &str,
-        text: &str,
-        is_final: bool,
-    ) {
+    /// A piece of a transcription segment of the assistant's words: shown as it comes
+    /// (each piece once, as an [`UiEvent::AssistantDelta`], so a long segment costs what
+    /// it says, not its square), and whole, shown and recorded, when final.
+    pub(super) fn transcript(&mut self, fx: &mut Fx, now: Millis, sender: &str, piece: Piece<'_>) {
         if !self.is_assistant(sender) {
             return;
         }
@@ -198,34 +268,46 @@ impl Machine {
         if !self.in_agents_mode() {
             return;
         }
-        if is_final {
-            fx.record(Record::Message(store::NewMessage {
-                conversation_id: self.conv(),
-                id: segment_id.to_owned(),
-                role: store::Role::Assistant,
-                text: text.to_owned(),
-                created_at: now,
-                completed_at: Some(now),
-            }));
+        let (seg, added, done) = self.agents.assemble(piece);
+        let id = piece.segment_id;
+        if !done {
+            if !seg.again && !added.is_empty() {
+                self.agents.delta_seq = self.agents.delta_seq.wrapping_add(1);
+                fx.ui(UiEvent::AssistantDelta {
+                    message_id: id.to_owned(),
+                    seq: self.agents.delta_seq,
+                    delta: added,
+                });
+            }
+            self.agents.keep(id, seg);
+            return;
         }
+        fx.record(Record::Message(store::NewMessage {
+            conversation_id: self.conv(),
+            id: id.to_owned(),
+            role: store::Role::Assistant,
+            text: seg.text.clone(),
+            created_at: now,
+            completed_at: Some(now),
+        }));
         fx.ui(UiEvent::AssistantMessage {
-            id: segment_id.to_owned(),
-            text: text.to_owned(),
+            id: id.to_owned(),
+            text: seg.text,
             in_reply_to: None,
         });
     }
 
-    /// A transcription of the user's own speech (voice): shown as the user's words while
-    /// they grow, recorded as a user message when final. It is the agent's own reading
-    /// of what it heard, so nothing is sent back.
+    /// A piece of a transcription of the user's own speech (voice): shown as the user's
+    /// words while they grow, recorded as a user message when final. It is the agent's
+    /// own reading of what it heard, so nothing is sent back. The text so far is shown
+    /// again only once it grew by a quarter (at least 64 bytes), so a long segment in
+    /// small pieces costs a few times what it says, not its square.
     pub(super) fn user_transcript(
         &mut self,
         fx: &mut Fx,
         now: Millis,
         sender: &str,
-        segment_id: &str,
-        text: &str,
-        is_final: bool,
+        piece: Piece<'_>,
     ) {
         if !self.is_assistant(sender) {
             return;
@@ -234,21 +316,33 @@ impl Machine {
         if !self.in_agents_mode() {
             return;
         }
-        if is_final {
+        let (mut seg, _, done) = self.agents.assemble(piece);
+        let id = piece.segment_id;
+        if done {
             fx.record(Record::Message(store::NewMessage {
                 conversation_id: self.conv(),
-                id: segment_id.to_owned(),
+                id: id.to_owned(),
                 role: store::Role::User,
-                text: text.to_owned(),
+                text: seg.text.clone(),
                 created_at: now,
                 completed_at: Some(now),
             }));
+        } else if seg.text.len() >= seg.shown + (seg.shown / 4).max(64)
+            || (seg.shown == 0 && !seg.text.is_empty())
+        {
+            seg.shown = seg.text.len();
+        } else {
+            self.agents.keep(id, seg);
+            return;
         }
         fx.ui(UiEvent::UserTranscript {
-            id: segment_id.to_owned(),
-            text: text.to_owned(),
-            is_final,
+            id: id.to_owned(),
+            text: seg.text.clone(),
+            is_final: done,
         });
+        if !done {
+            self.agents.keep(id, seg);
+        }
     }
 
     /// An RPC call arrived.
@@ -747,47 +841,104 @@ mod tests {
         )));
     }
 
-    #[test]
-    fn transcripts_replace_interim_text_and_record_the_final() {
-        let mut m = agents();
-        let seg = |text: &str, fin: bool| Input::Transcript {
-            sender: AGENT.into(),
-            segment_id: "SG_1".into(),
+    /// A transcription piece of segment `id` from `sender`.
+    fn piece(sender: &str, id: &str, text: &str, first: bool, fin: bool, user: bool) -> Input {
+        Input::Transcript {
+            sender: sender.into(),
+            segment_id: id.into(),
             text: text.into(),
+            first,
             is_final: fin,
-            user_speech: false,
-        };
-        let fx1 = m.handle(seg("Hel", false), 20);
-        let fx2 = m.handle(seg("Hello there", true), 21);
-        let texts: Vec<String> = uis(&[fx1.clone(), fx2.clone()].concat())
+            user_speech: user,
+        }
+    }
+
+    #[test]
+    fn transcripts_stream_as_deltas_and_record_the_final() {
+        let mut m = agents();
+        let fx1 = m.handle(piece(AGENT, "SG_1", "Hel", true, false, false), 20);
+        let fx2 = m.handle(piece(AGENT, "SG_1", "lo there", false, false, false), 21);
+        let fx3 = m.handle(piece(AGENT, "SG_1", "", false, true, false), 22);
+        let shown: Vec<String> = uis(&[fx1.clone(), fx2, fx3.clone()].concat())
             .into_iter()
             .filter_map(|e| match e {
+                UiEvent::AssistantDelta {
+                    message_id, delta, ..
+                } if message_id == "SG_1" => Some(format!("+{delta}")),
                 UiEvent::AssistantMessage { id, text, .. } if id == "SG_1" => Some(text),
                 _ => None,
             })
             .collect();
-        assert_eq!(texts, ["Hel", "Hello there"]);
+        assert_eq!(shown, ["+Hel", "+lo there", "Hello there"]);
         assert!(
             !fx1.iter()
                 .any(|e| matches!(e, Effect::Record(Record::Message(_))))
         );
-        assert!(fx2.iter().any(
+        assert!(fx3.iter().any(
             |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "Hello there")
         ));
+        // Sent again with the same id: the new text replaces the old one, shown whole
+        // at its end.
+        let again = [
+            m.handle(piece(AGENT, "SG_1", "Hello", true, false, false), 23),
+            m.handle(piece(AGENT, "SG_1", " world", false, true, false), 24),
+        ]
+        .concat();
+        let shown: Vec<UiEvent> = uis(&again);
+        assert!(
+            matches!(&shown[..], [UiEvent::AssistantMessage { text, .. }] if text == "Hello world"),
+            "{shown:?}"
+        );
+    }
+
+    /// Issue 30, finding 9: a long segment in small pieces costs what it says, not its
+    /// square (each piece was shown with the whole text so far), and stays within its cap.
+    #[test]
+    fn a_long_segment_in_small_pieces_costs_what_it_says() {
+        let mut m = agents();
+        let kib = "x".repeat(1024);
+        let pieces = 2 * MAX_SEGMENT_BYTES / 1024;
+        for user in [false, true] {
+            let id = if user { "SG_user" } else { "SG_long" };
+            let mut shown = 0usize;
+            let mut last = String::new();
+            for i in 0..=pieces {
+                let fx = m.handle(
+                    piece(
+                        AGENT,
+                        id,
+                        if i < pieces { &kib } else { "" },
+                        i == 0,
+                        i == pieces,
+                        user,
+                    ),
+                    20,
+                );
+                for e in uis(&fx) {
+                    match e {
+                        UiEvent::AssistantDelta { delta, .. } => shown += delta.len(),
+                        UiEvent::AssistantMessage { text, .. }
+                        | UiEvent::UserTranscript { text, .. } => {
+                            shown += text.len();
+                            last = text;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            assert_eq!(last.len(), MAX_SEGMENT_BYTES, "cut to the cap");
+            assert!(
+                shown <= 6 * MAX_SEGMENT_BYTES,
+                "{shown} bytes shown for a {MAX_SEGMENT_BYTES}-byte segment (user speech: {user})"
+            );
+        }
     }
 
     #[test]
     fn the_users_speech_shows_as_their_words_and_is_recorded_as_theirs() {
         let mut m = agents();
-        let seg = |sender: &str, text: &str, fin: bool| Input::Transcript {
-            sender: sender.into(),
-            segment_id: "SG_u".into(),
-            text: text.into(),
-            is_final: fin,
-            user_speech: true,
-        };
-        let fx1 = m.handle(seg(AGENT, "what time", false), 20);
-        let fx2 = m.handle(seg(AGENT, "What time is it?", true), 21);
+        let fx1 = m.handle(piece(AGENT, "SG_u", "what time", true, false, true), 20);
+        let fx2 = m.handle(piece(AGENT, "SG_u", " is it?", false, true, true), 21);
         let shown: Vec<(String, bool)> = uis(&[fx1.clone(), fx2.clone()].concat())
             .into_iter()
             .filter_map(|e| match e {
@@ -801,7 +952,7 @@ mod tests {
             shown,
             [
                 ("what time".to_string(), false),
-                ("What time is it?".to_string(), true)
+                ("what time is it?".to_string(), true)
             ]
         );
         assert!(
@@ -812,12 +963,12 @@ mod tests {
         assert!(fx2.iter().any(|e| matches!(
             e,
             Effect::Record(Record::Message(msg))
-                if msg.text == "What time is it?" && msg.role == store::Role::User
+                if msg.text == "what time is it?" && msg.role == store::Role::User
         )));
         // Nothing goes back to the agent: it heard the words itself.
         assert!(!fx2.iter().any(|e| matches!(e, Effect::SendText { .. })));
         // Someone else's transcription is ignored.
-        let other = m.handle(seg("intruder", "hi", true), 22);
+        let other = m.handle(piece("intruder", "SG_x", "hi", true, true, true), 22);
         assert!(uis(&other).is_empty());
     }
 

@@ -46,7 +46,10 @@ use outpost_protocol::{
 use outpost_store as store;
 use outpost_store::{ConversationId, Millis};
 
-pub use agents::{CHAT_TOPIC, LIST_TOOLS, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT};
+pub use agents::{
+    CHAT_TOPIC, LIST_TOOLS, MAX_SEGMENT_BYTES, READ_RESULT, RPC_APPLICATION_ERROR,
+    RPC_PAYLOAD_LIMIT,
+};
 pub use io::{Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure};
 
 use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, UiEvent};
@@ -413,13 +416,20 @@ impl Machine {
                 sender,
                 segment_id,
                 text,
+                first,
                 is_final,
                 user_speech,
             } => {
+                let piece = agents::Piece {
+                    segment_id: &segment_id,
+                    text: &text,
+                    first,
+                    is_final,
+                };
                 if user_speech {
-                    self.user_transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                    self.user_transcript(&mut fx, now, &sender, piece);
                 } else {
-                    self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                    self.transcript(&mut fx, now, &sender, piece);
                 }
             }
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
