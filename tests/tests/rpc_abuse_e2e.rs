@@ -9,11 +9,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::mpsc::Receiver;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outpost_store::{ExportScope, Store, TimelineItem};
+use outpost_tests::cli::OutpostCli;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use serde_json::Value;
@@ -23,71 +23,6 @@ const CLI_BIN: &str = env!("CARGO_BIN_EXE_outpost_cli");
 const ROOM: &str = "rpc-abuse";
 /// Generous: several Python processes with libwebrtc and Outpost share 2 busy cores.
 const WAIT: Duration = Duration::from_secs(120);
-
-/// `outpost connect --json` as "app" in the client namespace, with a throw-away profile.
-struct Outpost {
-    child: Child,
-    dir: tempfile::TempDir,
-}
-
-impl Outpost {
-    fn start(env: &Env) -> Outpost {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("policy.toml"), "[tools]\n").unwrap();
-        let child = env
-            .outpost_connect(Path::new(CLI_BIN), ROOM)
-            .unwrap()
-            .arg("--json")
-            .arg("--no-mcp")
-            .arg("--policy")
-            .arg(dir.path().join("policy.toml"))
-            .arg("--data-dir")
-            .arg(dir.path().join("data"))
-            .env("RUST_LOG", "warn")
-            .env("OUTPOST_CONFIG_DIR", dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr")).unwrap())
-            .spawn()
-            .expect("spawning outpost connect");
-        Outpost { child, dir }
-    }
-
-    /// Resident memory now, in bytes.
-    fn rss(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
-            .expect("outpost connect is running");
-        let kib: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.split_whitespace().next())
-            .and_then(|v| v.parse().ok())
-            .expect("VmRSS in /proc/PID/status");
-        kib * 1024
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default()
-    }
-
-    /// Closes stdin (EOF = leave) and waits for the exit, so the history is complete.
-    fn finish(mut self) -> tempfile::TempDir {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.child.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "outpost connect did not leave");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        std::mem::replace(&mut self.dir, tempfile::tempdir().unwrap())
-    }
-}
-
-impl Drop for Outpost {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// `tests/py/rpc_abuse.py ROLE` as `identity` in the server namespace, with its stdout
 /// lines; returns once it has joined.
@@ -134,13 +69,13 @@ fn refusals(data_dir: &Path) -> Vec<(String, Option<String>)> {
 #[test]
 fn a_participants_endless_request_stream_is_refused_at_its_header() {
     let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
-    let outpost = Outpost::start(&env);
+    let outpost = OutpostCli::start(&env, Path::new(CLI_BIN), ROOM, &["--json"]).unwrap();
     // Outpost's memory once it has joined and settled.
     let (mallory, lines) = participant(&env, "flood", "mallory", &[("LK_MIB", "20")]);
     std::thread::sleep(Duration::from_secs(2));
-    let before = outpost.rss();
+    let before = outpost.rss().unwrap();
     let flooded = event(&mallory, &lines, "flooded");
-    let after = outpost.rss();
+    let after = outpost.rss().unwrap();
     eprintln!(
         "outpost connect RSS {:.1} MiB before, {:.1} MiB after {} bytes: {flooded}",
         before as f64 / 1048576.0,
@@ -166,8 +101,9 @@ fn a_participants_endless_request_stream_is_refused_at_its_header() {
         grown >> 20,
         outpost.stderr()
     );
-    let dir = outpost.finish();
-    let refused = refusals(&dir.path().join("data"));
+    let data = outpost.data_dir();
+    let (_, _dir) = outpost.finish().unwrap();
+    let refused = refusals(&data);
     assert!(
         refused
             .iter()
@@ -183,7 +119,7 @@ fn a_participants_endless_request_stream_is_refused_at_its_header() {
 #[test]
 fn participants_holding_request_streams_do_not_lock_the_assistant_out() {
     let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
-    let outpost = Outpost::start(&env);
+    let outpost = OutpostCli::start(&env, Path::new(CLI_BIN), ROOM, &["--json"]).unwrap();
     let holders: Vec<(Proc, Receiver<String>)> = (1..=4)
         .map(|i| participant(&env, "hold", &format!("holder{i}"), &[("LK_STREAMS", "16")]))
         .collect();
@@ -205,9 +141,10 @@ fn participants_holding_request_streams_do_not_lock_the_assistant_out() {
         assert!(!page["tools"].as_array().unwrap().is_empty(), "{page}");
     }
     drop(holders);
-    let dir = outpost.finish();
+    let data = outpost.data_dir();
+    let (_, _dir) = outpost.finish().unwrap();
     // The holders' calls are in the history as refused.
-    let refused = refusals(&dir.path().join("data"));
+    let refused = refusals(&data);
     assert!(
         refused.iter().any(|(m, _)| m.contains("holder1")),
         "{refused:?}"
