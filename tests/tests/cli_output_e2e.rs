@@ -59,3 +59,31 @@ fn a_long_transcript_in_small_pieces_prints_what_it_says_once() {
     );
     drop(agent);
 }
+
+/// Issue 30, finding 11: the assistant's words carry terminal escapes (an OSC 52
+/// clipboard write, a screen clear, an OSC 8 link, an 8-bit CSI) and lines that pass for
+/// Outpost's own (after a carriage return, after a line feed). `outpost connect` prints
+/// them as visible characters, and every line of the message after the first indented.
+#[test]
+fn the_assistants_escape_sequences_are_shown_not_obeyed() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let outpost = OutpostCli::start(&env, Path::new(CLI_BIN), ROOM, &[]).unwrap();
+    let hostile = "Here you go.\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\u{1b}[H\r* assistant is idle\n\
+                   * ended: left the room\n\u{1b}]8;;https://evil.example\u{1b}\\click\u{1b}]8;;\u{1b}\\ \
+                   \u{9b}31mred END";
+    let agent = transcribe(&env, &[("LK_TEXT", hostile), ("LK_PIECE", "7")]);
+    outpost.wait_for(b"red END", WAIT).unwrap();
+    let (out, _dir) = outpost.finish().unwrap();
+    let shown = String::from_utf8_lossy(&out);
+    eprintln!("{shown}");
+    for bad in ["\u{1b}", "\u{7}", "\r", "\u{9b}"] {
+        assert!(!shown.contains(bad), "{bad:?} reached stdout");
+    }
+    assert!(shown.contains("assistant: Here you go.␛]52;c;ZXZpbA==␇␛[2J␛[H␍* assistant is idle\n  * ended: left the room\n  ␛]8;;"), "{shown}");
+    assert_eq!(
+        shown.lines().filter(|l| l.starts_with("* ended")).count(),
+        1,
+        "only Outpost's own end line starts a line: {shown}"
+    );
+    drop(agent);
+}

@@ -106,7 +106,7 @@ fn load(path: &std::path::Path) -> Result<McpConfig, Failure> {
 
 #[allow(clippy::print_stderr)]
 fn note(msg: &str) {
-    eprintln!("{msg}");
+    eprintln!("{}", crate::terminal::lines(msg));
 }
 
 fn pair(flag: &str, s: &str) -> Result<(String, String), Failure> {
@@ -267,7 +267,10 @@ fn list(path: &std::path::Path) -> Result<(), Failure> {
             Transport::Http { .. } => "http",
         };
         let state = if s.enabled { "enabled" } else { "disabled" };
-        println!("{name}\t{state}\t{kind}\t{}", s.describe());
+        println!(
+            "{name}\t{state}\t{kind}\t{}",
+            crate::terminal::text(&s.describe())
+        );
     }
     Ok(())
 }
@@ -300,8 +303,9 @@ fn remove(path: &std::path::Path, name: &str) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A server's text on one line, safe to print.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::terminal::text(&s.split_whitespace().collect::<Vec<_>>().join(" ")).into_owned()
 }
 
 fn tools(
@@ -359,7 +363,12 @@ fn tools(
             Ok(tools) => {
                 writeln!(out, "[{name}]")?;
                 for t in tools {
-                    writeln!(out, "{}\t{}", t.outpost_name, one_line(&t.description))?;
+                    writeln!(
+                        out,
+                        "{}\t{}",
+                        one_line(&t.outpost_name),
+                        one_line(&t.description)
+                    )?;
                 }
             }
             Err(e) => {
