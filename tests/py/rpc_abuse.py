@@ -11,6 +11,8 @@ once it is in the room:
   {"event": "flooded", "bytes": N, "answer": ...} and holds the stream open.
 - hold: opens LK_STREAMS request streams (one byte each) and never finishes them.
   Prints {"event": "held", "n": N}.
+- spam: opens LK_CALLS request streams, one after the other, each finished at once.
+  Prints {"event": "spammed", "n": N}.
 - call: calls `outpost.list_tools` LK_CALLS times, one after the other, and prints
   {"event": "called", "results": [{"ok": ..., "payload"/"code"/"message": ...}]}; exits.
 
@@ -86,6 +88,13 @@ async def main():
             await w.write("x")
             held.append(w)
         log(event="held", n=len(held))
+    elif role == "spam":
+        n = int(os.environ.get("LK_CALLS", "300"))
+        for _ in range(n):
+            w = await request_stream(room)
+            await w.write("{}")
+            await w.aclose()
+        log(event="spammed", n=n)
     elif role == "call":
         results = [await call(room) for _ in range(int(os.environ.get("LK_CALLS", "3")))]
         log(event="called", results=results)

@@ -150,3 +150,30 @@ fn participants_holding_request_streams_do_not_lock_the_assistant_out() {
         "{refused:?}"
     );
 }
+
+/// Issue 30, finding 13: a participant makes 300 calls (request streams), all refused.
+/// They used to be 300 rows of the history (20,000 in 52 s in the review); now the first
+/// is recorded and the rest counted in one record (here at the session's end, before
+/// the minute's window closes).
+#[test]
+fn refused_calls_do_not_fill_the_history() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let outpost = OutpostCli::start(&env, Path::new(CLI_BIN), ROOM, &["--json"]).unwrap();
+    let (spammer, lines) = participant(&env, "spam", "spammer", &[("LK_CALLS", "300")]);
+    assert_eq!(event(&spammer, &lines, "spammed")["n"], 300);
+    // Let the last ones reach Outpost.
+    std::thread::sleep(Duration::from_secs(3));
+    let data = outpost.data_dir();
+    let (_, _dir) = outpost.finish().unwrap();
+    let refused: Vec<String> = refusals(&data)
+        .into_iter()
+        .map(|(m, _)| m)
+        .filter(|m| m.contains("spammer"))
+        .collect();
+    assert_eq!(refused.len(), 2, "{} records: {refused:?}", refused.len());
+    assert!(
+        refused[1].contains("spammer made 299 more calls"),
+        "{refused:?}"
+    );
+    drop(spammer);
+}

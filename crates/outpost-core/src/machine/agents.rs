@@ -48,6 +48,13 @@ pub const MAX_SEGMENT_BYTES: usize = 256 * 1024;
 const MAX_OPEN_SEGMENTS: usize = 16;
 /// Segment ids remembered after their end (an agent may send a segment again).
 const KNOWN_SEGMENTS: usize = 256;
+/// Refused RPC calls of one caller are recorded once at the first, then as one count per
+/// this long.
+pub const REFUSAL_WINDOW_MS: Millis = 60_000;
+/// Callers whose refused calls are being counted; a new one beyond it flushes the oldest.
+const MAX_REFUSING_CALLERS: usize = 64;
+/// Method names a count of refused calls lists (the first ones).
+const REFUSED_METHODS_LISTED: usize = 8;
 
 impl RpcFailure {
     /// The answer to a caller that is not the assistant.
@@ -99,6 +106,17 @@ pub(super) struct AgentsState {
     /// The sequence number of the last [`UiEvent::AssistantDelta`] of a transcript
     /// (one counter for all, so it grows within every segment).
     delta_seq: u32,
+    /// Refused RPC calls counted since their caller's last record, oldest window first.
+    refusals: VecDeque<Refusals>,
+}
+
+/// A caller's refused RPC calls in the current window, after the first (recorded).
+#[derive(Debug)]
+struct Refusals {
+    caller: String,
+    since: Millis,
+    more: u64,
+    methods: Vec<String>,
 }
 
 /// A transcription segment being assembled.
@@ -373,7 +391,9 @@ impl Machine {
     }
 
     /// A call from `caller`, who is not the assistant, was refused (here, or by the room
-    /// before its payload was read): the history's protocol log says so.
+    /// before its payload was read): the history's protocol log says so, once for the
+    /// first call and then once per [`REFUSAL_WINDOW_MS`] with the count of the others,
+    /// so a caller that keeps calling cannot fill the history.
     pub(super) fn rpc_refused(
         &mut self,
         fx: &mut Fx,
@@ -382,16 +402,73 @@ impl Machine {
         method: &str,
         request_id: Option<&str>,
     ) {
+        let caller = cut(caller, 128);
+        let method = cut(method, 128);
+        let at = self.agents.refusals.iter().position(|r| r.caller == caller);
+        if let Some(i) = at {
+            if now - self.agents.refusals[i].since < REFUSAL_WINDOW_MS {
+                let r = &mut self.agents.refusals[i];
+                r.more += 1;
+                if r.methods.len() < REFUSED_METHODS_LISTED && !r.methods.contains(&method) {
+                    r.methods.push(method);
+                }
+                return;
+            }
+            if let Some(r) = self.agents.refusals.remove(i) {
+                self.record_refusals(fx, now, r);
+            }
+        }
+        if self.agents.refusals.len() >= MAX_REFUSING_CALLERS {
+            if let Some(r) = self.agents.refusals.pop_front() {
+                self.record_refusals(fx, now, r);
+            }
+        }
+        fx.record(Record::ProtocolError(store::NewProtocolError {
+            conversation_id: self.conversation.as_deref().map(Into::into),
+            at: now,
+            code: "rpc_refused".into(),
+            message: format!("{caller} called {method} but is not the assistant; refused"),
+            detail: request_id.map(|id| format!("rpc request {}", cut(id, 128))),
+        }));
+        self.agents.refusals.push_back(Refusals {
+            caller,
+            since: now,
+            more: 0,
+            methods: Vec::new(),
+        });
+    }
+
+    /// Records the refused calls counted in windows that are over (all of them with
+    /// `all`, when the session ends).
+    pub(super) fn flush_refusals(&mut self, fx: &mut Fx, now: Millis, all: bool) {
+        while let Some(r) = self.agents.refusals.front() {
+            if !all && now - r.since < REFUSAL_WINDOW_MS {
+                // Windows end in the order they began.
+                break;
+            }
+            if let Some(r) = self.agents.refusals.pop_front() {
+                self.record_refusals(fx, now, r);
+            }
+        }
+    }
+
+    fn record_refusals(&self, fx: &mut Fx, now: Millis, r: Refusals) {
+        if r.more == 0 {
+            return;
+        }
         fx.record(Record::ProtocolError(store::NewProtocolError {
             conversation_id: self.conversation.as_deref().map(Into::into),
             at: now,
             code: "rpc_refused".into(),
             message: format!(
-                "{} called {} but is not the assistant; refused",
-                cut(caller, 128),
-                cut(method, 128)
+                "{} made {} more calls in the {} s after its first refused call ({}); all \
+                 refused, it is not the assistant",
+                r.caller,
+                r.more,
+                (now - r.since).max(0) / 1000,
+                r.methods.join(", ")
             ),
-            detail: request_id.map(|id| format!("rpc request {}", cut(id, 128))),
+            detail: None,
         }));
     }
 
@@ -1047,6 +1124,83 @@ mod tests {
             "audited"
         );
         assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
+    }
+
+    /// Issue 30, finding 13: 20,000 refused calls from one caller in 52 s (each refused
+    /// by the room, or by the machine) make one record at the first and one count when
+    /// the window ends; another caller has its own; the end of the session records what
+    /// is still counted.
+    #[test]
+    fn refused_calls_are_recorded_once_then_counted_per_window() {
+        let mut m = agents();
+        let refusals = |fx: &[Effect]| -> Vec<String> {
+            fx.iter()
+                .filter_map(|e| match e {
+                    Effect::Record(Record::ProtocolError(p)) if p.code == "rpc_refused" => {
+                        Some(p.message.clone())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut records = Vec::new();
+        for i in 0..20_000i64 {
+            let input = if i % 2 == 0 {
+                Input::RpcRefused {
+                    caller: "mallory".into(),
+                    method: "outpost.list_tools".into(),
+                }
+            } else {
+                rpc(&format!("r{i}"), "mallory", "calculator", "{}")
+            };
+            let at = 100 + i * 52_000 / 20_000;
+            records.extend(refusals(&m.handle(input, at)));
+            if i % 1000 == 0 {
+                records.extend(refusals(&m.handle(Input::Tick, at)));
+            }
+        }
+        assert_eq!(records.len(), 1, "{records:?}");
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "carol".into(),
+                method: "x".into(),
+            },
+            55_000,
+        )));
+        assert_eq!(records.len(), 2, "another caller has its own first record");
+        records.extend(refusals(&m.handle(Input::Tick, 100 + REFUSAL_WINDOW_MS)));
+        assert_eq!(records.len(), 3, "{records:?}");
+        assert!(
+            records[2].contains("mallory made 19999 more calls")
+                && records[2].contains("(calculator, outpost.list_tools)"),
+            "{}",
+            records[2]
+        );
+        // The session's end records carol's window (nothing more to count there) and a
+        // new one of mallory's.
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "mallory".into(),
+                method: "y".into(),
+            },
+            100 + REFUSAL_WINDOW_MS + 1,
+        )));
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "mallory".into(),
+                method: "y".into(),
+            },
+            100 + REFUSAL_WINDOW_MS + 2,
+        )));
+        records.extend(refusals(
+            &m.handle(Input::Command(Command::Leave), 100 + REFUSAL_WINDOW_MS + 3),
+        ));
+        assert_eq!(records.len(), 5, "{records:?}");
+        assert!(
+            records[4].contains("mallory made 1 more calls"),
+            "{}",
+            records[4]
+        );
     }
 
     #[test]

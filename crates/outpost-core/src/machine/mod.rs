@@ -458,6 +458,7 @@ impl Machine {
                     }
                 }
                 self.rpc_deadlines(&mut fx, now);
+                self.flush_refusals(&mut fx, now, false);
                 if self.link_up {
                     self.trim_sent(now);
                 }
@@ -631,6 +632,7 @@ impl Machine {
         if self.phase == Phase::Ended {
             return;
         }
+        self.flush_refusals(fx, now, true);
         if let Some(c) = &self.conversation {
             fx.record(Record::EndConversation {
                 id: c.as_str().into(),
