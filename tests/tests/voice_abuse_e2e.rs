@@ -174,3 +174,88 @@ fn only_the_assistant_can_hear_the_microphone() {
         "the assistant heard {by_assistant}"
     );
 }
+
+/// The UI events until an assistant message or a final user transcript containing
+/// `needle` (or the wait runs out).
+async fn until_text(
+    ui: &mut outpost_core::SessionEvents,
+    needle: &str,
+) -> Vec<outpost_core::UiEvent> {
+    let mut got = Vec::new();
+    let until = tokio::time::Instant::now() + WAIT;
+    while let Ok(Some(ev)) = tokio::time::timeout_at(until, ui.recv()).await {
+        let done = matches!(&ev, outpost_core::UiEvent::AssistantMessage { text, .. }
+            | outpost_core::UiEvent::UserTranscript { text, is_final: true, .. }
+            if text.contains(needle));
+        got.push(ev);
+        if done {
+            break;
+        }
+    }
+    got
+}
+
+/// Runs `cmd` (a `tests/py/transcriber.py`) until it has sent its segment.
+async fn transcribe(what: &'static str, cmd: std::process::Command) -> Proc {
+    tokio::task::spawn_blocking(move || {
+        let (p, lines) = Proc::spawn_ready(what, cmd, WAIT).unwrap();
+        p.next_event(&lines, "sent", WAIT).unwrap();
+        p
+    })
+    .await
+    .unwrap()
+}
+
+/// Issue 30 ("also to check"): Outpost remembered the ids of its tracks for good, so after
+/// voice was turned off a transcription naming the old microphone track still passed for
+/// the user's own words (shown and recorded as theirs). Now only a track published now
+/// makes a transcription the user's speech.
+#[test]
+fn a_transcription_of_a_microphone_no_longer_published_is_not_the_users_words() {
+    let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
+    let dir = tempfile::tempdir().unwrap();
+    let (core, opts) = outpost(dir.path(), &env);
+    let on = "words while the microphone is on";
+    let off = "words after voice was turned off";
+    let transcriber = |segment: &str, text: &str| {
+        env.py_peer(
+            "transcriber.py",
+            ROOM,
+            "assistant",
+            &[("LK_SEGMENT", segment), ("LK_TEXT", text)],
+        )
+        .unwrap()
+    };
+    let (mut first, mut second) = (transcriber("SG_on", on), transcriber("SG_off", off));
+    let seen = lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
+        let (session, mut ui) = core.connect(opts).await?;
+        let mic = session.publish_microphone().await?;
+        // While the microphone is published: the user's words.
+        first.env("LK_TRACK", mic.sid());
+        let p1 = transcribe("transcriber 1", first).await;
+        let mut seen = until_text(&mut ui, on).await;
+        drop(p1);
+        // Voice off: the track is unpublished; a transcription names it again.
+        mic.unpublish().await?;
+        second.env("LK_TRACK", mic.sid());
+        let p2 = transcribe("transcriber 2", second).await;
+        seen.extend(until_text(&mut ui, off).await);
+        drop(p2);
+        session.leave().await?;
+        Ok(seen)
+    })
+    .unwrap();
+    let user_words: Vec<&String> = seen
+        .iter()
+        .filter_map(|e| match e {
+            outpost_core::UiEvent::UserTranscript {
+                text,
+                is_final: true,
+                ..
+            } => Some(text),
+            _ => None,
+        })
+        .collect();
+    eprintln!("the user's words: {user_words:?}");
+    assert_eq!(user_words, [on]);
+}

@@ -305,7 +305,9 @@ impl Session {
             })
             .await
             .map_err(|e| CoreError::Voice(format!("the microphone track was refused: {e}")))?;
-        self.local_tracks.insert(track.sid());
+        let published = track.clone();
+        self.local_tracks
+            .insert(track.sid(), move || published.is_published());
         Ok(track)
     }
 
