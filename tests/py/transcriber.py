@@ -7,7 +7,8 @@ Once the target is in the room, it sends one text stream on `lk.transcription` w
 LK_TEXT (default: LK_KIB pieces of 1 KiB, "x" each) written in LK_PIECE-byte pieces
 (default 1024). With LK_ON_BEHALF=1 the stream is sent on the target's behalf (its
 identity as sender, as LiveKit Agents sends its transcript of the user's speech) and
-LK_TRACK names the transcribed track (`lk.transcribed_track_id`). Then it prints
+LK_TRACK names the transcribed track (`lk.transcribed_track_id`); LK_KIND=agent joins as
+an agent (livekit-server lets only agents send in another's name). Then it prints
 {"event": "sent", "bytes": N} and stays until killed.
 
 Prints "ready" once connected. Environment: LK_URL, LK_ROOM, LK_IDENTITY, LK_API_KEY,
@@ -27,7 +28,9 @@ TARGET = os.environ.get("LK_TARGET", "app")
 
 async def main():
     room = rtc.Room()
-    await room.connect(URL, token(os.environ["LK_IDENTITY"], ROOM), rtc.RoomOptions(auto_subscribe=False))
+    identity = os.environ["LK_IDENTITY"]
+    await room.connect(URL, token(identity, ROOM, kind=os.environ.get("LK_KIND")),
+                       rtc.RoomOptions(auto_subscribe=False))
     print("ready", flush=True)
     await wait_remote(room, TARGET, timeout=60)
     await asyncio.sleep(float(os.environ.get("LK_SETTLE", "1")))

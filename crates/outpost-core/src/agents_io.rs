@@ -97,14 +97,15 @@ pub fn agent_state(p: &Participant) -> Option<Input> {
         })
 }
 
-/// Whether a stream is a transcription from `assistant`, or one sent on our behalf
-/// (`me`: LiveKit Agents sends its transcript of the user's speech with the user's
-/// identity as sender).
+/// Whether a stream is a transcription from `assistant`: its own words, or its
+/// transcript of ours sent on our behalf (`me`: LiveKit Agents names the user as the
+/// sender). The sender is the session that sent it, so another agent's transcription in
+/// our name is not the assistant's.
 pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>, me: Option<&str>) -> bool {
-    let sender = Some(reader.info.sender_identity.as_str());
-    reader.info.topic == TRANSCRIPTION_TOPIC
-        && assistant.is_some()
-        && (assistant == sender || me == sender)
+    let info = &reader.info;
+    info.topic == TRANSCRIPTION_TOPIC
+        && assistant.is_some_and(|a| a == info.sender_identity)
+        && info.on_behalf_of.as_deref().is_none_or(|b| Some(b) == me)
 }
 
 /// The attribute naming the track a transcription segment transcribes.
@@ -116,26 +117,23 @@ pub const TRANSCRIBED_TRACK: &str = "lk.transcribed_track_id";
 /// the user's speech. Reading stops after [`MAX_SEGMENT_BYTES`]: the rest of the stream
 /// is dropped unread.
 /// A stream on our behalf (see [`is_transcription`]) counts only when it transcribes one
-/// of our tracks, and is then the assistant's word about our speech.
+/// of our tracks.
 pub fn spawn_transcript_reader(
     reader: StreamReader,
     tx: mpsc::UnboundedSender<AgentsInput>,
     local_tracks: &crate::voice::LocalTracks,
-    assistant: &str,
 ) {
     let user_speech = reader
         .info
         .attributes
         .get(TRANSCRIBED_TRACK)
         .is_some_and(|t| local_tracks.contains(t));
-    let on_our_behalf = reader.info.sender_identity != assistant;
-    if on_our_behalf && !user_speech {
+    // In our name, it can only be a transcript of our speech.
+    if reader.info.on_behalf_of.is_some() && !user_speech {
         return;
     }
-    let assistant = assistant.to_owned();
     tokio::spawn(async move {
-        let mut info = reader.info.clone();
-        info.sender_identity = assistant;
+        let info = reader.info.clone();
         let attrs: &HashMap<String, String> = &info.attributes;
         let segment_id = attrs
             .get("lk.segment_id")

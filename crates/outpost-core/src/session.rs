@@ -563,7 +563,6 @@ impl Io {
                     reader,
                     self.agents_tx.clone(),
                     &self.local_tracks,
-                    self.machine.assistant().unwrap_or_default(),
                 );
                 None
             }

@@ -969,13 +969,19 @@ impl Engine {
                 self.emit(RoomEvent::Data(msg));
             }
             data_packet::Value::StreamHeader(h) => {
-                let sender = &packet.participant_identity;
+                let Some((sender, on_behalf_of)) =
+                    self.stream_sender(&packet.participant_identity, &packet.participant_sid)
+                else {
+                    tracing::debug!(stream = %h.stream_id, sid = %packet.participant_sid, "ignoring a data stream on our behalf from a participant we do not know");
+                    return;
+                };
+                let sender = sender.as_str();
                 let assistant = self
                     .shared
                     .roster()
                     .assistant
                     .as_ref()
-                    .is_some_and(|a| &a.identity == sender);
+                    .is_some_and(|a| a.identity == sender);
                 if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
                     // RPC version 2: the RPC layer decides at the header who may call and
                     // how much it reads, before the stream takes a slot or a byte.
@@ -990,24 +996,17 @@ impl Engine {
                     self.refused(refused);
                     return;
                 }
-                // A stream sent on our behalf (LiveKit Agents transcribes the user's speech
-                // with the user's identity as sender, which the server allows an agent):
-                // it is about us, so it passes the assistant-only filter too.
-                let ours = self
-                    .shared
-                    .roster()
-                    .local
-                    .as_ref()
-                    .is_some_and(|l| &l.identity == sender);
-                if !assistant && !ours && self.opts.stream_senders == StreamSenders::Assistant {
+                if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
-                    // find no stream and are ignored.
+                    // find no stream and are ignored. (A stream the assistant sends on
+                    // our behalf, a transcript of our speech, is the assistant's.)
                     tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
                     return;
                 }
-                let reader = self
+                let mut reader = self
                     .receivers
                     .on_header(sender, assistant, h, Instant::now());
+                reader.info.on_behalf_of = on_behalf_of;
                 self.emit(RoomEvent::StreamOpened(reader));
             }
             data_packet::Value::StreamChunk(c) => {
@@ -1028,6 +1027,28 @@ impl Engine {
                 self.shared.rpc.on_response(&packet.participant_identity, r);
             }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
+        }
+    }
+
+    /// Who really sent a stream header that names `claimed` and came from session `sid`.
+    /// Every server stamps the sender's session id on each packet, but livekit-server
+    /// leaves the identity an agent puts on a text stream it sends on someone else's
+    /// behalf (LiveKit Agents' transcript of the user's speech), while its chunks and
+    /// trailer carry the agent's own identity. So the session id decides: the sender is
+    /// the participant with that sid, and `claimed` is whom it speaks for when it differs.
+    /// `None` for a stream on our behalf from a session we do not know (it cannot be
+    /// told apart from anyone's).
+    fn stream_sender(&self, claimed: &str, sid: &str) -> Option<(String, Option<String>)> {
+        let roster = self.shared.roster();
+        match roster
+            .remote
+            .iter()
+            .find(|p| !sid.is_empty() && p.sid == sid)
+        {
+            Some(p) if p.identity == claimed => Some((claimed.to_owned(), None)),
+            Some(p) => Some((p.identity.clone(), Some(claimed.to_owned()))),
+            None if roster.local.as_ref().is_some_and(|l| l.identity == claimed) => None,
+            None => Some((claimed.to_owned(), None)),
         }
     }
 
@@ -1480,7 +1501,7 @@ mod tests {
     fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
         let (events, rx) = mpsc::unbounded_channel();
         let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let shared = Shared::for_tests();
+        let shared = Shared::for_tests_with(crate::rpc::Rpc::from_options(&opts));
         let e = Engine::new("ws://x".into(), "t".into(), opts, shared, events, cmd_rx);
         (e, rx)
     }
@@ -1659,12 +1680,99 @@ mod tests {
         let readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "bot");
+    }
 
-        // A stream on our own behalf (an agent's transcript of our speech) passes too.
-        e.on_data(true, &header_from("me", "m"));
+    /// A text stream header as livekit-server relays one an agent sent in `claimed`'s name:
+    /// the identity it put there, the session id of whoever really sent it.
+    fn header_in_name(claimed: &str, sid: &str, id: &str, topic: &str) -> Vec<u8> {
+        let h = proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.into(),
+                topic: topic.into(),
+                mime_type: "text/plain".into(),
+                total_length: None,
+                attributes: HashMap::from([
+                    ("lk.rpc_request_id".to_owned(), format!("R{id}")),
+                    (
+                        "lk.rpc_request_method".to_owned(),
+                        "outpost.list_tools".to_owned(),
+                    ),
+                    ("lk.rpc_request_version".to_owned(), "2".to_owned()),
+                ]),
+                byte_name: None,
+            },
+            0,
+        );
+        let mut p = proto::stream_packet(h, Vec::new());
+        p.participant_identity = claimed.into();
+        p.participant_sid = sid.into();
+        proto::encode_data_packet(&p)
+    }
+
+    /// Issue 30 ("also to check"): on livekit-server any agent may send a text stream
+    /// header in another participant's name; only the session id tells who sent it. A
+    /// transcript in our name counts as the assistant's only when the assistant sent it,
+    /// and nobody passes for the assistant by naming it.
+    #[test]
+    fn a_stream_in_someone_elses_name_is_its_real_senders() {
+        let (mut e, mut rx) = engine(
+            RoomOptions::default()
+                .streams_from_assistant_only()
+                .rpc_from_assistant_only(),
+        );
+        e.update_roster(&[
+            info("bot", "PA_b", true, false),
+            info("eve", "PA_e", true, false),
+        ]);
+        drain(&mut rx);
+        // The assistant's transcript of our speech: the assistant's, in our name; its
+        // chunks carry the assistant's identity.
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_b", "t1", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &stream_bytes(
+                "bot",
+                proto::stream_chunk("t1".into(), 0, b"hello".to_vec()),
+            ),
+        );
         let readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
-        assert_eq!(readers[0].info.sender_identity, "me");
+        assert_eq!(readers[0].info.sender_identity, "bot");
+        assert_eq!(readers[0].info.on_behalf_of.as_deref(), Some("me"));
+        // Another agent in our name, or in the assistant's; a session we do not know.
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_e", "t2", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_e", "t3", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_x", "t4", "lk.transcription"),
+        );
+        assert!(opened(&mut rx).is_empty());
+        assert_eq!(
+            e.receivers.open_count(),
+            1,
+            "only the assistant's took a slot"
+        );
+        // An RPC request stream in the assistant's name is eve's, and refused.
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_e", "r1", crate::rpc::REQUEST_TOPIC),
+        );
+        let refused: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|ev| match ev {
+                RoomEvent::RpcRefused { caller, .. } => Some(caller),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(refused, ["eve"]);
     }
 
     /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden

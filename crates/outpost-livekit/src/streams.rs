@@ -46,8 +46,13 @@ pub struct StreamInfo {
     pub kind: StreamKind,
     /// Topic (handlers are usually chosen by topic).
     pub topic: String,
-    /// Sender identity.
+    /// Sender identity (of the session that sent it).
     pub sender_identity: String,
+    /// Whom the sender sent it for, when not itself: an agent may send a text stream on a
+    /// participant's behalf (LiveKit Agents' transcript of the user's speech names the
+    /// user). Seen on livekit-server; servers that stamp the sender's identity on the
+    /// header (outpost-room) never set it.
+    pub on_behalf_of: Option<String>,
     /// MIME type.
     pub mime_type: String,
     /// Byte streams: the name (file name for files).
@@ -250,6 +255,7 @@ impl Receivers {
             kind,
             topic: h.topic.clone(),
             sender_identity: sender.to_owned(),
+            on_behalf_of: None,
             mime_type: h.mime_type.clone(),
             name,
             total_length: h.total_length,

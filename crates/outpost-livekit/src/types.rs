@@ -257,9 +257,11 @@ pub enum StreamSenders {
     Anyone,
     /// Only the assistant's (see [`crate::RoomOptions::assistant_identity`]): a stream
     /// from anyone else is dropped at its header, with no event, no slot and no
-    /// buffering; its chunks and trailer are ignored. A stream sent on our own behalf
-    /// (its sender is our identity, as LiveKit Agents sends a transcript of the user's
-    /// speech) passes too.
+    /// buffering; its chunks and trailer are ignored. The sender is the session that
+    /// sent the header (its sid), not the identity it names: a stream the assistant
+    /// sends on our behalf (LiveKit Agents' transcript of the user's speech) is the
+    /// assistant's, with [`crate::StreamInfo::on_behalf_of`] set; one another agent
+    /// sends in our name is dropped.
     Assistant,
 }
 

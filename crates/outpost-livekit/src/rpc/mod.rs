@@ -709,7 +709,7 @@ enum Payload {
     /// In the request packet (version 1).
     Inline(String),
     /// In the request stream, still to be read (version 2).
-    Stream(StreamReader),
+    Stream(Box<StreamReader>),
 }
 
 /// A request that passed the checks every version shares.
@@ -916,7 +916,7 @@ pub(crate) fn on_stream_header(
             method,
             response_timeout,
             version: Version::V2,
-            payload: Payload::Stream(reader),
+            payload: Payload::Stream(Box::new(reader)),
         },
     );
     None
@@ -1059,7 +1059,7 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
             let payload = match payload {
                 Payload::Inline(p) => p,
                 Payload::Stream(reader) => {
-                    read_payload(reader, RpcErrorCode::RequestPayloadTooLarge).await?
+                    read_payload(*reader, RpcErrorCode::RequestPayloadTooLarge).await?
                 }
             };
             let invocation = RpcInvocation {
