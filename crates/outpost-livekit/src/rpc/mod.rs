@@ -75,9 +75,12 @@ const VERSION_V2: u32 = 2;
 const MAX_RUNNING: usize = 64;
 /// Incoming requests one caller other than the assistant may have in progress at once.
 const MAX_RUNNING_PER_CALLER: usize = 16;
-/// Refusals answered per caller: a burst, then this many a second (the rest are
-/// dropped unanswered, so a flood of refused calls does not become a flood of answers).
-const REFUSAL_BURST: f64 = 10.0;
+/// Refusals answered to one caller at once; then [`REFUSALS_PER_SEC`] a second, the rest
+/// dropped unanswered, so a flood of refused calls does not become a flood of answers.
+#[doc(hidden)]
+pub const REFUSAL_BURST_ANSWERS: u32 = 10;
+const REFUSAL_BURST: f64 = REFUSAL_BURST_ANSWERS as f64;
+/// See [`REFUSAL_BURST_ANSWERS`].
 const REFUSALS_PER_SEC: f64 = 2.0;
 /// Callers whose refusal budget is remembered; beyond it, refusals are not answered.
 const MAX_REFUSAL_BUCKETS: usize = 1024;
