@@ -197,6 +197,9 @@ pub(crate) struct Engine {
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
     receivers_audio: HashMap<String, JoinHandle<()>>,
+    /// Streams and RPC requests from sessions no participant update has named yet,
+    /// oldest first (with an assistant-only rule on, see [`Engine::hold`]).
+    held: Vec<Held>,
     /// Whom the server was last told may subscribe to our tracks (with
     /// [`TrackSubscribers::Assistant`]): `Some(None)` nobody, `None` not told yet on
     /// this connection.
@@ -205,6 +208,21 @@ pub(crate) struct Engine {
     /// first: told to the application once one does, never before (a hidden
     /// participant's tracks are offered without it ever being announced).
     unowned_audio: Vec<UnownedAudio>,
+}
+
+/// How long packets of a session no participant update has named are held.
+const HOLD_FOR: Duration = Duration::from_secs(3);
+/// Sessions whose packets are held at once; a packet of another is not held.
+const MAX_HELD_SESSIONS: usize = 8;
+/// Bytes held per session; what comes beyond it is dropped.
+const MAX_HELD_BYTES: usize = 256 * 1024;
+
+/// Data packets of one session not yet in the roster, in arrival order.
+struct Held {
+    sid: String,
+    since: Instant,
+    packets: Vec<(bool, Vec<u8>)>,
+    bytes: usize,
 }
 
 /// Audio tracks of unknown publishers held at once; the oldest goes beyond it.
@@ -259,6 +277,7 @@ impl Engine {
             published: HashMap::new(),
             receivers_audio: HashMap::new(),
             unowned_audio: Vec::new(),
+            held: Vec::new(),
             permitted: None,
         }
     }
@@ -408,6 +427,9 @@ impl Engine {
                 _ = sleep_until(timer) => self.on_timer().await,
                 _ = sleep_until(self.receivers.next_expiry()) => {
                     self.receivers.expire(Instant::now());
+                }
+                _ = sleep_until(self.held.first().map(|h| h.since + HOLD_FOR)) => {
+                    self.release_held(Instant::now());
                 }
             }
         }
@@ -929,6 +951,7 @@ impl Engine {
         self.shared.outbox.close(&reason.to_string());
         self.shared.set_lossy(None);
         self.receivers.abort_all("the room connection closed");
+        self.held.clear();
         self.shared.rpc.close();
         self.requests.clear();
         self.phase = Phase::Closed;
@@ -939,6 +962,12 @@ impl Engine {
     }
 
     fn on_data(&mut self, reliable: bool, bytes: &[u8]) {
+        self.on_data_now(reliable, bytes, true);
+    }
+
+    /// Handles one data packet; with `may_hold`, one that must wait for its sender to be
+    /// named is held instead (see [`Engine::hold`]).
+    fn on_data_now(&mut self, reliable: bool, bytes: &[u8], may_hold: bool) {
         let mut packet = match proto::decode_data_packet(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -949,6 +978,9 @@ impl Engine {
                 return;
             }
         };
+        if may_hold && self.hold(&packet, reliable, bytes) {
+            return;
+        }
         if reliable && packet.sequence > 0 && !packet.participant_sid.is_empty() {
             let last = self
                 .recv_seq
@@ -1027,6 +1059,81 @@ impl Engine {
                 self.shared.rpc.on_response(&packet.participant_identity, r);
             }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
+        }
+    }
+
+    /// Holds `packet` when whether its sender is the assistant matters and cannot be told
+    /// yet: a stream or an RPC request from a session no participant update has named.
+    /// livekit-server announces a newcomer in a batched update that can come a second or
+    /// more after its first data (seen against v1.13.5: 1.4 s), so an agent that calls or
+    /// speaks at once would be taken for a stranger. Held packets are handled in order once
+    /// an update names their session, or as they are when [`HOLD_FOR`] passes (a hidden
+    /// participant is never named). Bounded: [`MAX_HELD_SESSIONS`] sessions,
+    /// [`MAX_HELD_BYTES`] each; beyond that packets are handled at once. True when held.
+    fn hold(&mut self, packet: &proto::DataPacket, reliable: bool, bytes: &[u8]) -> bool {
+        let strict = self.opts.stream_senders == StreamSenders::Assistant
+            || self.opts.rpc_callers == crate::types::RpcCallers::Assistant;
+        let sid = packet.participant_sid.as_str();
+        let kind = matches!(
+            packet.value,
+            Some(
+                data_packet::Value::StreamHeader(_)
+                    | data_packet::Value::StreamChunk(_)
+                    | data_packet::Value::StreamTrailer(_)
+                    | data_packet::Value::RpcRequest(_)
+            )
+        );
+        if !strict || !kind || sid.is_empty() {
+            return false;
+        }
+        {
+            let roster = self.shared.roster();
+            let known = roster.remote.iter().any(|p| p.sid == sid)
+                || roster.local.as_ref().is_some_and(|l| l.sid == sid);
+            if known {
+                return false;
+            }
+        }
+        let at = match self.held.iter().position(|h| h.sid == sid) {
+            Some(i) => i,
+            None if self.held.len() < MAX_HELD_SESSIONS => {
+                tracing::debug!(%sid, "data from a session not announced yet; held");
+                self.held.push(Held {
+                    sid: sid.to_owned(),
+                    since: Instant::now(),
+                    packets: Vec::new(),
+                    bytes: 0,
+                });
+                self.held.len() - 1
+            }
+            None => return false,
+        };
+        let h = &mut self.held[at];
+        if h.bytes + bytes.len() > MAX_HELD_BYTES {
+            tracing::debug!(%sid, "too much data from a session not announced yet; dropped");
+            return true;
+        }
+        h.bytes += bytes.len();
+        h.packets.push((reliable, bytes.to_vec()));
+        true
+    }
+
+    /// Handles the held packets of sessions the roster now names, and those held for
+    /// [`HOLD_FOR`] by `now`.
+    fn release_held(&mut self, now: Instant) {
+        let ready: Vec<Held> = {
+            let roster = self.shared.roster();
+            let (ready, wait) = std::mem::take(&mut self.held).into_iter().partition(|h| {
+                now.saturating_duration_since(h.since) >= HOLD_FOR
+                    || roster.remote.iter().any(|p| p.sid == h.sid)
+            });
+            self.held = wait;
+            ready
+        };
+        for h in ready {
+            for (reliable, bytes) in h.packets {
+                self.on_data_now(reliable, &bytes, false);
+            }
         }
     }
 
@@ -1129,6 +1236,7 @@ impl Engine {
         }
         self.update_assistant();
         self.adopt_audio();
+        self.release_held(Instant::now());
     }
 
     /// After a (re)join: the join response's list is the truth.
@@ -1189,6 +1297,7 @@ impl Engine {
         }
         self.update_assistant();
         self.adopt_audio();
+        self.release_held(Instant::now());
     }
 
     /// Track events for a participant whose tracks are now `tracks`.
@@ -1773,6 +1882,88 @@ mod tests {
             })
             .collect();
         assert_eq!(refused, ["eve"]);
+    }
+
+    /// A packet as the server relays it from session `sid` of `identity`.
+    fn from_session(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8> {
+        let mut p = proto::stream_packet(value, Vec::new());
+        p.participant_identity = identity.into();
+        p.participant_sid = sid.into();
+        proto::encode_data_packet(&p)
+    }
+
+    /// livekit-server announced a newcomer 1.4 s after its first data (seen against
+    /// v1.13.5): an agent that speaks or calls at once is not taken for a stranger. Its
+    /// packets wait until the update names it; a session never named is handled as it is
+    /// once the wait is over.
+    #[tokio::test]
+    async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
+        let (mut e, mut rx) = engine(
+            RoomOptions::default()
+                .streams_from_assistant_only()
+                .rpc_from_assistant_only(),
+        );
+        e.shared.rpc.register(
+            "outpost.list_tools".into(),
+            crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
+        );
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_b", "t1", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &from_session(
+                "bot",
+                "PA_b",
+                proto::stream_chunk("t1".into(), 0, b"hi".to_vec()),
+            ),
+        );
+        let call = proto::RpcRequest {
+            id: "r1".into(),
+            method: "outpost.list_tools".into(),
+            payload: "{}".into(),
+            version: 1,
+            ..Default::default()
+        };
+        e.on_data(
+            true,
+            &from_session("bot", "PA_b", data_packet::Value::RpcRequest(call.clone())),
+        );
+        e.on_data(
+            true,
+            &from_session("eve", "PA_e", data_packet::Value::RpcRequest(call)),
+        );
+        assert!(drain(&mut rx).is_empty(), "nothing before the update");
+        assert_eq!(e.shared.outbox.pending_len(), 0, "no answer yet");
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        let events: Vec<RoomEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        let stream = events.iter().find_map(|ev| match ev {
+            RoomEvent::StreamOpened(r) => Some(r.info.sender_identity.clone()),
+            _ => None,
+        });
+        assert_eq!(stream.as_deref(), Some("bot"), "{events:?}");
+        assert!(
+            !events
+                .iter()
+                .any(|ev| matches!(ev, RoomEvent::RpcRefused { .. })),
+            "the assistant's call is not refused: {events:?}"
+        );
+        assert_eq!(
+            e.shared.outbox.pending_len(),
+            1,
+            "the assistant's call is acked"
+        );
+        // Eve is never announced: after the wait her call is handled, and refused.
+        e.release_held(Instant::now() + HOLD_FOR);
+        let refused: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|ev| match ev {
+                RoomEvent::RpcRefused { caller, .. } => Some(caller),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(refused, ["eve"]);
+        assert!(e.held.is_empty());
     }
 
     /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden
