@@ -1791,6 +1791,16 @@ mod tests {
         assert_eq!(readers[0].info.sender_identity, "bot");
     }
 
+    /// The callers of the refused RPC calls reported so far.
+    fn refused_callers(rx: &mut mpsc::UnboundedReceiver<RoomEvent>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|ev| match ev {
+                RoomEvent::RpcRefused { caller, .. } => Some(caller),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A text stream header as livekit-server relays one an agent sent in `claimed`'s name:
     /// the identity it put there, the session id of whoever really sent it.
     fn header_in_name(claimed: &str, sid: &str, id: &str, topic: &str) -> Vec<u8> {
@@ -1875,13 +1885,7 @@ mod tests {
             true,
             &header_in_name("bot", "PA_e", "r1", crate::rpc::REQUEST_TOPIC),
         );
-        let refused: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
-            .filter_map(|ev| match ev {
-                RoomEvent::RpcRefused { caller, .. } => Some(caller),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(refused, ["eve"]);
+        assert_eq!(refused_callers(&mut rx), ["eve"]);
     }
 
     /// A packet as the server relays it from session `sid` of `identity`.
@@ -1956,13 +1960,7 @@ mod tests {
         );
         // Eve is never announced: after the wait her call is handled, and refused.
         e.release_held(Instant::now() + HOLD_FOR);
-        let refused: Vec<String> = std::iter::from_fn(|| rx.try_recv().ok())
-            .filter_map(|ev| match ev {
-                RoomEvent::RpcRefused { caller, .. } => Some(caller),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(refused, ["eve"]);
+        assert_eq!(refused_callers(&mut rx), ["eve"]);
         assert!(e.held.is_empty());
     }
 
