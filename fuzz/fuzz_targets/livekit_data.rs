@@ -14,7 +14,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((mode, mut rest)) = data.split_first() else {
+    let Some((mode, rest)) = data.split_first() else {
         return;
     };
     if mode % 2 == 0 {
@@ -23,13 +23,7 @@ fuzz_target!(|data: &[u8]| {
         }
         return;
     }
-    let mut messages = Vec::new();
-    while let [lo, hi, tail @ ..] = rest {
-        let len = usize::from(u16::from_le_bytes([*lo, *hi])).min(tail.len());
-        let (message, next) = tail.split_at(len);
-        messages.push(message);
-        rest = next;
-    }
+    let messages = outpost_livekit::fuzzing::messages(rest);
     let cap = u64::from(mode >> 1) * 16;
     if let Err(e) = outpost_livekit::fuzzing::fuzz_data_packets(&messages, cap) {
         panic!("{e}");

@@ -179,13 +179,13 @@ pub fn claim(dir: &Path) -> Claim {
 }
 
 fn open_lock(dir: &Path) -> std::io::Result<File> {
-    std::fs::create_dir_all(dir)?;
-    File::options()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(dir.join(LOCK_FILE))
+    // The data folder is the user's alone (it may not exist yet: this runs first).
+    outpost_desktop::config::private_dir(dir).map_err(std::io::Error::other)?;
+    let mut options = File::options();
+    options.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(dir.join(LOCK_FILE))
 }
 
 /// `Ok(false)` when another process holds the lock.

@@ -19,18 +19,20 @@ SECRET = os.environ.get("LK_API_SECRET", "secret")
 ROOM = os.environ.get("LK_ROOM", "interop")
 
 
-def token(identity, room=ROOM, secret=SECRET, ttl_s=600, update_own_metadata=None):
+def token(identity, room=ROOM, secret=SECRET, ttl_s=600, update_own_metadata=None, kind=None):
     import datetime
 
-    return (
+    t = (
         api.AccessToken(KEY, secret)
         .with_identity(identity)
         .with_name(identity.capitalize())
         .with_ttl(datetime.timedelta(seconds=ttl_s))
         .with_grants(api.VideoGrants(room_join=True, room=room,
                                      can_update_own_metadata=update_own_metadata))
-        .to_jwt()
     )
+    if kind:
+        t = t.with_kind(kind)
+    return t.to_jwt()
 
 
 async def connect(identity, room=ROOM, update_own_metadata=None):
@@ -85,6 +87,16 @@ def run(main):
         asyncio.run(asyncio.wait_for(main(), timeout=float(os.environ.get("LK_TIMEOUT", "60"))))
     except asyncio.TimeoutError:
         fail("scenario timed out")
+    finish(0)
+
+
+def serve(main):
+    """Runs `main` (a participant that stays until the test kills it), then leaves
+    through `finish`."""
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
     finish(0)
 
 

@@ -2,6 +2,7 @@
 //! with the official LiveKit SDK, and throw-away network namespaces.
 //!
 //! - [`bench`]: what the bench binaries share (knobs, median, the SDK caller).
+//! - [`cli`]: `outpost connect` as a child with a throw-away profile, its stdout kept.
 //! - [`connect`]: the real `outpost connect --json` as a child, its events collected.
 //! - [`cutproxy`]: a TCP forwarder whose connections a test can cut (drops a
 //!   signaling WebSocket while the peer connections stay up).
@@ -19,6 +20,7 @@
 //! - [`speech`]: espeak-ng's speech as a WAV, and how well a recording matches it.
 
 pub mod bench;
+pub mod cli;
 pub mod connect;
 pub mod cutproxy;
 pub mod lkclient;

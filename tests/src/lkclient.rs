@@ -313,6 +313,30 @@ impl LkServer {
     }
 }
 
+/// `tests/py/SCRIPT` in the server namespace of `pair`, joining `room` at `url` as
+/// `identity`, with `vars` in its environment.
+fn py_script(
+    pair: &NsPair,
+    url: &str,
+    script: &str,
+    room: &str,
+    identity: &str,
+    vars: &[(&str, &str)],
+) -> anyhow::Result<Command> {
+    let py = python::python()?;
+    let mut cmd = pair.server_command(&py);
+    cmd.arg(python::scripts_dir().join(script))
+        .current_dir(python::scripts_dir())
+        .env("LK_URL", url)
+        .env("LK_ROOM", room)
+        .env("LK_IDENTITY", identity)
+        .env("PYTHONWARNINGS", "ignore");
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    Ok(cmd)
+}
+
 /// The official-SDK peer `tests/py/lk_peer.py`, in the server namespace.
 #[derive(Debug)]
 pub struct PyPeer {
@@ -334,17 +358,7 @@ impl PyPeer {
         identity: &str,
         env: &[(&str, &str)],
     ) -> anyhow::Result<Self> {
-        let py = python::python()?;
-        let mut cmd = pair.server_command(&py);
-        cmd.arg(python::scripts_dir().join("lk_peer.py"))
-            .current_dir(python::scripts_dir())
-            .env("LK_URL", url)
-            .env("LK_ROOM", room)
-            .env("LK_IDENTITY", identity)
-            .env("PYTHONWARNINGS", "ignore");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
+        let cmd = py_script(pair, url, "lk_peer.py", room, identity, env)?;
         let mut proc = Proc::spawn(&format!("lk_peer {identity}"), cmd)?;
         proc.wait_for_line("ready", Duration::from_secs(30))?;
         Ok(Self { proc })
@@ -364,6 +378,34 @@ impl Env {
     /// Namespaces plus an outpost-room server.
     pub fn start(bin: &Path) -> anyhow::Result<Self> {
         Self::start_with(bin, &[])
+    }
+
+    /// `outpost connect` (the binary `cli`) joining `room` as "app" with the dev key,
+    /// taking "assistant" for the assistant, in the client namespace (`ip netns exec`
+    /// execs, so the child's pid is Outpost's). The caller adds its profile's flags
+    /// (`--json` among them) and the stdio.
+    pub fn outpost_connect(&self, cli: &Path, room: &str) -> anyhow::Result<Command> {
+        let token = token(room, "app", DEV_SECRET)?;
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.pair.client_ns])
+            .arg(cli)
+            .arg("connect")
+            .args(["--url", &self.server.url, "--token", &token])
+            .args(["--assistant-identity", "assistant", "--room", room]);
+        Ok(c)
+    }
+
+    /// `tests/py/SCRIPT` (an official-SDK participant) in the server namespace, joining
+    /// `room` on this server as `identity` (its environment: `LK_URL`, `LK_ROOM`,
+    /// `LK_IDENTITY`; the dev key is `lkcommon.py`'s default), plus `vars`.
+    pub fn py_peer(
+        &self,
+        script: &str,
+        room: &str,
+        identity: &str,
+        vars: &[(&str, &str)],
+    ) -> anyhow::Result<Command> {
+        py_script(&self.pair, &self.server.url, script, room, identity, vars)
     }
 
     /// Namespaces plus an outpost-room server with more `serve` options.

@@ -91,6 +91,50 @@ impl Proc {
         Ok(rx)
     }
 
+    /// Spawns `cmd`, a child that prints "ready" on stdout once it is up, and waits up to
+    /// `timeout` for that line; the lines after it come on the returned channel.
+    pub fn spawn_ready(
+        what: &str,
+        cmd: Command,
+        timeout: Duration,
+    ) -> anyhow::Result<(Self, std::sync::mpsc::Receiver<String>)> {
+        let mut p = Self::spawn(what, cmd)?;
+        let lines = p.stdout_lines()?;
+        match lines.recv_timeout(timeout) {
+            Ok(l) if l == "ready" => Ok((p, lines)),
+            other => bail!(
+                "{what} did not print \"ready\" ({other:?}); stderr:\n{}",
+                p.stderr()
+            ),
+        }
+    }
+
+    /// The next line on `lines` (from [`Proc::stdout_lines`]) that is a JSON object with
+    /// `"event": event`, waiting up to `timeout`; other lines are skipped.
+    pub fn next_event(
+        &self,
+        lines: &std::sync::mpsc::Receiver<String>,
+        event: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<serde_json::Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Ok(line) = lines.recv_timeout(left) else {
+                bail!(
+                    "{} printed no {event:?} event; stderr:\n{}",
+                    self.what,
+                    self.stderr()
+                );
+            };
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                if v["event"] == event {
+                    return Ok(v);
+                }
+            }
+        }
+    }
+
     /// Waits for exit up to `timeout`, then kills. Returns status, stdout and stderr.
     pub fn finish(mut self, timeout: Duration) -> anyhow::Result<(ExitStatus, String, String)> {
         let mut stdout = self.child.stdout.take();

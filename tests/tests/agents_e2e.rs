@@ -249,25 +249,27 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent(kind: ServerKind) {
             session.send_message("hello")?;
             let (seg, text) = ui.reply(HELLO).await?;
             assert_eq!(text, HELLO);
-            let pieces: Vec<&String> = ui
+            let pieces: Vec<(u32, &String)> = ui
                 .seen
                 .iter()
                 .filter_map(|e| match e {
-                    UiEvent::AssistantMessage { id, text, .. } if *id == seg => Some(text),
+                    UiEvent::AssistantDelta {
+                        message_id,
+                        seq,
+                        delta,
+                    } if *message_id == seg => Some((*seq, delta)),
                     _ => None,
                 })
                 .collect();
-            // Streamed: the scripted LLM sends six chunks 50 ms apart; each arrives as the
-            // segment's text so far, in order.
+            // Streamed: the scripted LLM sends six chunks 50 ms apart; each arrives once,
+            // as a delta, in order, and together they are the reply.
             assert!(pieces.len() >= 2, "not streamed: {pieces:?}");
             assert!(
-                pieces.windows(2).all(|w| w[1].starts_with(w[0].as_str())),
+                pieces.windows(2).all(|w| w[1].0 > w[0].0),
                 "out of order: {pieces:?}"
             );
-            assert!(
-                pieces.iter().all(|p| HELLO.starts_with(p.as_str())),
-                "every interim text is a prefix of the reply: {pieces:?}"
-            );
+            let joined: String = pieces.iter().map(|(_, d)| d.as_str()).collect();
+            assert_eq!(joined, HELLO, "the deltas make the reply: {pieces:?}");
 
             // 3. Discovery: the agent's LLM was given Outpost's tools (outpost.list_tools).
             session.send_message("tools")?;

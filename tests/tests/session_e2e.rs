@@ -99,18 +99,11 @@ struct Connect {
 
 impl Connect {
     fn start(env: &Env, fx: &Fixture) -> Connect {
-        let token = lkclient::token(ROOM, "app", lkclient::DEV_SECRET).unwrap();
         let stderr_path = fx.dir.path().join("connect.stderr");
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &env.pair.client_ns, CLI_BIN, "connect"])
-            .args(["--url", &env.server.url, "--token", &token])
-            .args([
-                "--assistant-identity",
-                "assistant",
-                "--room",
-                ROOM,
-                "--json",
-            ])
+        let mut child = env
+            .outpost_connect(Path::new(CLI_BIN), ROOM)
+            .unwrap()
+            .arg("--json")
             .arg("--policy")
             .arg(fx.dir.path().join("policy.toml"))
             .arg("--data-dir")

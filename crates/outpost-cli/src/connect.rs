@@ -152,7 +152,8 @@ async fn start_mcp(
         if let Err(e) = r {
             let _ = writeln!(
                 std::io::stderr(),
-                "* MCP server '{name}' is not offering tools yet: {e}"
+                "* MCP server '{name}' is not offering tools yet: {}",
+                crate::terminal::text(&e.to_string())
             );
         }
     }
@@ -429,11 +430,12 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                 leaving = true;
                 leave(&session);
             }
+            // Nothing the assistant or a server wrote reaches the terminal raw.
             let line = if args.json {
-                serde_json::to_string(&ev).unwrap_or_default()
+                crate::terminal::json(&serde_json::to_string(&ev).unwrap_or_default()).into_owned()
             } else {
                 match human(&ev) {
-                    Some(l) => l,
+                    Some(l) => crate::terminal::lines(&l).into_owned(),
                     None => continue,
                 }
             };

@@ -69,7 +69,14 @@ enum Format {
     Markdown,
 }
 
-fn out(text: &str) -> Result<(), Failure> {
+/// Prints `text` (JSON when `json`), made safe for a terminal: the history holds what
+/// the assistant and servers wrote.
+fn out(text: &str, json: bool) -> Result<(), Failure> {
+    let text = if json {
+        crate::terminal::json(text)
+    } else {
+        crate::terminal::text(text)
+    };
     let mut o = std::io::stdout().lock();
     o.write_all(text.as_bytes())?;
     if !text.ends_with('\n') {
@@ -137,7 +144,7 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                 if text.is_empty() && !json {
                     text.push_str("(no conversations)\n");
                 }
-                out(&text)
+                out(&text, json)
             }
             HistoryCommand::Show { id, json } => {
                 let cid = known(&store, &id).await?;
@@ -148,7 +155,7 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                 if json {
                     let text =
                         serde_json::to_string_pretty(&t).map_err(|e| Failure::Other(e.into()))?;
-                    return out(&text);
+                    return out(&text, true);
                 }
                 let mut text = format!(
                     "conversation {} (started {})\n",
@@ -157,7 +164,7 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                 );
                 for item in &t.items {
                     text.push_str(&format!("{}  ", export::format_time(item.at())));
-                    text.push_str(&match item {
+                    let line = match item {
                         TimelineItem::Message(m) => format!("{}: {}", m.role, m.text),
                         TimelineItem::Status(s) => format!(
                             "* {}{}",
@@ -193,10 +200,12 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                             "+ attachment {} ({}, {} bytes, sha256 {})",
                             a.sent.name, a.sent.mime_type, a.sent.size, a.sent.sha256
                         ),
-                    });
+                    };
+                    // A message that spans lines cannot pass for other items.
+                    text.push_str(&crate::terminal::lines(&line));
                     text.push('\n');
                 }
-                out(&text)
+                out(&text, false)
             }
             HistoryCommand::Search { query, limit, json } => {
                 if query.trim().is_empty() {
@@ -235,7 +244,7 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                 if text.is_empty() && !json {
                     text.push_str("(no matches)\n");
                 }
-                out(&text)
+                out(&text, json)
             }
             HistoryCommand::Export { id, format } => {
                 let scope = match id {
@@ -250,7 +259,7 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                     .export(scope, fmt)
                     .await
                     .map_err(|e| Failure::Other(e.into()))?;
-                out(&text)
+                out(&text, matches!(fmt, ExportFormat::Json))
             }
         }
     })

@@ -14,7 +14,11 @@
 //! Invalid input (a message, an argument, a policy file, an unknown conversation) exits
 //! with status 2 and the error on stderr; other failures exit with 1.
 //!
-//! Layout: `connect` and `history` hold their subcommands; `protocol` the codec tools.
+//! Nothing another party wrote (the assistant, MCP servers, the history) is printed raw:
+//! `terminal` turns control characters into visible stand-ins first.
+//!
+//! Layout: `connect` and `history` hold their subcommands; `protocol` the codec tools;
+//! `terminal` what makes text safe to print.
 //! The library exists so the workspace tests build the very same command.
 
 mod connect;
@@ -22,6 +26,7 @@ mod history;
 mod mcp;
 mod policy;
 mod protocol;
+mod terminal;
 
 use std::process::ExitCode;
 
@@ -81,7 +86,7 @@ pub fn main() -> ExitCode {
 
 #[allow(clippy::print_stderr)]
 fn report(msg: &str) {
-    eprintln!("error: {msg}");
+    eprintln!("error: {}", terminal::lines(msg));
 }
 
 /// How a command failed: bad input (exit 2) or anything else (exit 1).

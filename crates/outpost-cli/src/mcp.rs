@@ -268,7 +268,7 @@ fn load(path: &std::path::Path) -> Result<McpConfig, Failure> {
 
 #[allow(clippy::print_stderr)]
 fn note(msg: &str) {
-    eprintln!("{msg}");
+    eprintln!("{}", crate::terminal::lines(msg));
 }
 
 fn pair(flag: &str, s: &str) -> Result<(String, String), Failure> {
@@ -458,7 +458,10 @@ fn list(path: &std::path::Path, data_dir: &std::path::Path) -> Result<(), Failur
             Transport::Http { .. } => ("http", "remote"),
         };
         let state = if s.enabled { "enabled" } else { "disabled" };
-        println!("{name}\t{state}\t{kind}\t{boxed}\t{}", s.describe());
+        println!(
+            "{name}\t{state}\t{kind}\t{boxed}\t{}",
+            crate::terminal::text(&s.describe())
+        );
     }
     Ok(())
 }
@@ -616,8 +619,9 @@ fn remove(path: &std::path::Path, data_dir: &std::path::Path, name: &str) -> Res
     Ok(())
 }
 
+/// A server's text on one line, safe to print.
 fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    crate::terminal::text(&s.split_whitespace().collect::<Vec<_>>().join(" ")).into_owned()
 }
 
 fn tools(
@@ -693,7 +697,12 @@ fn tools(
             Ok(tools) => {
                 writeln!(out, "[{name}]")?;
                 for t in tools {
-                    writeln!(out, "{}\t{}", t.outpost_name, one_line(&t.description))?;
+                    writeln!(
+                        out,
+                        "{}\t{}",
+                        one_line(&t.outpost_name),
+                        one_line(&t.description)
+                    )?;
                 }
             }
             Err(e) => {

@@ -368,3 +368,41 @@ fn no_keyring_means_a_clear_refusal() {
     assert!(!err.contains("k-123"));
     assert!(d.file().is_empty(), "nothing was written");
 }
+
+/// The venv's Python with the official MCP SDK (`OUTPOST_PYTHON`, else the workspace's
+/// `.venv`).
+fn python() -> PathBuf {
+    let p = std::env::var_os("OUTPOST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"));
+    assert!(
+        p.exists(),
+        "{} is missing: run scripts/setup.sh",
+        p.display()
+    );
+    p
+}
+
+/// Issue 30, finding 11: an MCP server's tool description carries terminal escapes (an
+/// OSC 52 clipboard write, a screen clear, a carriage return forging a status line, an
+/// OSC 8 link, an 8-bit CSI); `outpost mcp tools` prints none of them raw.
+#[test]
+fn tool_descriptions_reach_the_terminal_without_escapes() {
+    let d = Dirs::new();
+    let server =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/hostile_text_server.py");
+    let py = python().display().to_string();
+    let script = server.display().to_string();
+    assert!(d.run(&["add", "evil", "--", &py, &script]).status.success());
+    let out = d.run(&["tools", "evil"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("mcp__evil__add\tAdds numbers."), "{stdout}");
+    for bad in ["\u{1b}", "\u{7}", "\r", "\u{9b}"] {
+        assert!(!stdout.contains(bad), "{bad:?} reached stdout: {stdout:?}");
+    }
+    assert!(
+        stdout.contains("␛]52;c;ZXZpbA==␇"),
+        "shown, not obeyed: {stdout:?}"
+    );
+}

@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::events::UiEvent;
 use crate::machine::{
-    ByteStream, CONVERSATION, Input, LIST_TOOLS, READ_RESULT, RPC_PAYLOAD_LIMIT, RpcCall,
-    RpcFailure,
+    ByteStream, CONVERSATION, Input, LIST_TOOLS, MAX_SEGMENT_BYTES, READ_RESULT, RPC_PAYLOAD_LIMIT,
+    RpcCall, RpcFailure,
 };
 
 /// The topic LiveKit Agents publish transcriptions on.
@@ -100,76 +100,83 @@ pub fn agent_state(p: &Participant) -> Option<Input> {
         })
 }
 
-/// Whether a stream is a transcription from `assistant`, or one sent on our behalf
-/// (`me`: LiveKit Agents sends its transcript of the user's speech with the user's
-/// identity as sender).
+/// Whether a stream is a transcription from `assistant`: its own words, or its
+/// transcript of ours sent on our behalf (`me`: LiveKit Agents names the user as the
+/// sender). The sender is the session that sent it, so another agent's transcription in
+/// our name is not the assistant's.
 pub fn is_transcription(reader: &StreamReader, assistant: Option<&str>, me: Option<&str>) -> bool {
-    let sender = Some(reader.info.sender_identity.as_str());
-    reader.info.topic == TRANSCRIPTION_TOPIC
-        && assistant.is_some()
-        && (assistant == sender || me == sender)
+    let info = &reader.info;
+    info.topic == TRANSCRIPTION_TOPIC
+        && assistant.is_some_and(|a| a == info.sender_identity)
+        && info.on_behalf_of.as_deref().is_none_or(|b| Some(b) == me)
 }
 
 /// The attribute naming the track a transcription segment transcribes.
 pub const TRANSCRIBED_TRACK: &str = "lk.transcribed_track_id";
 
-/// Reads a transcription stream as it arrives: every piece sends the segment's text so
-/// far; the end sends it as final. A segment that transcribes one of `local_tracks`
-/// (our microphone) is the user's speech.
+/// Reads a transcription stream as it arrives: every piece goes to the machine as it
+/// comes (never the text so far again, which would cost the square of a long segment),
+/// then the end. A segment that transcribes one of `local_tracks` (our microphone) is
+/// the user's speech. Reading stops after [`MAX_SEGMENT_BYTES`]: the rest of the stream
+/// is dropped unread.
 /// A stream on our behalf (see [`is_transcription`]) counts only when it transcribes one
-/// of our tracks, and is then the assistant's word about our speech.
+/// of our tracks.
 pub fn spawn_transcript_reader(
     reader: StreamReader,
     tx: mpsc::UnboundedSender<AgentsInput>,
     local_tracks: &crate::voice::LocalTracks,
-    assistant: &str,
 ) {
     let user_speech = reader
         .info
         .attributes
         .get(TRANSCRIBED_TRACK)
         .is_some_and(|t| local_tracks.contains(t));
-    let on_our_behalf = reader.info.sender_identity != assistant;
-    if on_our_behalf && !user_speech {
+    // In our name, it can only be a transcript of our speech.
+    if reader.info.on_behalf_of.is_some() && !user_speech {
         return;
     }
-    let assistant = assistant.to_owned();
     tokio::spawn(async move {
-        let mut info = reader.info.clone();
-        info.sender_identity = assistant;
+        let info = reader.info.clone();
         let attrs: &HashMap<String, String> = &info.attributes;
         let segment_id = attrs
             .get("lk.segment_id")
             .cloned()
             .unwrap_or_else(|| info.id.clone());
-        let mut text = String::new();
         let mut reader = reader.into_text();
+        let mut first = true;
+        let mut read = 0usize;
         // False once the session is gone.
-        let send = |text: &str, is_final: bool| {
-            tx.send(AgentsInput::Input(Input::Transcript {
-                sender: info.sender_identity.clone(),
-                segment_id: segment_id.clone(),
-                text: text.to_owned(),
-                is_final,
-                user_speech,
-            }))
-            .is_ok()
+        let mut send = |text: String, is_final: bool| {
+            let sent = tx
+                .send(AgentsInput::Input(Input::Transcript {
+                    sender: info.sender_identity.clone(),
+                    segment_id: segment_id.clone(),
+                    text,
+                    first,
+                    is_final,
+                    user_speech,
+                }))
+                .is_ok();
+            first = false;
+            sent
         };
-        while let Some(piece) = reader.next_text().await {
-            match piece {
-                Ok(p) => {
-                    text.push_str(&p);
-                    if !send(&text, false) {
+        while read < MAX_SEGMENT_BYTES {
+            match reader.next_text().await {
+                Some(Ok(p)) => {
+                    read += p.len();
+                    if !send(p, false) {
                         return;
                     }
                 }
-                // Cut off: what arrived is all there will be.
-                Err(_) => break,
+                // Ended, or cut off: what arrived is all there will be.
+                Some(Err(_)) | None => break,
             }
         }
-        // The stream's end is the segment's text as it stands (an agent that refines a
-        // segment sends it again with the same id: the later text replaces it).
-        send(&text, true);
+        if read >= MAX_SEGMENT_BYTES {
+            tracing::warn!(segment = %segment_id, "transcription segment over {MAX_SEGMENT_BYTES} bytes; the rest is dropped");
+        }
+        // The stream's end: the segment says what it has now.
+        send(String::new(), true);
     });
 }
 

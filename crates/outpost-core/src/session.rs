@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use outpost_livekit::{
     AudioSourceOptions, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents, RoomOptions,
-    StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
+    RpcCallers, RpcError, StreamOptions, StreamReader, StreamSenders, TokenEndpoint, TokenRequest,
+    TrackSubscribers,
 };
 use outpost_policy::{ConsentInbox, Decision};
 use outpost_protocol::{MAX_MESSAGE_BYTES, Message, TOPIC, ToolUseResult};
@@ -196,7 +197,14 @@ impl Core {
         // Only the assistant's messages matter; another participant's streams are
         // dropped at their header so they can hold no slot the assistant needs.
         room_opts.stream_senders = StreamSenders::Assistant;
+        // The same for RPC: anyone else's call is refused at its request packet or
+        // stream header, before its payload costs anything (the machine records it).
+        room_opts.rpc_callers = RpcCallers::Assistant;
+        let refusal = RpcFailure::not_the_assistant();
+        room_opts.rpc_refusal = RpcError::new(refusal.code, refusal.message, refusal.data);
         room_opts.auto_subscribe = room_opts.auto_subscribe || opts.voice;
+        // The microphone is for the assistant's ears only.
+        room_opts.track_subscribers = TrackSubscribers::Assistant;
         let (executor, dispatch_rx) =
             Executor::new(&self.perms, &opts.disabled_tools, opts.mcp.clone())?;
         // LiveKit Agents mode: Outpost's RPC methods are answered from the moment the
@@ -311,7 +319,9 @@ impl Session {
             })
             .await
             .map_err(|e| CoreError::Voice(format!("the microphone track was refused: {e}")))?;
-        self.local_tracks.insert(track.sid());
+        let published = track.clone();
+        self.local_tracks
+            .insert(track.sid(), move || published.is_published());
         Ok(track)
     }
 
@@ -626,7 +636,6 @@ impl Io {
                     reader,
                     self.agents_tx.clone(),
                     &self.local_tracks,
-                    self.machine.assistant().unwrap_or_default(),
                 );
                 None
             }
@@ -690,11 +699,10 @@ impl Io {
                 track_sid,
                 stream,
             } => {
-                // The identity may still be empty when the media came before the
-                // participant update; anyone but the assistant is not played.
-                let assistant = self.machine.assistant();
-                let theirs = participant.identity.is_empty()
-                    || assistant == Some(participant.identity.as_str());
+                // Only the assistant's audio is played; a track the room could not tie
+                // to a participant (no identity) is nobody's, never the assistant's.
+                let theirs = !participant.identity.is_empty()
+                    && self.machine.assistant() == Some(participant.identity.as_str());
                 if let (true, Some(v)) = (theirs, &self.voice) {
                     let _ = v.send(VoiceEvent::AssistantAudio { track_sid, stream });
                 }
@@ -721,6 +729,7 @@ impl Io {
                 }
                 None
             }
+            RoomEvent::RpcRefused { caller, method } => Some(Input::RpcRefused { caller, method }),
             RoomEvent::Disconnected { reason } => Some(Input::Disconnected {
                 reason: reason.to_string(),
             }),

@@ -5,7 +5,6 @@
 //! (`lk.transcribed_track_id`) are shown as the user's speech. The devices live in
 //! `outpost-audio`; the desktop app joins the two (`outpost-desktop::voice`).
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use outpost_livekit::AudioStream;
@@ -33,21 +32,62 @@ pub enum VoiceEvent {
     },
 }
 
-/// The sids of the tracks this session published (shared with the transcript readers).
-#[derive(Debug, Clone, Default)]
-pub struct LocalTracks(Arc<Mutex<HashSet<String>>>);
+/// Tells whether a track of ours is still published.
+type Published = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// The tracks this session publishes now (shared with the transcript readers): a
+/// transcription names one of them to be the user's speech. A track that is no longer
+/// published (voice turned off, the microphone published again after a rejoin) is
+/// forgotten, so its id no longer makes anything the user's words.
+#[derive(Clone, Default)]
+pub struct LocalTracks(Arc<Mutex<Vec<(String, Published)>>>);
+
+impl std::fmt::Debug for LocalTracks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sids: Vec<String> = self.lock().iter().map(|(s, _)| s.clone()).collect();
+        f.debug_tuple("LocalTracks").field(&sids).finish()
+    }
+}
 
 impl LocalTracks {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Published)>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether `sid` is one of ours.
+    /// Whether `sid` is one of ours, published now.
     pub fn contains(&self, sid: &str) -> bool {
-        self.lock().contains(sid)
+        let mut tracks = self.lock();
+        tracks.retain(|(_, published)| published());
+        tracks.iter().any(|(s, _)| s == sid)
     }
 
-    pub(crate) fn insert(&self, sid: &str) {
-        self.lock().insert(sid.to_owned());
+    /// Remembers our track `sid` while `published` says it is.
+    pub(crate) fn insert(&self, sid: &str, published: impl Fn() -> bool + Send + Sync + 'static) {
+        let mut tracks = self.lock();
+        tracks.retain(|(_, p)| p());
+        tracks.push((sid.to_owned(), Arc::new(published)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+
+    /// Issue 30 ("also to check"): the ids of our tracks were never forgotten, so after
+    /// voice was turned off a transcription naming the old microphone still passed for
+    /// the user's words.
+    #[test]
+    fn a_track_no_longer_published_is_forgotten() {
+        let tracks = LocalTracks::default();
+        let on = Arc::new(AtomicBool::new(true));
+        let flag = on.clone();
+        tracks.insert("TR_mic", move || flag.load(Ordering::SeqCst));
+        assert!(tracks.contains("TR_mic"));
+        assert!(!tracks.contains("TR_other"));
+        on.store(false, Ordering::SeqCst);
+        assert!(!tracks.contains("TR_mic"));
+        assert!(tracks.lock().is_empty(), "pruned");
     }
 }

@@ -44,6 +44,15 @@ impl Paths {
         })
     }
 
+    /// Creates the config and data folders for the user only (0700; existing ones are
+    /// tightened): see `outpost_store::private`.
+    pub fn create_private_dirs(&self) -> Result<()> {
+        for dir in [&self.config_dir, &self.data_dir] {
+            private_dir(dir)?;
+        }
+        Ok(())
+    }
+
     /// `settings.toml`.
     pub fn settings_file(&self) -> PathBuf {
         self.config_dir.join("settings.toml")
@@ -53,6 +62,16 @@ impl Paths {
     pub fn policy_file(&self) -> PathBuf {
         self.config_dir.join("policy.toml")
     }
+}
+
+/// Creates `dir` for the user only (0700), tightening it when it exists (the app's
+/// single-instance lock and socket live in the data folder).
+pub fn private_dir(dir: &Path) -> Result<()> {
+    outpost_store::private::create_dir(dir).map_err(|source| DesktopError::Io {
+        action: "create the folder",
+        path: dir.display().to_string(),
+        source,
+    })
 }
 
 /// How the app gets its token (also `ConnectionSettings` `authMode` in the UI contract).
@@ -195,7 +214,7 @@ impl AppConfig {
             source,
         };
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io("create the folder of", e))?;
+            outpost_store::private::create_dir(dir).map_err(|e| io("create the folder of", e))?;
         }
         let text = toml::to_string_pretty(self)
             .map_err(|e| DesktopError::Internal(format!("Cannot write the settings: {e}")))?;
@@ -204,7 +223,7 @@ impl AppConfig {
              # consent timeout live in policy.toml, the token in the OS keyring.\n\n{text}"
         );
         let tmp = path.with_extension("toml.tmp");
-        std::fs::write(&tmp, text).map_err(|e| io("write", e))?;
+        outpost_store::private::write_file(&tmp, text.as_bytes()).map_err(|e| io("write", e))?;
         std::fs::rename(&tmp, path).map_err(|e| io("replace", e))
     }
 }

@@ -342,6 +342,8 @@ fn only_web_and_mail_links_open() {
         "data:text/html,hi",
         "http://x\n.example",
         "",
+        "mailto:team@example.org?attach=/home/u/.ssh/id_rsa",
+        "mailto:team@example.org?subject=x&Attachment=file:///etc/passwd",
     ] {
         assert_eq!(
             check_link(bad).unwrap_err().code(),

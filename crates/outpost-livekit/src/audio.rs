@@ -515,6 +515,15 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
 }
 
 #[cfg(test)]
+impl AudioStream {
+    /// A stream fed by the returned sender (unit tests).
+    pub(crate) fn for_tests() -> (mpsc::Sender<AudioFrame>, Self) {
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        (tx, Self { rx })
+    }
+}
+
+#[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;

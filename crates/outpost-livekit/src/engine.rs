@@ -16,19 +16,17 @@ use tokio::time::Instant;
 use crate::RoomOptions;
 use crate::attributes::{ProfileUpdate, profile_events};
 use crate::audio::LocalShared;
-use crate::early::EarlyPackets;
 use crate::error::{Error, Result};
 use crate::outbox::{self, Outbox};
 use crate::proto::{
-    self, DataPacket, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason,
-    SessionDescription, SignalTarget, TrickleRequest, data_packet, leave_request, signal_request,
-    signal_response,
+    self, JoinResponse, LeaveRequest, ParticipantInfo, ReconnectReason, SessionDescription,
+    SignalTarget, TrickleRequest, data_packet, leave_request, signal_request, signal_response,
 };
 use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
 use crate::types::{
     ConnectionState, DisconnectReason, Participant, ParticipantKind, RoomEvent, StreamSenders,
-    TrackInfo,
+    TrackInfo, TrackSubscribers,
 };
 use crate::wire::{Channel, Role, Transport, WireConfig, WireEvent};
 
@@ -212,8 +210,6 @@ pub(crate) struct Engine {
     receivers: Receivers,
     /// Last reliable sequence seen per sender sid, to drop replays after a resume.
     recv_seq: HashMap<String, u32>,
-    /// Packets from senders the roster does not know yet.
-    early: EarlyPackets,
     /// Our permissions as the server last told them (publish, publish data, subscribe).
     permission: Option<(bool, bool, bool)>,
     ready: Option<oneshot::Sender<Result<()>>>,
@@ -228,6 +224,43 @@ pub(crate) struct Engine {
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
     receivers_audio: HashMap<String, JoinHandle<()>>,
+    /// Streams and RPC requests from sessions no participant update has named yet,
+    /// oldest first (with an assistant-only rule on, see [`Engine::hold`]).
+    held: Vec<Held>,
+    /// Whom the server was last told may subscribe to our tracks (with
+    /// [`TrackSubscribers::Assistant`]): `Some(None)` nobody, `None` not told yet on
+    /// this connection.
+    permitted: Option<Option<String>>,
+    /// Subscribed audio whose publisher no participant update has named yet, oldest
+    /// first: told to the application once one does, never before (a hidden
+    /// participant's tracks are offered without it ever being announced).
+    unowned_audio: Vec<UnownedAudio>,
+}
+
+/// How long packets of a session no participant update has named are held.
+const HOLD_FOR: Duration = Duration::from_secs(3);
+/// Sessions whose packets are held at once; a packet of another is not held.
+const MAX_HELD_SESSIONS: usize = 8;
+/// Bytes held per session; what comes beyond it is dropped.
+const MAX_HELD_BYTES: usize = 256 * 1024;
+
+/// Data packets of one session not yet in the roster, in arrival order.
+struct Held {
+    sid: String,
+    since: Instant,
+    packets: Vec<(bool, Vec<u8>)>,
+    bytes: usize,
+}
+
+/// Audio tracks of unknown publishers held at once; the oldest goes beyond it.
+const MAX_UNOWNED_AUDIO: usize = 8;
+
+/// A subscribed audio track waiting for its publisher to be named.
+struct UnownedAudio {
+    sid: String,
+    /// The publisher's sid, from the track's stream id (`<participant sid>|<track sid>`).
+    stream_sid: String,
+    stream: crate::audio::AudioStream,
 }
 
 impl Engine {
@@ -263,7 +296,6 @@ impl Engine {
             resuming: false,
             receivers,
             recv_seq: HashMap::new(),
-            early: EarlyPackets::default(),
             permission: None,
             ready: None,
             requests: HashMap::new(),
@@ -272,6 +304,9 @@ impl Engine {
             local_tracks: HashMap::new(),
             published: HashMap::new(),
             receivers_audio: HashMap::new(),
+            unowned_audio: Vec::new(),
+            held: Vec::new(),
+            permitted: None,
         }
     }
 
@@ -377,6 +412,10 @@ impl Engine {
             announce_deadline: None,
         });
         self.replace_roster(&others);
+        // Before any track of ours can be published on this connection, the server
+        // learns who may subscribe to them.
+        self.permitted = None;
+        self.sync_subscription_permission().await;
         self.phase = Phase::Connecting {
             deadline: Instant::now() + self.opts.peer_connection_timeout,
             ice_retry: None,
@@ -438,6 +477,9 @@ impl Engine {
                 _ = sleep_until(self.receivers.next_expiry()) => {
                     self.receivers.expire(Instant::now());
                 }
+                _ = sleep_until(self.held.first().map(|h| h.since + HOLD_FOR)) => {
+                    self.release_held(Instant::now());
+                }
             }
         }
         tracing::debug!("room engine stopped");
@@ -461,7 +503,10 @@ impl Engine {
             M::Answer(sd) => self.on_publisher_answer(sd).await,
             M::Offer(sd) => self.on_subscriber_offer(sd).await,
             M::Trickle(t) => self.on_trickle(t).await,
-            M::Update(u) => self.update_roster(&u.participants),
+            M::Update(u) => {
+                self.update_roster(&u.participants);
+                self.sync_subscription_permission().await;
+            }
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
             M::RequestResponse(r) => {
@@ -969,6 +1014,7 @@ impl Engine {
         for (_, task) in self.receivers_audio.drain() {
             task.abort();
         }
+        self.unowned_audio.clear();
         for (cid, p) in self.pending_tracks.drain() {
             p.local.set_out(None);
             let _ = p.done.send(Err(Error::Closed(format!(
@@ -1046,6 +1092,7 @@ impl Engine {
         self.shared.outbox.close(&reason.to_string());
         self.shared.set_lossy(None);
         self.receivers.abort_all("the room connection closed");
+        self.held.clear();
         self.shared.rpc.close();
         self.requests.clear();
         self.phase = Phase::Closed;
@@ -1056,6 +1103,12 @@ impl Engine {
     }
 
     fn on_data(&mut self, reliable: bool, bytes: &[u8]) {
+        self.on_data_now(reliable, bytes, true);
+    }
+
+    /// Handles one data packet; with `may_hold`, one that must wait for its sender to be
+    /// named is held instead (see [`Engine::hold`]).
+    fn on_data_now(&mut self, reliable: bool, bytes: &[u8], may_hold: bool) {
         let mut packet = match proto::decode_data_packet(bytes) {
             Ok(p) => p,
             Err(e) => {
@@ -1066,14 +1119,7 @@ impl Engine {
                 return;
             }
         };
-        if !packet.participant_sid.is_empty() && !self.knows(&packet.participant_sid) {
-            // A sender the server has not announced yet (see `early`): held until it is.
-            if !self
-                .early
-                .push(&packet.participant_sid, reliable, bytes, Instant::now())
-            {
-                tracing::info!(sid = %packet.participant_sid, "dropping a data packet from an unannounced participant: too many held");
-            }
+        if may_hold && self.hold(&packet, reliable, bytes) {
             return;
         }
         if reliable && packet.sequence > 0 && !packet.participant_sid.is_empty() {
@@ -1108,76 +1154,56 @@ impl Engine {
                 self.emit(RoomEvent::Data(msg));
             }
             data_packet::Value::StreamHeader(h) => {
-                // Who really sent it is the packet's sid, which the server always stamps
-                // with the sender's own; the identity may name someone else: livekit-server
-                // lets an agent send a text stream on a participant's behalf (LiveKit
-                // Agents transcribes the user's speech under the user's identity), and then
-                // stamps only the header so (chunks and trailers carry the agent's).
-                // Streams are therefore keyed by the real sender.
-                let key = stream_key(&packet);
-                let claimed = packet.participant_identity.clone();
-                let (real, assistant, local) = {
-                    let roster = self.shared.roster();
-                    let real = if packet.participant_sid.is_empty() {
-                        Some(claimed.clone())
-                    } else {
-                        roster
-                            .remote
-                            .iter()
-                            .find(|p| p.sid == packet.participant_sid)
-                            .map(|p| p.identity.clone())
-                    };
-                    let assistant = roster.assistant.as_ref().is_some_and(|a| {
-                        if packet.participant_sid.is_empty() {
-                            a.identity == claimed
-                        } else {
-                            a.sid == packet.participant_sid
-                        }
-                    });
-                    let local = roster.local.as_ref().map(|l| l.identity.clone());
-                    (real, assistant, local)
+                let Some((sender, on_behalf_of)) =
+                    self.stream_sender(&packet.participant_identity, &packet.participant_sid)
+                else {
+                    tracing::debug!(stream = %h.stream_id, sid = %packet.participant_sid, "ignoring a data stream on our behalf from a participant we do not know");
+                    return;
                 };
+                let sender = sender.as_str();
+                let assistant = self
+                    .shared
+                    .roster()
+                    .assistant
+                    .as_ref()
+                    .is_some_and(|a| a.identity == sender);
                 if h.topic == crate::rpc::REQUEST_TOPIC || h.topic == crate::rpc::RESPONSE_TOPIC {
-                    // RPC version 2: read by the RPC layer, never shown as a stream, and
-                    // taken from anyone (as version 1 packets are) within the per-sender
-                    // stream limits. The handler decides who may call: the caller is the
-                    // real sender, never an identity the header claims.
-                    let caller = real.unwrap_or_default();
-                    let reader =
-                        self.receivers
-                            .on_header(&key, &caller, assistant, h, Instant::now());
-                    crate::rpc::on_stream(&self.shared, &caller, reader);
+                    // RPC version 2: the RPC layer decides at the header who may call and
+                    // how much it reads, before the stream takes a slot or a byte.
+                    let refused = crate::rpc::on_stream_header(
+                        &self.shared,
+                        &mut self.receivers,
+                        sender,
+                        assistant,
+                        h,
+                        Instant::now(),
+                    );
+                    self.refused(refused);
                     return;
                 }
-                let on_behalf = real.as_deref() != Some(claimed.as_str());
-                if on_behalf {
-                    // Only the assistant may speak for us (the user's transcript); a stream
-                    // that claims anyone else's identity, or ours from anyone else, is
-                    // dropped at the header.
-                    if !(assistant && local.as_deref() == Some(claimed.as_str())) {
-                        tracing::info!(stream = %h.stream_id, claimed = %claimed, sent_by = ?real, "ignoring a data stream sent on someone else's behalf");
-                        return;
-                    }
-                } else if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
+                if !assistant && self.opts.stream_senders == StreamSenders::Assistant {
                     // Dropped at the header: no slot, no event; its chunks and trailer
-                    // find no stream and are ignored.
-                    tracing::debug!(stream = %h.stream_id, from = %claimed, "ignoring a data stream from a participant other than the assistant");
+                    // find no stream and are ignored. (A stream the assistant sends on
+                    // our behalf, a transcript of our speech, is the assistant's.)
+                    tracing::debug!(stream = %h.stream_id, from = %sender, "ignoring a data stream from a participant other than the assistant");
                     return;
                 }
-                let reader = self
+                let mut reader = self
                     .receivers
-                    .on_header(&key, &claimed, assistant, h, Instant::now());
+                    .on_header(sender, assistant, h, Instant::now());
+                reader.info.on_behalf_of = on_behalf_of;
                 self.emit(RoomEvent::StreamOpened(reader));
             }
             data_packet::Value::StreamChunk(c) => {
                 self.receivers
-                    .on_chunk(&stream_key(&packet), c, Instant::now());
+                    .on_chunk(&packet.participant_identity, c, Instant::now());
             }
             data_packet::Value::StreamTrailer(t) => {
-                self.receivers.on_trailer(&stream_key(&packet), t);
+                self.receivers.on_trailer(&packet.participant_identity, t);
             }
             data_packet::Value::RpcRequest(r) => {
-                crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+                let refused = crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+                self.refused(refused);
             }
             data_packet::Value::RpcAck(a) => {
                 self.shared.rpc.on_ack(&packet.participant_identity, a)
@@ -1189,27 +1215,106 @@ impl Engine {
         }
     }
 
-    /// Whether `sid` is a participant the roster knows (or ourselves).
-    fn knows(&self, sid: &str) -> bool {
-        let roster = self.shared.roster();
-        roster.remote.iter().any(|p| p.sid == sid)
-            || roster.local.as_ref().is_some_and(|l| l.sid == sid)
+    /// Holds `packet` when whether its sender is the assistant matters and cannot be told
+    /// yet: a stream or an RPC request from a session no participant update has named.
+    /// livekit-server announces a newcomer in a batched update that can come a second or
+    /// more after its first data (seen against v1.13.5: 1.4 s), so an agent that calls or
+    /// speaks at once would be taken for a stranger. Held packets are handled in order once
+    /// an update names their session, or as they are when [`HOLD_FOR`] passes (a hidden
+    /// participant is never named). Bounded: [`MAX_HELD_SESSIONS`] sessions,
+    /// [`MAX_HELD_BYTES`] each; beyond that packets are handled at once. True when held.
+    fn hold(&mut self, packet: &proto::DataPacket, reliable: bool, bytes: &[u8]) -> bool {
+        let strict = self.opts.stream_senders == StreamSenders::Assistant
+            || self.opts.rpc_callers == crate::types::RpcCallers::Assistant;
+        let sid = packet.participant_sid.as_str();
+        let kind = matches!(
+            packet.value,
+            Some(
+                data_packet::Value::StreamHeader(_)
+                    | data_packet::Value::StreamChunk(_)
+                    | data_packet::Value::StreamTrailer(_)
+                    | data_packet::Value::RpcRequest(_)
+            )
+        );
+        if !strict || !kind || sid.is_empty() {
+            return false;
+        }
+        {
+            let roster = self.shared.roster();
+            let known = roster.remote.iter().any(|p| p.sid == sid)
+                || roster.local.as_ref().is_some_and(|l| l.sid == sid);
+            if known {
+                return false;
+            }
+        }
+        let at = match self.held.iter().position(|h| h.sid == sid) {
+            Some(i) => i,
+            None if self.held.len() < MAX_HELD_SESSIONS => {
+                tracing::debug!(%sid, "data from a session not announced yet; held");
+                self.held.push(Held {
+                    sid: sid.to_owned(),
+                    since: Instant::now(),
+                    packets: Vec::new(),
+                    bytes: 0,
+                });
+                self.held.len() - 1
+            }
+            None => return false,
+        };
+        let h = &mut self.held[at];
+        if h.bytes + bytes.len() > MAX_HELD_BYTES {
+            tracing::debug!(%sid, "too much data from a session not announced yet; dropped");
+            return true;
+        }
+        h.bytes += bytes.len();
+        h.packets.push((reliable, bytes.to_vec()));
+        true
     }
 
-    /// Hands the packets held for senders the roster now knows to [`Engine::on_data`].
-    fn replay_early(&mut self) {
-        let known: Vec<String> = self
-            .shared
-            .roster()
+    /// Handles the held packets of sessions the roster now names, and those held for
+    /// [`HOLD_FOR`] by `now`.
+    fn release_held(&mut self, now: Instant) {
+        let ready: Vec<Held> = {
+            let roster = self.shared.roster();
+            let (ready, wait) = std::mem::take(&mut self.held).into_iter().partition(|h| {
+                now.saturating_duration_since(h.since) >= HOLD_FOR
+                    || roster.remote.iter().any(|p| p.sid == h.sid)
+            });
+            self.held = wait;
+            ready
+        };
+        for h in ready {
+            for (reliable, bytes) in h.packets {
+                self.on_data_now(reliable, &bytes, false);
+            }
+        }
+    }
+
+    /// Who really sent a stream header that names `claimed` and came from session `sid`.
+    /// Every server stamps the sender's session id on each packet, but livekit-server
+    /// leaves the identity an agent puts on a text stream it sends on someone else's
+    /// behalf (LiveKit Agents' transcript of the user's speech), while its chunks and
+    /// trailer carry the agent's own identity. So the session id decides: the sender is
+    /// the participant with that sid, and `claimed` is whom it speaks for when it differs.
+    /// `None` for a stream on our behalf from a session we do not know (it cannot be
+    /// told apart from anyone's).
+    fn stream_sender(&self, claimed: &str, sid: &str) -> Option<(String, Option<String>)> {
+        let roster = self.shared.roster();
+        match roster
             .remote
             .iter()
-            .map(|p| p.sid.clone())
-            .collect();
-        let ready = self
-            .early
-            .take_known(Instant::now(), |sid| known.iter().any(|k| k == sid));
-        for (reliable, bytes) in ready {
-            self.on_data(reliable, &bytes);
+            .find(|p| !sid.is_empty() && p.sid == sid)
+        {
+            Some(p) if p.identity == claimed => Some((claimed.to_owned(), None)),
+            Some(p) => Some((p.identity.clone(), Some(claimed.to_owned()))),
+            None if roster.local.as_ref().is_some_and(|l| l.identity == claimed) => None,
+            None => Some((claimed.to_owned(), None)),
+        }
+    }
+
+    fn refused(&self, refused: Option<crate::rpc::Refused>) {
+        if let Some(crate::rpc::Refused { caller, method }) = refused {
+            self.emit(RoomEvent::RpcRefused { caller, method });
         }
     }
 
@@ -1316,8 +1421,9 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.adopt_audio();
         self.want_assistant_audio();
-        self.replay_early();
+        self.release_held(Instant::now());
     }
 
     /// After a (re)join: the join response's list is the truth.
@@ -1377,8 +1483,9 @@ impl Engine {
             self.emit(ev);
         }
         self.update_assistant();
+        self.adopt_audio();
         self.want_assistant_audio();
-        self.replay_early();
+        self.release_held(Instant::now());
     }
 
     /// Track events for a participant whose tracks are now `tracks`.
@@ -1389,6 +1496,7 @@ impl Engine {
                 if let Some(task) = self.receivers_audio.remove(&t.sid) {
                     task.abort();
                 }
+                self.unowned_audio.retain(|u| u.sid != t.sid);
                 events.push(RoomEvent::TrackUnpublished {
                     participant: p.clone(),
                     track: t.clone(),
@@ -1420,41 +1528,66 @@ impl Engine {
             return;
         }
         let sid = track.track_id().to_owned();
-        // The owner: from the participant updates, else from the stream id
-        // (`<participant sid>|<track sid>`, as LiveKit servers name it).
+        let stream_sid = track.stream_id().split('|').next().unwrap_or("").to_owned();
+        let (stream, task) = crate::audio::spawn_receiver(track);
+        if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {
+            old.abort();
+        }
+        self.unowned_audio.retain(|u| u.sid != sid);
+        self.unowned_audio.push(UnownedAudio {
+            sid,
+            stream_sid,
+            stream,
+        });
+        self.adopt_audio();
+        if self.unowned_audio.len() > MAX_UNOWNED_AUDIO {
+            let old = self.unowned_audio.remove(0);
+            tracing::info!(track = %old.sid, "dropping audio whose publisher was never named");
+            if let Some(task) = self.receivers_audio.remove(&old.sid) {
+                task.abort();
+            }
+        }
+    }
+
+    /// The publisher of `sid` (whose stream names `stream_sid`), when the room knows it:
+    /// from the participant updates' track lists, else by session id.
+    fn audio_owner(&self, sid: &str, stream_sid: &str) -> Option<Participant> {
         let owner = self
             .published
             .iter()
             .find(|(_, ts)| ts.iter().any(|t| t.sid == sid))
             .map(|(identity, _)| identity.clone());
-        let stream_sid = track.stream_id().split('|').next().unwrap_or("").to_owned();
-        let participant = {
-            let roster = self.shared.roster();
-            roster
-                .remote
-                .iter()
-                .find(|p| Some(&p.identity) == owner.as_ref() || p.sid == stream_sid)
-                .cloned()
+        let roster = self.shared.roster();
+        roster
+            .remote
+            .iter()
+            .find(|p| {
+                Some(&p.identity) == owner.as_ref()
+                    || (!stream_sid.is_empty() && p.sid == stream_sid)
+            })
+            .cloned()
+    }
+
+    /// Tells the application about the held audio tracks whose publisher is now known.
+    /// One that stays unknown (a hidden participant's, or media that came before the
+    /// participant update) is never reported as anyone's.
+    fn adopt_audio(&mut self) {
+        let mut i = 0;
+        while i < self.unowned_audio.len() {
+            let u = &self.unowned_audio[i];
+            let Some(participant) = self.audio_owner(&u.sid, &u.stream_sid) else {
+                tracing::debug!(track = %u.sid, "audio of a publisher not named yet; held");
+                i += 1;
+                continue;
+            };
+            let u = self.unowned_audio.remove(i);
+            tracing::info!(track = %u.sid, from = %participant.identity, "audio track subscribed");
+            self.emit(RoomEvent::AudioTrackSubscribed {
+                participant,
+                track_sid: u.sid,
+                stream: u.stream,
+            });
         }
-        .unwrap_or_else(|| Participant {
-            sid: stream_sid,
-            identity: owner.unwrap_or_default(),
-            name: String::new(),
-            kind: ParticipantKind::Standard,
-            metadata: String::new(),
-            attributes: HashMap::new(),
-            client_protocol: 0,
-        });
-        let (stream, task) = crate::audio::spawn_receiver(track);
-        if let Some(old) = self.receivers_audio.insert(sid.clone(), task) {
-            old.abort();
-        }
-        tracing::info!(track = %sid, from = %participant.identity, "audio track subscribed");
-        self.emit(RoomEvent::AudioTrackSubscribed {
-            participant,
-            track_sid: sid,
-            stream,
-        });
     }
 
     /// Adds our audio track to the publisher connection and asks the server to
@@ -1681,6 +1814,33 @@ impl Engine {
             .await;
     }
 
+    /// Tells the server who may subscribe to our tracks, when it changed (with
+    /// [`TrackSubscribers::Assistant`]: the assistant only, by identity).
+    async fn sync_subscription_permission(&mut self) {
+        if self.opts.track_subscribers != TrackSubscribers::Assistant {
+            return;
+        }
+        let assistant = self
+            .shared
+            .roster()
+            .assistant
+            .as_ref()
+            .map(|a| a.identity.clone());
+        if self.permitted.as_ref() == Some(&assistant) {
+            return;
+        }
+        let Some(link) = self.link.as_ref() else {
+            return;
+        };
+        tracing::info!(subscriber = ?assistant, "only the assistant may subscribe to our tracks");
+        link.signal
+            .send(signal_request::Message::SubscriptionPermission(
+                proto::subscription_permission(Some(assistant.as_deref())),
+            ))
+            .await;
+        self.permitted = Some(assistant);
+    }
+
     fn update_assistant(&mut self) {
         let (old, new) = {
             let mut roster = self.shared.roster();
@@ -1722,16 +1882,6 @@ impl Engine {
         if let Some(new) = new {
             self.emit(RoomEvent::AssistantJoined(new));
         }
-    }
-}
-
-/// The key incoming streams are filed under: the real sender's sid (stamped by the
-/// server on every packet), or its identity from a server that stamps no sid.
-fn stream_key(packet: &DataPacket) -> String {
-    if packet.participant_sid.is_empty() {
-        packet.participant_identity.clone()
-    } else {
-        packet.participant_sid.clone()
     }
 }
 
@@ -1787,7 +1937,7 @@ mod tests {
     fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
         let (events, rx) = mpsc::unbounded_channel();
         let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let shared = Shared::for_tests();
+        let shared = Shared::for_tests_with(crate::rpc::Rpc::from_options(&opts));
         let e = Engine::new("ws://x".into(), "t".into(), opts, shared, events, cmd_rx);
         (e, rx)
     }
@@ -1866,8 +2016,6 @@ mod tests {
     #[test]
     fn malformed_and_replayed_packets_are_dropped() {
         let (mut e, mut rx) = engine(RoomOptions::default());
-        e.update_roster(&[info("bob", "PA_b", false, false)]);
-        assert_eq!(drain(&mut rx), vec!["joined bob"]);
         e.on_data(true, &[0xff, 0xff, 0xff]);
         let mut p = proto::user_packet(b"x".to_vec(), None, Vec::new(), true);
         p.sequence = 5;
@@ -1878,30 +2026,6 @@ mod tests {
         e.on_data(true, &bytes);
         let events = drain(&mut rx);
         assert_eq!(events.len(), 1, "{events:?}");
-    }
-
-    #[test]
-    fn packets_from_an_unannounced_participant_wait_for_its_announcement() {
-        // livekit-server relays a new participant's packets before it tells us about it.
-        let (mut e, mut rx) = engine(RoomOptions::default());
-        for (n, body) in [b"first", b"again"].iter().enumerate() {
-            let mut p = proto::user_packet(body.to_vec(), Some("t".into()), Vec::new(), true);
-            p.sequence = u32::try_from(n).unwrap() + 1;
-            p.participant_sid = "PA_w".into();
-            p.participant_identity = "worker".into();
-            e.on_data(true, &proto::encode_data_packet(&p));
-        }
-        assert!(drain(&mut rx).is_empty(), "held");
-        e.update_roster(&[info("worker", "PA_w", true, false)]);
-        let events = drain(&mut rx);
-        assert_eq!(events.len(), 4, "{events:?}");
-        assert_eq!(events[0], "joined worker");
-        let (first, again) = (format!("{:?}", b"first"), format!("{:?}", b"again"));
-        assert!(
-            events[2].contains(&first) && events[3].contains(&again),
-            "{events:?}"
-        );
-        assert_eq!(e.early.len(), 0);
     }
 
     /// A stream packet from `from` as the server relays it.
@@ -1992,63 +2116,224 @@ mod tests {
         let readers = opened(&mut rx);
         assert_eq!(readers.len(), 1);
         assert_eq!(readers[0].info.sender_identity, "bot");
-
-        // A stream on our own behalf (an agent's transcript of our speech) passes too,
-        // as livekit-server relays it: our identity on the header only, the agent's on
-        // the chunks and the trailer, the agent's sid on all three.
-        let mut h = stream_packet_from("me", "PA_b", header_value("m"));
-        e.on_data(true, &h);
-        e.on_data(
-            true,
-            &stream_packet_from(
-                "bot",
-                "PA_b",
-                proto::stream_chunk("m".into(), 0, b"you said".to_vec()),
-            ),
-        );
-        e.on_data(
-            true,
-            &stream_packet_from(
-                "bot",
-                "PA_b",
-                proto::stream_trailer("m".into(), String::new()),
-            ),
-        );
-        let mut readers = opened(&mut rx);
-        assert_eq!(readers.len(), 1);
-        assert_eq!(readers[0].info.sender_identity, "me");
-        assert_eq!(readers.remove(0).read_all().await.unwrap(), b"you said");
-
-        // Anyone else speaking for us, or the assistant for someone else: dropped.
-        h = stream_packet_from("me", "PA_c", header_value("x"));
-        e.on_data(true, &h);
-        h = stream_packet_from("carol", "PA_b", header_value("y"));
-        e.on_data(true, &h);
-        assert!(opened(&mut rx).is_empty());
-        assert_eq!(e.receivers.open_count(), 0);
     }
 
-    /// A stream packet as livekit-server relays it: `identity` as stamped (or kept),
-    /// `sid` the real sender's.
-    fn stream_packet_from(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8> {
+    /// The callers of the refused RPC calls reported so far.
+    fn refused_callers(rx: &mut mpsc::UnboundedReceiver<RoomEvent>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .filter_map(|ev| match ev {
+                RoomEvent::RpcRefused { caller, .. } => Some(caller),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A text stream header as livekit-server relays one an agent sent in `claimed`'s name:
+    /// the identity it put there, the session id of whoever really sent it.
+    fn header_in_name(claimed: &str, sid: &str, id: &str, topic: &str) -> Vec<u8> {
+        let h = proto::stream_header(
+            proto::HeaderFields {
+                stream_id: id.into(),
+                topic: topic.into(),
+                mime_type: "text/plain".into(),
+                total_length: None,
+                attributes: HashMap::from([
+                    ("lk.rpc_request_id".to_owned(), format!("R{id}")),
+                    (
+                        "lk.rpc_request_method".to_owned(),
+                        "outpost.list_tools".to_owned(),
+                    ),
+                    ("lk.rpc_request_version".to_owned(), "2".to_owned()),
+                ]),
+                byte_name: None,
+            },
+            0,
+        );
+        let mut p = proto::stream_packet(h, Vec::new());
+        p.participant_identity = claimed.into();
+        p.participant_sid = sid.into();
+        proto::encode_data_packet(&p)
+    }
+
+    /// Issue 30 ("also to check"): on livekit-server any agent may send a text stream
+    /// header in another participant's name; only the session id tells who sent it. A
+    /// transcript in our name counts as the assistant's only when the assistant sent it,
+    /// and nobody passes for the assistant by naming it.
+    #[test]
+    fn a_stream_in_someone_elses_name_is_its_real_senders() {
+        let (mut e, mut rx) = engine(
+            RoomOptions::default()
+                .streams_from_assistant_only()
+                .rpc_from_assistant_only(),
+        );
+        e.update_roster(&[
+            info("bot", "PA_b", true, false),
+            info("eve", "PA_e", true, false),
+        ]);
+        drain(&mut rx);
+        // The assistant's transcript of our speech: the assistant's, in our name; its
+        // chunks carry the assistant's identity.
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_b", "t1", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &stream_bytes(
+                "bot",
+                proto::stream_chunk("t1".into(), 0, b"hello".to_vec()),
+            ),
+        );
+        let readers = opened(&mut rx);
+        assert_eq!(readers.len(), 1);
+        assert_eq!(readers[0].info.sender_identity, "bot");
+        assert_eq!(readers[0].info.on_behalf_of.as_deref(), Some("me"));
+        // Another agent in our name, or in the assistant's; a session we do not know.
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_e", "t2", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_e", "t3", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &header_in_name("me", "PA_x", "t4", "lk.transcription"),
+        );
+        assert!(opened(&mut rx).is_empty());
+        assert_eq!(
+            e.receivers.open_count(),
+            1,
+            "only the assistant's took a slot"
+        );
+        // An RPC request stream in the assistant's name is eve's, and refused.
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_e", "r1", crate::rpc::REQUEST_TOPIC),
+        );
+        assert_eq!(refused_callers(&mut rx), ["eve"]);
+    }
+
+    /// A packet as the server relays it from session `sid` of `identity`.
+    fn from_session(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8> {
         let mut p = proto::stream_packet(value, Vec::new());
         p.participant_identity = identity.into();
         p.participant_sid = sid.into();
         proto::encode_data_packet(&p)
     }
 
-    fn header_value(id: &str) -> data_packet::Value {
-        proto::stream_header(
-            proto::HeaderFields {
-                stream_id: id.into(),
-                topic: "lk.transcription".into(),
-                mime_type: "text/plain".into(),
-                total_length: None,
-                attributes: HashMap::new(),
-                byte_name: None,
-            },
-            0,
-        )
+    /// livekit-server announced a newcomer 1.4 s after its first data (seen against
+    /// v1.13.5): an agent that speaks or calls at once is not taken for a stranger. Its
+    /// packets wait until the update names it; a session never named is handled as it is
+    /// once the wait is over.
+    #[tokio::test]
+    async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
+        let (mut e, mut rx) = engine(
+            RoomOptions::default()
+                .streams_from_assistant_only()
+                .rpc_from_assistant_only(),
+        );
+        e.shared.rpc.register(
+            "outpost.list_tools".into(),
+            crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
+        );
+        e.on_data(
+            true,
+            &header_in_name("bot", "PA_b", "t1", "lk.transcription"),
+        );
+        e.on_data(
+            true,
+            &from_session(
+                "bot",
+                "PA_b",
+                proto::stream_chunk("t1".into(), 0, b"hi".to_vec()),
+            ),
+        );
+        let call = proto::RpcRequest {
+            id: "r1".into(),
+            method: "outpost.list_tools".into(),
+            payload: "{}".into(),
+            version: 1,
+            ..Default::default()
+        };
+        e.on_data(
+            true,
+            &from_session("bot", "PA_b", data_packet::Value::RpcRequest(call.clone())),
+        );
+        e.on_data(
+            true,
+            &from_session("eve", "PA_e", data_packet::Value::RpcRequest(call)),
+        );
+        assert!(drain(&mut rx).is_empty(), "nothing before the update");
+        assert_eq!(e.shared.outbox.pending_len(), 0, "no answer yet");
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        let events: Vec<RoomEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        let stream = events.iter().find_map(|ev| match ev {
+            RoomEvent::StreamOpened(r) => Some(r.info.sender_identity.clone()),
+            _ => None,
+        });
+        assert_eq!(stream.as_deref(), Some("bot"), "{events:?}");
+        assert!(
+            !events
+                .iter()
+                .any(|ev| matches!(ev, RoomEvent::RpcRefused { .. })),
+            "the assistant's call is not refused: {events:?}"
+        );
+        assert_eq!(
+            e.shared.outbox.pending_len(),
+            1,
+            "the assistant's call is acked"
+        );
+        // Eve is never announced: after the wait her call is handled, and refused.
+        e.release_held(Instant::now() + HOLD_FOR);
+        assert_eq!(refused_callers(&mut rx), ["eve"]);
+        assert!(e.held.is_empty());
+    }
+
+    /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden
+    /// participant's) is never reported, so nobody can take it for the assistant's; audio
+    /// that merely came before the update is reported once the update names its owner.
+    #[test]
+    fn audio_is_reported_only_once_its_publisher_is_named() {
+        let (mut e, mut rx) = engine(RoomOptions::default());
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        drain(&mut rx);
+        for (sid, owner) in [("TR_hidden", "PA_eve"), ("TR_early", "PA_c")] {
+            let (_tx, stream) = crate::audio::AudioStream::for_tests();
+            e.unowned_audio.push(UnownedAudio {
+                sid: sid.into(),
+                stream_sid: owner.into(),
+                stream,
+            });
+        }
+        e.adopt_audio();
+        e.update_roster(&[info("bot", "PA_b", true, false)]);
+        let subscribed = |rx: &mut mpsc::UnboundedReceiver<RoomEvent>| -> Vec<(String, String)> {
+            let mut out = Vec::new();
+            while let Ok(ev) = rx.try_recv() {
+                if let RoomEvent::AudioTrackSubscribed {
+                    participant,
+                    track_sid,
+                    ..
+                } = ev
+                {
+                    out.push((participant.identity, track_sid));
+                }
+            }
+            out
+        };
+        assert!(subscribed(&mut rx).is_empty());
+        e.update_roster(&[info("carol", "PA_c", false, false)]);
+        assert_eq!(
+            subscribed(&mut rx),
+            vec![("carol".to_owned(), "TR_early".to_owned())]
+        );
+        assert_eq!(
+            e.unowned_audio.len(),
+            1,
+            "the hidden publisher's stays held"
+        );
     }
 
     #[test]

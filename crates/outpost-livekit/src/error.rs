@@ -75,6 +75,15 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// An incoming data stream is larger than this client takes: its header announced
+    /// more, or more arrived. The stream is dropped.
+    #[error("data stream {stream_id} is larger than the {cap}-byte receive cap")]
+    StreamTooLarge {
+        /// Stream id.
+        stream_id: String,
+        /// The cap, in bytes.
+        cap: u64,
+    },
     /// The server refused a request (e.g. `NOT_ALLOWED` to change our own attributes
     /// without the token grant `canUpdateOwnMetadata`, `LIMIT_EXCEEDED`).
     #[error("the server refused the request: {reason} ({message})")]

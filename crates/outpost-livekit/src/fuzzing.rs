@@ -4,8 +4,10 @@
 //! They run what this crate does with bytes from the network, without a network:
 //! [`fuzz_data_packets`] feeds data-channel messages through the packet decoder and the
 //! stream receivers the way the engine's data handler does, then reads every stream back
-//! and checks what the receivers promise; [`fuzz_signal_response`] decodes a signaling
-//! message and converts what it carries into this crate's public types.
+//! and checks what the receivers promise; [`fuzz_rpc`] feeds them to the RPC layer of a
+//! room that answers only its assistant and checks who got answers and what took a slot;
+//! [`fuzz_signal_response`] decodes a signaling message and converts what it carries
+//! into this crate's public types.
 //!
 //! Besides `proto`, this is the one module that names `livekit_protocol` and `prost`: the
 //! signaling client decodes `SignalResponse` inside `livekit-signaling`, so `proto` has no
@@ -51,13 +53,7 @@ pub fn fuzz_data_packets(messages: &[&[u8]], cap: u64) -> Result<(), String> {
             data_packet::Value::StreamHeader(h) => {
                 // Every second sender counts as the assistant, so both paths are taken.
                 let assistant = packet.participant_identity.len() % 2 == 0;
-                readers.push(receivers.on_header(
-                    &packet.participant_identity,
-                    &packet.participant_identity,
-                    assistant,
-                    h,
-                    now,
-                ));
+                readers.push(receivers.on_header(&packet.participant_identity, assistant, h, now));
             }
             data_packet::Value::StreamChunk(c) => {
                 receivers.on_chunk(&packet.participant_identity, c, now);
@@ -121,6 +117,172 @@ fn check_reader(mut reader: StreamReader, cap: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Splits a fuzz input into data-channel messages, each prefixed with its length (two
+/// bytes, little-endian; a length past the end takes what is left).
+#[doc(hidden)]
+pub fn messages(mut rest: &[u8]) -> Vec<&[u8]> {
+    let mut messages = Vec::new();
+    while let [lo, hi, tail @ ..] = rest {
+        let len = usize::from(u16::from_le_bytes([*lo, *hi])).min(tail.len());
+        let (message, next) = tail.split_at(len);
+        messages.push(message);
+        rest = next;
+    }
+    messages
+}
+
+/// The assistant of [`fuzz_rpc`]'s room: the one participant that may call.
+const FUZZ_ASSISTANT: &str = "bot";
+
+/// Feeds `messages` (each one data-channel message) to the RPC layer of a room that
+/// answers only its assistant (`bot`), as the engine's data handler does: version 1
+/// requests, acks and responses, and the headers, chunks and trailers of RPC streams (with
+/// a version 2 payload cap of `cap` bytes), then ends every stream and lets the handlers
+/// run. `Err` names a broken promise: a stream from anyone but the assistant took a slot,
+/// an answer went to someone who did not call, a caller that may not call got more than
+/// its budget of answers, or a request was answered more often than it was made.
+#[doc(hidden)]
+pub fn fuzz_rpc(messages: &[&[u8]], cap: usize) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(rpc_run(messages, cap))
+}
+
+async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::{Arc, Mutex};
+
+    use crate::rpc::{self, RpcInvocation, RpcMethods};
+    use crate::types::{ConnectionState, Participant, ParticipantKind, RpcCallers};
+
+    let methods = RpcMethods::new();
+    methods.register("echo", |inv: RpcInvocation| async move { Ok(inv.payload) });
+    methods.register("outpost.list_tools", |_inv: RpcInvocation| async move {
+        Ok("{}".to_owned())
+    });
+    let shared = Arc::new(crate::engine::Shared {
+        outbox: Arc::default(),
+        state: tokio::sync::watch::channel(ConnectionState::Connected).0,
+        roster: Mutex::default(),
+        lossy: Mutex::default(),
+        rpc: rpc::Rpc::from_options(&crate::RoomOptions {
+            rpc_methods: methods,
+            rpc_callers: RpcCallers::Assistant,
+            rpc_max_v2_payload: cap,
+            ..crate::RoomOptions::default()
+        }),
+    });
+    let person = |identity: &str| Participant {
+        sid: format!("PA_{identity}"),
+        identity: identity.to_owned(),
+        name: String::new(),
+        kind: ParticipantKind::Agent,
+        metadata: String::new(),
+        attributes: HashMap::new(),
+        client_protocol: 1,
+    };
+    {
+        let mut roster = shared.roster();
+        roster.local = Some(person("me"));
+        roster.assistant = Some(person(FUZZ_ASSISTANT));
+    }
+    let mut receivers = Receivers::new(Limits {
+        cap: 1 << 20,
+        per_sender: 16,
+        total: 64,
+        idle: std::time::Duration::ZERO,
+    });
+    let now = tokio::time::Instant::now();
+    let mut callers: HashSet<String> = HashSet::new();
+    // Requests made, by caller and request id (an id may come again).
+    let mut made: HashMap<(String, String), usize> = HashMap::new();
+    for bytes in messages {
+        let Ok(mut packet) = proto::decode_data_packet(bytes) else {
+            continue;
+        };
+        let Some(value) = packet.value.take() else {
+            continue;
+        };
+        let sender = packet.participant_identity;
+        match value {
+            data_packet::Value::RpcRequest(r) => {
+                callers.insert(sender.clone());
+                *made.entry((sender.clone(), r.id.clone())).or_default() += 1;
+                let _ = rpc::on_request(&shared, &sender, r);
+            }
+            data_packet::Value::RpcAck(a) => shared.rpc.on_ack(&sender, a),
+            data_packet::Value::RpcResponse(r) => shared.rpc.on_response(&sender, r),
+            data_packet::Value::StreamHeader(h) => {
+                if h.topic != rpc::REQUEST_TOPIC && h.topic != rpc::RESPONSE_TOPIC {
+                    continue;
+                }
+                callers.insert(sender.clone());
+                if let Some(id) = h.attributes.get("lk.rpc_request_id") {
+                    *made.entry((sender.clone(), id.clone())).or_default() += 1;
+                }
+                let before = receivers.open_count();
+                let assistant = sender == FUZZ_ASSISTANT;
+                let _ = rpc::on_stream_header(&shared, &mut receivers, &sender, assistant, h, now);
+                if !assistant && receivers.open_count() > before {
+                    return Err(format!(
+                        "a stream from {sender:?}, who may not call, took a slot"
+                    ));
+                }
+            }
+            data_packet::Value::StreamChunk(c) => receivers.on_chunk(&sender, c, now),
+            data_packet::Value::StreamTrailer(t) => receivers.on_trailer(&sender, t),
+            _ => {}
+        }
+    }
+    receivers.abort_all("the fuzz input ended");
+    // Let the handlers read what came (every stream has ended now), run and answer.
+    for _ in 0..256 {
+        tokio::task::yield_now().await;
+    }
+    shared.rpc.close();
+    let mut to_others: HashMap<String, usize> = HashMap::new();
+    let mut answered: HashMap<(String, String), usize> = HashMap::new();
+    for bytes in shared.outbox.take_pending() {
+        let p = proto::decode_data_packet(&bytes)
+            .map_err(|e| format!("we queued a packet that does not decode: {e}"))?;
+        let [to] = p.destination_identities.as_slice() else {
+            return Err(format!(
+                "an RPC packet went to {:?}, not one caller",
+                p.destination_identities
+            ));
+        };
+        if !callers.contains(to) {
+            return Err(format!("an RPC packet went to {to:?}, who never called"));
+        }
+        if to != FUZZ_ASSISTANT {
+            *to_others.entry(to.clone()).or_default() += 1;
+        }
+        if let Some(data_packet::Value::RpcResponse(r)) = &p.value {
+            let key = (to.clone(), r.request_id.clone());
+            let n = answered.entry(key.clone()).or_default();
+            *n += 1;
+            if *n > made.get(&key).copied().unwrap_or(0) {
+                return Err(format!(
+                    "request {:?} of {to:?} was answered {n} times, more than it was made",
+                    r.request_id
+                ));
+            }
+        }
+    }
+    for (to, n) in to_others {
+        // An ack and a refusal each, within the answers' budget.
+        let budget = 2 * usize::try_from(rpc::REFUSAL_BURST_ANSWERS).unwrap_or(usize::MAX);
+        if n > budget {
+            return Err(format!(
+                "{n} packets went to {to:?}, who may not call (budget {budget})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Decodes one signaling message and converts the participants, updates and leave reasons
 /// it carries, as the engine does. `Err` when a decoded message changes through an encode
 /// and a decode.
@@ -163,6 +325,66 @@ pub fn fuzz_signal_response(bytes: &[u8]) -> Result<(), String> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    /// A data packet from `from` carrying `value`, as the server relays it.
+    fn from(from: &str, value: data_packet::Value) -> Vec<u8> {
+        let mut p = proto::stream_packet(value, vec!["me".into()]);
+        p.participant_identity = from.into();
+        proto::encode_data_packet(&p)
+    }
+
+    #[test]
+    fn the_rpc_hook_holds_for_a_flood_of_strangers_and_the_assistants_calls() {
+        let request = |id: &str| {
+            data_packet::Value::RpcRequest(proto::RpcRequest {
+                id: id.into(),
+                method: "echo".into(),
+                payload: "hi".into(),
+                version: 1,
+                ..Default::default()
+            })
+        };
+        let header = |id: &str, total: Option<u64>| {
+            let mut attributes = std::collections::HashMap::new();
+            for (k, v) in [
+                ("lk.rpc_request_id", id),
+                ("lk.rpc_request_method", "outpost.list_tools"),
+                ("lk.rpc_request_version", "2"),
+            ] {
+                attributes.insert(k.to_owned(), v.to_owned());
+            }
+            proto::stream_header(
+                proto::HeaderFields {
+                    stream_id: format!("S{id}"),
+                    topic: crate::rpc::REQUEST_TOPIC.into(),
+                    mime_type: "text/plain".into(),
+                    total_length: total,
+                    attributes,
+                    byte_name: None,
+                },
+                0,
+            )
+        };
+        let mut messages = Vec::new();
+        for i in 0..40 {
+            messages.push(from("mallory", request(&format!("m{i}"))));
+            messages.push(from("mallory", header(&format!("h{i}"), None)));
+            messages.push(from(
+                "mallory",
+                proto::stream_chunk(format!("Sh{i}"), 0, vec![b'x'; 1000]),
+            ));
+        }
+        messages.push(from("bot", request("b1")));
+        messages.push(from("bot", header("b2", Some(2))));
+        messages.push(from(
+            "bot",
+            proto::stream_chunk("Sb2".into(), 0, b"{}".to_vec()),
+        ));
+        messages.push(from("bot", header("b3", Some(10_000))));
+        let refs: Vec<&[u8]> = messages.iter().map(Vec::as_slice).collect();
+        assert_eq!(fuzz_rpc(&refs, 1000), Ok(()));
+        assert_eq!(fuzz_rpc(&[b"\xff\xff", b""], 0), Ok(()));
+    }
     use crate::proto::{DataPacket, data_stream};
 
     fn bytes(value: data_packet::Value) -> Vec<u8> {

@@ -57,7 +57,6 @@ pub mod token;
 pub mod types;
 
 mod attributes;
-mod early;
 mod engine;
 mod outbox;
 mod proto;
@@ -74,5 +73,5 @@ pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest, mint_dev_token};
 pub use types::{
     ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, StreamSenders, TrackInfo,
+    RoomEvent, RpcCallers, StreamSenders, TrackInfo, TrackSubscribers,
 };

@@ -91,9 +91,8 @@ impl Outbox {
         self.lock().pending.len()
     }
 
-    /// Takes every queued packet (tests inspect what would be sent); senders waiting
-    /// for them are told they were handed to the transport.
-    #[cfg(test)]
+    /// Takes every queued packet (tests and the fuzzer inspect what would be sent);
+    /// senders waiting for them are told they were handed to the transport.
     pub(crate) fn take_pending(&self) -> Vec<Bytes> {
         let taken: Vec<Out> = self.lock().pending.drain(..).collect();
         taken

@@ -11,9 +11,10 @@ pub(crate) use livekit_protocol::{
     AddTrackRequest, DataPacket, DisconnectReason, JoinResponse, LeaveRequest, MuteTrackRequest,
     ParticipantInfo, ReconnectReason, ReconnectResponse, RequestResponse, RpcAck,
     RpcError as RpcErrorPacket, RpcRequest, RpcResponse, SessionDescription, SignalTarget,
-    TrackSource, TrackType, TrickleRequest, UpdateParticipantMetadata, UpdateSubscription,
-    UserPacket, data_packet, data_stream, leave_request, participant_info, request_response,
-    rpc_response, signal_request, signal_response,
+    SubscriptionPermission, TrackPermission, TrackSource, TrackType, TrickleRequest,
+    UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet, data_stream,
+    leave_request, participant_info, request_response, rpc_response, signal_request,
+    signal_response,
 };
 
 use prost::Message as _;
@@ -44,6 +45,27 @@ pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool) -> AddTrackRe
         // Deprecated for `audio_features`, but what older servers read; harmless to newer ones.
         stereo,
         ..Default::default()
+    }
+}
+
+/// Who may subscribe to our tracks: everyone, or only `identity` (nobody when `None`).
+pub(crate) fn subscription_permission(only: Option<Option<&str>>) -> SubscriptionPermission {
+    match only {
+        None => SubscriptionPermission {
+            all_participants: true,
+            track_permissions: Vec::new(),
+        },
+        Some(identity) => SubscriptionPermission {
+            all_participants: false,
+            track_permissions: identity
+                .map(|id| TrackPermission {
+                    participant_identity: id.to_owned(),
+                    all_tracks: true,
+                    ..Default::default()
+                })
+                .into_iter()
+                .collect(),
+        },
     }
 }
 

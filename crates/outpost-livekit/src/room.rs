@@ -16,7 +16,10 @@ use crate::proto;
 use crate::rpc::{PerformRpc, RpcError, RpcInvocation, RpcMethods};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
-use crate::types::{ConnectionState, DataOptions, Participant, RoomEvent, StreamSenders};
+use crate::types::{
+    ConnectionState, DataOptions, Participant, RoomEvent, RpcCallers, StreamSenders,
+    TrackSubscribers,
+};
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
 #[derive(Debug, Clone)]
@@ -66,6 +69,20 @@ pub struct RoomOptions {
     /// advertise it with it. On by default; off, we advertise 0 and use version 1
     /// only, as clients without it do. Version 1 requests are answered either way.
     pub rpc_v2: bool,
+    /// Who may call our RPC methods: anyone (default, as the official SDKs), or only
+    /// the assistant ([`RpcCallers::Assistant`]).
+    pub rpc_callers: RpcCallers,
+    /// The answer a refused caller gets (see [`RpcCallers::Assistant`]).
+    pub rpc_refusal: RpcError,
+    /// Largest RPC version 2 payload read, in bytes: a request stream we answer and the
+    /// response stream of a call we made. A header announcing more is refused before a
+    /// byte is read (`REQUEST_PAYLOAD_TOO_LARGE` / `RESPONSE_PAYLOAD_TOO_LARGE`), and a
+    /// stream that brings more is dropped. LiveKit's SDKs set no RPC limit for version 2
+    /// (only their 5 GB data-stream cap); default [`crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES`].
+    pub rpc_max_v2_payload: usize,
+    /// Who may subscribe to the tracks we publish: anyone (default) or only the
+    /// assistant ([`TrackSubscribers::Assistant`], LiveKit's subscription permissions).
+    pub track_subscribers: TrackSubscribers,
     /// Subscribe to every remote track (audio arrives as
     /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
     /// decodes nothing.
@@ -96,8 +113,16 @@ impl Default for RoomOptions {
             extra_root_ca_pem: Vec::new(),
             rpc_methods: RpcMethods::default(),
             rpc_v2: true,
+            rpc_callers: RpcCallers::Anyone,
+            rpc_refusal: RpcError::new(
+                crate::rpc::RpcErrorCode::ApplicationError.code(),
+                "only the assistant may call this participant's methods",
+                None,
+            ),
+            rpc_max_v2_payload: crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES,
             auto_subscribe: false,
             subscribe_to_assistant: true,
+            track_subscribers: TrackSubscribers::Anyone,
         }
     }
 }
@@ -115,6 +140,13 @@ impl RoomOptions {
     #[must_use]
     pub fn streams_from_assistant_only(mut self) -> Self {
         self.stream_senders = StreamSenders::Assistant;
+        self
+    }
+
+    /// Answers RPC calls from the assistant only (see [`RpcCallers::Assistant`]).
+    #[must_use]
+    pub fn rpc_from_assistant_only(mut self) -> Self {
+        self.rpc_callers = RpcCallers::Assistant;
         self
     }
 
@@ -163,7 +195,7 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods, options.rpc_v2),
+            rpc: crate::rpc::Rpc::from_options(&options),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;

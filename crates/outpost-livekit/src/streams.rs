@@ -46,8 +46,13 @@ pub struct StreamInfo {
     pub kind: StreamKind,
     /// Topic (handlers are usually chosen by topic).
     pub topic: String,
-    /// Sender identity.
+    /// Sender identity (of the session that sent it).
     pub sender_identity: String,
+    /// Whom the sender sent it for, when not itself: an agent may send a text stream on a
+    /// participant's behalf (LiveKit Agents' transcript of the user's speech names the
+    /// user). Seen on livekit-server; servers that stamp the sender's identity on the
+    /// header (outpost-room) never set it.
+    pub on_behalf_of: Option<String>,
     /// MIME type.
     pub mime_type: String,
     /// Byte streams: the name (file name for files).
@@ -117,6 +122,8 @@ struct Incoming {
     progress: watch::Sender<u64>,
     /// When the header or the last chunk arrived (for the idle timeout).
     last: Instant,
+    /// Bytes this stream may carry (the receive cap, or a smaller one for RPC payloads).
+    cap: u64,
 }
 
 /// Limits on incoming streams (from [`crate::RoomOptions`]).
@@ -148,6 +155,13 @@ impl std::fmt::Debug for Receivers {
             .field("limits", &self.limits)
             .field("open", &self.open_count())
             .finish()
+    }
+}
+
+fn too_large(id: &str, cap: u64) -> Error {
+    Error::StreamTooLarge {
+        stream_id: id.to_owned(),
+        cap,
     }
 }
 
@@ -213,10 +227,23 @@ impl Receivers {
     pub(crate) fn on_header(
         &mut self,
         sender: &str,
-        identity: &str,
         assistant: bool,
         h: data_stream::Header,
         now: Instant,
+    ) -> StreamReader {
+        let cap = self.limits.cap;
+        self.on_header_capped(sender, assistant, h, now, cap)
+    }
+
+    /// [`Receivers::on_header`] for a stream that may carry at most `cap` bytes (or the
+    /// receive cap, whichever is smaller): an RPC payload.
+    pub(crate) fn on_header_capped(
+        &mut self,
+        sender: &str,
+        assistant: bool,
+        h: data_stream::Header,
+        now: Instant,
+        cap: u64,
     ) -> StreamReader {
         let (kind, name) = match &h.content_header {
             Some(data_stream::header::ContentHeader::ByteHeader(b)) => {
@@ -228,7 +255,8 @@ impl Receivers {
             id: h.stream_id.clone(),
             kind,
             topic: h.topic.clone(),
-            sender_identity: identity.to_owned(),
+            sender_identity: sender.to_owned(),
+            on_behalf_of: None,
             mime_type: h.mime_type.clone(),
             name,
             total_length: h.total_length,
@@ -246,11 +274,9 @@ impl Receivers {
         let encrypted = is_encrypted(&h);
         let id = h.stream_id;
         let Limits {
-            cap,
-            per_sender,
-            total,
-            ..
+            per_sender, total, ..
         } = self.limits;
+        let cap = cap.min(self.limits.cap);
         let refuse = if id.is_empty() {
             Some("stream header without an id".to_owned())
         } else if self.open.get(sender).is_some_and(|s| s.contains_key(&id)) {
@@ -265,17 +291,17 @@ impl Receivers {
             Some("encrypted data streams are not supported".to_owned())
         } else if h.compression != 0 {
             Some("compressed data streams are not supported (we do not advertise it)".to_owned())
-        } else if h.total_length.is_some_and(|t| t > cap) {
-            Some(format!(
-                "announced length {} exceeds the receive cap of {cap} bytes",
-                h.total_length.unwrap_or(0),
-            ))
         } else {
             None
         };
         if let Some(reason) = refuse {
             tracing::warn!(stream = %id, from = sender, "refusing data stream: {reason}");
             let _ = tx.send(Err(stream_error(&id, reason)));
+            return reader;
+        }
+        if let Some(t) = h.total_length.filter(|t| *t > cap) {
+            tracing::warn!(stream = %id, from = sender, "refusing data stream: announced length {t} exceeds the receive cap of {cap} bytes");
+            let _ = tx.send(Err(too_large(&id, cap)));
             return reader;
         }
         let mut incoming = Incoming {
@@ -285,6 +311,7 @@ impl Receivers {
             total: h.total_length,
             progress,
             last: now,
+            cap,
         };
         if let Some(inline) = h.inline_content {
             // A single-packet stream: the content rides in the header, no trailer follows.
@@ -302,14 +329,8 @@ impl Receivers {
     fn accept(&self, id: &str, s: &mut Incoming, content: Bytes) -> bool {
         let len = u64::try_from(content.len()).unwrap_or(u64::MAX);
         let received = s.received.saturating_add(len);
-        if received > self.limits.cap {
-            let _ = s.tx.send(Err(stream_error(
-                id,
-                format!(
-                    "stream exceeds the receive cap of {} bytes",
-                    self.limits.cap
-                ),
-            )));
+        if received > s.cap {
+            let _ = s.tx.send(Err(too_large(id, s.cap)));
             return false;
         }
         if s.total.is_some_and(|t| received > t) {
@@ -729,8 +750,7 @@ mod tests {
             }
         }
         fn header(&mut self, from: &str, id: &str, total: Option<u64>) -> StreamReader {
-            self.r
-                .on_header(from, from, false, header(id, total), self.now)
+            self.r.on_header(from, false, header(id, total), self.now)
         }
         fn chunk(&mut self, from: &str, id: &str, i: u64, n: usize) {
             self.r.on_chunk(from, chunk(id, i, n), self.now);
@@ -828,12 +848,9 @@ mod tests {
         let d1 = r.header("dave", "1", None);
         assert!(error_of(d1).await.contains("more than 3"));
         // The room is full, but not for the assistant (within its own quota).
-        let a1 =
-            r.r.on_header("assistant", "assistant", true, header("1", None), r.now);
-        let a2 =
-            r.r.on_header("assistant", "assistant", true, header("2", None), r.now);
-        let a3 =
-            r.r.on_header("assistant", "assistant", true, header("3", None), r.now);
+        let a1 = r.r.on_header("assistant", true, header("1", None), r.now);
+        let a2 = r.r.on_header("assistant", true, header("2", None), r.now);
+        let a3 = r.r.on_header("assistant", true, header("3", None), r.now);
         assert!(error_of(a3).await.contains("already has 2"));
         r.chunk("assistant", "1", 0, 10);
         r.trailer("assistant", "1", "");

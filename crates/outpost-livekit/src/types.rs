@@ -201,8 +201,9 @@ pub enum RoomEvent {
     /// Audio of a remote track arrives: read decoded PCM from `stream`. Dropping the
     /// stream drops the audio (the track stays subscribed).
     AudioTrackSubscribed {
-        /// Whose (as far as the server told us; `sid` and `identity` may be empty
-        /// when the track arrived before the participant update).
+        /// Whose: a participant a participant update named as the track's publisher.
+        /// Audio that arrives before that update is held until it comes; audio whose
+        /// publisher is never named (a hidden participant's) is never reported.
         participant: Participant,
         /// The track sid.
         track_sid: String,
@@ -228,6 +229,16 @@ pub enum RoomEvent {
         can_publish_data: bool,
         /// We may subscribe to tracks.
         can_subscribe: bool,
+    },
+    /// A participant other than the assistant called one of our RPC methods and was
+    /// refused before anything of its payload was read (only with
+    /// [`RpcCallers::Assistant`]). One event per refused call; the answers to a caller
+    /// that keeps calling are rate-limited, the events are not, so a consumer can count.
+    RpcRefused {
+        /// Who called (stamped by the server).
+        caller: String,
+        /// The method it called, cut to [`crate::rpc::MAX_REFUSED_METHOD_BYTES`].
+        method: String,
     },
     /// The connection is closed for good.
     Disconnected {
@@ -260,8 +271,43 @@ pub enum StreamSenders {
     Anyone,
     /// Only the assistant's (see [`crate::RoomOptions::assistant_identity`]): a stream
     /// from anyone else is dropped at its header, with no event, no slot and no
-    /// buffering; its chunks and trailer are ignored. A stream sent on our own behalf
-    /// (its sender is our identity, as LiveKit Agents sends a transcript of the user's
-    /// speech) passes too.
+    /// buffering; its chunks and trailer are ignored. The sender is the session that
+    /// sent the header (its sid), not the identity it names: a stream the assistant
+    /// sends on our behalf (LiveKit Agents' transcript of the user's speech) is the
+    /// assistant's, with [`crate::StreamInfo::on_behalf_of`] set; one another agent
+    /// sends in our name is dropped.
+    Assistant,
+}
+
+/// Who may call our RPC methods (see [`crate::RoomOptions::rpc_callers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RpcCallers {
+    /// Every participant, as the official SDKs allow (within the per-caller and
+    /// room-wide limits on calls in progress).
+    #[default]
+    Anyone,
+    /// Only the assistant (see [`crate::RoomOptions::assistant_identity`]) as the room
+    /// knows it when the request (a version 1 packet, or a version 2 stream's header)
+    /// arrives. Anyone else is answered with [`crate::RoomOptions::rpc_refusal`] at
+    /// once, at most a few times a second per caller, reported as
+    /// [`RoomEvent::RpcRefused`], and nothing of a version 2 request stream is read:
+    /// it takes no stream slot and its chunks are dropped.
+    Assistant,
+}
+
+/// Who may subscribe to the tracks we publish (see
+/// [`crate::RoomOptions::track_subscribers`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TrackSubscribers {
+    /// Every participant, as the official SDKs allow by default.
+    #[default]
+    Anyone,
+    /// Only the assistant (see [`crate::RoomOptions::assistant_identity`]), by
+    /// identity; nobody while there is none. The server is told with LiveKit's
+    /// subscription permissions (`SubscriptionPermission`, `all_participants` false)
+    /// from the join on, again whenever the assistant changes and after every rejoin,
+    /// and refuses (or ends) anyone else's subscription.
     Assistant,
 }

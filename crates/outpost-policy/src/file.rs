@@ -130,7 +130,7 @@ impl PolicyStore {
         let path = path.into();
         if !path.exists() {
             if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|source| PolicyError::Io {
+                private_dir(dir).map_err(|source| PolicyError::Io {
                     path: dir.to_path_buf(),
                     source,
                 })?;
@@ -612,8 +612,22 @@ fn write_atomic(path: &Path, text: &str) -> Result<()> {
         source,
     };
     let tmp = path.with_extension("toml.tmp");
-    std::fs::write(&tmp, text).map_err(io)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    // The policy is the user's alone, like the rest of the profile (0600; the folder 0700).
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    std::io::Write::write_all(&mut options.open(&tmp).map_err(io)?, text.as_bytes()).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Creates the policy's folder (and missing parents) 0700 where it is created.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 /// Keeps a policy file watched; dropping it stops the watching.

@@ -12,6 +12,8 @@
 //! - `consent`: the consent broker ([`ConsentBroker`]) a UI attaches to; no UI means deny.
 //! - `roots`: the allowed folders as MCP roots, split around everything the policy denies
 //!   ([`CompiledPolicy::mcp_roots`]; the caller lists the folders).
+//! - `links`: which addresses may be handed to the desktop's default handler
+//!   ([`check_link`]: web and mail, never a mail link that attaches a file).
 //!
 //! The tool executor (`outpost-tools`) resolves paths and asks this crate before it runs
 //! anything; this crate itself never reads user files.
@@ -19,6 +21,7 @@
 mod consent;
 mod error;
 mod file;
+mod links;
 mod model;
 mod roots;
 mod secrets;
@@ -30,6 +33,7 @@ pub use error::{PolicyError, Result};
 pub use file::{
     DEFAULT_POLICY_TOML, PolicyStatus, PolicyStore, PolicyWatcher, parse_policy, read_policy,
 };
+pub use links::check_link;
 pub use model::{
     AccessRequest, Allowance, CompiledPolicy, ConversationGrants, DEFAULT_CONSENT_TIMEOUT_SECS,
     Decider, Decision, Exception, FolderAccess, FolderRule, MAX_CONSENT_TIMEOUT_SECS, Policy,

@@ -8,10 +8,11 @@ pub use livekit_protocol::{
     AddTrackRequest, ClientConfiguration, DataPacket, DisconnectReason, JoinResponse, LeaveRequest,
     MuteTrackRequest, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Ping, Pong,
     ReconnectResponse, RequestResponse, Room as RoomInfo, RoomUpdate, ServerInfo,
-    SessionDescription, SignalRequest, SignalResponse, SignalTarget, TrackInfo,
-    TrackPublishedResponse, TrackSource, TrackSubscribed, TrackType, TrackUnpublishedResponse,
-    TrickleRequest, UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet,
-    data_stream, leave_request, participant_info, request_response, server_info, signal_request,
+    SessionDescription, SignalRequest, SignalResponse, SignalTarget, SubscriptionPermission,
+    SubscriptionPermissionUpdate, TrackInfo, TrackPermission, TrackPublishedResponse, TrackSource,
+    TrackSubscribed, TrackType, TrackUnpublishedResponse, TrickleRequest,
+    UpdateParticipantMetadata, UpdateSubscription, UserPacket, data_packet, data_stream,
+    leave_request, participant_info, request_response, server_info, signal_request,
     signal_response,
 };
 
@@ -104,6 +105,7 @@ pub fn request_kind(msg: &signal_request::Message) -> &'static str {
         M::AddTrack(_) => "add_track",
         M::Mute(_) => "mute",
         M::Subscription(_) => "subscription",
+        M::SubscriptionPermission(_) => "subscription_permission",
         M::TrackSetting(_) => "track_setting",
         _ => "other",
     }

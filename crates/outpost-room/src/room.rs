@@ -18,7 +18,8 @@ use crate::auth::Grant;
 use crate::media::PublishedTrack;
 use crate::proto::{
     self, DisconnectReason, ParticipantInfo, ParticipantPermission, ParticipantUpdate, Reliability,
-    RoomInfo, UpdateParticipantMetadata, participant_info, request_response, signal_response,
+    RoomInfo, SubscriptionPermission, UpdateParticipantMetadata, participant_info,
+    request_response, signal_response,
 };
 use crate::tasks::Tasks;
 
@@ -106,6 +107,34 @@ pub struct Participant {
     lossy: Outbox,
     /// Tracks it publishes whose media has arrived, in publication order.
     tracks: Mutex<Vec<Arc<PublishedTrack>>>,
+    /// Who may subscribe to its tracks (`SubscriptionPermission`); everyone until it
+    /// says otherwise.
+    subscribers: Mutex<Subscribers>,
+}
+
+/// Who may subscribe to a participant's tracks, as its last `SubscriptionPermission`
+/// said (livekit-server's `UpTrackManager`: keyed by identity, `all_participants` wins).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Subscribers {
+    /// Everyone (no permission sent, or `all_participants`).
+    #[default]
+    Everyone,
+    /// These identities: all tracks (`None`) or the listed track sids.
+    Only(HashMap<String, Option<Vec<String>>>),
+}
+
+impl Subscribers {
+    /// Whether `identity` may subscribe to track `sid`.
+    pub fn allow(&self, identity: &str, sid: &str) -> bool {
+        match self {
+            Self::Everyone => true,
+            Self::Only(who) => match who.get(identity) {
+                Some(None) => true,
+                Some(Some(sids)) => sids.iter().any(|s| s == sid),
+                None => false,
+            },
+        }
+    }
 }
 
 impl Participant {
@@ -133,7 +162,13 @@ impl Participant {
             reliable: Outbox::new(RELIABLE_QUEUE),
             lossy: Outbox::new(LOSSY_QUEUE),
             tracks: Mutex::new(Vec::new()),
+            subscribers: Mutex::new(Subscribers::Everyone),
         }
+    }
+
+    /// Whether `identity` may subscribe to this participant's track `sid`.
+    pub fn allows_subscriber(&self, identity: &str, sid: &str) -> bool {
+        lock(&self.subscribers).allow(identity, sid)
     }
 
     /// The tracks it publishes.
@@ -357,6 +392,52 @@ impl Room {
     /// Everyone in the room.
     pub fn everyone(&self) -> Vec<Arc<Participant>> {
         lock(&self.inner).participants.values().cloned().collect()
+    }
+
+    /// The participant with session id `sid`, if it is in the room.
+    pub fn by_sid(&self, sid: &str) -> Option<Arc<Participant>> {
+        lock(&self.inner)
+            .participants
+            .values()
+            .find(|p| p.sid == sid)
+            .cloned()
+    }
+
+    /// `who` says who may subscribe to its tracks (a `SubscriptionPermission`; an entry
+    /// naming only a session id is resolved to that participant's identity, one that
+    /// names neither or an unknown sid is skipped, as livekit-server does). Everyone
+    /// else's subscriptions to its tracks follow at once: the newly allowed are
+    /// subscribed (with auto-subscribe), the no longer allowed unsubscribed.
+    pub fn set_subscribers(&self, who: &Participant, perm: &SubscriptionPermission) {
+        let subscribers = if perm.all_participants {
+            Subscribers::Everyone
+        } else {
+            let mut allowed = HashMap::new();
+            for t in &perm.track_permissions {
+                let identity = if t.participant_identity.is_empty() {
+                    match self.by_sid(&t.participant_sid) {
+                        Some(p) => p.identity().to_owned(),
+                        None => continue,
+                    }
+                } else {
+                    t.participant_identity.clone()
+                };
+                let tracks = (!t.all_tracks).then(|| t.track_sids.clone());
+                allowed.insert(identity, tracks);
+            }
+            Subscribers::Only(allowed)
+        };
+        *lock(&who.subscribers) = subscribers.clone();
+        let tracks = who.tracks();
+        for p in self.others(&who.sid) {
+            for track in &tracks {
+                p.control(if subscribers.allow(p.identity(), &track.sid) {
+                    Control::Subscribe(track.clone())
+                } else {
+                    Control::Unsubscribe(track.sid.clone())
+                });
+            }
+        }
     }
 
     /// Everyone in the room except `sid`.
@@ -804,6 +885,78 @@ mod tests {
         assert!(p.accept_reliable_seq(0) && p.accept_reliable_seq(0));
         assert!(p.accept_reliable_seq(10));
         assert_eq!(p.last_reliable_seq(), 10);
+    }
+
+    /// Issue 30, finding 5: a publisher's subscription permissions are enforced: the
+    /// others are told to subscribe or unsubscribe as they change, by identity or by sid.
+    #[tokio::test]
+    async fn subscription_permissions_decide_who_gets_a_publishers_tracks() {
+        use crate::proto::{TrackInfo, TrackType};
+        let reg = Arc::new(Registry::new(
+            Duration::from_secs(5),
+            Tasks::default(),
+            never(),
+        ));
+        let (app, _r0) = participant("r", "app");
+        let (bot, mut r1) = participant("r", "bot");
+        let (eve, mut r2) = participant("r", "eve");
+        let room = reg.join(app.clone());
+        reg.join(bot.clone());
+        reg.join(eve.clone());
+        let mic = PublishedTrack::new(
+            &app.sid,
+            "c",
+            "c",
+            TrackInfo {
+                sid: "TR_mic".into(),
+                r#type: TrackType::Audio as i32,
+                ..Default::default()
+            },
+        );
+        room.publish(&app, mic);
+        let told = |rx: &mut mpsc::UnboundedReceiver<Control>| -> Vec<String> {
+            let mut out = Vec::new();
+            while let Ok(c) = rx.try_recv() {
+                match c {
+                    Control::Subscribe(t) => out.push(format!("+{}", t.sid)),
+                    Control::Unsubscribe(sid) => out.push(format!("-{sid}")),
+                    _ => {}
+                }
+            }
+            out
+        };
+        assert_eq!(told(&mut r1), ["+TR_mic"]);
+        assert_eq!(told(&mut r2), ["+TR_mic"]);
+        assert!(
+            app.allows_subscriber("eve", "TR_mic"),
+            "everyone by default"
+        );
+        let only = |identity: &str, sid: &str| SubscriptionPermission {
+            all_participants: false,
+            track_permissions: vec![proto::TrackPermission {
+                participant_identity: identity.into(),
+                participant_sid: sid.into(),
+                all_tracks: true,
+                ..Default::default()
+            }],
+        };
+        room.set_subscribers(&app, &only("bot", ""));
+        assert_eq!(told(&mut r1), ["+TR_mic"]);
+        assert_eq!(told(&mut r2), ["-TR_mic"]);
+        assert!(!app.allows_subscriber("eve", "TR_mic"));
+        // By session id, resolved to the identity; an unknown sid allows nobody.
+        room.set_subscribers(&app, &only("", &eve.sid));
+        assert!(app.allows_subscriber("eve", "TR_mic") && !app.allows_subscriber("bot", "TR_mic"));
+        room.set_subscribers(&app, &only("", "PA_nobody"));
+        assert!(!app.allows_subscriber("eve", "TR_mic") && !app.allows_subscriber("bot", "TR_mic"));
+        room.set_subscribers(
+            &app,
+            &SubscriptionPermission {
+                all_participants: true,
+                track_permissions: Vec::new(),
+            },
+        );
+        assert!(app.allows_subscriber("eve", "TR_mic"));
     }
 
     #[tokio::test]

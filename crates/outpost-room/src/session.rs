@@ -692,6 +692,10 @@ impl Session {
             M::UpdateMetadata(update) => self.update_metadata(update).await?,
             M::AddTrack(req) => self.add_track(req).await?,
             M::Mute(req) => self.mute(&req).await?,
+            M::SubscriptionPermission(perm) => {
+                tracing::info!(identity = %self.participant.identity(), all = perm.all_participants, allowed = ?perm.track_permissions.iter().map(|t| (&t.participant_identity, &t.participant_sid)).collect::<Vec<_>>(), "subscription permission");
+                self.room.set_subscribers(&self.participant, &perm);
+            }
             M::Subscription(s) => {
                 // Explicit subscriptions (a client that joined with auto_subscribe off
                 // asks for the tracks it wants, as livekit-server lets it).
@@ -959,6 +963,24 @@ impl Session {
             || self.subscriptions.contains_key(&track.sid)
         {
             return Ok(());
+        }
+        let allowed = self
+            .room
+            .by_sid(&track.publisher_sid)
+            .is_some_and(|p| p.allows_subscriber(self.participant.identity(), &track.sid));
+        if !allowed {
+            // As livekit-server: the subscriber is told it may not have this track.
+            tracing::info!(identity = %self.participant.identity(), track = %track.sid, "not subscribed: the publisher's subscription permissions leave this participant out");
+            let update = proto::SubscriptionPermissionUpdate {
+                participant_sid: track.publisher_sid.clone(),
+                track_sid: track.sid.clone(),
+                allowed: false,
+            };
+            return self
+                .say(&proto::response(
+                    signal_response::Message::SubscriptionPermissionUpdate(update),
+                ))
+                .await;
         }
         if self.subscriber.is_none() {
             match Peer::new(

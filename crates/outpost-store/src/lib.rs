@@ -20,6 +20,8 @@
 //!   (conversation list, timeline, audit log; FTS5 search with snippets; JSON/Markdown).
 //! - [`migrations`]: the schema (`migrations/000N_*.sql`), applied by `rusqlite_migration`.
 //! - [`paths`]: the data-directory resolver shared with the CLI and the app.
+//! - [`private`]: the profile's folders (0700) and files (0600), for everyone who makes
+//!   them (the store, the app's settings, its single-instance lock).
 //!
 //! Large values (message text, tool arguments, results) are stored once, capped per row at
 //! [`StoreConfig::max_field_bytes`] (1 MiB by default); a capped value keeps its first bytes
@@ -31,6 +33,7 @@ pub mod export;
 pub mod migrations;
 pub mod model;
 pub mod paths;
+pub mod private;
 pub mod query;
 pub mod search;
 pub mod store;

@@ -41,9 +41,10 @@ pub fn database_path(dir: &Path) -> PathBuf {
     dir.join(DATABASE_FILE)
 }
 
-/// Creates `dir` (and parents) if needed and checks it is a directory.
+/// Creates `dir` (and parents) if needed, for the user only (see [`crate::private`]), and
+/// checks it is a directory.
 pub fn ensure_dir(dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|error| Error::Io {
+    crate::private::create_dir(dir).map_err(|error| Error::Io {
         action: "create data directory",
         path: dir.to_path_buf(),
         error,

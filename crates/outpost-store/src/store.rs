@@ -139,6 +139,25 @@ impl Drop for Inner {
     }
 }
 
+/// Creates the database file at `path` for the user only when it is missing, and
+/// takes group and other access away from it and its -wal and -shm files otherwise.
+fn private_db_files(path: &std::path::Path) -> Result<()> {
+    let io = |error| Error::Io {
+        action: "make private",
+        path: path.to_path_buf(),
+        error,
+    };
+    if !path.exists() {
+        crate::private::write_file(path, b"").map_err(io)?;
+    }
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        crate::private::restrict_file(std::path::Path::new(&p)).map_err(io)?;
+    }
+    Ok(())
+}
+
 fn configure(conn: &Connection, durability: Durability, what: &str) -> Result<()> {
     conn.busy_timeout(Duration::from_secs(5))
         .ctx(|| format!("set busy timeout on {what}"))?;
@@ -185,6 +204,12 @@ impl Store {
         let what = path
             .as_ref()
             .map_or_else(|| ":memory:".to_owned(), |p| p.display().to_string());
+        if let Some(p) = &path {
+            // SQLite gives its -wal and -shm files the database file's permissions: the
+            // database is created 0600 before SQLite opens it, and files of older runs
+            // are tightened.
+            private_db_files(p)?;
+        }
         let mut conn = match &path {
             Some(p) => Connection::open(p),
             None => Connection::open_in_memory(),

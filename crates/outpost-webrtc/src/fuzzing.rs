@@ -92,4 +92,22 @@ mod tests {
         );
         assert_eq!(fuzz_sdp_rewrites(text), Ok(()));
     }
+
+    /// Found by a longer `room_signal` campaign (issue 30, finding 15; the inputs are
+    /// `fuzz/corpus/room_signal/finding-2026-11-26-lone-cr-*`): the last line, in a
+    /// rejected section and without a line ending (here ending in a lone CR and a vertical
+    /// tab, which `trim_end` takes for whitespace), is moved into an earlier section and
+    /// was then glued to the `m=` line that followed it.
+    #[test]
+    fn a_moved_last_line_without_a_line_ending_is_not_glued_to_the_next_section() {
+        let text = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=mid:0\r\n\
+                    m=audio 0 UDP/TLS/RTP/SAVPF 111\r\n\
+                    a=candidate:5 1 udp 1 192.0.2.1 5000 typ host\rm=video 0 X\r\u{b}";
+        let out = sdp::move_candidates_out_of_rejected_sections(text);
+        assert!(
+            out.contains("typ host\rm=video 0 X\r\u{b}\r\nm=audio 0 UDP"),
+            "{out:?}"
+        );
+        assert_eq!(fuzz_sdp_rewrites(text), Ok(()));
+    }
 }

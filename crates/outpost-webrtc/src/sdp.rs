@@ -173,21 +173,25 @@ pub(crate) fn move_candidates_out_of_rejected_sections(sdp: &str) -> String {
     if moved.is_empty() {
         return sdp.to_owned();
     }
-    let mut out = String::with_capacity(sdp.len());
+    // Found by fuzzing (twice): the input's last line may have no line ending, and once
+    // moved it is no longer last; whatever follows a line without one gets one first,
+    // so no two lines are ever glued together.
+    let mut out = String::with_capacity(sdp.len() + 2);
+    let mut push = |line: &str| {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push_str("\r\n");
+        }
+        out.push_str(line);
+    };
     let mut placed = false;
     for (i, (rejected, lines)) in sections.iter().enumerate() {
         for line in lines {
-            out.push_str(line);
+            push(line);
         }
         // Index 0 is the session part before the first m= line.
         if i > 0 && !rejected && !placed {
             for line in &moved {
-                // Found by fuzzing: a line without its line ending (the last line of a
-                // description) must not have the next one glued onto it.
-                if !out.is_empty() && !out.ends_with('\n') {
-                    out.push_str("\r\n");
-                }
-                out.push_str(line);
+                push(line);
             }
             placed = true;
         }

@@ -61,8 +61,30 @@ pub const HELD_RPC_RESULT_BYTES: usize = 8 * 1024 * 1024;
 
 /// Room of a page or chunk below the payload limit, for the JSON around it.
 const ENVELOPE: usize = 1024;
+/// Longest transcription segment kept, in bytes; what comes beyond it is dropped.
+pub const MAX_SEGMENT_BYTES: usize = 256 * 1024;
+/// Transcription segments assembled at once; a new one beyond it ends the oldest.
+const MAX_OPEN_SEGMENTS: usize = 16;
+/// Segment ids remembered after their end (an agent may send a segment again).
+const KNOWN_SEGMENTS: usize = 256;
+/// Refused RPC calls of one caller are recorded once at the first, then as one count per
+/// this long.
+pub const REFUSAL_WINDOW_MS: Millis = 60_000;
+/// Callers whose refused calls are being counted; a new one beyond it flushes the oldest.
+const MAX_REFUSING_CALLERS: usize = 64;
+/// Method names a count of refused calls lists (the first ones).
+const REFUSED_METHODS_LISTED: usize = 8;
 
 impl RpcFailure {
+    /// The answer to a caller that is not the assistant.
+    pub fn not_the_assistant() -> Self {
+        Self::tool_error(
+            "permission_denied",
+            "Only the assistant Outpost is talking to may use its tools",
+            None,
+        )
+    }
+
     fn tool_error(code: &str, message: &str, result: Option<&Map<String, Value>>) -> Self {
         let mut data = json!({"code": code, "message": message});
         if let Some(r) = result {
@@ -105,6 +127,87 @@ pub(super) struct AgentsState {
     /// Results cut to fit, for `outpost.read_result`: (request id, JSON text).
     pub(super) held: VecDeque<(String, String)>,
     pub(super) held_bytes: usize,
+    /// Transcription segments being assembled, oldest first.
+    segments: VecDeque<(String, Segment)>,
+    /// Ids of segments that ended (newest last): one sent again replaces its text.
+    known_segments: VecDeque<String>,
+    /// The sequence number of the last [`UiEvent::AssistantDelta`] of a transcript
+    /// (one counter for all, so it grows within every segment).
+    delta_seq: u32,
+    /// Refused RPC calls counted since their caller's last record, oldest window first.
+    refusals: VecDeque<Refusals>,
+}
+
+/// A caller's refused RPC calls in the current window, after the first (recorded).
+#[derive(Debug)]
+struct Refusals {
+    caller: String,
+    since: Millis,
+    more: u64,
+    methods: Vec<String>,
+}
+
+/// A transcription segment being assembled.
+#[derive(Debug, Default)]
+struct Segment {
+    text: String,
+    /// Bytes of `text` last shown whole (the user's speech).
+    shown: usize,
+    /// Sent again after it ended: its interim text is not shown piece by piece (the
+    /// final replaces what was shown).
+    again: bool,
+}
+
+/// One input of a transcription stream.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Piece<'a> {
+    pub segment_id: &'a str,
+    pub text: &'a str,
+    pub first: bool,
+    pub is_final: bool,
+}
+
+impl AgentsState {
+    /// Adds `piece` to its segment (a first piece starts the segment over): the segment
+    /// and the text added (cut to [`MAX_SEGMENT_BYTES`]). A final piece's segment is
+    /// taken out.
+    fn assemble(&mut self, piece: Piece<'_>) -> (Segment, String, bool) {
+        let at = self
+            .segments
+            .iter()
+            .position(|(id, _)| id == piece.segment_id);
+        let mut seg = match at {
+            Some(i) if !piece.first => self.segments.remove(i).map(|(_, s)| s).unwrap_or_default(),
+            at => {
+                if let Some(i) = at {
+                    self.segments.remove(i);
+                }
+                Segment {
+                    again: self.known_segments.iter().any(|k| k == piece.segment_id),
+                    ..Segment::default()
+                }
+            }
+        };
+        let room = MAX_SEGMENT_BYTES.saturating_sub(seg.text.len());
+        let added = cut(piece.text, room);
+        seg.text.push_str(&added);
+        if !piece.is_final {
+            return (seg, added, false);
+        }
+        self.known_segments.push_back(piece.segment_id.to_owned());
+        if self.known_segments.len() > KNOWN_SEGMENTS {
+            self.known_segments.pop_front();
+        }
+        (seg, added, true)
+    }
+
+    /// Puts a segment that goes on back, ending the oldest beyond the limit.
+    fn keep(&mut self, segment_id: &str, seg: Segment) {
+        self.segments.push_back((segment_id.to_owned(), seg));
+        if self.segments.len() > MAX_OPEN_SEGMENTS {
+            self.segments.pop_front();
+        }
+    }
 }
 
 /// The `lk.agent.state` values and how the status shows them.
@@ -235,16 +338,10 @@ impl Machine {
         self.agents.ready
     }
 
-    /// A transcription segment's text so far (`text` replaces what the segment said).
-    pub(super) fn transcript(
-        &mut self,
-        fx: &mut Fx,
-        now: Millis,
-        sender: &str,
-        segment_id: &str,
-        text: &str,
-        is_final: bool,
-    ) {
+    /// A piece of a transcription segment of the assistant's words: shown as it comes
+    /// (each piece once, as an [`UiEvent::AssistantDelta`], so a long segment costs what
+    /// it says, not its square), and whole, shown and recorded, when final.
+    pub(super) fn transcript(&mut self, fx: &mut Fx, now: Millis, sender: &str, piece: Piece<'_>) {
         if !self.is_assistant(sender) {
             return;
         }
@@ -252,39 +349,46 @@ impl Machine {
         if !self.in_agents_mode() {
             return;
         }
-        if is_final {
-            fx.record(Record::Message(store::NewMessage {
-                conversation_id: self.conv(),
-                id: segment_id.to_owned(),
-                role: store::Role::Assistant,
-                text: text.to_owned(),
-                created_at: now,
-                completed_at: Some(now),
-            }));
+        let (seg, added, done) = self.agents.assemble(piece);
+        let id = piece.segment_id;
+        if !done {
+            if !seg.again && !added.is_empty() {
+                self.agents.delta_seq = self.agents.delta_seq.wrapping_add(1);
+                fx.ui(UiEvent::AssistantDelta {
+                    message_id: id.to_owned(),
+                    seq: self.agents.delta_seq,
+                    delta: added,
+                });
+            }
+            self.agents.keep(id, seg);
+            return;
         }
-        let in_reply_to = if is_final {
-            self.agents.awaiting_reply.pop_front()
-        } else {
-            None
-        };
+        fx.record(Record::Message(store::NewMessage {
+            conversation_id: self.conv(),
+            id: id.to_owned(),
+            role: store::Role::Assistant,
+            text: seg.text.clone(),
+            created_at: now,
+            completed_at: Some(now),
+        }));
         fx.ui(UiEvent::AssistantMessage {
-            id: segment_id.to_owned(),
-            text: text.to_owned(),
-            in_reply_to,
+            id: id.to_owned(),
+            text: seg.text,
+            in_reply_to: self.agents.awaiting_reply.pop_front(),
         });
     }
 
-    /// A transcription of the user's own speech (voice): shown as the user's words while
-    /// they grow, recorded as a user message when final. It is the agent's own reading
-    /// of what it heard, so nothing is sent back.
+    /// A piece of a transcription of the user's own speech (voice): shown as the user's
+    /// words while they grow, recorded as a user message when final. It is the agent's
+    /// own reading of what it heard, so nothing is sent back. The text so far is shown
+    /// again only once it grew by a quarter (at least 64 bytes), so a long segment in
+    /// small pieces costs a few times what it says, not its square.
     pub(super) fn user_transcript(
         &mut self,
         fx: &mut Fx,
         now: Millis,
         sender: &str,
-        segment_id: &str,
-        text: &str,
-        is_final: bool,
+        piece: Piece<'_>,
     ) {
         if !self.is_assistant(sender) {
             return;
@@ -293,21 +397,33 @@ impl Machine {
         if !self.in_agents_mode() {
             return;
         }
-        if is_final {
+        let (mut seg, _, done) = self.agents.assemble(piece);
+        let id = piece.segment_id;
+        if done {
             fx.record(Record::Message(store::NewMessage {
                 conversation_id: self.conv(),
-                id: segment_id.to_owned(),
+                id: id.to_owned(),
                 role: store::Role::User,
-                text: text.to_owned(),
+                text: seg.text.clone(),
                 created_at: now,
                 completed_at: Some(now),
             }));
+        } else if seg.text.len() >= seg.shown + (seg.shown / 4).max(64)
+            || (seg.shown == 0 && !seg.text.is_empty())
+        {
+            seg.shown = seg.text.len();
+        } else {
+            self.agents.keep(id, seg);
+            return;
         }
         fx.ui(UiEvent::UserTranscript {
-            id: segment_id.to_owned(),
-            text: text.to_owned(),
-            is_final,
+            id: id.to_owned(),
+            text: seg.text.clone(),
+            is_final: done,
         });
+        if !done {
+            self.agents.keep(id, seg);
+        }
     }
 
     /// An RPC call arrived.
@@ -319,26 +435,8 @@ impl Machine {
             });
         };
         if !self.is_assistant(&call.caller) {
-            fx.record(Record::ProtocolError(store::NewProtocolError {
-                conversation_id: self.conversation.as_deref().map(Into::into),
-                at: now,
-                code: "rpc_refused".into(),
-                message: format!(
-                    "{} called {} but is not the assistant; refused",
-                    cut(&call.caller, 128),
-                    cut(&call.method, 128)
-                ),
-                detail: Some(format!("rpc request {}", cut(&call.request_id, 128))),
-            }));
-            reply(
-                fx,
-                &call.request_id,
-                Err(RpcFailure::tool_error(
-                    "permission_denied",
-                    "Only the assistant Outpost is talking to may use its tools",
-                    None,
-                )),
-            );
+            self.rpc_refused(fx, now, &call.caller, &call.method, Some(&call.request_id));
+            reply(fx, &call.request_id, Err(RpcFailure::not_the_assistant()));
             return;
         }
         self.enter_agents_mode(fx, now, "it called a tool over RPC");
@@ -368,6 +466,88 @@ impl Machine {
             },
             _ => self.rpc_tool(fx, now, call),
         }
+    }
+
+    /// A call from `caller`, who is not the assistant, was refused (here, or by the room
+    /// before its payload was read): the history's protocol log says so, once for the
+    /// first call and then once per [`REFUSAL_WINDOW_MS`] with the count of the others,
+    /// so a caller that keeps calling cannot fill the history.
+    pub(super) fn rpc_refused(
+        &mut self,
+        fx: &mut Fx,
+        now: Millis,
+        caller: &str,
+        method: &str,
+        request_id: Option<&str>,
+    ) {
+        let caller = cut(caller, 128);
+        let method = cut(method, 128);
+        let at = self.agents.refusals.iter().position(|r| r.caller == caller);
+        if let Some(i) = at {
+            if now - self.agents.refusals[i].since < REFUSAL_WINDOW_MS {
+                let r = &mut self.agents.refusals[i];
+                r.more += 1;
+                if r.methods.len() < REFUSED_METHODS_LISTED && !r.methods.contains(&method) {
+                    r.methods.push(method);
+                }
+                return;
+            }
+            if let Some(r) = self.agents.refusals.remove(i) {
+                self.record_refusals(fx, now, r);
+            }
+        }
+        if self.agents.refusals.len() >= MAX_REFUSING_CALLERS {
+            if let Some(r) = self.agents.refusals.pop_front() {
+                self.record_refusals(fx, now, r);
+            }
+        }
+        fx.record(Record::ProtocolError(store::NewProtocolError {
+            conversation_id: self.conversation.as_deref().map(Into::into),
+            at: now,
+            code: "rpc_refused".into(),
+            message: format!("{caller} called {method} but is not the assistant; refused"),
+            detail: request_id.map(|id| format!("rpc request {}", cut(id, 128))),
+        }));
+        self.agents.refusals.push_back(Refusals {
+            caller,
+            since: now,
+            more: 0,
+            methods: Vec::new(),
+        });
+    }
+
+    /// Records the refused calls counted in windows that are over (all of them with
+    /// `all`, when the session ends).
+    pub(super) fn flush_refusals(&mut self, fx: &mut Fx, now: Millis, all: bool) {
+        while let Some(r) = self.agents.refusals.front() {
+            if !all && now - r.since < REFUSAL_WINDOW_MS {
+                // Windows end in the order they began.
+                break;
+            }
+            if let Some(r) = self.agents.refusals.pop_front() {
+                self.record_refusals(fx, now, r);
+            }
+        }
+    }
+
+    fn record_refusals(&self, fx: &mut Fx, now: Millis, r: Refusals) {
+        if r.more == 0 {
+            return;
+        }
+        fx.record(Record::ProtocolError(store::NewProtocolError {
+            conversation_id: self.conversation.as_deref().map(Into::into),
+            at: now,
+            code: "rpc_refused".into(),
+            message: format!(
+                "{} made {} more calls in the {} s after its first refused call ({}); all \
+                 refused, it is not the assistant",
+                r.caller,
+                r.more,
+                (now - r.since).max(0) / 1000,
+                r.methods.join(", ")
+            ),
+            detail: None,
+        }));
     }
 
     fn list_tools(&self, payload: &str) -> Result<String, RpcFailure> {
@@ -1005,33 +1185,97 @@ mod tests {
         assert_eq!(sent(&m.handle(Input::Tick, 10 + wait)), 1);
     }
 
-    #[test]
-    fn transcripts_replace_interim_text_and_record_the_final() {
-        let mut m = agents();
-        let seg = |text: &str, fin: bool| Input::Transcript {
-            sender: AGENT.into(),
-            segment_id: "SG_1".into(),
+    /// A transcription piece of segment `id` from `sender`.
+    fn piece(sender: &str, id: &str, text: &str, first: bool, fin: bool, user: bool) -> Input {
+        Input::Transcript {
+            sender: sender.into(),
+            segment_id: id.into(),
             text: text.into(),
+            first,
             is_final: fin,
-            user_speech: false,
-        };
-        let fx1 = m.handle(seg("Hel", false), 20);
-        let fx2 = m.handle(seg("Hello there", true), 21);
-        let texts: Vec<String> = uis(&[fx1.clone(), fx2.clone()].concat())
+            user_speech: user,
+        }
+    }
+
+    #[test]
+    fn transcripts_stream_as_deltas_and_record_the_final() {
+        let mut m = agents();
+        let fx1 = m.handle(piece(AGENT, "SG_1", "Hel", true, false, false), 20);
+        let fx2 = m.handle(piece(AGENT, "SG_1", "lo there", false, false, false), 21);
+        let fx3 = m.handle(piece(AGENT, "SG_1", "", false, true, false), 22);
+        let shown: Vec<String> = uis(&[fx1.clone(), fx2, fx3.clone()].concat())
             .into_iter()
             .filter_map(|e| match e {
+                UiEvent::AssistantDelta {
+                    message_id, delta, ..
+                } if message_id == "SG_1" => Some(format!("+{delta}")),
                 UiEvent::AssistantMessage { id, text, .. } if id == "SG_1" => Some(text),
                 _ => None,
             })
             .collect();
-        assert_eq!(texts, ["Hel", "Hello there"]);
+        assert_eq!(shown, ["+Hel", "+lo there", "Hello there"]);
         assert!(
             !fx1.iter()
                 .any(|e| matches!(e, Effect::Record(Record::Message(_))))
         );
-        assert!(fx2.iter().any(
+        assert!(fx3.iter().any(
             |e| matches!(e, Effect::Record(Record::Message(msg)) if msg.text == "Hello there")
         ));
+        // Sent again with the same id: the new text replaces the old one, shown whole
+        // at its end.
+        let again = [
+            m.handle(piece(AGENT, "SG_1", "Hello", true, false, false), 23),
+            m.handle(piece(AGENT, "SG_1", " world", false, true, false), 24),
+        ]
+        .concat();
+        let shown: Vec<UiEvent> = uis(&again);
+        assert!(
+            matches!(&shown[..], [UiEvent::AssistantMessage { text, .. }] if text == "Hello world"),
+            "{shown:?}"
+        );
+    }
+
+    /// Issue 30, finding 9: a long segment in small pieces costs what it says, not its
+    /// square (each piece was shown with the whole text so far), and stays within its cap.
+    #[test]
+    fn a_long_segment_in_small_pieces_costs_what_it_says() {
+        let mut m = agents();
+        let kib = "x".repeat(1024);
+        let pieces = 2 * MAX_SEGMENT_BYTES / 1024;
+        for user in [false, true] {
+            let id = if user { "SG_user" } else { "SG_long" };
+            let mut shown = 0usize;
+            let mut last = String::new();
+            for i in 0..=pieces {
+                let fx = m.handle(
+                    piece(
+                        AGENT,
+                        id,
+                        if i < pieces { &kib } else { "" },
+                        i == 0,
+                        i == pieces,
+                        user,
+                    ),
+                    20,
+                );
+                for e in uis(&fx) {
+                    match e {
+                        UiEvent::AssistantDelta { delta, .. } => shown += delta.len(),
+                        UiEvent::AssistantMessage { text, .. }
+                        | UiEvent::UserTranscript { text, .. } => {
+                            shown += text.len();
+                            last = text;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            assert_eq!(last.len(), MAX_SEGMENT_BYTES, "cut to the cap");
+            assert!(
+                shown <= 6 * MAX_SEGMENT_BYTES,
+                "{shown} bytes shown for a {MAX_SEGMENT_BYTES}-byte segment (user speech: {user})"
+            );
+        }
     }
 
     #[test]
@@ -1047,13 +1291,6 @@ mod tests {
                 20,
             );
         }
-        let seg = |id: &str, text: &str, fin: bool| Input::Transcript {
-            sender: AGENT.into(),
-            segment_id: id.into(),
-            text: text.into(),
-            is_final: fin,
-            user_speech: false,
-        };
         let replies = |fx: Vec<Effect>| -> Vec<Option<String>> {
             uis(&fx)
                 .into_iter()
@@ -1063,30 +1300,26 @@ mod tests {
                 })
                 .collect()
         };
-        assert_eq!(replies(m.handle(seg("SG_1", "Hel", false), 21)), [None]);
+        assert!(replies(m.handle(piece(AGENT, "SG_1", "Hel", true, false, false), 21)).is_empty());
         assert_eq!(
-            replies(m.handle(seg("SG_1", "Hello", true), 22)),
+            replies(m.handle(piece(AGENT, "SG_1", "lo", false, true, false), 22)),
             [Some("u1".to_string())]
         );
         assert_eq!(
-            replies(m.handle(seg("SG_2", "Again", true), 23)),
+            replies(m.handle(piece(AGENT, "SG_2", "Again", true, true, false), 23)),
             [Some("u2".to_string())]
         );
-        assert_eq!(replies(m.handle(seg("SG_3", "More", true), 24)), [None]);
+        assert_eq!(
+            replies(m.handle(piece(AGENT, "SG_3", "More", true, true, false), 24)),
+            [None]
+        );
     }
 
     #[test]
     fn the_users_speech_shows_as_their_words_and_is_recorded_as_theirs() {
         let mut m = agents();
-        let seg = |sender: &str, text: &str, fin: bool| Input::Transcript {
-            sender: sender.into(),
-            segment_id: "SG_u".into(),
-            text: text.into(),
-            is_final: fin,
-            user_speech: true,
-        };
-        let fx1 = m.handle(seg(AGENT, "what time", false), 20);
-        let fx2 = m.handle(seg(AGENT, "What time is it?", true), 21);
+        let fx1 = m.handle(piece(AGENT, "SG_u", "what time", true, false, true), 20);
+        let fx2 = m.handle(piece(AGENT, "SG_u", " is it?", false, true, true), 21);
         let shown: Vec<(String, bool)> = uis(&[fx1.clone(), fx2.clone()].concat())
             .into_iter()
             .filter_map(|e| match e {
@@ -1100,7 +1333,7 @@ mod tests {
             shown,
             [
                 ("what time".to_string(), false),
-                ("What time is it?".to_string(), true)
+                ("what time is it?".to_string(), true)
             ]
         );
         assert!(
@@ -1111,12 +1344,12 @@ mod tests {
         assert!(fx2.iter().any(|e| matches!(
             e,
             Effect::Record(Record::Message(msg))
-                if msg.text == "What time is it?" && msg.role == store::Role::User
+                if msg.text == "what time is it?" && msg.role == store::Role::User
         )));
         // Nothing goes back to the agent: it heard the words itself.
         assert!(!fx2.iter().any(|e| matches!(e, Effect::SendText { .. })));
         // Someone else's transcription is ignored.
-        let other = m.handle(seg("intruder", "hi", true), 22);
+        let other = m.handle(piece("intruder", "SG_x", "hi", true, true, true), 22);
         assert!(uis(&other).is_empty());
     }
 
@@ -1195,6 +1428,83 @@ mod tests {
             "audited"
         );
         assert!(!fx.iter().any(|e| matches!(e, Effect::RunTool { .. })));
+    }
+
+    /// Issue 30, finding 13: 20,000 refused calls from one caller in 52 s (each refused
+    /// by the room, or by the machine) make one record at the first and one count when
+    /// the window ends; another caller has its own; the end of the session records what
+    /// is still counted.
+    #[test]
+    fn refused_calls_are_recorded_once_then_counted_per_window() {
+        let mut m = agents();
+        let refusals = |fx: &[Effect]| -> Vec<String> {
+            fx.iter()
+                .filter_map(|e| match e {
+                    Effect::Record(Record::ProtocolError(p)) if p.code == "rpc_refused" => {
+                        Some(p.message.clone())
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut records = Vec::new();
+        for i in 0..20_000i64 {
+            let input = if i % 2 == 0 {
+                Input::RpcRefused {
+                    caller: "mallory".into(),
+                    method: "outpost.list_tools".into(),
+                }
+            } else {
+                rpc(&format!("r{i}"), "mallory", "calculator", "{}")
+            };
+            let at = 100 + i * 52_000 / 20_000;
+            records.extend(refusals(&m.handle(input, at)));
+            if i % 1000 == 0 {
+                records.extend(refusals(&m.handle(Input::Tick, at)));
+            }
+        }
+        assert_eq!(records.len(), 1, "{records:?}");
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "carol".into(),
+                method: "x".into(),
+            },
+            55_000,
+        )));
+        assert_eq!(records.len(), 2, "another caller has its own first record");
+        records.extend(refusals(&m.handle(Input::Tick, 100 + REFUSAL_WINDOW_MS)));
+        assert_eq!(records.len(), 3, "{records:?}");
+        assert!(
+            records[2].contains("mallory made 19999 more calls")
+                && records[2].contains("(calculator, outpost.list_tools)"),
+            "{}",
+            records[2]
+        );
+        // The session's end records carol's window (nothing more to count there) and a
+        // new one of mallory's.
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "mallory".into(),
+                method: "y".into(),
+            },
+            100 + REFUSAL_WINDOW_MS + 1,
+        )));
+        records.extend(refusals(&m.handle(
+            Input::RpcRefused {
+                caller: "mallory".into(),
+                method: "y".into(),
+            },
+            100 + REFUSAL_WINDOW_MS + 2,
+        )));
+        records.extend(refusals(
+            &m.handle(Input::Command(Command::Leave), 100 + REFUSAL_WINDOW_MS + 3),
+        ));
+        assert_eq!(records.len(), 5, "{records:?}");
+        assert!(
+            records[4].contains("mallory made 1 more calls"),
+            "{}",
+            records[4]
+        );
     }
 
     #[test]

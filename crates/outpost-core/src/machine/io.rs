@@ -204,9 +204,13 @@ pub enum Input {
         sender: String,
         /// `lk.segment_id`.
         segment_id: String,
-        /// What the segment says so far (replaces earlier text of the segment).
+        /// The text that arrived since the stream's last input (appended to what the
+        /// segment says).
         text: String,
-        /// `lk.transcription_final`, or the stream ended.
+        /// The stream's first input: the segment starts over (an agent that refines a
+        /// segment sends it again with the same id; the later text replaces it).
+        first: bool,
+        /// The stream ended: the segment says what it has now.
         is_final: bool,
         /// The segment transcribes the user's own microphone track (its
         /// `lk.transcribed_track_id` is one of ours): the user's speech, not the
@@ -215,6 +219,14 @@ pub enum Input {
     },
     /// An RPC call to one of Outpost's methods.
     Rpc(RpcCall),
+    /// The room refused an RPC call because its caller is not the assistant (the
+    /// caller was answered there, before its payload was read).
+    RpcRefused {
+        /// Who called.
+        caller: String,
+        /// The method it called.
+        method: String,
+    },
     /// The tools on offer changed (an MCP server's tool list did): the new catalogue and
     /// the MCP tools' claims.
     ToolsChanged {

@@ -48,7 +48,8 @@ use outpost_store::{ConversationId, Millis};
 
 pub use agents::{
     CHAT_TOPIC, CONVERSATION, CONVERSATION_TOPIC, FILES_TOPIC, IMAGES_TOPIC, LIST_TOOLS,
-    MESSAGE_ATTRIBUTE, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT, SHA256_ATTRIBUTE,
+    MAX_SEGMENT_BYTES, MESSAGE_ATTRIBUTE, READ_RESULT, RPC_APPLICATION_ERROR, RPC_PAYLOAD_LIMIT,
+    SHA256_ATTRIBUTE,
 };
 pub use io::{
     ByteStream, Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure,
@@ -438,16 +439,26 @@ impl Machine {
                 sender,
                 segment_id,
                 text,
+                first,
                 is_final,
                 user_speech,
             } => {
+                let piece = agents::Piece {
+                    segment_id: &segment_id,
+                    text: &text,
+                    first,
+                    is_final,
+                };
                 if user_speech {
-                    self.user_transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                    self.user_transcript(&mut fx, now, &sender, piece);
                 } else {
-                    self.transcript(&mut fx, now, &sender, &segment_id, &text, is_final);
+                    self.transcript(&mut fx, now, &sender, piece);
                 }
             }
             Input::Rpc(call) => self.rpc(&mut fx, now, call),
+            Input::RpcRefused { caller, method } => {
+                self.rpc_refused(&mut fx, now, &caller, &method, None);
+            }
             Input::ToolsChanged { tools, claims } => {
                 self.tools_changed(&mut fx, tools, claims);
                 self.announce_tools(&mut fx, now);
@@ -473,6 +484,7 @@ impl Machine {
                     }
                 }
                 self.rpc_deadlines(&mut fx, now);
+                self.flush_refusals(&mut fx, now, false);
                 if self.link_up {
                     self.trim_sent(now);
                 }
@@ -711,6 +723,7 @@ impl Machine {
         if self.phase == Phase::Ended {
             return;
         }
+        self.flush_refusals(fx, now, true);
         if let Some(c) = &self.conversation {
             fx.record(Record::EndConversation {
                 id: c.as_str().into(),

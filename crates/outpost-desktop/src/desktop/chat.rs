@@ -167,19 +167,9 @@ impl Desktop {
     }
 }
 
-/// `chat_open_link`'s check: only `http:`, `https:` and `mailto:` links leave the app.
+/// `chat_open_link`'s check: only `http:`, `https:` and `mailto:` links leave the app,
+/// and no mail link that attaches a file ([`outpost_policy::check_link`]).
 pub fn check_link(url: &str) -> Result<()> {
-    let lower = url.trim().to_ascii_lowercase();
-    let ok = ["http://", "https://", "mailto:"]
-        .iter()
-        .any(|s| lower.starts_with(s))
-        && !url.chars().any(char::is_control);
-    if ok {
-        Ok(())
-    } else {
-        Err(DesktopError::invalid(
-            "url",
-            format!("only http, https and mailto links can be opened, not \"{url}\""),
-        ))
-    }
+    outpost_policy::check_link(url)
+        .map_err(|why| DesktopError::invalid("url", format!("{why}, not \"{url}\"")))
 }

@@ -124,6 +124,9 @@ impl Desktop {
         secrets: Arc<dyn SecretStore>,
         notifier: Arc<dyn Notifier>,
     ) -> Result<Self> {
+        // The config folder holds the settings, the policy and mcp.toml: the user's alone,
+        // also when an older version made it readable by everyone.
+        paths.create_private_dirs()?;
         let (config, startup_error) = match AppConfig::load(&paths.settings_file()) {
             Ok(c) => (c, None),
             Err(e) => (AppConfig::default(), Some(e.to_string())),

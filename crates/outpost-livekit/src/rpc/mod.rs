@@ -6,7 +6,9 @@
 //!   [`REQUEST_TOPIC`] whose attributes carry the request id, method, response
 //!   timeout and version; a successful answer as a text stream on
 //!   [`RESPONSE_TOPIC`] carrying the request id. Acks and error answers stay version 1
-//!   packets. Payloads have no RPC limit (the stream limits apply). A caller uses
+//!   packets. LiveKit sets no RPC limit on these payloads (only the SDKs' 5 GB
+//!   data-stream cap); we read at most [`crate::RoomOptions::rpc_max_v2_payload`]
+//!   ([`DEFAULT_MAX_V2_PAYLOAD_BYTES`]), checked at the header and while reading. A caller uses
 //!   version 2 when the callee advertised `client_protocol` ≥ 1
 //!   ([`CLIENT_PROTOCOL_RPC_V2`]) in its join; we advertise it unless
 //!   [`crate::RoomOptions::rpc_v2`] is off.
@@ -17,6 +19,11 @@
 //!   in its own task under the caller's `response_timeout` (for version 2 that
 //!   includes reading the request stream); when that passes the handler is dropped
 //!   and the caller gets `RESPONSE_TIMEOUT` (what the official Python SDK does).
+//! - Who may call: anyone, or only the assistant ([`crate::RpcCallers`]); a refused
+//!   caller is turned away at its request packet or stream header, before its payload
+//!   costs anything, and its answers are rate-limited. Calls in progress are limited
+//!   per caller and for all other callers together, and the assistant's own calls do
+//!   not count against them, so other participants cannot lock it out.
 //! - Calling: [`crate::Room::perform_rpc`] sends the request and waits for the ack
 //!   (`max_round_trip_latency`) and then the response (`response_timeout`), with the
 //!   official SDKs' errors for each way it can fail.
@@ -32,13 +39,20 @@ use tokio::time::Instant;
 
 use crate::engine::Shared;
 use crate::proto::{
-    self, RpcAck, RpcErrorPacket, RpcRequest, RpcResponse, data_packet, rpc_response,
+    self, RpcAck, RpcErrorPacket, RpcRequest, RpcResponse, data_packet, data_stream, rpc_response,
 };
-use crate::streams::{Sink, StreamKind, StreamOptions, StreamReader, StreamWriter};
+use crate::streams::{Receivers, Sink, StreamKind, StreamOptions, StreamReader, StreamWriter};
+use crate::types::RpcCallers;
 
-/// Largest request or response payload of RPC version 1, in bytes (15 KiB). Version 2
-/// has no such limit.
+/// Largest request or response payload of RPC version 1, in bytes (15 KiB), as in the
+/// official SDKs. Version 2 has no such limit in LiveKit.
 pub const MAX_PAYLOAD_BYTES: usize = 15_360;
+/// Largest version 2 payload we read unless [`crate::RoomOptions::rpc_max_v2_payload`]
+/// says otherwise (1 MiB): far more than a tool call's arguments, which a model writes,
+/// and small enough that a caller cannot make us hold much.
+pub const DEFAULT_MAX_V2_PAYLOAD_BYTES: usize = 1 << 20;
+/// Longest method name a [`crate::RoomEvent::RpcRefused`] carries; longer ones are cut.
+pub const MAX_REFUSED_METHOD_BYTES: usize = 256;
 /// Longest error message sent; longer ones are cut (as the official SDKs do).
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 256;
 /// The `client_protocol` a client advertises when it takes RPC version 2 requests
@@ -56,8 +70,20 @@ const ATTR_VERSION: &str = "lk.rpc_request_version";
 /// The `version` of a request packet, and of a request stream's version attribute.
 const VERSION_V1: u32 = 1;
 const VERSION_V2: u32 = 2;
-/// Incoming requests handled at once; more are answered with an error at once.
+/// Incoming requests the assistant may have in progress at once, and those of all other
+/// callers together; more are answered with an error at once.
 const MAX_RUNNING: usize = 64;
+/// Incoming requests one caller other than the assistant may have in progress at once.
+const MAX_RUNNING_PER_CALLER: usize = 16;
+/// Refusals answered to one caller at once; then [`REFUSALS_PER_SEC`] a second, the rest
+/// dropped unanswered, so a flood of refused calls does not become a flood of answers.
+#[doc(hidden)]
+pub const REFUSAL_BURST_ANSWERS: u32 = 10;
+const REFUSAL_BURST: f64 = REFUSAL_BURST_ANSWERS as f64;
+/// See [`REFUSAL_BURST_ANSWERS`].
+const REFUSALS_PER_SEC: f64 = 2.0;
+/// Callers whose refusal budget is remembered; beyond it, refusals are not answered.
+const MAX_REFUSAL_BUCKETS: usize = 1024;
 /// Used when a request carries no response timeout.
 const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -339,8 +365,14 @@ struct Pending {
     response: Option<oneshot::Sender<Result<String, RpcError>>>,
 }
 
+/// A caller's budget of answered refusals (a token bucket).
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
 /// RPC state of one room, shared by the handle and the engine.
-#[derive(Default)]
 pub(crate) struct Rpc {
     handlers: RpcMethods,
     pending: Mutex<HashMap<String, Pending>>,
@@ -350,6 +382,30 @@ pub(crate) struct Rpc {
     server_version: Mutex<Option<String>>,
     /// Whether calls may use version 2 (and we advertise it).
     v2: bool,
+    /// Who may call, and what a refused caller is told.
+    callers: RpcCallers,
+    refusal: RpcError,
+    /// Largest version 2 payload read, in bytes.
+    max_v2_payload: u64,
+    /// Answered refusals per caller.
+    refusals: Mutex<HashMap<String, Bucket>>,
+}
+
+/// A call turned away because its caller may not call (reported as
+/// [`crate::RoomEvent::RpcRefused`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub caller: String,
+    pub method: String,
+}
+
+impl Default for Rpc {
+    fn default() -> Self {
+        Self::from_options(&crate::RoomOptions {
+            rpc_v2: false,
+            ..crate::RoomOptions::default()
+        })
+    }
 }
 
 impl std::fmt::Debug for Rpc {
@@ -388,13 +444,45 @@ fn server_supports_rpc(version: &str) -> bool {
 }
 
 impl Rpc {
-    /// The room's RPC state, answering from `methods` (shared, not copied); calls use
-    /// version 2 towards peers that take it when `v2` is set.
-    pub(crate) fn with_methods(methods: &RpcMethods, v2: bool) -> Self {
+    /// The room's RPC state from its options: answering from `rpc_methods` (shared, not
+    /// copied), calling with version 2 towards peers that take it when `rpc_v2` is set.
+    pub(crate) fn from_options(opts: &crate::RoomOptions) -> Self {
         Self {
-            handlers: methods.clone(),
-            v2,
-            ..Self::default()
+            handlers: opts.rpc_methods.clone(),
+            pending: Mutex::default(),
+            running: Mutex::default(),
+            server_version: Mutex::default(),
+            v2: opts.rpc_v2,
+            callers: opts.rpc_callers,
+            refusal: opts.rpc_refusal.clone(),
+            max_v2_payload: u64::try_from(opts.rpc_max_v2_payload).unwrap_or(u64::MAX),
+            refusals: Mutex::default(),
+        }
+    }
+
+    /// Whether a refusal to `caller` may be answered now (and spends one from its budget).
+    fn answer_refusal(&self, caller: &str, now: Instant) -> bool {
+        let mut buckets = lock(&self.refusals);
+        if !buckets.contains_key(caller) && buckets.len() >= MAX_REFUSAL_BUCKETS {
+            // Forget the callers whose budget is whole again; they cost nothing to forget.
+            let whole = REFUSAL_BURST / REFUSALS_PER_SEC;
+            buckets.retain(|_, b| now.saturating_duration_since(b.at).as_secs_f64() < whole);
+            if buckets.len() >= MAX_REFUSAL_BUCKETS {
+                return false;
+            }
+        }
+        let b = buckets.entry(caller.to_owned()).or_insert(Bucket {
+            tokens: REFUSAL_BURST,
+            at: now,
+        });
+        let refill = now.saturating_duration_since(b.at).as_secs_f64() * REFUSALS_PER_SEC;
+        b.tokens = (b.tokens + refill).min(REFUSAL_BURST);
+        b.at = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
         }
     }
 
@@ -486,6 +574,7 @@ impl Rpc {
     /// `identity` left: its pending calls fail with `RECIPIENT_DISCONNECTED`, and the
     /// requests it made stop (nobody is left to answer).
     pub(crate) fn participant_left(&self, identity: &str) {
+        lock(&self.refusals).remove(identity);
         lock(&self.pending).retain(|_, p| p.destination != identity);
         lock(&self.running).retain(|(caller, _), task| {
             if caller == identity {
@@ -623,7 +712,7 @@ enum Payload {
     /// In the request packet (version 1).
     Inline(String),
     /// In the request stream, still to be read (version 2).
-    Stream(StreamReader),
+    Stream(Box<StreamReader>),
 }
 
 /// A request that passed the checks every version shares.
@@ -635,16 +724,53 @@ struct Request {
     payload: Payload,
 }
 
+/// Whether `caller` may call our methods now.
+fn may_call(shared: &Shared, caller: &str) -> bool {
+    match shared.rpc.callers {
+        RpcCallers::Anyone => true,
+        RpcCallers::Assistant => is_assistant(shared, caller),
+    }
+}
+
+fn is_assistant(shared: &Shared, caller: &str) -> bool {
+    shared
+        .roster()
+        .assistant
+        .as_ref()
+        .is_some_and(|a| a.identity == caller)
+}
+
+/// Turns away request `id` of `caller`, who may not call: ack and the refusal while its
+/// budget lasts, then silence.
+fn refuse_caller(shared: &Shared, caller: &str, id: &str, method: &str) -> Refused {
+    tracing::debug!(request = %id, from = caller, "RPC call from a participant that may not call; refused");
+    if shared.rpc.answer_refusal(caller, Instant::now()) && ack(shared, caller, id) {
+        respond_packet(
+            shared,
+            caller,
+            id.to_owned(),
+            Err(shared.rpc.refusal.clone()),
+        );
+    }
+    Refused {
+        caller: caller.to_owned(),
+        method: truncate(method.to_owned(), MAX_REFUSED_METHOD_BYTES),
+    }
+}
+
 /// An incoming version 1 `RpcRequest` from `caller` (the identity the server stamped):
 /// ack at once, then answer from the handler, or with an error when the request cannot
-/// be served.
-pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
+/// be served. A caller that may not call is refused (and returned).
+pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) -> Option<Refused> {
     if caller.is_empty() || req.id.is_empty() {
         tracing::debug!("RPC request without a caller identity or id; ignored");
-        return;
+        return None;
+    }
+    if !may_call(shared, caller) {
+        return Some(refuse_caller(shared, caller, &req.id, &req.method));
     }
     if !ack(shared, caller, &req.id) {
-        return;
+        return None;
     }
     let refuse = |code: RpcErrorCode, data: Option<String>| {
         respond_packet(
@@ -655,17 +781,20 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
         );
     };
     if req.version != VERSION_V1 {
-        return refuse(RpcErrorCode::UnsupportedVersion, None);
+        refuse(RpcErrorCode::UnsupportedVersion, None);
+        return None;
     }
     if req.payload.is_empty() && !req.compressed_payload.is_empty() {
         // We do not advertise compression, so a compressed request is a peer's bug.
-        return refuse(
+        refuse(
             RpcErrorCode::ApplicationError,
             Some("compressed RPC payloads are not supported".into()),
         );
+        return None;
     }
     if req.payload.len() > MAX_PAYLOAD_BYTES {
-        return refuse(RpcErrorCode::RequestPayloadTooLarge, None);
+        refuse(RpcErrorCode::RequestPayloadTooLarge, None);
+        return None;
     }
     let response_timeout = if req.response_timeout_ms == 0 {
         DEFAULT_RESPONSE_TIMEOUT
@@ -683,6 +812,7 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) {
             payload: Payload::Inline(req.payload),
         },
     );
+    None
 }
 
 /// Sends the ack for `request_id`; false when it could not be queued (the room is
@@ -700,73 +830,129 @@ fn ack(shared: &Shared, caller: &str, request_id: &str) -> bool {
     }
 }
 
-/// An incoming text or byte stream on [`REQUEST_TOPIC`] or [`RESPONSE_TOPIC`] from
-/// `sender`: a version 2 request or response. Never shown to the application, as the
-/// official SDKs do not show them either. Dropping the reader frees its slot.
-pub(crate) fn on_stream(shared: &Arc<Shared>, sender: &str, reader: StreamReader) {
-    let info = &reader.info;
-    if info.kind != StreamKind::Text {
-        tracing::warn!(stream = %info.id, topic = %info.topic, from = sender, "byte stream on an RPC topic; ignored");
-        return;
+/// The header of a stream on [`REQUEST_TOPIC`] or [`RESPONSE_TOPIC`] from `sender`
+/// (`assistant`: whether the room takes it for the assistant): a version 2 request or
+/// response. Everything that can be decided from the header is decided before the stream
+/// is opened in `receivers`, so a stream we will not read takes no slot and buffers
+/// nothing (its chunks find no stream and are dropped); one we read is capped at
+/// [`crate::RoomOptions::rpc_max_v2_payload`]. Never shown to the application, as the
+/// official SDKs do not show them either. A caller that may not call is refused (and
+/// returned).
+pub(crate) fn on_stream_header(
+    shared: &Arc<Shared>,
+    receivers: &mut Receivers,
+    sender: &str,
+    assistant: bool,
+    h: data_stream::Header,
+    now: Instant,
+) -> Option<Refused> {
+    if matches!(
+        h.content_header,
+        Some(data_stream::header::ContentHeader::ByteHeader(_))
+    ) {
+        tracing::warn!(stream = %h.stream_id, topic = %h.topic, from = sender, "byte stream on an RPC topic; ignored");
+        return None;
     }
-    let Some(request_id) = info
+    let Some(request_id) = h
         .attributes
         .get(ATTR_REQUEST_ID)
         .filter(|id| !id.is_empty())
         .cloned()
     else {
-        tracing::warn!(stream = %info.id, topic = %info.topic, from = sender, "RPC stream without {ATTR_REQUEST_ID}; ignored (there is nobody to answer)");
-        return;
+        tracing::warn!(stream = %h.stream_id, topic = %h.topic, from = sender, "RPC stream without {ATTR_REQUEST_ID}; ignored (there is nobody to answer)");
+        return None;
     };
     if sender.is_empty() {
         tracing::debug!("RPC stream without a sender identity; ignored");
-        return;
+        return None;
     }
-    if info.topic == REQUEST_TOPIC {
-        on_request_stream(shared, sender, request_id, reader);
-    } else {
+    let cap = shared.rpc.max_v2_payload;
+    let announced = h.total_length.filter(|t| *t > cap);
+    if h.topic == RESPONSE_TOPIC {
+        if !shared.rpc.expects(sender, &request_id) {
+            return None;
+        }
+        if let Some(t) = announced {
+            let why = format!("the response announces {t} bytes; this client reads at most {cap}");
+            tracing::info!(request = %request_id, "RPC response stream refused: {why}");
+            let e = RpcError::built_in(RpcErrorCode::ResponsePayloadTooLarge, Some(why));
+            shared.rpc.complete(sender, &request_id, Err(e));
+            return None;
+        }
+        let reader = receivers.on_header_capped(sender, assistant, h, now, cap);
         on_response_stream(shared, sender, request_id, reader);
+        return None;
     }
-}
-
-/// A version 2 request: ack at once, check its attributes, then serve it.
-fn on_request_stream(shared: &Arc<Shared>, caller: &str, id: String, reader: StreamReader) {
-    if !ack(shared, caller, &id) {
-        return;
+    if !may_call(shared, sender) {
+        let method = h.attributes.get(ATTR_METHOD).map_or("", String::as_str);
+        return Some(refuse_caller(shared, sender, &request_id, method));
     }
-    let attrs = &reader.info.attributes;
+    if !ack(shared, sender, &request_id) {
+        return None;
+    }
     let refuse = |code: RpcErrorCode, data: String| {
-        tracing::info!(request = %id, from = caller, "RPC request stream refused: {data}");
+        tracing::info!(request = %request_id, from = sender, "RPC request stream refused: {data}");
         respond_packet(
             shared,
-            caller,
-            id.clone(),
+            sender,
+            request_id.clone(),
             Err(RpcError::built_in(code, Some(data))),
         );
+        None
     };
+    let (method, response_timeout) = match request_attributes(&h.attributes) {
+        Ok(r) => r,
+        Err((code, data)) => return refuse(code, data),
+    };
+    if let Some(t) = announced {
+        return refuse(
+            RpcErrorCode::RequestPayloadTooLarge,
+            format!("the request announces {t} bytes; this client reads at most {cap}"),
+        );
+    }
+    let reader = receivers.on_header_capped(sender, assistant, h, now, cap);
+    serve(
+        shared,
+        sender,
+        Request {
+            id: request_id,
+            method,
+            response_timeout,
+            version: Version::V2,
+            payload: Payload::Stream(Box::new(reader)),
+        },
+    );
+    None
+}
+
+/// A version 2 request's method and response timeout from its stream attributes, or the
+/// error to answer with.
+fn request_attributes(
+    attrs: &HashMap<String, String>,
+) -> Result<(String, Duration), (RpcErrorCode, String)> {
     match attrs.get(ATTR_VERSION).map(|v| v.parse::<u32>()) {
         Some(Ok(VERSION_V2)) => {}
         Some(_) => {
-            return refuse(
+            return Err((
                 RpcErrorCode::UnsupportedVersion,
                 format!(
                     "{ATTR_VERSION} is {:?}; this client speaks version 2 on request streams",
                     attrs.get(ATTR_VERSION).map(String::as_str).unwrap_or("")
                 ),
-            );
+            ));
         }
         None => {
-            return refuse(
+            return Err((
                 RpcErrorCode::UnsupportedVersion,
                 format!("the request stream has no {ATTR_VERSION} attribute"),
-            );
+            ));
         }
     }
     let Some(method) = attrs.get(ATTR_METHOD).cloned() else {
-        return refuse(
+        return Err((
             RpcErrorCode::UnsupportedMethod,
             format!("the request stream has no {ATTR_METHOD} attribute"),
-        );
+        ));
     };
     let response_timeout = match attrs.get(ATTR_RESPONSE_TIMEOUT_MS) {
         None => DEFAULT_RESPONSE_TIMEOUT,
@@ -774,47 +960,47 @@ fn on_request_stream(shared: &Arc<Shared>, caller: &str, id: String, reader: Str
             Ok(0) => DEFAULT_RESPONSE_TIMEOUT,
             Ok(ms) => Duration::from_millis(ms.min(u64::from(u32::MAX))),
             Err(_) => {
-                return refuse(
+                return Err((
                     RpcErrorCode::ApplicationError,
                     format!("{ATTR_RESPONSE_TIMEOUT_MS} is not a number of milliseconds: {v:?}"),
-                );
+                ));
             }
         },
     };
-    serve(
-        shared,
-        caller,
-        Request {
-            id,
-            method,
-            response_timeout,
-            version: Version::V2,
-            payload: Payload::Stream(reader),
-        },
-    );
+    Ok((method, response_timeout))
+}
+
+/// Reads a version 2 payload; a stream over the cap is `too_large`.
+async fn read_payload(reader: StreamReader, too_large: RpcErrorCode) -> Result<String, RpcError> {
+    let id = reader.info.id.clone();
+    reader.read_to_string().await.map_err(|e| {
+        tracing::info!(stream = %id, "RPC stream failed: {e}");
+        match e {
+            crate::Error::StreamTooLarge { .. } => {
+                RpcError::built_in(too_large, Some(e.to_string()))
+            }
+            e => RpcError::built_in(
+                RpcErrorCode::ApplicationError,
+                Some(format!("could not read the stream: {e}")),
+            ),
+        }
+    })
 }
 
 /// A version 2 response: read it and end the call it answers.
 fn on_response_stream(shared: &Arc<Shared>, sender: &str, id: String, reader: StreamReader) {
-    if !shared.rpc.expects(sender, &id) {
-        return;
-    }
     let shared = shared.clone();
     let sender = sender.to_owned();
     tokio::spawn(async move {
-        let result = reader.read_to_string().await.map_err(|e| {
-            tracing::info!(request = %id, "RPC response stream failed: {e}");
-            RpcError::built_in(
-                RpcErrorCode::ApplicationError,
-                Some(format!("could not read the response stream: {e}")),
-            )
-        });
+        let result = read_payload(reader, RpcErrorCode::ResponsePayloadTooLarge).await;
         shared.rpc.complete(&sender, &id, result);
     });
 }
 
 /// Runs the handler for an acknowledged request and answers it; refuses it at once
-/// when it has no handler or too many are running.
+/// when it has no handler or too many are running: [`MAX_RUNNING`] of the assistant's,
+/// [`MAX_RUNNING_PER_CALLER`] of any other caller's, [`MAX_RUNNING`] of all other
+/// callers' together (so they never take the assistant's room).
 fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
     let refuse = |code: RpcErrorCode, data: Option<String>| {
         respond_packet(
@@ -831,13 +1017,29 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
     let key = (caller.to_owned(), req.id.clone());
+    let assistant = shared
+        .roster()
+        .assistant
+        .as_ref()
+        .map(|a| a.identity.clone());
     let mut running = lock(&shared.rpc.running);
-    if running.len() >= MAX_RUNNING {
+    let mine = running.keys().filter(|(c, _)| c == caller).count();
+    let full = if assistant.as_deref() == Some(caller) {
+        (mine >= MAX_RUNNING).then(|| format!("{MAX_RUNNING} of your RPC requests are in progress"))
+    } else if mine >= MAX_RUNNING_PER_CALLER {
+        Some(format!(
+            "{MAX_RUNNING_PER_CALLER} of your RPC requests are in progress"
+        ))
+    } else {
+        let others = running
+            .keys()
+            .filter(|(c, _)| Some(c) != assistant.as_ref())
+            .count();
+        (others >= MAX_RUNNING).then(|| format!("more than {MAX_RUNNING} RPC requests in progress"))
+    };
+    if let Some(why) = full {
         drop(running);
-        return refuse(
-            RpcErrorCode::ApplicationError,
-            Some(format!("more than {MAX_RUNNING} RPC requests in progress")),
-        );
+        return refuse(RpcErrorCode::ApplicationError, Some(why));
     }
     if running.contains_key(&key) {
         tracing::debug!(request = %req.id, "duplicate RPC request; ignored");
@@ -859,16 +1061,9 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
         let work = async move {
             let payload = match payload {
                 Payload::Inline(p) => p,
-                Payload::Stream(reader) => match reader.read_to_string().await {
-                    Ok(p) => p,
-                    Err(e) => {
-                        tracing::info!(request = %request_id, "RPC request stream failed: {e}");
-                        return Err(RpcError::built_in(
-                            RpcErrorCode::ApplicationError,
-                            Some(format!("could not read the request stream: {e}")),
-                        ));
-                    }
-                },
+                Payload::Stream(reader) => {
+                    read_payload(*reader, RpcErrorCode::RequestPayloadTooLarge).await?
+                }
             };
             let invocation = RpcInvocation {
                 request_id: id,

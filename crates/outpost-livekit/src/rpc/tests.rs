@@ -197,8 +197,7 @@ fn feed(
     reason: &str,
 ) {
     let id = h.stream_id.clone();
-    let reader = rx.on_header(from, from, false, h, Instant::now());
-    on_stream(s, from, reader);
+    on_stream_header(s, rx, from, false, h, Instant::now());
     for (i, piece) in content.chunks(15_000).enumerate() {
         rx.on_chunk(
             from,
@@ -285,8 +284,15 @@ fn remote(identity: &str, client_protocol: i32) -> crate::types::Participant {
     }
 }
 
+fn rpc_with(v2: bool) -> Rpc {
+    Rpc::from_options(&crate::RoomOptions {
+        rpc_v2: v2,
+        ..crate::RoomOptions::default()
+    })
+}
+
 fn shared_v2() -> Arc<Shared> {
-    let s = Shared::for_tests_with(Rpc::with_methods(&RpcMethods::new(), true));
+    let s = Shared::for_tests_with(rpc_with(true));
     s.roster().remote = vec![remote("bob", 2), remote("carol", 0)];
     s
 }
@@ -517,14 +523,14 @@ async fn reading_a_v2_request_counts_against_its_timeout() {
     let mut attrs = v2_request("slow", "echo");
     attrs[2] = (ATTR_RESPONSE_TIMEOUT_MS, "200");
     // The header arrives, the content never does.
-    let reader = rx.on_header(
-        "bob",
+    on_stream_header(
+        &s,
+        &mut rx,
         "bob",
         false,
         stream_header("S", REQUEST_TOPIC, &attrs, true),
         Instant::now(),
     );
-    on_stream(&s, "bob", reader);
     let out = sent_n(&s, 2).await;
     assert!(matches!(&out[0].1, data_packet::Value::RpcAck(_)));
     assert_eq!(error_of(&out[1].1).map(|e| e.0), Some(1502));
@@ -613,7 +619,7 @@ async fn calls_use_v2_when_the_callee_advertises_it() {
     call.abort();
 
     // With version 2 turned off, bob gets version 1 too.
-    let s = Shared::for_tests_with(Rpc::with_methods(&RpcMethods::new(), false));
+    let s = Shared::for_tests_with(rpc_with(false));
     s.roster().remote = vec![remote("bob", 2)];
     let err = perform(&s, PerformRpc::new("bob", "m", big))
         .await
@@ -632,4 +638,222 @@ fn server_version_gate() {
     assert!(!server_supports_rpc("1.7.9"));
     assert!(!server_supports_rpc("0.15.0"));
     assert!(server_supports_rpc("dev"));
+}
+
+/// A room that answers only `bot`, its assistant, with a version 2 cap of `cap` bytes;
+/// its one method counts the calls it runs.
+fn guarded(cap: usize) -> (Arc<Shared>, Arc<std::sync::atomic::AtomicUsize>) {
+    let s = Shared::for_tests_with(Rpc::from_options(&crate::RoomOptions {
+        rpc_callers: RpcCallers::Assistant,
+        rpc_max_v2_payload: cap,
+        ..crate::RoomOptions::default()
+    }));
+    s.roster().remote = vec![remote("bot", 2), remote("mallory", 2)];
+    s.roster().assistant = Some(remote("bot", 2));
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = runs.clone();
+    s.rpc.register(
+        "outpost.list_tools".into(),
+        handler(move |inv: RpcInvocation| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move { Ok(format!("{} bytes", inv.payload.len())) }
+        }),
+    );
+    (s, runs)
+}
+
+/// Feeds a whole request stream from `from` (stream `stream`, request `id`) calling
+/// `outpost.list_tools` with `content`.
+fn list_tools_stream(
+    s: &Arc<Shared>,
+    rx: &mut Receivers,
+    from: &str,
+    stream: &str,
+    id: &str,
+    content: &[u8],
+) {
+    let h = stream_header(
+        stream,
+        REQUEST_TOPIC,
+        &v2_request(id, "outpost.list_tools"),
+        true,
+    );
+    feed(s, rx, from, h, content, "");
+}
+
+/// Issue 30, finding 1: a participant other than the assistant opens a request stream
+/// and keeps writing. It is refused at the header: no slot, nothing buffered, no handler,
+/// an answer at once (before the stream ends), and the refusal is reported.
+#[tokio::test]
+async fn a_caller_that_may_not_call_is_refused_at_the_header_and_nothing_is_read() {
+    let (s, runs) = guarded(DEFAULT_MAX_V2_PAYLOAD_BYTES);
+    let mut rx = receivers();
+    let h = stream_header(
+        "M",
+        REQUEST_TOPIC,
+        &v2_request("m1", "outpost.list_tools"),
+        true,
+    );
+    let refused = on_stream_header(&s, &mut rx, "mallory", false, h, Instant::now());
+    assert_eq!(
+        refused,
+        Some(Refused {
+            caller: "mallory".into(),
+            method: "outpost.list_tools".into()
+        })
+    );
+    for i in 0..200u64 {
+        rx.on_chunk(
+            "mallory",
+            data_stream::Chunk {
+                stream_id: "M".into(),
+                chunk_index: i,
+                content: vec![b'x'; 15_000],
+                ..Default::default()
+            },
+            Instant::now(),
+        );
+    }
+    assert_eq!(rx.open_count(), 0, "no slot, so nothing is buffered");
+    let out = sent(&s);
+    assert!(
+        matches!(&out[0], (to, data_packet::Value::RpcAck(a)) if to == "mallory" && a.request_id == "m1"),
+        "{out:?}"
+    );
+    assert_eq!(error_code(&out[1].1), Some(1500), "{out:?}");
+    // Version 1 packets too; the one method name is cut for the report.
+    let long = "m".repeat(10_000);
+    let refused = on_request(&s, "mallory", request("m2", &long, "{}")).unwrap();
+    assert_eq!(refused.method.len(), MAX_REFUSED_METHOD_BYTES);
+    assert_eq!(sent(&s).len(), 2);
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // The assistant's calls are served, in either version.
+    assert_eq!(
+        on_request(&s, "bot", request("b1", "outpost.list_tools", "{}")),
+        None
+    );
+    list_tools_stream(&s, &mut rx, "bot", "B", "b2", b"{}");
+    let _ = sent_n(&s, 5).await;
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(rx.open_count(), 0);
+}
+
+/// Issue 30, finding 13: a flood of refused calls gets a burst of answers, then silence;
+/// every refusal is still reported, and each caller has its own budget.
+#[tokio::test]
+async fn refusal_answers_are_rate_limited_per_caller() {
+    let (s, _) = guarded(DEFAULT_MAX_V2_PAYLOAD_BYTES);
+    s.roster().remote.push(remote("carol", 0));
+    let mut reported = 0;
+    for i in 0..1000 {
+        reported +=
+            usize::from(on_request(&s, "mallory", request(&format!("r{i}"), "x", "")).is_some());
+    }
+    assert_eq!(reported, 1000);
+    let answered = sent(&s);
+    assert_eq!(
+        answered.len(),
+        2 * REFUSAL_BURST as usize,
+        "ack + error each"
+    );
+    assert!(on_request(&s, "carol", request("c", "x", "")).is_some());
+    assert_eq!(sent(&s).len(), 2, "carol's budget is her own");
+    // The budget refills with time.
+    let later = Instant::now() + Duration::from_secs(1);
+    assert!(s.rpc.answer_refusal("mallory", later));
+}
+
+/// Issue 30, finding 1: a version 2 payload is capped, at the header when it announces
+/// its length and while it is read when it does not.
+#[tokio::test]
+async fn v2_payloads_are_capped_at_the_header_and_while_reading() {
+    let (s, runs) = guarded(1_000);
+    let mut rx = receivers();
+    let mut h = stream_header(
+        "A",
+        REQUEST_TOPIC,
+        &v2_request("big", "outpost.list_tools"),
+        true,
+    );
+    h.total_length = Some(1_001);
+    on_stream_header(&s, &mut rx, "bot", true, h, Instant::now());
+    assert_eq!(rx.open_count(), 0);
+    let out = sent(&s);
+    assert_eq!(error_code(&out[1].1), Some(1402), "{out:?}");
+    // Unannounced: read up to the cap, then refused with the same code.
+    list_tools_stream(&s, &mut rx, "bot", "B", "sneaky", &[b'x'; 1_001]);
+    let out = sent_n(&s, 2).await;
+    assert_eq!(error_code(&out[1].1), Some(1402), "{out:?}");
+    assert_eq!(rx.open_count(), 0);
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+    // Exactly the cap is fine.
+    list_tools_stream(&s, &mut rx, "bot", "C", "fits", &[b'x'; 1_000]);
+    let _ = sent_n(&s, 4).await;
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The response to our own call is capped the same way.
+    let s2 = s.clone();
+    let call = tokio::spawn(async move { perform(&s2, PerformRpc::new("bot", "m", "p")).await });
+    let out = sent_n(&s, 3).await;
+    let id = sent_stream(&out).2[ATTR_REQUEST_ID].clone();
+    feed(
+        &s,
+        &mut rx,
+        "bot",
+        stream_header("R", RESPONSE_TOPIC, &[(ATTR_REQUEST_ID, &id)], true),
+        &[b'y'; 5_000],
+        "",
+    );
+    let err = call.await.unwrap().unwrap_err();
+    assert_eq!(
+        err.built_in_code(),
+        Some(RpcErrorCode::ResponsePayloadTooLarge)
+    );
+}
+
+/// Issue 30, finding 2: four callers holding sixteen requests each do not lock the
+/// assistant out; a caller over its own limit, or a fifth one once the others hold the
+/// room-wide limit, is refused.
+#[tokio::test]
+async fn other_callers_cannot_lock_the_assistant_out() {
+    let s = shared_v2();
+    s.roster().assistant = Some(remote("bot", 2));
+    s.rpc.register(
+        "hold".into(),
+        handler(|_inv: RpcInvocation| async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(String::new())
+        }),
+    );
+    s.rpc.register(
+        "tools".into(),
+        handler(|_inv: RpcInvocation| async move { Ok("the tools".into()) }),
+    );
+    for caller in ["c1", "c2", "c3", "c4"] {
+        for i in 0..MAX_RUNNING_PER_CALLER + 1 {
+            on_request(&s, caller, request(&format!("{caller}-{i}"), "hold", ""));
+        }
+    }
+    on_request(&s, "c5", request("c5-0", "hold", ""));
+    let out = sent(&s);
+    let refused: Vec<&data_packet::Value> = out
+        .iter()
+        .map(|(_, v)| v)
+        .filter(|v| error_code(v).is_some())
+        .collect();
+    assert_eq!(
+        refused.len(),
+        5,
+        "one over each caller's limit, and c5: {out:?}"
+    );
+    on_request(&s, "bot", request("b", "tools", ""));
+    let out = sent_n(&s, 2).await;
+    assert!(
+        matches!(&out[1].1, data_packet::Value::RpcResponse(RpcResponse {
+            value: Some(rpc_response::Value::Payload(p)), .. }) if p == "the tools"),
+        "{out:?}"
+    );
+    s.rpc.close();
 }

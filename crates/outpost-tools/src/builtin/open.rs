@@ -155,6 +155,9 @@ impl Tool for OpenUrl {
                 url.scheme()
             )));
         }
+        // The same rule as a link the user clicks: no mail link that attaches a file.
+        outpost_policy::check_link(url.as_str())
+            .map_err(|why| ToolError::InvalidParameters(format!("url: {why}")))?;
         let launcher = env.launcher.clone();
         let target = url.to_string();
         Ok(Prepared {
