@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub roster: Mutex<Roster>,
     pub lossy: Mutex<Option<Channel>>,
     pub rpc: crate::rpc::Rpc,
+    /// The path ICE selected, read each time the link comes up.
+    pub path: Mutex<crate::types::ConnectionPath>,
 }
 
 #[cfg(test)]
@@ -100,6 +102,7 @@ impl Shared {
             roster: Mutex::default(),
             lossy: Mutex::default(),
             rpc,
+            path: Mutex::default(),
         });
         shared.roster().local = Some(Participant {
             sid: "PA_me".into(),
@@ -673,6 +676,15 @@ impl Engine {
             link.signal.resumed().await;
         }
         self.shared.set_lossy(Some(link.lossy.clone()));
+        let path = crate::types::ConnectionPath {
+            publisher: link.publisher.selected_path().await,
+            subscriber: match &link.subscriber {
+                Some(sub) => sub.selected_path().await,
+                None => None,
+            },
+        };
+        tracing::info!(path = %path.describe(), publisher = ?path.publisher, subscriber = ?path.subscriber, "network path");
+        *self.shared.path.lock().unwrap_or_else(|p| p.into_inner()) = path;
         if link.announced {
             self.start_writer();
         } else {

@@ -73,6 +73,6 @@ pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWri
 pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest};
 pub use types::{
-    ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, StreamSenders, TrackInfo,
+    ConnectionPath, ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant,
+    ParticipantKind, PathKind, RoomEvent, SelectedPath, StreamSenders, TrackInfo,
 };

@@ -157,6 +157,7 @@ impl Room {
             roster: Mutex::default(),
             lossy: Mutex::default(),
             rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods, options.rpc_v2),
+            path: Mutex::default(),
         });
         crate::tls::trust(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
@@ -203,6 +204,17 @@ impl Room {
     /// Ourselves, as the server sees us (sid changes after a full rejoin).
     pub fn local_participant(&self) -> Option<Participant> {
         self.inner.shared.roster().local.clone()
+    }
+
+    /// The network path the room's traffic took when the link last came up: direct
+    /// (UDP or ICE/TCP) or relayed by a TURN server, per peer connection.
+    pub fn connection_path(&self) -> crate::types::ConnectionPath {
+        self.inner
+            .shared
+            .path
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The other participants, in the order they joined.

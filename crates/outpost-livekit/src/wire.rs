@@ -152,6 +152,10 @@ impl Transport {
                 .collect(),
             send_buffer_limit: config.send_buffer_limit,
             audio: true,
+            // ICE over TCP as the official SDKs do: where UDP is blocked (and after
+            // UDP failures, when livekit-server offers TCP candidates only) the
+            // server's passive ICE/TCP port is dialled.
+            ice_tcp: true,
             ..PeerConfig::default()
         };
         let tx = events.clone();
@@ -214,6 +218,11 @@ impl Transport {
     /// Adds a remote candidate given as LiveKit's candidate JSON.
     pub(crate) async fn add_candidate(&self, json: &str) -> Result<()> {
         Ok(self.peer.add_candidate(json).await?)
+    }
+
+    /// The path ICE selected, once it has.
+    pub(crate) async fn selected_path(&self) -> Option<outpost_webrtc::SelectedPath> {
+        self.peer.selected_path().await
     }
 
     /// Closes the connection and its channels.

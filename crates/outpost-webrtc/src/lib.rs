@@ -35,4 +35,4 @@ mod sdp;
 pub use channel::{ChannelEvent, ChannelKind, DataChannel};
 pub use error::{Error, Result};
 pub use media::{LocalAudioTrack, MediaKind, RemoteTrack, Rewriter, RtpPacket};
-pub use peer::{IceServer, Peer, PeerConfig, PeerEvent};
+pub use peer::{IceServer, PathKind, Peer, PeerConfig, PeerEvent, SelectedPath};

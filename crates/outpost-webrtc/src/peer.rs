@@ -44,6 +44,14 @@ pub struct PeerConfig {
     /// address among them also turns on loopback candidates, which `webrtc` leaves out
     /// by default.
     pub bind: Vec<IpAddr>,
+    /// Host candidates over UDP (a socket per bind address). Off only in tests that
+    /// need a TCP-only side.
+    pub ice_udp: bool,
+    /// ICE over TCP (RFC 6544): a listener per bind address (a passive candidate, and
+    /// an active one), and the other side's passive candidates are dialled. This is how
+    /// a client reaches livekit-server's ICE/TCP port (7881) where UDP is blocked. Off:
+    /// remote TCP candidates are skipped.
+    pub ice_tcp: bool,
     /// STUN/TURN servers.
     pub ice_servers: Vec<IceServer>,
     /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
@@ -64,6 +72,8 @@ impl Default for PeerConfig {
     fn default() -> Self {
         Self {
             bind: vec![IpAddr::from([127, 0, 0, 1])],
+            ice_udp: true,
+            ice_tcp: false,
             ice_servers: Vec::new(),
             send_buffer_limit: 128 * 1024,
             sctp_max_message_size: None,
@@ -72,6 +82,59 @@ impl Default for PeerConfig {
             audio: false,
         }
     }
+}
+
+/// How a connected peer connection reaches the other side: the transport of its
+/// selected ICE candidate pair, in libwebrtc's order of preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PathKind {
+    /// Direct, over UDP (host or server-reflexive candidate).
+    Udp,
+    /// Direct, over TCP (ICE/TCP, RFC 6544).
+    Tcp,
+    /// Relayed by a TURN server reached over UDP.
+    TurnUdp,
+    /// Relayed by a TURN server reached over TCP.
+    TurnTcp,
+    /// Relayed by a TURN server reached over TLS.
+    TurnTls,
+}
+
+impl PathKind {
+    /// Whether a TURN server relays the traffic.
+    pub fn is_relayed(self) -> bool {
+        matches!(self, Self::TurnUdp | Self::TurnTcp | Self::TurnTls)
+    }
+
+    /// A short name for logs and the user: `UDP`, `TCP`, `TURN/UDP`, `TURN/TCP`, `TURN/TLS`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "UDP",
+            Self::Tcp => "TCP",
+            Self::TurnUdp => "TURN/UDP",
+            Self::TurnTcp => "TURN/TCP",
+            Self::TurnTls => "TURN/TLS",
+        }
+    }
+}
+
+impl std::fmt::Display for PathKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The network path a connected peer connection uses: its selected candidate pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectedPath {
+    /// Direct or relayed, and over what.
+    pub kind: PathKind,
+    /// Our candidate, `address:port` (for a relay: the address the TURN server relays
+    /// from).
+    pub local: String,
+    /// The other side's candidate, `address:port`.
+    pub remote: String,
 }
 
 /// Something that happened on a peer connection.
@@ -170,6 +233,8 @@ pub struct Peer {
     /// The section local candidates are signalled for, updated with each local
     /// description before it is applied (candidates are gathered from then on).
     section: Arc<Mutex<CandidateSection>>,
+    /// Whether remote TCP candidates are used ([`PeerConfig::ice_tcp`]).
+    ice_tcp: bool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -244,13 +309,21 @@ impl Peer {
                 buffer: config.udp_socket_buffer,
             }));
         }
-        let udp: Vec<SocketAddr> = config
+        let addrs: Vec<SocketAddr> = config
             .bind
             .iter()
             .map(|ip| SocketAddr::new(*ip, 0))
             .collect();
+        if config.ice_udp {
+            builder = builder.with_udp_addrs(addrs.clone());
+        }
+        if config.ice_tcp {
+            // A listener of its own per connection: webrtc 0.21 has no shared TCP port
+            // (mux), so the passive candidate's port is ephemeral. What matters for
+            // LiveKit is the active side: dialling the server's passive candidates.
+            builder = builder.with_tcp_addrs(addrs);
+        }
         let pc = builder
-            .with_udp_addrs(udp)
             .with_data_channel_send_buffer_limit(config.send_buffer_limit)
             .build()
             .await
@@ -258,6 +331,7 @@ impl Peer {
         Ok(Self {
             pc: Arc::new(pc),
             section,
+            ice_tcp: config.ice_tcp,
         })
     }
 
@@ -368,15 +442,42 @@ impl Peer {
     }
 
     /// Adds a remote candidate given as LiveKit's candidate JSON. The end-of-candidates
-    /// marker and TCP candidates (we gather UDP only) are accepted and skipped.
+    /// marker is accepted and skipped; so are TCP candidates without
+    /// [`PeerConfig::ice_tcp`] (`webrtc` would dial them with nothing to pair them
+    /// with) and `tcptype active` ones (they dial us; nothing to do with them).
     pub async fn add_candidate(&self, json: &str) -> Result<()> {
-        let Some(init) = sdp::parse_remote_candidate(json)? else {
+        let Some(init) = sdp::parse_remote_candidate(json, self.ice_tcp)? else {
             return Ok(());
         };
         self.pc
             .add_ice_candidate(init)
             .await
             .map_err(|e| Error::BadRemote(format!("add candidate: {e}")))
+    }
+
+    /// The path the connection uses now (its selected candidate pair); `None` before
+    /// ICE has selected one, or on a connection without data channels.
+    pub async fn selected_path(&self) -> Option<SelectedPath> {
+        use rtc::peer_connection::transport::{RTCIceCandidateType, RTCIceProtocol};
+        let sctp = self.pc.sctp().await?;
+        let pair = sctp
+            .transport()
+            .ice_transport()
+            .get_selected_candidate_pair()
+            .await
+            .ok()??;
+        let (local, remote) = (pair.local(), pair.remote());
+        let tcp = local.protocol == RTCIceProtocol::Tcp;
+        let kind = match (local.typ == RTCIceCandidateType::Relay, tcp) {
+            (true, _) => PathKind::TurnUdp,
+            (false, true) => PathKind::Tcp,
+            (false, false) => PathKind::Udp,
+        };
+        Some(SelectedPath {
+            kind,
+            local: format!("{}:{}", local.address, local.port),
+            remote: format!("{}:{}", remote.address, remote.port),
+        })
     }
 
     /// Closes the connection and its channels.
