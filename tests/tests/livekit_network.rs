@@ -18,11 +18,13 @@ use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig, UiEvent};
-use outpost_livekit::{AudioStream, LocalAudioTrack};
-use outpost_tests::lkclient::{self, Env, in_netns};
+use outpost_livekit::{
+    AudioStream, DataOptions, LocalAudioTrack, PathKind, Room, RoomEvent, RoomEvents, RoomOptions,
+};
+use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
-use outpost_tests::server::ServerKind;
+use outpost_tests::server::{ServerKind, ServerOptions};
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
@@ -263,4 +265,219 @@ fn with_udp_blocked_outpost_connects_over_ice_tcp_like_the_sdk() {
     let seen = outpost_session(&env, dir.path())
         .unwrap_or_else(|e| panic!("{e:#}\n--- server ---\n{}", env.server.proc.stderr()));
     judge(&env, assistant, &lines, &seen);
+}
+
+/// Sends `n` numbered packets on `topic` to the official-SDK peer `peer` (tests/py/lk_peer.py,
+/// which echoes them) and waits for every echo, in order.
+async fn echo_round(
+    room: &Room,
+    events: &mut RoomEvents,
+    topic: &str,
+    n: usize,
+) -> anyhow::Result<()> {
+    for i in 0..n {
+        room.send_data(
+            i.to_string().into_bytes(),
+            DataOptions::topic(topic).to("peer"),
+        )
+        .await?;
+    }
+    let echo = format!("echo:{topic}");
+    let mut got = Vec::new();
+    while got.len() < n {
+        let ev = tokio::time::timeout(Duration::from_secs(30), events.recv())
+            .await
+            .with_context(|| format!("echoes on {topic}: only {got:?} within 30 s"))?
+            .context("the room closed")?;
+        if let RoomEvent::Data(m) = ev {
+            if m.topic.as_deref() == Some(echo.as_str()) {
+                got.push(String::from_utf8_lossy(&m.payload).into_owned());
+            }
+        }
+    }
+    let want: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    anyhow::ensure!(got == want, "echoes out of order: {got:?}");
+    Ok(())
+}
+
+/// The next `Reconnecting` and the `Reconnected` after it: (reason, resumed).
+async fn reconnect(events: &mut RoomEvents) -> anyhow::Result<(String, bool)> {
+    let mut reason = None;
+    loop {
+        let ev = tokio::time::timeout(Duration::from_secs(60), events.recv())
+            .await
+            .with_context(|| format!("no reconnect within 60 s (lost: {reason:?})"))?
+            .context("the room closed")?;
+        match ev {
+            RoomEvent::Reconnecting { reason: r } => reason = Some(r),
+            RoomEvent::Reconnected { resumed } if reason.is_some() => {
+                return Ok((reason.unwrap_or_default(), resumed));
+            }
+            RoomEvent::Disconnected { reason } => bail!("disconnected: {reason}"),
+            _ => {}
+        }
+    }
+}
+
+/// Fails unless the room's publisher connection took a path of `kind`.
+fn expect_path(room: &Room, kind: PathKind) -> anyhow::Result<()> {
+    let path = room.connection_path();
+    anyhow::ensure!(
+        path.publisher.as_ref().map(|p| p.kind) == Some(kind),
+        "expected a {kind} path: {path:?}"
+    );
+    Ok(())
+}
+
+/// livekit-server (with `opts`) and the official-SDK echo peer "peer" in the server
+/// namespace; `body(url, client namespace)` runs as Outpost in the client namespace.
+/// Fails with the server's and the peer's logs; returns the server's log.
+fn with_echo_peer<F, Fut>(opts: ServerOptions, body: F) -> String
+where
+    F: FnOnce(String, String) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let env = Env::on_with_opts(ServerKind::LiveKit, Path::new(ROOM_BIN), &[], opts)
+        .expect("namespaces and server");
+    let peer = PyPeer::start(&env.pair, &env.server.url, ROOM, "peer").expect("official-SDK peer");
+    let url = env.server.url.clone();
+    let ns = env.pair.client_ns.clone();
+    let result = in_netns(&ns.clone(), move || body(url, ns));
+    let log = env.server.proc.stderr();
+    if let Err(e) = result {
+        panic!(
+            "{e:#}\n--- server ---\n{log}\n--- peer ---\n{}",
+            peer.proc.stderr()
+        );
+    }
+    log
+}
+
+/// Drops the client's TCP to the server's ICE/TCP port (7881) too (`blocked`), on top
+/// of [`lkclient::set_udp_blocked`]: no media path at all, the signal connection (7880)
+/// stays.
+fn set_ice_tcp_blocked(ns: &str, blocked: bool) -> anyhow::Result<()> {
+    lkclient::nft(
+        ns,
+        if blocked {
+            "table inet outpost_ice_tcp {\n chain output {\n  type filter hook output priority 0; policy accept;\n  tcp dport 7881 drop\n }\n}\n"
+        } else {
+            "delete table inet outpost_ice_tcp\n"
+        },
+    )
+}
+
+/// Joins as Outpost with `opts`, the official-SDK peer "peer" as the assistant.
+async fn join(url: &str, opts: RoomOptions) -> anyhow::Result<(Room, RoomEvents)> {
+    let token = lkclient::token(ROOM, OUTPOST, lkclient::DEV_SECRET)?;
+    Ok(Room::connect(url, &token, opts.assistant("peer")).await?)
+}
+
+/// UDP dropped mid-session (ICE/TCP open): the session resumes over ICE/TCP at once, and
+/// the resume tells livekit-server the publisher connection failed (RR_PUBLISHER_FAILED,
+/// as the official SDKs say; it was always RR_SIGNAL_DISCONNECTED before). A new session
+/// with UDP still blocked goes over ICE/TCP from the start; with UDP back, over UDP.
+#[test]
+fn udp_lost_mid_session_resumes_over_ice_tcp_and_rejoins_either_way() {
+    let log = with_echo_peer(ServerOptions::default(), |url, ns| async move {
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        let me = room
+            .local_participant()
+            .context("no local participant")?
+            .sid;
+        echo_round(&room, &mut events, "udp", 5).await?;
+        expect_path(&room, PathKind::Udp)?;
+
+        lkclient::set_udp_blocked(&ns, true)?;
+        let (reason, resumed) = reconnect(&mut events).await?;
+        anyhow::ensure!(resumed, "rejoined, not resumed ({reason})");
+        anyhow::ensure!(
+            room.local_participant().map(|p| p.sid) == Some(me),
+            "a new sid"
+        );
+        expect_path(&room, PathKind::Tcp)?;
+        echo_round(&room, &mut events, "after-cut", 5).await?;
+        room.leave().await?;
+
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        expect_path(&room, PathKind::Tcp)?;
+        echo_round(&room, &mut events, "rejoin-blocked", 5).await?;
+        room.leave().await?;
+
+        lkclient::set_udp_blocked(&ns, false)?;
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        expect_path(&room, PathKind::Udp)?;
+        echo_round(&room, &mut events, "rejoin-open", 5).await?;
+        room.leave().await?;
+        Ok(())
+    });
+    assert!(
+        log.lines()
+            .any(|l| l.contains("resuming RTC session") && l.contains("RR_PUBLISHER_FAILED")),
+        "the resume did not say the peer connection failed:\n{log}"
+    );
+}
+
+/// What livekit-server's ICE/TCP fallback (ICT_TCP) amounts to for a client: TCP
+/// candidates only, and the client's UDP candidates dropped. Forced here with
+/// `rtc.force_tcp` (v1.13.5 seldom keeps ICT_TCP for a client that resumes with an ICE
+/// restart at once: its resume path applies the ICE configuration it read before the
+/// client's reconnect reason, and its failure count is reset when it closes the signal
+/// connection for the Leave it sends). Outpost connects with UDP open, over ICE/TCP; it
+/// could not before.
+#[test]
+fn a_server_offering_tcp_candidates_only_is_reached_over_ice_tcp() {
+    let opts = ServerOptions {
+        rtc_extra: vec!["force_tcp: true".into()],
+        ..ServerOptions::default()
+    };
+    with_echo_peer(opts, |url, _| async move {
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        expect_path(&room, PathKind::Tcp)?;
+        echo_round(&room, &mut events, "tcp-only", 20).await?;
+        room.leave().await?;
+        Ok(())
+    });
+}
+
+/// Every media path lost for longer than livekit-server's ICE waits (UDP and ICE/TCP
+/// dropped, the signal connection up): the server's ICE fails every 15 s and it asks
+/// the client to resume (Leave RESUME) each time. The client resumes each time, so when
+/// the paths are back the session is the same one (same sid), not a rejoin; before, the
+/// first such Leave during a resume ended in a full rejoin that was reported as a resume.
+#[test]
+fn a_long_outage_of_every_media_path_is_resumed_not_rejoined() {
+    let log = with_echo_peer(ServerOptions::default(), |url, ns| async move {
+        let mut opts = RoomOptions::default();
+        // Longer than the outage: the client must not give up on the resume itself.
+        opts.peer_connection_timeout = Duration::from_secs(60);
+        let (room, mut events) = join(&url, opts).await?;
+        let me = room
+            .local_participant()
+            .context("no local participant")?
+            .sid;
+        echo_round(&room, &mut events, "before", 5).await?;
+        lkclient::set_udp_blocked(&ns, true)?;
+        set_ice_tcp_blocked(&ns, true)?;
+        tokio::time::sleep(Duration::from_secs(35)).await;
+        set_ice_tcp_blocked(&ns, false)?;
+        lkclient::set_udp_blocked(&ns, false)?;
+        let (reason, resumed) = reconnect(&mut events).await?;
+        eprintln!(
+            "after the outage: {reason}; resumed={resumed}; {}",
+            room.connection_path().describe()
+        );
+        anyhow::ensure!(resumed, "rejoined, not resumed ({reason})");
+        anyhow::ensure!(
+            room.local_participant().map(|p| p.sid) == Some(me),
+            "reported as resumed with a new sid"
+        );
+        echo_round(&room, &mut events, "after", 5).await?;
+        room.leave().await?;
+        Ok(())
+    });
+    assert!(
+        log.matches("resuming RTC session").count() >= 2,
+        "the server never asked for a second resume:\n{log}"
+    );
 }

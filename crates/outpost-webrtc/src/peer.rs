@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use webrtc::data_channel::DataChannel as RawDataChannel;
 use webrtc::peer_connection::{
     PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
-    RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, RTCSessionDescription,
-    SettingEngineBuilder,
+    RTCIceServer, RTCIceTransportPolicy, RTCPeerConnectionIceEvent, RTCPeerConnectionState,
+    RTCSessionDescription, SettingEngineBuilder,
 };
 
 use webrtc::media_stream::track_local::TrackLocal;
@@ -54,6 +54,11 @@ pub struct PeerConfig {
     pub ice_tcp: bool,
     /// STUN/TURN servers.
     pub ice_servers: Vec<IceServer>,
+    /// Relayed candidates only (the W3C `iceTransportPolicy: "relay"`): no host or
+    /// server-reflexive candidates are gathered, so every path goes through a TURN
+    /// server. livekit-server asks for it (`client_configuration.force_relay`) once it
+    /// has fallen back to TURN/TLS.
+    pub relay_only: bool,
     /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
     /// above it.
     pub send_buffer_limit: usize,
@@ -75,6 +80,7 @@ impl Default for PeerConfig {
             ice_udp: true,
             ice_tcp: false,
             ice_servers: Vec::new(),
+            relay_only: false,
             send_buffer_limit: 128 * 1024,
             sctp_max_message_size: None,
             sctp_receive_buffer: None,
@@ -227,6 +233,29 @@ impl PeerConnectionEventHandler for Handler {
     }
 }
 
+/// `webrtc`'s configuration for these ICE servers and policy.
+fn ice_configuration(
+    servers: &[IceServer],
+    relay_only: bool,
+) -> webrtc::peer_connection::RTCConfiguration {
+    let servers = servers
+        .iter()
+        .map(|s| RTCIceServer {
+            urls: s.urls.clone(),
+            username: s.username.clone(),
+            credential: s.credential.clone(),
+        })
+        .collect();
+    RTCConfigurationBuilder::new()
+        .with_ice_servers(servers)
+        .with_ice_transport_policy(if relay_only {
+            RTCIceTransportPolicy::Relay
+        } else {
+            RTCIceTransportPolicy::All
+        })
+        .build()
+}
+
 /// One peer connection. Dropping it does not close it; call [`Peer::close`].
 pub struct Peer {
     pc: Arc<dyn PeerConnection>,
@@ -235,6 +264,8 @@ pub struct Peer {
     section: Arc<Mutex<CandidateSection>>,
     /// Whether remote TCP candidates are used ([`PeerConfig::ice_tcp`]).
     ice_tcp: bool,
+    /// [`PeerConfig::relay_only`], kept for [`Peer::set_ice_servers`].
+    relay_only: bool,
 }
 
 impl std::fmt::Debug for Peer {
@@ -268,15 +299,6 @@ impl Peer {
         if let Some(size) = config.sctp_receive_buffer {
             settings = settings.with_sctp_max_receive_buffer_size(size);
         }
-        let ice_servers = config
-            .ice_servers
-            .iter()
-            .map(|s| RTCIceServer {
-                urls: s.urls.clone(),
-                username: s.username.clone(),
-                credential: s.credential.clone(),
-            })
-            .collect();
         let section = Arc::new(Mutex::new(CandidateSection::default()));
         let handler = Arc::new(Handler {
             sink: Box::new(on_event),
@@ -284,11 +306,7 @@ impl Peer {
             was_connected: AtomicBool::new(false),
         });
         let mut builder = PeerConnectionBuilder::new()
-            .with_configuration(
-                RTCConfigurationBuilder::new()
-                    .with_ice_servers(ice_servers)
-                    .build(),
-            )
+            .with_configuration(ice_configuration(&config.ice_servers, config.relay_only))
             .with_setting_engine(settings.build())
             .with_handler(handler);
         if config.audio {
@@ -332,6 +350,7 @@ impl Peer {
             pc: Arc::new(pc),
             section,
             ice_tcp: config.ice_tcp,
+            relay_only: config.relay_only,
         })
     }
 
@@ -453,6 +472,15 @@ impl Peer {
             .add_ice_candidate(init)
             .await
             .map_err(|e| Error::BadRemote(format!("add candidate: {e}")))
+    }
+
+    /// Replaces the STUN/TURN servers (LiveKit hands out new TURN credentials with each
+    /// resume). They are used from the next ICE gathering on: the next ICE restart.
+    pub async fn set_ice_servers(&self, servers: &[IceServer]) -> Result<()> {
+        self.pc
+            .set_configuration(ice_configuration(servers, self.relay_only))
+            .await
+            .map_err(|e| Error::Webrtc(format!("set ICE servers: {e}")))
     }
 
     /// The path the connection uses now (its selected candidate pair); `None` before

@@ -1,12 +1,14 @@
-//! ICE over TCP (RFC 6544) between two peer connections on loopback: one side listens
-//! on TCP only (its passive candidate stands in for livekit-server's port 7881), the
-//! other dials it. Without [`PeerConfig::ice_tcp`] on the dialling side there is no
-//! path at all.
+//! Which ICE paths a peer connection offers. ICE over TCP (RFC 6544) between two peer
+//! connections on loopback: one side listens on TCP only (its passive candidate stands in
+//! for livekit-server's port 7881), the other dials it; without [`PeerConfig::ice_tcp`]
+//! on the dialling side there is no path at all. A relay-only connection
+//! ([`PeerConfig::relay_only`], livekit-server's `force_relay`) signals no direct
+//! candidate.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
-use outpost_webrtc::{ChannelKind, PathKind, Peer, PeerConfig, PeerEvent};
+use outpost_webrtc::{ChannelKind, IceServer, PathKind, Peer, PeerConfig, PeerEvent};
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 
 const PATIENCE: Duration = Duration::from_secs(20);
@@ -160,4 +162,72 @@ async fn without_ice_tcp_a_tcp_only_peer_is_unreachable() {
     assert!(offerer.selected_path().await.is_none());
     offerer.close().await;
     answerer.close().await;
+}
+
+/// The candidates `config` signals within `within` of its first offer.
+async fn gathered(config: PeerConfig, within: Duration) -> Vec<String> {
+    let (p, mut rx) = peer(config).await;
+    let _dc = p.create_data_channel(ChannelKind::Reliable).await.unwrap();
+    p.offer(false).await.unwrap();
+    let mut out = Vec::new();
+    let deadline = tokio::time::Instant::now() + within;
+    while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, rx.recv()).await {
+        if let PeerEvent::LocalCandidate(c) = ev {
+            out.push(c);
+        }
+    }
+    p.close().await;
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_only_connection_signals_no_direct_candidate() {
+    let both = PeerConfig {
+        ice_tcp: true,
+        ..PeerConfig::default()
+    };
+    let direct = gathered(both.clone(), Duration::from_secs(2)).await;
+    assert!(
+        direct.iter().any(|c| c.contains(" udp ")) && direct.iter().any(|c| c.contains(" tcp ")),
+        "the control gathers host candidates over UDP and TCP: {direct:?}"
+    );
+    // `webrtc` refuses relay-only without a TURN server; this one is a loopback port
+    // nothing listens on (no traffic leaves the machine), so no relay candidate either.
+    let relay = gathered(
+        PeerConfig {
+            relay_only: true,
+            ice_servers: vec![IceServer {
+                urls: vec!["turn:127.0.0.1:9?transport=udp".into()],
+                username: "u".into(),
+                credential: "c".into(),
+            }],
+            ..both
+        },
+        Duration::from_secs(2),
+    )
+    .await;
+    assert!(relay.is_empty(), "relay only: {relay:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ice_servers_can_be_replaced_on_a_live_connection() {
+    let (p, _rx) = peer(PeerConfig::default()).await;
+    let turn = IceServer {
+        urls: vec![
+            "turn:10.0.0.1:3478?transport=udp".into(),
+            "turns:turn.example:443?transport=tcp".into(),
+        ],
+        username: "u".into(),
+        credential: "c".into(),
+    };
+    p.set_ice_servers(&[turn]).await.unwrap();
+    let bad = IceServer {
+        urls: vec!["turn:10.0.0.1:3478".into()],
+        ..IceServer::default()
+    };
+    assert!(
+        p.set_ice_servers(&[bad]).await.is_err(),
+        "a TURN server without credentials is refused"
+    );
+    p.close().await;
 }
