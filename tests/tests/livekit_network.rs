@@ -22,6 +22,7 @@ use outpost_livekit::{
     AudioStream, DataOptions, LocalAudioTrack, PathKind, Room, RoomEvent, RoomEvents, RoomOptions,
 };
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
+use outpost_tests::pki::TestPki;
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
 use outpost_tests::server::{ServerKind, ServerOptions};
@@ -131,8 +132,9 @@ struct Seen {
     sounding: f64,
 }
 
-/// Outpost's session engine in the client namespace against net_assistant.py.
-fn outpost_session(env: &Env, dir: &Path) -> anyhow::Result<Seen> {
+/// Outpost's session engine in the client namespace against net_assistant.py, with
+/// `room` as its link settings.
+fn outpost_session(env: &Env, dir: &Path, room: RoomOptions) -> anyhow::Result<Seen> {
     let url = env.server.url.clone();
     let data_dir = dir.join("data");
     let policy = dir.join("policy.toml");
@@ -152,6 +154,7 @@ fn outpost_session(env: &Env, dir: &Path) -> anyhow::Result<Seen> {
             token: lkclient::token(ROOM, OUTPOST, lkclient::DEV_SECRET)?,
         });
         opts.assistant_identity = Some(ASSISTANT.into());
+        opts.room_options = room;
         opts.voice = true;
         opts.room_name = Some(ROOM.into());
         let (session, mut events) = core.connect(opts).await?;
@@ -262,7 +265,7 @@ fn with_udp_blocked_outpost_connects_over_ice_tcp_like_the_sdk() {
 
     let dir = tempfile::tempdir().unwrap();
     let (assistant, lines) = start_assistant(&env);
-    let seen = outpost_session(&env, dir.path())
+    let seen = outpost_session(&env, dir.path(), RoomOptions::default())
         .unwrap_or_else(|e| panic!("{e:#}\n--- server ---\n{}", env.server.proc.stderr()));
     judge(&env, assistant, &lines, &seen);
 }
@@ -339,6 +342,15 @@ where
 {
     let env = Env::on_with_opts(ServerKind::LiveKit, Path::new(ROOM_BIN), &[], opts)
         .expect("namespaces and server");
+    echo_session(&env, body)
+}
+
+/// [`with_echo_peer`] in an environment already made.
+fn echo_session<F, Fut>(env: &Env, body: F) -> String
+where
+    F: FnOnce(String, String) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let peer = PyPeer::start(&env.pair, &env.server.url, ROOM, "peer").expect("official-SDK peer");
     let url = env.server.url.clone();
     let ns = env.pair.client_ns.clone();
@@ -480,4 +492,98 @@ fn a_long_outage_of_every_media_path_is_resumed_not_rejoined() {
         log.matches("resuming RTC session").count() >= 2,
         "the server never asked for a second resume:\n{log}"
     );
+}
+
+/// livekit-server with its TURN server on (UDP 3478, TLS on 443 with a certificate from a
+/// throw-away CA for the server's address, which is also the TURN "domain": a domain name
+/// would need DNS in the client namespace), relaying to peers inside the test's subnet;
+/// and the CA.
+fn turn_env() -> (Env, TestPki) {
+    let pair = lkclient::NsPair::create().expect("namespaces");
+    let ip = pair.server_ip.to_string();
+    let pki = TestPki::new(std::slice::from_ref(&ip)).expect("test CA");
+    let opts = ServerOptions {
+        livekit_yaml: format!(
+            "turn: {{enabled: true, domain: \"{ip}\", tls_port: 443, udp_port: 3478, \
+             cert_file: \"{}\", key_file: \"{}\", relay_range_start: 30000, \
+             relay_range_end: 30100, allow_restricted_peer_cidrs: [\"10.0.0.0/8\"]}}\n",
+            pki.cert_path().display(),
+            pki.key_path().display()
+        ),
+        ..ServerOptions::default()
+    };
+    let server =
+        lkclient::Server::start_in_with(&pair, ServerKind::LiveKit, Path::new(ROOM_BIN), &[], opts)
+            .expect("livekit-server with TURN");
+    (Env { server, pair }, pki)
+}
+
+/// Only TCP to the signal port (7880) and to the TURN/TLS port (443) leaves the client's
+/// namespace: no UDP, no ICE/TCP.
+fn set_only_turn_tls(ns: &str) -> anyhow::Result<()> {
+    only(ns, "tcp dport { 7880, 443 } accept")
+}
+
+/// Only the signal connection (TCP 7880) and UDP to the TURN port (3478) leave the
+/// client's namespace: no direct UDP, no ICE/TCP, no TURN/TLS.
+fn set_only_turn_udp(ns: &str) -> anyhow::Result<()> {
+    only(ns, "tcp dport 7880 accept\n  udp dport 3478 accept")
+}
+
+/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts.
+fn only(ns: &str, allow: &str) -> anyhow::Result<()> {
+    lkclient::nft(
+        ns,
+        &format!(
+            "table inet outpost_only {{\n chain output {{\n  type filter hook output priority 0; policy accept;\n  oifname \"lo\" accept\n  {allow}\n  drop\n }}\n}}\n"
+        ),
+    )
+}
+
+/// Only TLS to the TURN port (and the signal connection) gets out of the client's
+/// namespace. Outpost (given the test CA as the server's) connects through the server's
+/// TURN over TLS: its path is TURN/TLS, data goes both ways, and its session engine runs
+/// both tool-call paths and voice both ways through the relay.
+///
+/// No official-SDK baseline here: its libwebrtc trusts only its built-in root
+/// certificates for TURN over TLS (neither the system's store nor `SSL_CERT_FILE`: the
+/// server logs "tls: unknown certificate authority"), so with a throw-away CA it cannot
+/// connect, and a publicly trusted certificate cannot be had offline. The SDK's relayed
+/// baseline is TURN over UDP, below.
+#[test]
+fn only_turn_tls_gets_through_and_outpost_relays_over_it() {
+    let (env, pki) = turn_env();
+    set_only_turn_tls(&env.pair.client_ns).unwrap();
+    let ca = pki.ca_pem.clone();
+    let trusting = move || RoomOptions::default().trust_root_ca_pem(ca.clone());
+    let opts = trusting.clone();
+    echo_session(&env, move |url, _| async move {
+        let (room, mut events) = join(&url, opts()).await?;
+        expect_path(&room, PathKind::TurnTls)?;
+        echo_round(&room, &mut events, "relayed", 20).await?;
+        room.leave().await?;
+        Ok(())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let (assistant, lines) = start_assistant(&env);
+    let seen = outpost_session(&env, dir.path(), trusting())
+        .unwrap_or_else(|e| panic!("{e:#}\n--- server ---\n{}", env.server.proc.stderr()));
+    judge(&env, assistant, &lines, &seen);
+}
+
+/// Only UDP to the TURN port (and the signal connection) gets out: the official SDK and
+/// Outpost both relay through the server's TURN over UDP (`webrtc`'s own TURN client).
+#[test]
+fn only_turn_udp_gets_through_and_both_relay_over_it() {
+    let (env, _pki) = turn_env();
+    set_only_turn_udp(&env.pair.client_ns).unwrap();
+    sdk_baseline(&env, "streams_rpc.py", &[]);
+    echo_session(&env, move |url, _| async move {
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        eprintln!("path: {}", room.connection_path().describe());
+        expect_path(&room, PathKind::TurnUdp)?;
+        echo_round(&room, &mut events, "relayed", 20).await?;
+        room.leave().await?;
+        Ok(())
+    });
 }

@@ -995,6 +995,7 @@ impl Engine {
             send_buffer_limit: self.opts.send_buffer_limit,
             ice_servers: ice_servers(join),
             relay_only: proto::force_relay(join),
+            tls_roots: self.opts.extra_root_ca_pem.clone(),
         }
     }
 

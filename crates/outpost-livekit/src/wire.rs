@@ -67,6 +67,8 @@ pub(crate) struct WireConfig {
     pub ice_servers: Vec<(Vec<String>, String, String)>,
     /// Relayed candidates only (the server's `client_configuration.force_relay`).
     pub relay_only: bool,
+    /// CA certificates (PEM) trusted for TURN over TLS besides the system's store.
+    pub tls_roots: Vec<String>,
 }
 
 fn ice_servers(servers: &[(Vec<String>, String, String)]) -> Vec<IceServer> {
@@ -156,6 +158,7 @@ impl Transport {
             bind,
             ice_servers: ice_servers(&config.ice_servers),
             relay_only: config.relay_only,
+            tls_roots: config.tls_roots.clone(),
             send_buffer_limit: config.send_buffer_limit,
             audio: true,
             // ICE over TCP as the official SDKs do: where UDP is blocked (and after

@@ -15,7 +15,9 @@
 //!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 //! - `sdp`: SDP and candidate text, including the rewrites that let `webrtc` 0.21
 //!   talk to libwebrtc after an ICE restart.
-//! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers.
+//! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers and the TURN
+//!   tunnel's sockets and names.
+//! - `turn_tunnel`: TURN over TCP and TLS under `webrtc`'s UDP-only TURN client.
 //! - [`error`]: the crate's [`Error`], which tells bad remote input from local failures.
 //!
 //! Roles stay with the callers: the client offers its publisher connection and answers
@@ -31,8 +33,10 @@ pub mod media;
 pub mod peer;
 mod runtime;
 mod sdp;
+mod turn_tunnel;
 
 pub use channel::{ChannelEvent, ChannelKind, DataChannel};
 pub use error::{Error, Result};
 pub use media::{LocalAudioTrack, MediaKind, RemoteTrack, Rewriter, RtpPacket};
 pub use peer::{IceServer, PathKind, Peer, PeerConfig, PeerEvent, SelectedPath};
+pub use turn_tunnel::TunnelFailure;

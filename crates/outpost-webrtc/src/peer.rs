@@ -23,8 +23,9 @@ use webrtc::media_stream::track_remote::TrackRemote;
 use crate::channel::{ChannelKind, DataChannel};
 use crate::error::{Error, Result};
 use crate::media::{LocalAudioTrack, RemoteTrack};
-use crate::runtime::BigBufferRuntime;
+use crate::runtime::OutpostRuntime;
 use crate::sdp::{self, CandidateSection};
+use crate::turn_tunnel::{Failures, Relays, TunnelConfig};
 
 /// A STUN or TURN server from LiveKit's join response.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -59,6 +60,8 @@ pub struct PeerConfig {
     /// server. livekit-server asks for it (`client_configuration.force_relay`) once it
     /// has fallen back to TURN/TLS.
     pub relay_only: bool,
+    /// CA certificates (PEM) to trust for TURN over TLS besides the system's store.
+    pub tls_roots: Vec<String>,
     /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
     /// above it.
     pub send_buffer_limit: usize,
@@ -81,6 +84,7 @@ impl Default for PeerConfig {
             ice_tcp: false,
             ice_servers: Vec::new(),
             relay_only: false,
+            tls_roots: Vec::new(),
             send_buffer_limit: 128 * 1024,
             sctp_max_message_size: None,
             sctp_receive_buffer: None,
@@ -266,6 +270,10 @@ pub struct Peer {
     ice_tcp: bool,
     /// [`PeerConfig::relay_only`], kept for [`Peer::set_ice_servers`].
     relay_only: bool,
+    /// TURN servers reached over TCP or TLS (the tunnel's table).
+    relays: Arc<Relays>,
+    /// What went wrong on the tunnel's streams.
+    failures: Arc<Failures>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -299,6 +307,8 @@ impl Peer {
         if let Some(size) = config.sctp_receive_buffer {
             settings = settings.with_sctp_max_receive_buffer_size(size);
         }
+        let relays = Arc::new(Relays::default());
+        let failures = Arc::new(Failures::default());
         let section = Arc::new(Mutex::new(CandidateSection::default()));
         let handler = Arc::new(Handler {
             sink: Box::new(on_event),
@@ -306,7 +316,10 @@ impl Peer {
             was_connected: AtomicBool::new(false),
         });
         let mut builder = PeerConnectionBuilder::new()
-            .with_configuration(ice_configuration(&config.ice_servers, config.relay_only))
+            .with_configuration(ice_configuration(
+                &relays.rewrite(&config.ice_servers),
+                config.relay_only,
+            ))
             .with_setting_engine(settings.build())
             .with_handler(handler);
         if config.audio {
@@ -321,12 +334,15 @@ impl Peer {
                 .with_media_engine(engine)
                 .with_interceptor_registry(registry);
         }
-        if config.udp_socket_buffer > 0 {
-            builder = builder.with_runtime(Arc::new(BigBufferRuntime {
-                inner: webrtc::runtime::TokioRuntime,
-                buffer: config.udp_socket_buffer,
-            }));
-        }
+        builder = builder.with_runtime(Arc::new(OutpostRuntime {
+            inner: webrtc::runtime::TokioRuntime,
+            buffer: config.udp_socket_buffer,
+            tunnel: Arc::new(TunnelConfig {
+                relays: relays.clone(),
+                tls_roots: config.tls_roots.clone(),
+                failures: failures.clone(),
+            }),
+        }));
         let addrs: Vec<SocketAddr> = config
             .bind
             .iter()
@@ -351,6 +367,8 @@ impl Peer {
             section,
             ice_tcp: config.ice_tcp,
             relay_only: config.relay_only,
+            relays,
+            failures,
         })
     }
 
@@ -478,7 +496,10 @@ impl Peer {
     /// resume). They are used from the next ICE gathering on: the next ICE restart.
     pub async fn set_ice_servers(&self, servers: &[IceServer]) -> Result<()> {
         self.pc
-            .set_configuration(ice_configuration(servers, self.relay_only))
+            .set_configuration(ice_configuration(
+                &self.relays.rewrite(servers),
+                self.relay_only,
+            ))
             .await
             .map_err(|e| Error::Webrtc(format!("set ICE servers: {e}")))
     }
@@ -497,7 +518,10 @@ impl Peer {
         let (local, remote) = (pair.local(), pair.remote());
         let tcp = local.protocol == RTCIceProtocol::Tcp;
         let kind = match (local.typ == RTCIceCandidateType::Relay, tcp) {
-            (true, _) => PathKind::TurnUdp,
+            (true, _) => match format!("{}:{}", local.address, local.port).parse() {
+                Ok(addr) => self.relays.kind_of_relay(addr),
+                Err(_) => PathKind::TurnUdp,
+            },
             (false, true) => PathKind::Tcp,
             (false, false) => PathKind::Udp,
         };
@@ -506,6 +530,12 @@ impl Peer {
             local: format!("{}:{}", local.address, local.port),
             remote: format!("{}:{}", remote.address, remote.port),
         })
+    }
+
+    /// Why streams to TURN servers over TCP or TLS failed (newest last, at most 16):
+    /// what to tell a user whose connection found no path.
+    pub fn relay_failures(&self) -> Vec<crate::turn_tunnel::TunnelFailure> {
+        self.failures.all()
     }
 
     /// Closes the connection and its channels.
