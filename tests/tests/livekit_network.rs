@@ -22,7 +22,7 @@ use outpost_livekit::{
     AudioStream, DataOptions, LocalAudioTrack, PathKind, Room, RoomEvent, RoomEvents, RoomOptions,
 };
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
-use outpost_tests::pki::TestPki;
+use outpost_tests::pki::{SystemCa, TestPki};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
 use outpost_tests::server::{ServerKind, ServerOptions};
@@ -586,4 +586,162 @@ fn only_turn_udp_gets_through_and_both_relay_over_it() {
         room.leave().await?;
         Ok(())
     });
+}
+
+/// An `https://` token endpoint on 127.0.0.1 with `pki`'s certificate, answering every
+/// request with a token for `identity` on `server_url`. Runs until aborted.
+async fn https_token_endpoint(
+    pki: &TestPki,
+    server_url: String,
+    identity: &'static str,
+) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(pki.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(pki.key_pem.as_bytes()).unwrap();
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let Ok(mut tls) = acceptor.accept(sock).await else {
+                continue; // a client that refused our certificate
+            };
+            let mut buf = vec![0u8; 16 * 1024];
+            let _ = tls.read(&mut buf).await;
+            let answer = serde_json::json!({
+                "server_url": server_url,
+                "participant_token": lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap(),
+            })
+            .to_string();
+            let resp = format!(
+                "HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            let _ = tls.write_all(resp.as_bytes()).await;
+            let _ = tls.shutdown().await;
+        }
+    });
+    (format!("https://{addr}/token"), task)
+}
+
+/// The sentence a refused certificate gives (outpost-tls).
+const UNTRUSTED: &str = "not issued by an authority this system trusts";
+
+/// A CA added to the system's certificate store the Debian way (a file in
+/// /usr/local/share/ca-certificates, `update-ca-certificates`) is trusted for `wss://`
+/// signaling and an `https://` token endpoint without being given to Outpost, and for
+/// TURN over TLS; once removed, each is refused again, signaling and the token endpoint
+/// with one sentence saying why. (outpost-room serves `wss://`; livekit-server, which has
+/// no TLS listener, serves TURN/TLS.) The store is restored by a drop guard, also when
+/// the test fails.
+#[test]
+fn a_ca_in_the_system_store_is_trusted_and_refused_once_removed() {
+    use outpost_livekit::{Error, TokenEndpoint, TokenRequest};
+    let pair = lkclient::NsPair::create().expect("namespaces");
+    let pki = TestPki::new(&[pair.server_ip.to_string(), "127.0.0.1".into()]).expect("test CA");
+    let cert = pki.cert_path().display().to_string();
+    let key = pki.key_path().display().to_string();
+    let server = lkclient::Server::start_in(
+        &pair,
+        ServerKind::Room,
+        Path::new(ROOM_BIN),
+        &["--tls-cert", &cert, "--tls-key", &key],
+    )
+    .expect("outpost-room over wss");
+    let ca_file = pki.ca_path().display().to_string();
+    let _peer = PyPeer::start_with_env(
+        &pair,
+        &server.url,
+        ROOM,
+        "peer",
+        &[("SSL_CERT_FILE", &ca_file)],
+    )
+    .expect("official-SDK peer over wss");
+    let pki = std::sync::Arc::new(pki);
+    // Connects through the https token endpoint; `Ok` with the room, or the error.
+    let attempt = |pki: std::sync::Arc<TestPki>, url: String| {
+        in_netns(&pair.client_ns.clone(), move || async move {
+            let (endpoint, task) = https_token_endpoint(&pki, url.clone(), OUTPOST).await;
+            let request = TokenRequest {
+                room_name: Some(ROOM.into()),
+                participant_identity: Some(OUTPOST.into()),
+                ..Default::default()
+            };
+            let mut opts = RoomOptions::default().assistant("peer");
+            opts.connect_timeout = Duration::from_secs(3);
+            let via_endpoint =
+                Room::connect_with_endpoint(&TokenEndpoint::new(endpoint), &request, opts.clone())
+                    .await;
+            let token = lkclient::token(ROOM, OUTPOST, lkclient::DEV_SECRET)?;
+            let direct = match via_endpoint {
+                Ok((room, mut events)) => {
+                    echo_round(&room, &mut events, "trusted", 5).await?;
+                    room.leave().await?;
+                    Ok(())
+                }
+                Err(e) => Err((e, Room::connect(&url, &token, opts).await.err())),
+            };
+            task.abort();
+            Ok(direct)
+        })
+    };
+    let refused = |what: &str, r: anyhow::Result<Result<(), (Error, Option<Error>)>>| {
+        let Err((endpoint, direct)) = r.unwrap() else {
+            panic!("{what}: connected without trusting the CA");
+        };
+        assert!(
+            matches!(endpoint, Error::TokenEndpoint { .. })
+                && endpoint.to_string().contains(UNTRUSTED),
+            "{what}, token endpoint: {endpoint}"
+        );
+        let direct = direct.expect("the wss connection was refused too");
+        assert!(
+            matches!(direct, Error::Unreachable { .. }) && direct.to_string().contains(UNTRUSTED),
+            "{what}, signaling: {direct}"
+        );
+        eprintln!("{what}: {endpoint}\n{what}: {direct}");
+    };
+
+    refused("before", attempt(pki.clone(), server.url.clone()));
+    let ca = SystemCa::install(&pki).expect("CA into the system store");
+    attempt(pki.clone(), server.url.clone())
+        .unwrap()
+        .unwrap_or_else(|(e, _)| panic!("with the CA in the system store: {e}"));
+
+    // TURN over TLS trusts it too (livekit-server; only TLS to 443 gets out).
+    let (env, turn_pki) = turn_env();
+    drop(ca);
+    let turn_ca = SystemCa::install(&turn_pki).expect("TURN CA into the system store");
+    set_only_turn_tls(&env.pair.client_ns).unwrap();
+    echo_session(&env, |url, _| async move {
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        expect_path(&room, PathKind::TurnTls)?;
+        echo_round(&room, &mut events, "relayed", 5).await?;
+        room.leave().await?;
+        Ok(())
+    });
+    turn_ca.remove().expect("TURN CA out of the system store");
+    let url = env.server.url.clone();
+    let relayed = in_netns(&env.pair.client_ns.clone(), move || async move {
+        Ok(join(&url, RoomOptions::default()).await.err())
+    })
+    .unwrap();
+    assert!(
+        relayed.is_some(),
+        "TURN/TLS connected after its CA left the system store"
+    );
+
+    refused("after", attempt(pki.clone(), server.url.clone()));
 }

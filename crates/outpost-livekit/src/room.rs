@@ -159,7 +159,7 @@ impl Room {
             rpc: crate::rpc::Rpc::with_methods(&options.rpc_methods, options.rpc_v2),
             path: Mutex::default(),
         });
-        crate::tls::trust(url, &options.extra_root_ca_pem)?;
+        crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(
             url.to_owned(),
@@ -197,6 +197,7 @@ impl Room {
         request: &TokenRequest,
         options: RoomOptions,
     ) -> Result<(Room, RoomEvents)> {
+        crate::tls::install(&endpoint.url, &options.extra_root_ca_pem)?;
         let details = fetch_connection_details(endpoint, request).await?;
         Room::connect(&details.server_url, &details.participant_token, options).await
     }

@@ -84,19 +84,43 @@ pub fn client_config(extra_pem: &[String]) -> Result<Arc<ClientConfig>, Error> {
 }
 
 /// One sentence for a TLS failure found anywhere in `err`'s chain of sources (an
-/// `io::Error` from a TLS stream, say); `None` when none of it is a rustls error.
+/// `io::Error` from a TLS stream, an HTTP client's error); `None` when none of it is a
+/// rustls error.
 pub fn explain(err: &(dyn std::error::Error + 'static)) -> Option<String> {
     let mut cur = Some(err);
     while let Some(e) = cur {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {
             return Some(sentence(tls));
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
-                return Some(sentence(tls));
+        // `io::Error::source` skips the error it wraps; look inside.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if let Some(found) = explain(inner) {
+                return Some(found);
             }
         }
         cur = e.source();
+    }
+    // Some clients keep only the text of the error they wrapped.
+    let text = err.to_string();
+    let mut cur = err.source();
+    let mut all = text;
+    while let Some(e) = cur {
+        all.push_str(": ");
+        all.push_str(&e.to_string());
+        cur = e.source();
+    }
+    let cert = |c| Some(sentence(&rustls::Error::InvalidCertificate(c)));
+    if all.contains("invalid peer certificate: UnknownIssuer") {
+        return cert(CertificateError::UnknownIssuer);
+    }
+    if all.contains("invalid peer certificate: Expired") {
+        return cert(CertificateError::Expired);
+    }
+    if all.contains("invalid peer certificate: NotValidForName") {
+        return cert(CertificateError::NotValidForName);
     }
     None
 }
@@ -170,5 +194,10 @@ mod tests {
         assert!(sentence(&expired).contains("expired"));
         let other = std::io::Error::other("plain");
         assert_eq!(explain(&other), None);
+        // Only the text left (an HTTP client that kept the message).
+        let text = std::io::Error::other(
+            "client error (Connect): invalid peer certificate: UnknownIssuer",
+        );
+        assert!(explain(&text).unwrap().contains("update-ca-certificates"));
     }
 }
