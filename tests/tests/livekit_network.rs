@@ -29,6 +29,7 @@ use outpost_tests::server::{ServerKind, ServerOptions};
 use serde_json::Value;
 
 const ROOM_BIN: &str = env!("CARGO_BIN_EXE_room_server");
+const CLI_BIN: &str = env!("CARGO_BIN_EXE_outpost_cli");
 const ROOM: &str = "net";
 const OUTPOST: &str = "app";
 const ASSISTANT: &str = "assistant";
@@ -530,12 +531,13 @@ fn set_only_turn_udp(ns: &str) -> anyhow::Result<()> {
     only(ns, "tcp dport 7880 accept\n  udp dport 3478 accept")
 }
 
-/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts.
+/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts
+/// (replacing what an earlier call allowed).
 fn only(ns: &str, allow: &str) -> anyhow::Result<()> {
     lkclient::nft(
         ns,
         &format!(
-            "table inet outpost_only {{\n chain output {{\n  type filter hook output priority 0; policy accept;\n  oifname \"lo\" accept\n  {allow}\n  drop\n }}\n}}\n"
+            "table inet outpost_only {{}}\ndelete table inet outpost_only\ntable inet outpost_only {{\n chain output {{\n  type filter hook output priority 0; policy accept;\n  oifname \"lo\" accept\n  {allow}\n  drop\n }}\n}}\n"
         ),
     )
 }
@@ -744,4 +746,81 @@ fn a_ca_in_the_system_store_is_trusted_and_refused_once_removed() {
     );
 
     refused("after", attempt(pki.clone(), server.url.clone()));
+}
+
+/// How `connect` fails as Outpost with default options (`None` if it connects).
+async fn refusal(url: &str) -> Option<outpost_livekit::Error> {
+    let token = lkclient::token(ROOM, OUTPOST, lkclient::DEV_SECRET).ok()?;
+    Room::connect(url, &token, RoomOptions::default())
+        .await
+        .err()
+}
+
+/// Only the signal connection gets out (then also TLS to 443, with the TURN server's CA
+/// not trusted): `connect` fails after the peer connection timeout saying, for each kind
+/// of path, which server it tried and what came of it, and `outpost connect` prints the
+/// same and exits non-zero.
+#[test]
+fn when_nothing_gets_through_the_failure_names_every_path_tried() {
+    let (env, _pki) = turn_env();
+    only(&env.pair.client_ns, "tcp dport 7880 accept").unwrap();
+    let url = env.server.url.clone();
+    let err = in_netns(&env.pair.client_ns.clone(), move || async move {
+        Ok(refusal(&url).await)
+    })
+    .unwrap()
+    .expect("connected with every media path blocked");
+    let text = err.to_string();
+    eprintln!("nothing through: {text}");
+    assert!(
+        matches!(err, outpost_livekit::Error::NoPath { .. }),
+        "{text}"
+    );
+    let ip = env.server.ip().to_string();
+    for (path, port) in [
+        ("UDP", 7882),
+        ("TCP", 7881),
+        ("TURN/UDP", 3478),
+        ("TURN/TLS", 443),
+    ] {
+        let want = format!("{path} to {ip}:{port}: ");
+        assert!(text.contains(&want), "no {want:?} in: {text}");
+    }
+    assert!(text.contains("no answer"), "{text}");
+
+    // The CLI says the same.
+    let dir = tempfile::tempdir().unwrap();
+    let token = lkclient::token(ROOM, OUTPOST, lkclient::DEV_SECRET).unwrap();
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &env.pair.client_ns, CLI_BIN, "connect"])
+        .args(["--url", &env.server.url, "--token", &token, "--room", ROOM])
+        .args(["--assistant-identity", ASSISTANT, "--no-mcp"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no network path") && stderr.contains(&format!("TURN/TLS to {ip}:443")),
+        "outpost connect said: {stderr}"
+    );
+
+    // TLS to 443 gets out now, but the TURN server's certificate is not trusted.
+    only(&env.pair.client_ns, "tcp dport { 7880, 443 } accept").unwrap();
+    let url = env.server.url.clone();
+    let err = in_netns(&env.pair.client_ns.clone(), move || async move {
+        Ok(refusal(&url).await)
+    })
+    .unwrap()
+    .expect("connected through an untrusted TURN server");
+    let text = err.to_string();
+    eprintln!("untrusted TURN/TLS: {text}");
+    assert!(
+        text.contains(&format!(
+            "TURN/TLS to {ip}:443: the server's certificate was refused: its certificate is {UNTRUSTED}"
+        )),
+        "{text}"
+    );
 }

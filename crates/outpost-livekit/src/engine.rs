@@ -779,10 +779,13 @@ impl Engine {
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Connecting { .. } => {
                 self.phase = Phase::Connected; // so `lost` treats it as a live link
+                let tried = self.paths_tried().await;
                 let why = format!(
-                    "peer connection not up within {:?}",
-                    self.opts.peer_connection_timeout
+                    "peer connection not up within {:?} (tried {})",
+                    self.opts.peer_connection_timeout,
+                    tried.join("; ")
                 );
+                tracing::info!(%why, "no network path");
                 if let Some(ready) = self.ready.take() {
                     self.teardown(false).await;
                     self.shared.outbox.close(&why);
@@ -790,9 +793,9 @@ impl Engine {
                     self.shared
                         .state
                         .send_replace(ConnectionState::Disconnected);
-                    let _ = ready.send(Err(Error::Timeout {
-                        what: "the WebRTC peer connection",
+                    let _ = ready.send(Err(Error::NoPath {
                         after: self.opts.peer_connection_timeout,
+                        tried,
                     }));
                     return;
                 }
@@ -986,6 +989,25 @@ impl Engine {
             "ICE servers from the reconnect response"
         );
         true
+    }
+
+    /// What became of each kind of network path on the link's peer connections: the
+    /// publisher's, then what only the subscriber tried.
+    async fn paths_tried(&self) -> Vec<String> {
+        let Some(link) = self.link.as_ref() else {
+            return Vec::new();
+        };
+        let mut paths = link.publisher.path_report().await;
+        if let Some(sub) = &link.subscriber {
+            for p in sub.path_report().await {
+                match paths.iter_mut().find(|q| q.kind == p.kind) {
+                    Some(q) if p.worked && !q.worked => *q = p,
+                    Some(_) => {}
+                    None => paths.push(p),
+                }
+            }
+        }
+        paths.iter().map(ToString::to_string).collect()
     }
 
     /// Transport settings for a link with this join response.

@@ -143,7 +143,8 @@ impl Room {
     /// Returns once the data channel is open, or with an error saying why not:
     /// [`Error::Unauthorized`] for a refused token, [`Error::Unreachable`] when the
     /// server cannot be reached within [`RoomOptions::connect_timeout`],
-    /// [`Error::Timeout`] when WebRTC does not come up.
+    /// [`Error::NoPath`] (each network path tried and what came of it) when WebRTC does
+    /// not come up.
     pub async fn connect(
         url: &str,
         token: &str,

@@ -237,6 +237,11 @@ impl Transport {
         Ok(self.peer.set_ice_servers(&ice_servers(servers)).await?)
     }
 
+    /// How each kind of network path has fared on this connection.
+    pub(crate) async fn path_report(&self) -> Vec<outpost_webrtc::PathAttempt> {
+        self.peer.path_report().await
+    }
+
     /// The path ICE selected, once it has.
     pub(crate) async fn selected_path(&self) -> Option<outpost_webrtc::SelectedPath> {
         self.peer.selected_path().await

@@ -274,6 +274,8 @@ pub struct Peer {
     relays: Arc<Relays>,
     /// What went wrong on the tunnel's streams.
     failures: Arc<Failures>,
+    /// The STUN/TURN servers as given (before the tunnel's rewrite).
+    ice_servers: Mutex<Vec<IceServer>>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -369,6 +371,7 @@ impl Peer {
             relay_only: config.relay_only,
             relays,
             failures,
+            ice_servers: Mutex::new(config.ice_servers.clone()),
         })
     }
 
@@ -495,6 +498,7 @@ impl Peer {
     /// Replaces the STUN/TURN servers (LiveKit hands out new TURN credentials with each
     /// resume). They are used from the next ICE gathering on: the next ICE restart.
     pub async fn set_ice_servers(&self, servers: &[IceServer]) -> Result<()> {
+        *self.ice_servers.lock().unwrap_or_else(|p| p.into_inner()) = servers.to_vec();
         self.pc
             .set_configuration(ice_configuration(
                 &self.relays.rewrite(servers),
@@ -530,6 +534,71 @@ impl Peer {
             local: format!("{}:{}", local.address, local.port),
             remote: format!("{}:{}", remote.address, remote.port),
         })
+    }
+
+    /// How each kind of path this connection could take has fared so far (UDP, TCP,
+    /// TURN over UDP, TCP, TLS): the servers it was tried against and what happened, for
+    /// telling a user why nothing got through.
+    pub async fn path_report(&self) -> Vec<crate::paths::PathAttempt> {
+        use rtc::peer_connection::transport::{RTCIceCandidateType, RTCIceTcpCandidateType};
+        use webrtc::peer_connection::{RTCStatsReportEntry as E, StatsSelector};
+        let report = self
+            .pc
+            .get_stats(std::time::Instant::now(), StatsSelector::None)
+            .await;
+        let mut facts = crate::paths::Facts {
+            failures: self.failures.all(),
+            ..Default::default()
+        };
+        for entry in report.iter() {
+            match entry {
+                E::LocalCandidate(c) => {
+                    let addr = format!("{}:{}", c.address.as_deref().unwrap_or(""), c.port);
+                    let kind = if c.candidate_type == RTCIceCandidateType::Relay {
+                        match addr.parse() {
+                            Ok(a) => self.relays.kind_of_relay(a),
+                            Err(_) => PathKind::TurnUdp,
+                        }
+                    } else if c.protocol.eq_ignore_ascii_case("tcp") {
+                        PathKind::Tcp
+                    } else {
+                        PathKind::Udp
+                    };
+                    // A pair names its local candidate by the candidate's own id; the
+                    // stats entry's id carries a type prefix.
+                    let id = c.stats.id.as_str();
+                    facts.locals.push(crate::paths::Local {
+                        id: id
+                            .strip_prefix("RTCLocalIceCandidate_")
+                            .unwrap_or(id)
+                            .to_owned(),
+                        kind,
+                    });
+                }
+                E::RemoteCandidate(c) if c.candidate_type != RTCIceCandidateType::Relay => {
+                    let addr = format!("{}:{}", c.address.as_deref().unwrap_or(""), c.port);
+                    if !c.protocol.eq_ignore_ascii_case("tcp") {
+                        facts.remote_udp.push(addr);
+                    } else if c.tcp_type == RTCIceTcpCandidateType::Passive {
+                        facts.remote_tcp.push(addr);
+                    }
+                }
+                E::IceCandidatePair(p) => facts.pairs.push(crate::paths::Pair {
+                    local_id: p.local_candidate_id.clone(),
+                    succeeded: p.state
+                        == rtc::statistics::stats::ice_candidate_pair::RTCStatsIceCandidatePairState::Succeeded,
+                    requests: p.requests_sent,
+                }),
+                _ => {}
+            }
+        }
+        let servers = self
+            .ice_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        facts.turn = crate::turn_tunnel::turn_servers(&servers);
+        crate::paths::judge(&facts)
     }
 
     /// Why streams to TURN servers over TCP or TLS failed (newest last, at most 16):

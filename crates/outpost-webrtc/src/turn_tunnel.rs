@@ -135,6 +135,30 @@ fn parse_turn_url(url: &str) -> Option<TurnUrl> {
     })
 }
 
+/// The TURN servers in `servers` by how they are reached (`host:port`).
+pub(crate) fn turn_servers(servers: &[IceServer]) -> Vec<(PathKind, String)> {
+    servers
+        .iter()
+        .flat_map(|s| s.urls.iter())
+        .filter_map(|u| parse_turn_url(u))
+        .filter_map(|u| {
+            let kind = match (u.secure, u.tcp) {
+                (true, true) => PathKind::TurnTls,
+                (false, true) => PathKind::TurnTcp,
+                (false, false) => PathKind::TurnUdp,
+                // TURN over DTLS: nothing here speaks it.
+                (true, false) => return None,
+            };
+            let host = if u.host.contains(':') {
+                format!("[{}]", u.host)
+            } else {
+                u.host
+            };
+            Some((kind, format!("{host}:{}", u.port)))
+        })
+        .collect()
+}
+
 impl Relays {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Target>> {
         self.targets.lock().unwrap_or_else(|p| p.into_inner())

@@ -103,6 +103,13 @@ async fn a_tcp_only_peer_is_reached_over_ice_tcp() {
         "{answerer_cands:?}"
     );
 
+    let report = offerer.path_report().await;
+    assert!(
+        report
+            .iter()
+            .any(|p| p.kind == PathKind::Tcp && p.worked && p.outcome == "connected"),
+        "{report:?}"
+    );
     for side in [&offerer, &answerer] {
         let path = side.selected_path().await.expect("a selected pair");
         assert_eq!(path.kind, PathKind::Tcp, "{path:?}");
