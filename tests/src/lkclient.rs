@@ -140,16 +140,19 @@ impl NsPair {
         c
     }
 
+    /// A command running `program` in the client namespace (an official-SDK peer on
+    /// the client's side of the network, say).
+    pub fn client_command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.client_ns]).arg(program);
+        c
+    }
+
     /// Drops every UDP packet in and out of the client namespace (`blocked`), or lets
     /// them through again, with nftables: a network that blocks UDP (WebRTC's media and
     /// data path) while TCP (the signal connection) goes on.
     pub fn set_client_udp_blocked(&self, blocked: bool) -> anyhow::Result<()> {
-        let script = if blocked {
-            "table inet outpost_block {\n chain input {\n  type filter hook input priority 0; policy accept;\n  meta l4proto udp drop\n }\n chain output {\n  type filter hook output priority 0; policy accept;\n  meta l4proto udp drop\n }\n}\n"
-        } else {
-            "delete table inet outpost_block\n"
-        };
-        nft(&self.client_ns, script)
+        set_udp_blocked(&self.client_ns, blocked)
     }
 
     /// Takes the client's end of the link down (`up = false`) or up again.
@@ -170,6 +173,18 @@ impl Drop for NsPair {
         let _ = ip(&["netns", "del", &self.client_ns]);
         let _ = ip(&["netns", "del", &self.server_ns]);
     }
+}
+
+/// Drops every UDP packet in and out of namespace `ns` (`blocked`), or lets them
+/// through again; see [`NsPair::set_client_udp_blocked`]. Callable from a test's
+/// client thread, which holds only the namespace's name.
+pub fn set_udp_blocked(ns: &str, blocked: bool) -> anyhow::Result<()> {
+    let script = if blocked {
+        "table inet outpost_block {\n chain input {\n  type filter hook input priority 0; policy accept;\n  meta l4proto udp drop\n }\n chain output {\n  type filter hook output priority 0; policy accept;\n  meta l4proto udp drop\n }\n}\n"
+    } else {
+        "delete table inet outpost_block\n"
+    };
+    nft(ns, script)
 }
 
 /// Runs an nftables script (`nft -f -`) in namespace `ns`.

@@ -82,3 +82,66 @@ impl Drop for TestPki {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A test CA in the system's certificate store, added the Debian way: a file in
+/// `/usr/local/share/ca-certificates` and `update-ca-certificates`. Removed again (file
+/// and bundle entry) on drop, which runs when the test panics too. One at a time in a
+/// process: the store is shared.
+#[derive(Debug)]
+pub struct SystemCa {
+    path: PathBuf,
+    _one_at_a_time: std::sync::MutexGuard<'static, ()>,
+}
+
+static SYSTEM_STORE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn update_ca_certificates() -> anyhow::Result<()> {
+    let out = std::process::Command::new("update-ca-certificates")
+        .output()
+        .context("running update-ca-certificates (Debian's ca-certificates, as root)")?;
+    anyhow::ensure!(
+        out.status.success(),
+        "update-ca-certificates failed: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
+impl SystemCa {
+    /// Adds `pki`'s CA to the system's store.
+    pub fn install(pki: &TestPki) -> anyhow::Result<Self> {
+        let lock = SYSTEM_STORE.lock().unwrap_or_else(|p| p.into_inner());
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = PathBuf::from("/usr/local/share/ca-certificates")
+            .join(format!("outpost-test-{}-{n}.crt", std::process::id()));
+        std::fs::write(&path, &pki.ca_pem)
+            .with_context(|| format!("writing {}", path.display()))?;
+        let ca = Self {
+            path,
+            _one_at_a_time: lock,
+        };
+        update_ca_certificates()?;
+        Ok(ca)
+    }
+
+    /// Takes the CA out of the store now (drop does the same).
+    pub fn remove(self) -> anyhow::Result<()> {
+        let _ = std::fs::remove_file(&self.path);
+        update_ca_certificates()
+    }
+}
+
+impl Drop for SystemCa {
+    fn drop(&mut self) {
+        if self.path.exists() {
+            let _ = std::fs::remove_file(&self.path);
+            if let Err(e) = update_ca_certificates() {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("could not take the test CA out of the system's store: {e:#}");
+                }
+            }
+        }
+    }
+}

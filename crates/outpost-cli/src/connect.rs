@@ -535,6 +535,7 @@ fn human(ev: &UiEvent) -> Option<String> {
                 None => format!("* {s}"),
             }
         }
+        UiEvent::NetworkPath { path, .. } => format!("* network path: {path}"),
         UiEvent::AssistantPresence { present, identity } => {
             format!(
                 "* assistant {identity} {}",

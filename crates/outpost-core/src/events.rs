@@ -134,6 +134,14 @@ pub enum UiEvent {
         /// Why, when known.
         detail: Option<String>,
     },
+    /// The network path the link took when it came up (again): `direct (UDP)`, `direct
+    /// (TCP)` or `relayed (TURN/TLS)`, say; `relayed` when a TURN server carries it.
+    NetworkPath {
+        /// For people.
+        path: String,
+        /// Whether a TURN server relays the traffic.
+        relayed: bool,
+    },
     /// The assistant joined or left the room.
     AssistantPresence {
         /// In the room now.

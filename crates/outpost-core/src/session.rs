@@ -475,6 +475,15 @@ async fn next_consent(inbox: &mut Option<ConsentInbox>) -> Option<outpost_policy
 }
 
 impl Io {
+    /// Tells the UI which network path the link took.
+    fn network_path(&self) {
+        let path = self.room.connection_path();
+        let _ = self.ui.send(UiEvent::NetworkPath {
+            path: path.describe(),
+            relayed: path.is_relayed(),
+        });
+    }
+
     async fn run(
         mut self,
         assistant: Option<String>,
@@ -490,6 +499,7 @@ impl Io {
         let (stream_tx, mut stream_rx) = mpsc::unbounded_channel::<(Ticket, Inbound)>();
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
         let mut leave = self.apply(Input::Joined { assistant }).await;
+        self.network_path();
         if let Some(state) = self
             .room
             .assistant()
@@ -681,6 +691,7 @@ impl Io {
                 Some(Input::Reconnecting { reason })
             }
             RoomEvent::Reconnected { resumed } => {
+                self.network_path();
                 // The roster after a rejoin keeps an assistant with the same identity
                 // without an event; its session id tells whether it is the same session.
                 let now = self.room.assistant().map(|p| p.sid);

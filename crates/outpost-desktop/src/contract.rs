@@ -76,6 +76,13 @@ pub struct ConnectionEvent {
     /// Reconnect attempt number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
+    /// While connected: the network path, `direct (UDP)`, `direct (TCP)`, `relayed
+    /// (TURN/TLS)`...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// While connected: whether a TURN server relays the traffic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relayed: Option<bool>,
 }
 
 /// `SessionInfo`.

@@ -56,6 +56,8 @@ impl Default for LiveState {
                 state: ConnectionStatus::Disconnected,
                 detail: None,
                 attempt: None,
+                path: None,
+                relayed: None,
             },
             status: idle(),
             session: None,
@@ -195,10 +197,19 @@ impl LiveState {
         detail: Option<String>,
         attempt: Option<u32>,
     ) -> AppEvent {
+        // The path stays while connected; a loss makes it unknown until the link is
+        // back (the core reports the new one then).
+        let (path, relayed) = if state == ConnectionStatus::Connected {
+            (self.connection.path.take(), self.connection.relayed.take())
+        } else {
+            (None, None)
+        };
         self.connection = ConnectionEvent {
             state,
             detail,
             attempt,
+            path,
+            relayed,
         };
         AppEvent::Connection(self.connection.clone())
     }
@@ -246,6 +257,11 @@ impl LiveState {
                 } else {
                     out.push(self.set_connection(status, detail, attempt));
                 }
+            }
+            UiEvent::NetworkPath { path, relayed } => {
+                self.connection.path = Some(path);
+                self.connection.relayed = Some(relayed);
+                out.push(AppEvent::Connection(self.connection.clone()));
             }
             UiEvent::AssistantPresence { .. } => {}
             UiEvent::SessionStarted {
@@ -970,6 +986,61 @@ mod tests {
         assert_eq!(
             s.snapshot(true).connection.state,
             ConnectionStatus::Connected
+        );
+    }
+
+    #[test]
+    fn the_network_path_shows_while_connected() {
+        let mut s = LiveState::default();
+        let link = |s: &mut LiveState, state| {
+            s.apply(
+                UiEvent::Connection {
+                    state,
+                    detail: None,
+                },
+                1,
+            )
+            .0
+        };
+        link(&mut s, LinkState::Connected);
+        let (ev, _) = s.apply(
+            UiEvent::NetworkPath {
+                path: "relayed (TURN/TLS)".into(),
+                relayed: true,
+            },
+            2,
+        );
+        assert_eq!(
+            serde_json::to_value(&ev[0]).unwrap(),
+            json!({"type": "connection", "data": {"state": "connected",
+                   "path": "relayed (TURN/TLS)", "relayed": true}})
+        );
+        assert_eq!(
+            s.snapshot(true).connection.path.as_deref(),
+            Some("relayed (TURN/TLS)")
+        );
+        // Lost: the path is unknown until the core reports the new one.
+        let ev = link(&mut s, LinkState::Reconnecting);
+        assert_eq!(
+            serde_json::to_value(&ev[0]).unwrap()["data"].get("path"),
+            None
+        );
+        s.apply(
+            UiEvent::NetworkPath {
+                path: "direct (TCP)".into(),
+                relayed: false,
+            },
+            3,
+        );
+        link(&mut s, LinkState::Reconnected);
+        let conn = s.snapshot(true).connection;
+        assert_eq!(
+            (conn.state, conn.path.as_deref(), conn.relayed),
+            (
+                ConnectionStatus::Connected,
+                Some("direct (TCP)"),
+                Some(false)
+            )
         );
     }
 }

@@ -170,6 +170,8 @@ mod tests {
             state: ConnectionStatus::Connected,
             detail: None,
             attempt: None,
+            path: None,
+            relayed: None,
         })
     }
 

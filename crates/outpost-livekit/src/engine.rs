@@ -81,6 +81,8 @@ pub(crate) struct Shared {
     pub roster: Mutex<Roster>,
     pub lossy: Mutex<Option<Channel>>,
     pub rpc: crate::rpc::Rpc,
+    /// The path ICE selected, read each time the link comes up.
+    pub path: Mutex<crate::types::ConnectionPath>,
 }
 
 #[cfg(test)]
@@ -98,6 +100,7 @@ impl Shared {
             roster: Mutex::default(),
             lossy: Mutex::default(),
             rpc,
+            path: Mutex::default(),
         });
         shared.roster().local = Some(Participant {
             sid: "PA_me".into(),
@@ -207,6 +210,10 @@ pub(crate) struct Engine {
     attempts: u32,
     outage: bool,
     resuming: bool,
+    /// What the next resume tells the server it follows: a failed peer connection
+    /// (livekit-server then counts a short-lived connection towards its TCP/TLS
+    /// fallback, as it does for the official SDKs) or a lost signal connection.
+    resume_reason: ReconnectReason,
     receivers: Receivers,
     /// Last reliable sequence seen per sender sid, to drop replays after a resume.
     recv_seq: HashMap<String, u32>,
@@ -294,6 +301,7 @@ impl Engine {
             attempts: 0,
             outage: false,
             resuming: false,
+            resume_reason: ReconnectReason::RrSignalDisconnected,
             receivers,
             recv_seq: HashMap::new(),
             permission: None,
@@ -336,15 +344,7 @@ impl Engine {
             },
         )
         .await?;
-        let config = WireConfig {
-            loopback: host_is_loopback(&self.url),
-            send_buffer_limit: self.opts.send_buffer_limit,
-            ice_servers: join
-                .ice_servers
-                .iter()
-                .map(|s| (s.urls.clone(), s.username.clone(), s.credential.clone()))
-                .collect(),
-        };
+        let config = self.wire_config(&join);
         let built = async {
             let publisher =
                 Transport::new(Role::Publisher, self.epoch, &config, self.wire_tx.clone()).await?;
@@ -382,9 +382,7 @@ impl Engine {
             .rpc
             .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
         if proto::force_relay(&join) {
-            tracing::warn!(
-                "the server asks for relayed (TURN) connections only; this client connects directly or over ICE/TCP"
-            );
+            tracing::info!("the server asks for relayed (TURN) connections only");
         }
         let others = join.other_participants.clone();
         self.link = Some(Link {
@@ -561,22 +559,13 @@ impl Engine {
 
     async fn on_subscriber_offer(&mut self, sd: SessionDescription) {
         let epoch = self.epoch;
-        let config = WireConfig {
-            loopback: host_is_loopback(&self.url),
-            send_buffer_limit: self.opts.send_buffer_limit,
-            ice_servers: Vec::new(),
+        let Some(config) = self.link.as_ref().map(|l| self.wire_config(&l.join)) else {
+            return;
         };
         let Some(link) = self.link.as_mut() else {
             return;
         };
         if link.subscriber.is_none() {
-            let mut config = config;
-            config.ice_servers = link
-                .join
-                .ice_servers
-                .iter()
-                .map(|s| (s.urls.clone(), s.username.clone(), s.credential.clone()))
-                .collect();
             match Transport::new(Role::Subscriber, epoch, &config, self.wire_tx.clone()).await {
                 Ok(t) => link.subscriber = Some(t),
                 Err(e) => {
@@ -641,6 +630,7 @@ impl Engine {
         let reason = proto::disconnect_reason_name(l.reason);
         match leave_request::Action::try_from(l.action) {
             Ok(leave_request::Action::Resume) => {
+                self.resume_reason = ReconnectReason::RrUnknown;
                 self.lost(format!("server asked to resume ({reason})"), true)
                     .await;
             }
@@ -695,6 +685,10 @@ impl Engine {
                     }
                 }
                 if matches!(self.phase, Phase::Connected) {
+                    self.resume_reason = match role {
+                        Role::Publisher => ReconnectReason::RrPublisherFailed,
+                        Role::Subscriber => ReconnectReason::RrSubscriberFailed,
+                    };
                     self.lost(format!("{role:?} {why}"), true).await;
                 }
             }
@@ -727,6 +721,15 @@ impl Engine {
             link.signal.resumed().await;
         }
         self.shared.set_lossy(Some(link.lossy.clone()));
+        let path = crate::types::ConnectionPath {
+            publisher: link.publisher.selected_path().await,
+            subscriber: match &link.subscriber {
+                Some(sub) => sub.selected_path().await,
+                None => None,
+            },
+        };
+        tracing::info!(path = %path.describe(), publisher = ?path.publisher, subscriber = ?path.subscriber, "network path");
+        *self.shared.path.lock().unwrap_or_else(|p| p.into_inner()) = path;
         if link.announced {
             self.start_writer();
         } else {
@@ -830,10 +833,13 @@ impl Engine {
         match std::mem::replace(&mut self.phase, Phase::Closed) {
             Phase::Connecting { .. } => {
                 self.phase = Phase::Connected; // so `lost` treats it as a live link
+                let tried = self.paths_tried().await;
                 let why = format!(
-                    "peer connection not up within {:?}",
-                    self.opts.peer_connection_timeout
+                    "peer connection not up within {:?} (tried {})",
+                    self.opts.peer_connection_timeout,
+                    tried.join("; ")
                 );
+                tracing::info!(%why, "no network path");
                 if let Some(ready) = self.ready.take() {
                     self.teardown(false).await;
                     self.shared.outbox.close(&why);
@@ -841,9 +847,9 @@ impl Engine {
                     self.shared
                         .state
                         .send_replace(ConnectionState::Disconnected);
-                    let _ = ready.send(Err(Error::Timeout {
-                        what: "the WebRTC peer connection",
+                    let _ = ready.send(Err(Error::NoPath {
                         after: self.opts.peer_connection_timeout,
+                        tried,
                     }));
                     return;
                 }
@@ -922,9 +928,14 @@ impl Engine {
             .link
             .as_ref()
             .is_none_or(|l| proto::resume_allowed(&l.join));
-        if resume && resume_allowed && was_connected && self.try_resume().await {
+        // A resumed session still waiting for its peer connection is resumed again when
+        // the server asks (livekit-server sends Leave RESUME when its side of ICE fails:
+        // its second failure within a minute is what moves the session to ICE/TCP).
+        if resume && resume_allowed && (was_connected || self.resuming) && self.try_resume().await {
             return;
         }
+        // A full rejoin follows: whatever comes up next is not the resumed session.
+        self.resuming = false;
         self.teardown(true).await;
         self.receivers
             .abort_all("the link was lost during the stream (rejoined)");
@@ -940,15 +951,18 @@ impl Engine {
             return false;
         };
         let limit = self.opts.connect_timeout + Duration::from_secs(2);
-        let resp = tokio::time::timeout(
-            limit,
-            link.signal
-                .resume(&self.url, ReconnectReason::RrSignalDisconnected),
-        )
-        .await;
-        match resp {
+        let reason = std::mem::replace(
+            &mut self.resume_reason,
+            ReconnectReason::RrSignalDisconnected,
+        );
+        let resp = tokio::time::timeout(limit, link.signal.resume(&self.url, reason)).await;
+        let resp = match resp {
             Ok(Ok(resp)) => {
-                tracing::info!(last_message_seq = resp.last_message_seq, "session resumed");
+                tracing::info!(
+                    last_message_seq = resp.last_message_seq,
+                    reason = reason.as_str_name(),
+                    "session resumed"
+                );
                 // The server has the session back: what livekit-signaling holds during a
                 // resume (its pings among them) goes out now. Held until the peer
                 // connection is up, the pings let a slow ICE restart trip the server's
@@ -966,6 +980,7 @@ impl Engine {
                         other => link.held_signal.push_back(other),
                     }
                 }
+                resp
             }
             Ok(Err(e)) => {
                 tracing::info!("resume refused, rejoining: {e}");
@@ -975,6 +990,9 @@ impl Engine {
                 tracing::info!("resume timed out, rejoining");
                 return false;
             }
+        };
+        if !Self::follow_reconnect_directives(link, resp).await {
+            return false;
         }
         // The ICE restart offer carries the tracks as they are now: any offer still due
         // is part of it, and the answer to an older one is stale.
@@ -989,6 +1007,72 @@ impl Engine {
         };
         self.check_ready().await;
         true
+    }
+
+    /// What a `ReconnectResponse` asks of the resumed session: its ICE servers (LiveKit
+    /// hands out fresh TURN credentials) are used from the ICE restart on; a change of
+    /// `client_configuration.force_relay` needs peer connections built for it, so the
+    /// session is rejoined instead (false). The link's join response keeps the latest
+    /// of both, for a subscriber connection made later.
+    async fn follow_reconnect_directives(link: &mut Link, resp: proto::ReconnectResponse) -> bool {
+        let relay_before = proto::force_relay(&link.join);
+        if let Some(conf) = resp.client_configuration {
+            link.join.client_configuration = Some(conf);
+        }
+        let relay_now = proto::force_relay(&link.join);
+        if relay_now != relay_before {
+            tracing::info!(
+                relay_only = relay_now,
+                "the server changed whether to connect through a TURN relay only; rejoining with new peer connections"
+            );
+            return false;
+        }
+        if resp.ice_servers.is_empty() || resp.ice_servers == link.join.ice_servers {
+            return true;
+        }
+        link.join.ice_servers = resp.ice_servers;
+        let servers = ice_servers(&link.join);
+        for t in std::iter::once(&link.publisher).chain(link.subscriber.as_ref()) {
+            if let Err(e) = t.set_ice_servers(&servers).await {
+                tracing::info!("new ICE servers not taken ({e}); rejoining");
+                return false;
+            }
+        }
+        tracing::debug!(
+            servers = servers.len(),
+            "ICE servers from the reconnect response"
+        );
+        true
+    }
+
+    /// What became of each kind of network path on the link's peer connections: the
+    /// publisher's, then what only the subscriber tried.
+    async fn paths_tried(&self) -> Vec<String> {
+        let Some(link) = self.link.as_ref() else {
+            return Vec::new();
+        };
+        let mut paths = link.publisher.path_report().await;
+        if let Some(sub) = &link.subscriber {
+            for p in sub.path_report().await {
+                match paths.iter_mut().find(|q| q.kind == p.kind) {
+                    Some(q) if p.worked && !q.worked => *q = p,
+                    Some(_) => {}
+                    None => paths.push(p),
+                }
+            }
+        }
+        paths.iter().map(ToString::to_string).collect()
+    }
+
+    /// Transport settings for a link with this join response.
+    fn wire_config(&self, join: &JoinResponse) -> WireConfig {
+        WireConfig {
+            loopback: host_is_loopback(&self.url),
+            send_buffer_limit: self.opts.send_buffer_limit,
+            ice_servers: ice_servers(join),
+            relay_only: proto::force_relay(join),
+            tls_roots: self.opts.extra_root_ca_pem.clone(),
+        }
     }
 
     async fn stop_writer(&mut self) {
@@ -1904,6 +1988,14 @@ async fn sleep_until(t: Option<Instant>) {
 
 /// Whether the server URL's host is a loopback address (then loopback ICE
 /// candidates are needed).
+/// The join response's ICE servers as the wire takes them: (urls, username, credential).
+fn ice_servers(join: &JoinResponse) -> Vec<(Vec<String>, String, String)> {
+    join.ice_servers
+        .iter()
+        .map(|s| (s.urls.clone(), s.username.clone(), s.credential.clone()))
+        .collect()
+}
+
 fn host_is_loopback(url: &str) -> bool {
     let rest = url.split("://").nth(1).unwrap_or(url);
     let authority = rest.split(['/', '?']).next().unwrap_or("");

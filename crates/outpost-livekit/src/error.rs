@@ -48,6 +48,17 @@ pub enum Error {
         /// How long.
         after: Duration,
     },
+    /// The signal connection worked but no network path for media and data did in time
+    /// (a network that blocks UDP, TCP to the server's ICE port and its TURN servers, or
+    /// a TURN/TLS certificate refused): each path tried and what came of it.
+    #[error("no network path to the LiveKit server worked within {after:?}: {}", tried.join("; "))]
+    NoPath {
+        /// How long the client waited.
+        after: Duration,
+        /// One line per kind of path: `UDP to 10.0.0.1:7882: no answer to 12 connectivity
+        /// checks`, `TURN/TLS to turn.example:443: the server's certificate was refused: …`.
+        tried: Vec<String>,
+    },
     /// The token endpoint failed or answered something unusable.
     #[error("token endpoint {url}: {reason}")]
     TokenEndpoint {

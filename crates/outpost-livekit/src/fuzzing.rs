@@ -173,6 +173,7 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
             rpc_max_v2_payload: cap,
             ..crate::RoomOptions::default()
         }),
+        path: Mutex::default(),
     });
     let person = |identity: &str| Participant {
         sid: format!("PA_{identity}"),

@@ -72,6 +72,7 @@ pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWri
 pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest, mint_dev_token};
 pub use types::{
-    ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant, ParticipantKind,
-    RoomEvent, RpcCallers, StreamSenders, TrackInfo, TrackSubscribers,
+    ConnectionPath, ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant,
+    ParticipantKind, PathKind, RoomEvent, RpcCallers, SelectedPath, StreamSenders, TrackInfo,
+    TrackSubscribers,
 };

@@ -182,7 +182,8 @@ impl Room {
     /// Returns once the data channel is open, or with an error saying why not:
     /// [`Error::Unauthorized`] for a refused token, [`Error::Unreachable`] when the
     /// server cannot be reached within [`RoomOptions::connect_timeout`],
-    /// [`Error::Timeout`] when WebRTC does not come up.
+    /// [`Error::NoPath`] (each network path tried and what came of it) when WebRTC does
+    /// not come up.
     pub async fn connect(
         url: &str,
         token: &str,
@@ -196,8 +197,9 @@ impl Room {
             roster: Mutex::default(),
             lossy: Mutex::default(),
             rpc: crate::rpc::Rpc::from_options(&options),
+            path: Mutex::default(),
         });
-        crate::tls::trust(url, &options.extra_root_ca_pem)?;
+        crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(
             url.to_owned(),
@@ -235,6 +237,7 @@ impl Room {
         request: &TokenRequest,
         options: RoomOptions,
     ) -> Result<(Room, RoomEvents)> {
+        crate::tls::install(&endpoint.url, &options.extra_root_ca_pem)?;
         let details = fetch_connection_details(endpoint, request).await?;
         Room::connect(&details.server_url, &details.participant_token, options).await
     }
@@ -242,6 +245,17 @@ impl Room {
     /// Ourselves, as the server sees us (sid changes after a full rejoin).
     pub fn local_participant(&self) -> Option<Participant> {
         self.inner.shared.roster().local.clone()
+    }
+
+    /// The network path the room's traffic took when the link last came up: direct
+    /// (UDP or ICE/TCP) or relayed by a TURN server, per peer connection.
+    pub fn connection_path(&self) -> crate::types::ConnectionPath {
+        self.inner
+            .shared
+            .path
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The other participants, in the order they joined.

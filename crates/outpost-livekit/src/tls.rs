@@ -1,39 +1,44 @@
-//! Extra trusted root CAs for `wss://` signaling ([`crate::RoomOptions::extra_root_ca_pem`]).
+//! Whom `wss://` signaling and `https://` token endpoints trust: the system's
+//! certificate store plus the CAs a room adds ([`crate::RoomOptions::extra_root_ca_pem`]),
+//! through `outpost-tls`, as TURN over TLS does.
 //!
-//! `livekit-signaling` opens its WebSocket through the process-wide transport of
-//! `livekit-net`, whose built-in client trusts the webpki (Mozilla) roots only. To
-//! trust a private CA (a self-hosted livekit-server, or a test server) we register our
-//! own transport, once, the first time a room asks for extra roots: for `wss://` to a
-//! host and port that a room registered roots for, it connects with rustls trusting
-//! the webpki roots plus those; everything else goes to the built-in transport as
-//! before. The extra roots are scoped to that host and port: they never make another
-//! server trusted.
+//! `livekit-signaling` opens its WebSocket, and asks `/rtc/validate`, through the
+//! process-wide transports of `livekit-net`, whose built-in clients trust the webpki
+//! (Mozilla) roots only: a CA a company installs on its machines (the Debian way,
+//! `update-ca-certificates`) would be refused. So outpost-livekit registers its own
+//! WebSocket and HTTP transports, once, the first time a room connects: `wss://` and
+//! `https://` verify with a fresh `outpost_tls::client_config` per connection (a CA
+//! added to or removed from the system is seen by the next one), plus the extra CAs a
+//! room registered for that host and port; they are scoped to it and never make another
+//! server trusted. Plain `ws://` goes to `livekit-net`'s built-in transport; plain
+//! `http://` to a client without TLS. A refused certificate fails with one sentence
+//! (`outpost_tls::explain`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use futures::stream::{SplitSink, SplitStream};
 use futures::{SinkExt as _, StreamExt as _};
-use livekit_net::{Header, TransportError, WsClient, WsConnectResult, WsConnection};
+use livekit_net::{
+    Header, HttpClient, HttpMethod, HttpResponse, TransportError, WsClient, WsConnectResult,
+    WsConnection,
+};
 use tokio::net::TcpStream;
-use tokio_rustls::rustls;
-use tokio_rustls::rustls::pki_types::CertificateDer;
-use tokio_rustls::rustls::pki_types::pem::PemObject as _;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::error::{Error, Result};
 
-/// TLS client configurations by `host:port`.
-type Configs = Mutex<HashMap<String, Arc<rustls::ClientConfig>>>;
+/// Extra CA certificates (PEM) by `host:port`.
+type Extras = Mutex<HashMap<String, Vec<String>>>;
 
-fn configs() -> &'static Configs {
-    static CONFIGS: OnceLock<Configs> = OnceLock::new();
-    CONFIGS.get_or_init(Configs::default)
+fn extras() -> &'static Extras {
+    static EXTRAS: OnceLock<Extras> = OnceLock::new();
+    EXTRAS.get_or_init(Extras::default)
 }
 
-/// Whether our transport is the one `livekit-net` uses (set once).
+/// Whether our transports are the ones `livekit-net` uses (set once).
 static REGISTERED: OnceLock<bool> = OnceLock::new();
 
 /// The `host:port` key of a `wss://` / `https://` URL; `None` for plain URLs.
@@ -46,42 +51,31 @@ fn tls_key(url: &str) -> Option<String> {
     Some(format!("{host}:{}", parsed.port().unwrap_or(443)))
 }
 
-/// Trusts the CA certificates in `pems` (in addition to the webpki roots) for
-/// `wss://` connections to the host and port of `url`. Does nothing for `ws://`.
-pub(crate) fn trust(url: &str, pems: &[String]) -> Result<()> {
-    if pems.is_empty() {
-        return Ok(());
+/// The TLS configuration for a connection to `url`: the system's store plus the extra
+/// CAs registered for its host and port.
+fn config_for(url: &str) -> std::result::Result<Arc<outpost_tls::rustls::ClientConfig>, String> {
+    let extra = tls_key(url)
+        .and_then(|k| {
+            extras()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&k)
+                .cloned()
+        })
+        .unwrap_or_default();
+    outpost_tls::client_config(&extra).map_err(|e| e.to_string())
+}
+
+/// Makes `wss://` and `https://` to the host and port of `url` trust the system's
+/// store plus the CA certificates in `pems`, registering outpost-livekit's transports
+/// with `livekit-net` the first time.
+pub(crate) fn install(url: &str, pems: &[String]) -> Result<()> {
+    if !pems.is_empty() {
+        outpost_tls::parse_pems(pems)
+            .map_err(|e| Error::InvalidArgument(format!("extra_root_ca_pem: {e}")))?;
     }
-    let Some(key) = tls_key(url) else {
-        return Ok(());
-    };
-    let mut roots = rustls::RootCertStore::empty();
-    roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let mut added = 0;
-    for pem in pems {
-        for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-            let cert = cert.map_err(|e| {
-                Error::InvalidArgument(format!("extra_root_ca_pem: not a PEM certificate: {e}"))
-            })?;
-            roots.add(cert).map_err(|e| {
-                Error::InvalidArgument(format!("extra_root_ca_pem: unusable CA certificate: {e}"))
-            })?;
-            added += 1;
-        }
-    }
-    if added == 0 {
-        return Err(Error::InvalidArgument(
-            "extra_root_ca_pem: no CERTIFICATE block found".into(),
-        ));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::InvalidArgument(format!("TLS versions: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
     let registered = *REGISTERED.get_or_init(|| {
-        if livekit_net::has_ws_client() {
+        if livekit_net::has_ws_client() || livekit_net::has_http_client() {
             return false;
         }
         // What livekit-net would use without us (its built-in transport).
@@ -89,21 +83,100 @@ pub(crate) fn trust(url: &str, pems: &[String]) -> Result<()> {
             return false;
         };
         livekit_net::set_ws_client(Arc::new(Transport { fallback }));
+        livekit_net::set_http_client(Arc::new(Http));
         true
     });
     if !registered {
-        return Err(Error::InvalidArgument(
-            "extra_root_ca_pem: another WebSocket transport is registered with livekit-net, \
-             so extra root certificates cannot be applied"
-                .into(),
-        ));
+        if !pems.is_empty() {
+            return Err(Error::InvalidArgument(
+                "extra_root_ca_pem: another WebSocket transport is registered with livekit-net, \
+                 so extra root certificates cannot be applied"
+                    .into(),
+            ));
+        }
+        tracing::debug!("another livekit-net transport is registered; it decides whom to trust");
+        return Ok(());
     }
-    configs()
+    let Some(key) = tls_key(url) else {
+        return Ok(());
+    };
+    if !pems.is_empty() {
+        tracing::debug!(%key, "extra root CAs trusted");
+    }
+    extras()
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .insert(key.clone(), Arc::new(config));
-    tracing::debug!(%key, added, "extra root CAs trusted");
+        .insert(key, pems.to_vec());
     Ok(())
+}
+
+/// Our `livekit-net` HTTP transport (`https://` verified as above).
+struct Http;
+
+#[async_trait::async_trait]
+impl HttpClient for Http {
+    async fn request(
+        &self,
+        method: HttpMethod,
+        url: String,
+        headers: Vec<Header>,
+        body: Option<Vec<u8>>,
+    ) -> std::result::Result<HttpResponse, TransportError> {
+        let mut builder = reqwest::Client::builder();
+        if url.starts_with("https://") {
+            let config = config_for(&url).map_err(TransportError::Other)?;
+            builder = builder.use_preconfigured_tls((*config).clone());
+        }
+        let client = builder
+            .build()
+            .map_err(|e| TransportError::Other(e.to_string()))?;
+        let mut req = match method {
+            HttpMethod::Get => client.get(&url),
+            HttpMethod::Post => client.post(&url),
+        };
+        for h in &headers {
+            req = req.header(&h.name, &h.value);
+        }
+        if let Some(body) = body {
+            req = req.body(body);
+        }
+        let res = req.send().await.map_err(|e| {
+            TransportError::Connection(outpost_tls::explain(&e).unwrap_or_else(|| chain(&e)))
+        })?;
+        let status = res.status().as_u16();
+        let headers = res
+            .headers()
+            .iter()
+            .filter_map(|(n, v)| {
+                v.to_str().ok().map(|v| Header {
+                    name: n.as_str().to_owned(),
+                    value: v.to_owned(),
+                })
+            })
+            .collect();
+        let body = res
+            .bytes()
+            .await
+            .map_err(|e| TransportError::Other(e.to_string()))?
+            .to_vec();
+        Ok(HttpResponse {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+/// An error and its sources, as one line.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
 }
 
 /// Our `livekit-net` WebSocket transport.
@@ -119,16 +192,10 @@ impl WsClient for Transport {
         headers: Vec<Header>,
         timeout_ms: u64,
     ) -> std::result::Result<WsConnectResult, TransportError> {
-        let config = tls_key(&url).and_then(|k| {
-            configs()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&k)
-                .cloned()
-        });
-        let Some(config) = config else {
+        if tls_key(&url).is_none() {
             return self.fallback.connect(url, headers, timeout_ms).await;
-        };
+        }
+        let config = config_for(&url).map_err(TransportError::Other)?;
         let mut request = url
             .as_str()
             .into_client_request()
@@ -155,7 +222,9 @@ impl WsClient for Transport {
                 tungstenite::Error::Http(resp) => TransportError::Http {
                     status: resp.status().as_u16(),
                 },
-                other => TransportError::Connection(other.to_string()),
+                other => TransportError::Connection(
+                    outpost_tls::explain(&other).unwrap_or_else(|| other.to_string()),
+                ),
             })?;
         let (writer, reader) = ws.split();
         Ok(WsConnectResult {
@@ -242,9 +311,10 @@ mod tests {
 
     #[test]
     fn bad_pem_is_refused_and_plain_urls_need_nothing() {
-        let err = trust("wss://example.com", &["hello".into()]).unwrap_err();
+        let err = install("wss://example.com", &["hello".into()]).unwrap_err();
         assert!(err.to_string().contains("no CERTIFICATE"), "{err}");
-        trust("ws://example.com", &["hello".into()]).unwrap();
-        trust("wss://example.com", &[]).unwrap();
+        install("ws://example.com", &[]).unwrap();
+        install("wss://example.com", &[]).unwrap();
+        assert!(config_for("wss://example.com").is_ok());
     }
 }

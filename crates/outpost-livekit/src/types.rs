@@ -311,3 +311,49 @@ pub enum TrackSubscribers {
     /// and refuses (or ends) anyone else's subscription.
     Assistant,
 }
+
+pub use outpost_webrtc::{PathKind, SelectedPath};
+
+/// The network path of the room's traffic, as ICE selected it on each peer connection
+/// ([`crate::Room::connection_path`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionPath {
+    /// What we send on (the publisher connection).
+    pub publisher: Option<SelectedPath>,
+    /// What the server sends on (the subscriber connection), once the server has
+    /// offered it.
+    pub subscriber: Option<SelectedPath>,
+}
+
+impl ConnectionPath {
+    /// Whether a TURN server relays either connection.
+    pub fn is_relayed(&self) -> bool {
+        self.kinds().iter().any(|k| k.is_relayed())
+    }
+
+    fn kinds(&self) -> Vec<PathKind> {
+        [&self.publisher, &self.subscriber]
+            .into_iter()
+            .flatten()
+            .map(|p| p.kind)
+            .collect()
+    }
+
+    /// For people: `direct (UDP)`, `direct (TCP)`, `relayed (TURN/TLS)`; both
+    /// connections named when they differ (`direct (UDP out, TCP in)`); `unknown`
+    /// before ICE has selected a path.
+    pub fn describe(&self) -> String {
+        let how = if self.is_relayed() {
+            "relayed"
+        } else {
+            "direct"
+        };
+        match (&self.publisher, &self.subscriber) {
+            (None, None) => "unknown".to_owned(),
+            (Some(p), Some(s)) if p.kind != s.kind => {
+                format!("{how} ({} out, {} in)", p.kind, s.kind)
+            }
+            (Some(p), _) | (None, Some(p)) => format!("{how} ({})", p.kind),
+        }
+    }
+}

@@ -65,6 +65,21 @@ pub(crate) struct WireConfig {
     pub send_buffer_limit: usize,
     /// ICE servers from the join response: (urls, username, credential).
     pub ice_servers: Vec<(Vec<String>, String, String)>,
+    /// Relayed candidates only (the server's `client_configuration.force_relay`).
+    pub relay_only: bool,
+    /// CA certificates (PEM) trusted for TURN over TLS besides the system's store.
+    pub tls_roots: Vec<String>,
+}
+
+fn ice_servers(servers: &[(Vec<String>, String, String)]) -> Vec<IceServer> {
+    servers
+        .iter()
+        .map(|(urls, username, credential)| IceServer {
+            urls: urls.clone(),
+            username: username.clone(),
+            credential: credential.clone(),
+        })
+        .collect()
 }
 
 impl From<outpost_webrtc::Error> for Error {
@@ -141,17 +156,15 @@ impl Transport {
         }
         let peer_config = PeerConfig {
             bind,
-            ice_servers: config
-                .ice_servers
-                .iter()
-                .map(|(urls, username, credential)| IceServer {
-                    urls: urls.clone(),
-                    username: username.clone(),
-                    credential: credential.clone(),
-                })
-                .collect(),
+            ice_servers: ice_servers(&config.ice_servers),
+            relay_only: config.relay_only,
+            tls_roots: config.tls_roots.clone(),
             send_buffer_limit: config.send_buffer_limit,
             audio: true,
+            // ICE over TCP as the official SDKs do: where UDP is blocked (and after
+            // UDP failures, when livekit-server offers TCP candidates only) the
+            // server's passive ICE/TCP port is dialled.
+            ice_tcp: true,
             ..PeerConfig::default()
         };
         let tx = events.clone();
@@ -214,6 +227,24 @@ impl Transport {
     /// Adds a remote candidate given as LiveKit's candidate JSON.
     pub(crate) async fn add_candidate(&self, json: &str) -> Result<()> {
         Ok(self.peer.add_candidate(json).await?)
+    }
+
+    /// New STUN/TURN servers, used from the next ICE restart on.
+    pub(crate) async fn set_ice_servers(
+        &self,
+        servers: &[(Vec<String>, String, String)],
+    ) -> Result<()> {
+        Ok(self.peer.set_ice_servers(&ice_servers(servers)).await?)
+    }
+
+    /// How each kind of network path has fared on this connection.
+    pub(crate) async fn path_report(&self) -> Vec<outpost_webrtc::PathAttempt> {
+        self.peer.path_report().await
+    }
+
+    /// The path ICE selected, once it has.
+    pub(crate) async fn selected_path(&self) -> Option<outpost_webrtc::SelectedPath> {
+        self.peer.selected_path().await
     }
 
     /// Closes the connection and its channels.

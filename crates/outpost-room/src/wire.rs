@@ -60,6 +60,8 @@ impl WireConfig {
             sctp_receive_buffer: Some(self.sctp_receive_buffer),
             udp_socket_buffer: self.udp_socket_buffer,
             audio: true,
+            // UDP only: webrtc 0.21 has no shared ICE/TCP port to offer clients.
+            ..PeerConfig::default()
         }
     }
 }

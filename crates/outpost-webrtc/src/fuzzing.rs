@@ -16,7 +16,8 @@ use crate::sdp;
 pub fn fuzz_sdp_rewrites(text: &str) -> Result<(), String> {
     let _ = sdp::candidate_section(text);
     let _ = sdp::is_tcp_candidate(text);
-    let _ = sdp::parse_remote_candidate(text);
+    let _ = sdp::parse_remote_candidate(text, true);
+    let _ = sdp::tcp_type(text);
     // Which sections of a publisher's offer send: every track id named must be in the
     // input.
     for id in crate::media::sending_track_ids(text) {

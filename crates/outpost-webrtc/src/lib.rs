@@ -15,7 +15,11 @@
 //!   [`Rewriter`] keeps a forwarded stream's numbering continuous.
 //! - `sdp`: SDP and candidate text, including the rewrites that let `webrtc` 0.21
 //!   talk to libwebrtc after an ICE restart.
-//! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers.
+//! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers and the TURN
+//!   tunnel's sockets and names.
+//! - `turn_tunnel`: TURN over TCP and TLS under `webrtc`'s UDP-only TURN client.
+//! - `paths`: what became of each kind of path ([`PathAttempt`]), for a user whose
+//!   connection found none.
 //! - [`error`]: the crate's [`Error`], which tells bad remote input from local failures.
 //!
 //! Roles stay with the callers: the client offers its publisher connection and answers
@@ -28,11 +32,15 @@ pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod media;
+mod paths;
 pub mod peer;
 mod runtime;
 mod sdp;
+mod turn_tunnel;
 
 pub use channel::{ChannelEvent, ChannelKind, DataChannel};
 pub use error::{Error, Result};
 pub use media::{LocalAudioTrack, MediaKind, RemoteTrack, Rewriter, RtpPacket};
-pub use peer::{IceServer, Peer, PeerConfig, PeerEvent};
+pub use paths::PathAttempt;
+pub use peer::{IceServer, PathKind, Peer, PeerConfig, PeerEvent, SelectedPath};
+pub use turn_tunnel::TunnelFailure;

@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use webrtc::data_channel::DataChannel as RawDataChannel;
 use webrtc::peer_connection::{
     PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCConfigurationBuilder,
-    RTCIceServer, RTCPeerConnectionIceEvent, RTCPeerConnectionState, RTCSessionDescription,
-    SettingEngineBuilder,
+    RTCIceServer, RTCIceTransportPolicy, RTCPeerConnectionIceEvent, RTCPeerConnectionState,
+    RTCSessionDescription, SettingEngineBuilder,
 };
 
 use webrtc::media_stream::track_local::TrackLocal;
@@ -23,8 +23,9 @@ use webrtc::media_stream::track_remote::TrackRemote;
 use crate::channel::{ChannelKind, DataChannel};
 use crate::error::{Error, Result};
 use crate::media::{LocalAudioTrack, RemoteTrack};
-use crate::runtime::BigBufferRuntime;
+use crate::runtime::OutpostRuntime;
 use crate::sdp::{self, CandidateSection};
+use crate::turn_tunnel::{Failures, Relays, TunnelConfig};
 
 /// A STUN or TURN server from LiveKit's join response.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,8 +45,23 @@ pub struct PeerConfig {
     /// address among them also turns on loopback candidates, which `webrtc` leaves out
     /// by default.
     pub bind: Vec<IpAddr>,
+    /// Host candidates over UDP (a socket per bind address). Off only in tests that
+    /// need a TCP-only side.
+    pub ice_udp: bool,
+    /// ICE over TCP (RFC 6544): a listener per bind address (a passive candidate, and
+    /// an active one), and the other side's passive candidates are dialled. This is how
+    /// a client reaches livekit-server's ICE/TCP port (7881) where UDP is blocked. Off:
+    /// remote TCP candidates are skipped.
+    pub ice_tcp: bool,
     /// STUN/TURN servers.
     pub ice_servers: Vec<IceServer>,
+    /// Relayed candidates only (the W3C `iceTransportPolicy: "relay"`): no host or
+    /// server-reflexive candidates are gathered, so every path goes through a TURN
+    /// server. livekit-server asks for it (`client_configuration.force_relay`) once it
+    /// has fallen back to TURN/TLS.
+    pub relay_only: bool,
+    /// CA certificates (PEM) to trust for TURN over TLS besides the system's store.
+    pub tls_roots: Vec<String>,
     /// Per data channel bound on bytes queued but not yet acknowledged; `send` waits
     /// above it.
     pub send_buffer_limit: usize,
@@ -64,7 +80,11 @@ impl Default for PeerConfig {
     fn default() -> Self {
         Self {
             bind: vec![IpAddr::from([127, 0, 0, 1])],
+            ice_udp: true,
+            ice_tcp: false,
             ice_servers: Vec::new(),
+            relay_only: false,
+            tls_roots: Vec::new(),
             send_buffer_limit: 128 * 1024,
             sctp_max_message_size: None,
             sctp_receive_buffer: None,
@@ -72,6 +92,59 @@ impl Default for PeerConfig {
             audio: false,
         }
     }
+}
+
+/// How a connected peer connection reaches the other side: the transport of its
+/// selected ICE candidate pair, in libwebrtc's order of preference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PathKind {
+    /// Direct, over UDP (host or server-reflexive candidate).
+    Udp,
+    /// Direct, over TCP (ICE/TCP, RFC 6544).
+    Tcp,
+    /// Relayed by a TURN server reached over UDP.
+    TurnUdp,
+    /// Relayed by a TURN server reached over TCP.
+    TurnTcp,
+    /// Relayed by a TURN server reached over TLS.
+    TurnTls,
+}
+
+impl PathKind {
+    /// Whether a TURN server relays the traffic.
+    pub fn is_relayed(self) -> bool {
+        matches!(self, Self::TurnUdp | Self::TurnTcp | Self::TurnTls)
+    }
+
+    /// A short name for logs and the user: `UDP`, `TCP`, `TURN/UDP`, `TURN/TCP`, `TURN/TLS`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Udp => "UDP",
+            Self::Tcp => "TCP",
+            Self::TurnUdp => "TURN/UDP",
+            Self::TurnTcp => "TURN/TCP",
+            Self::TurnTls => "TURN/TLS",
+        }
+    }
+}
+
+impl std::fmt::Display for PathKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The network path a connected peer connection uses: its selected candidate pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectedPath {
+    /// Direct or relayed, and over what.
+    pub kind: PathKind,
+    /// Our candidate, `address:port` (for a relay: the address the TURN server relays
+    /// from).
+    pub local: String,
+    /// The other side's candidate, `address:port`.
+    pub remote: String,
 }
 
 /// Something that happened on a peer connection.
@@ -164,12 +237,45 @@ impl PeerConnectionEventHandler for Handler {
     }
 }
 
+/// `webrtc`'s configuration for these ICE servers and policy.
+fn ice_configuration(
+    servers: &[IceServer],
+    relay_only: bool,
+) -> webrtc::peer_connection::RTCConfiguration {
+    let servers = servers
+        .iter()
+        .map(|s| RTCIceServer {
+            urls: s.urls.clone(),
+            username: s.username.clone(),
+            credential: s.credential.clone(),
+        })
+        .collect();
+    RTCConfigurationBuilder::new()
+        .with_ice_servers(servers)
+        .with_ice_transport_policy(if relay_only {
+            RTCIceTransportPolicy::Relay
+        } else {
+            RTCIceTransportPolicy::All
+        })
+        .build()
+}
+
 /// One peer connection. Dropping it does not close it; call [`Peer::close`].
 pub struct Peer {
     pc: Arc<dyn PeerConnection>,
     /// The section local candidates are signalled for, updated with each local
     /// description before it is applied (candidates are gathered from then on).
     section: Arc<Mutex<CandidateSection>>,
+    /// Whether remote TCP candidates are used ([`PeerConfig::ice_tcp`]).
+    ice_tcp: bool,
+    /// [`PeerConfig::relay_only`], kept for [`Peer::set_ice_servers`].
+    relay_only: bool,
+    /// TURN servers reached over TCP or TLS (the tunnel's table).
+    relays: Arc<Relays>,
+    /// What went wrong on the tunnel's streams.
+    failures: Arc<Failures>,
+    /// The STUN/TURN servers as given (before the tunnel's rewrite).
+    ice_servers: Mutex<Vec<IceServer>>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -203,15 +309,8 @@ impl Peer {
         if let Some(size) = config.sctp_receive_buffer {
             settings = settings.with_sctp_max_receive_buffer_size(size);
         }
-        let ice_servers = config
-            .ice_servers
-            .iter()
-            .map(|s| RTCIceServer {
-                urls: s.urls.clone(),
-                username: s.username.clone(),
-                credential: s.credential.clone(),
-            })
-            .collect();
+        let relays = Arc::new(Relays::default());
+        let failures = Arc::new(Failures::default());
         let section = Arc::new(Mutex::new(CandidateSection::default()));
         let handler = Arc::new(Handler {
             sink: Box::new(on_event),
@@ -219,11 +318,10 @@ impl Peer {
             was_connected: AtomicBool::new(false),
         });
         let mut builder = PeerConnectionBuilder::new()
-            .with_configuration(
-                RTCConfigurationBuilder::new()
-                    .with_ice_servers(ice_servers)
-                    .build(),
-            )
+            .with_configuration(ice_configuration(
+                &relays.rewrite(&config.ice_servers),
+                config.relay_only,
+            ))
             .with_setting_engine(settings.build())
             .with_handler(handler);
         if config.audio {
@@ -238,19 +336,30 @@ impl Peer {
                 .with_media_engine(engine)
                 .with_interceptor_registry(registry);
         }
-        if config.udp_socket_buffer > 0 {
-            builder = builder.with_runtime(Arc::new(BigBufferRuntime {
-                inner: webrtc::runtime::TokioRuntime,
-                buffer: config.udp_socket_buffer,
-            }));
-        }
-        let udp: Vec<SocketAddr> = config
+        builder = builder.with_runtime(Arc::new(OutpostRuntime {
+            inner: webrtc::runtime::TokioRuntime,
+            buffer: config.udp_socket_buffer,
+            tunnel: Arc::new(TunnelConfig {
+                relays: relays.clone(),
+                tls_roots: config.tls_roots.clone(),
+                failures: failures.clone(),
+            }),
+        }));
+        let addrs: Vec<SocketAddr> = config
             .bind
             .iter()
             .map(|ip| SocketAddr::new(*ip, 0))
             .collect();
+        if config.ice_udp {
+            builder = builder.with_udp_addrs(addrs.clone());
+        }
+        if config.ice_tcp {
+            // A listener of its own per connection: webrtc 0.21 has no shared TCP port
+            // (mux), so the passive candidate's port is ephemeral. What matters for
+            // LiveKit is the active side: dialling the server's passive candidates.
+            builder = builder.with_tcp_addrs(addrs);
+        }
         let pc = builder
-            .with_udp_addrs(udp)
             .with_data_channel_send_buffer_limit(config.send_buffer_limit)
             .build()
             .await
@@ -258,6 +367,11 @@ impl Peer {
         Ok(Self {
             pc: Arc::new(pc),
             section,
+            ice_tcp: config.ice_tcp,
+            relay_only: config.relay_only,
+            relays,
+            failures,
+            ice_servers: Mutex::new(config.ice_servers.clone()),
         })
     }
 
@@ -368,15 +482,129 @@ impl Peer {
     }
 
     /// Adds a remote candidate given as LiveKit's candidate JSON. The end-of-candidates
-    /// marker and TCP candidates (we gather UDP only) are accepted and skipped.
+    /// marker is accepted and skipped; so are TCP candidates without
+    /// [`PeerConfig::ice_tcp`] (`webrtc` would dial them with nothing to pair them
+    /// with) and `tcptype active` ones (they dial us; nothing to do with them).
     pub async fn add_candidate(&self, json: &str) -> Result<()> {
-        let Some(init) = sdp::parse_remote_candidate(json)? else {
+        let Some(init) = sdp::parse_remote_candidate(json, self.ice_tcp)? else {
             return Ok(());
         };
         self.pc
             .add_ice_candidate(init)
             .await
             .map_err(|e| Error::BadRemote(format!("add candidate: {e}")))
+    }
+
+    /// Replaces the STUN/TURN servers (LiveKit hands out new TURN credentials with each
+    /// resume). They are used from the next ICE gathering on: the next ICE restart.
+    pub async fn set_ice_servers(&self, servers: &[IceServer]) -> Result<()> {
+        *self.ice_servers.lock().unwrap_or_else(|p| p.into_inner()) = servers.to_vec();
+        self.pc
+            .set_configuration(ice_configuration(
+                &self.relays.rewrite(servers),
+                self.relay_only,
+            ))
+            .await
+            .map_err(|e| Error::Webrtc(format!("set ICE servers: {e}")))
+    }
+
+    /// The path the connection uses now (its selected candidate pair); `None` before
+    /// ICE has selected one, or on a connection without data channels.
+    pub async fn selected_path(&self) -> Option<SelectedPath> {
+        use rtc::peer_connection::transport::{RTCIceCandidateType, RTCIceProtocol};
+        let sctp = self.pc.sctp().await?;
+        let pair = sctp
+            .transport()
+            .ice_transport()
+            .get_selected_candidate_pair()
+            .await
+            .ok()??;
+        let (local, remote) = (pair.local(), pair.remote());
+        let tcp = local.protocol == RTCIceProtocol::Tcp;
+        let kind = match (local.typ == RTCIceCandidateType::Relay, tcp) {
+            (true, _) => match format!("{}:{}", local.address, local.port).parse() {
+                Ok(addr) => self.relays.kind_of_relay(addr),
+                Err(_) => PathKind::TurnUdp,
+            },
+            (false, true) => PathKind::Tcp,
+            (false, false) => PathKind::Udp,
+        };
+        Some(SelectedPath {
+            kind,
+            local: format!("{}:{}", local.address, local.port),
+            remote: format!("{}:{}", remote.address, remote.port),
+        })
+    }
+
+    /// How each kind of path this connection could take has fared so far (UDP, TCP,
+    /// TURN over UDP, TCP, TLS): the servers it was tried against and what happened, for
+    /// telling a user why nothing got through.
+    pub async fn path_report(&self) -> Vec<crate::paths::PathAttempt> {
+        use rtc::peer_connection::transport::{RTCIceCandidateType, RTCIceTcpCandidateType};
+        use webrtc::peer_connection::{RTCStatsReportEntry as E, StatsSelector};
+        let report = self
+            .pc
+            .get_stats(std::time::Instant::now(), StatsSelector::None)
+            .await;
+        let mut facts = crate::paths::Facts {
+            failures: self.failures.all(),
+            ..Default::default()
+        };
+        for entry in report.iter() {
+            match entry {
+                E::LocalCandidate(c) => {
+                    let addr = format!("{}:{}", c.address.as_deref().unwrap_or(""), c.port);
+                    let kind = if c.candidate_type == RTCIceCandidateType::Relay {
+                        match addr.parse() {
+                            Ok(a) => self.relays.kind_of_relay(a),
+                            Err(_) => PathKind::TurnUdp,
+                        }
+                    } else if c.protocol.eq_ignore_ascii_case("tcp") {
+                        PathKind::Tcp
+                    } else {
+                        PathKind::Udp
+                    };
+                    // A pair names its local candidate by the candidate's own id; the
+                    // stats entry's id carries a type prefix.
+                    let id = c.stats.id.as_str();
+                    facts.locals.push(crate::paths::Local {
+                        id: id
+                            .strip_prefix("RTCLocalIceCandidate_")
+                            .unwrap_or(id)
+                            .to_owned(),
+                        kind,
+                    });
+                }
+                E::RemoteCandidate(c) if c.candidate_type != RTCIceCandidateType::Relay => {
+                    let addr = format!("{}:{}", c.address.as_deref().unwrap_or(""), c.port);
+                    if !c.protocol.eq_ignore_ascii_case("tcp") {
+                        facts.remote_udp.push(addr);
+                    } else if c.tcp_type == RTCIceTcpCandidateType::Passive {
+                        facts.remote_tcp.push(addr);
+                    }
+                }
+                E::IceCandidatePair(p) => facts.pairs.push(crate::paths::Pair {
+                    local_id: p.local_candidate_id.clone(),
+                    succeeded: p.state
+                        == rtc::statistics::stats::ice_candidate_pair::RTCStatsIceCandidatePairState::Succeeded,
+                    requests: p.requests_sent,
+                }),
+                _ => {}
+            }
+        }
+        let servers = self
+            .ice_servers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        facts.turn = crate::turn_tunnel::turn_servers(&servers);
+        crate::paths::judge(&facts)
+    }
+
+    /// Why streams to TURN servers over TCP or TLS failed (newest last, at most 16):
+    /// what to tell a user whose connection found no path.
+    pub fn relay_failures(&self) -> Vec<crate::turn_tunnel::TunnelFailure> {
+        self.failures.all()
     }
 
     /// Closes the connection and its channels.

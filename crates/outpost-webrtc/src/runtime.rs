@@ -1,23 +1,29 @@
-//! The async runtime `webrtc` runs on: its Tokio runtime, except that UDP sockets get
-//! large kernel buffers. Used when [`crate::PeerConfig::udp_socket_buffer`] is set.
+//! The async runtime `webrtc` runs on: its Tokio runtime, with two changes made at the
+//! seams it offers. UDP sockets get large kernel buffers when asked
+//! ([`crate::PeerConfig::udp_socket_buffer`]), and every UDP socket is wrapped in a
+//! [`TunnelSocket`] so TURN servers reached over TCP or TLS work under `webrtc`'s
+//! UDP-only TURN client (see `turn_tunnel`); their synthetic host names resolve here.
 
 use std::sync::Arc;
 
-/// The Tokio runtime of `webrtc`, except that UDP sockets get large kernel buffers.
-///
-/// With the default receive buffer (~200 KiB) a burst from an SDK's SCTP sender
-/// overflows the socket and the kernel drops datagrams (`RcvbufErrors` in
-/// /proc/net/snmp); SCTP then treats that as congestion and throughput collapses.
+use crate::turn_tunnel::{TunnelConfig, TunnelSocket};
+
+/// `webrtc`'s Tokio runtime plus socket buffers and the TURN tunnel.
 #[derive(Debug)]
-pub(crate) struct BigBufferRuntime {
+pub(crate) struct OutpostRuntime {
     pub(crate) inner: webrtc::runtime::TokioRuntime,
-    /// Requested SO_RCVBUF and SO_SNDBUF, bytes.
+    /// Requested SO_RCVBUF and SO_SNDBUF, bytes; 0 keeps the system's.
+    ///
+    /// With the default receive buffer (~200 KiB) a burst from an SDK's SCTP sender
+    /// overflows the socket and the kernel drops datagrams (`RcvbufErrors` in
+    /// /proc/net/snmp); SCTP then treats that as congestion and throughput collapses.
     pub(crate) buffer: usize,
+    pub(crate) tunnel: Arc<TunnelConfig>,
 }
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-impl webrtc::runtime::Runtime for BigBufferRuntime {
+impl webrtc::runtime::Runtime for OutpostRuntime {
     fn spawn(&self, future: BoxFuture<'static, ()>) -> Box<dyn webrtc::runtime::JoinHandle> {
         self.inner.spawn(future)
     }
@@ -34,15 +40,18 @@ impl webrtc::runtime::Runtime for BigBufferRuntime {
         &self,
         socket: std::net::UdpSocket,
     ) -> std::io::Result<Arc<dyn webrtc::runtime::AsyncUdpSocket>> {
-        let sock = socket2::SockRef::from(&socket);
-        // The kernel caps these at net.core.{r,w}mem_max; a smaller buffer still works.
-        if let Err(e) = sock.set_recv_buffer_size(self.buffer) {
-            tracing::debug!("SO_RCVBUF {}: {e}", self.buffer);
+        if self.buffer > 0 {
+            let sock = socket2::SockRef::from(&socket);
+            // The kernel caps these at net.core.{r,w}mem_max; a smaller buffer still works.
+            if let Err(e) = sock.set_recv_buffer_size(self.buffer) {
+                tracing::debug!("SO_RCVBUF {}: {e}", self.buffer);
+            }
+            if let Err(e) = sock.set_send_buffer_size(self.buffer) {
+                tracing::debug!("SO_SNDBUF {}: {e}", self.buffer);
+            }
         }
-        if let Err(e) = sock.set_send_buffer_size(self.buffer) {
-            tracing::debug!("SO_SNDBUF {}: {e}", self.buffer);
-        }
-        self.inner.wrap_udp_socket(socket)
+        let real = self.inner.wrap_udp_socket(socket)?;
+        Ok(Arc::new(TunnelSocket::new(real, self.tunnel.clone())))
     }
 
     fn wrap_tcp_listener(
@@ -63,7 +72,10 @@ impl webrtc::runtime::Runtime for BigBufferRuntime {
         &'a self,
         host: &'a str,
     ) -> BoxFuture<'a, std::io::Result<Vec<std::net::SocketAddr>>> {
-        self.inner.resolve_host(host)
+        match self.tunnel.relays.resolve(host) {
+            Some(addrs) => Box::pin(async move { Ok(addrs) }),
+            None => self.inner.resolve_host(host),
+        }
     }
 
     fn now(&self) -> std::time::Instant {
@@ -83,6 +95,6 @@ impl webrtc::runtime::Runtime for BigBufferRuntime {
     }
 
     fn name(&self) -> &'static str {
-        "tokio+bigbuf"
+        "tokio+outpost"
     }
 }

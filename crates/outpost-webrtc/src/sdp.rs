@@ -95,14 +95,19 @@ pub(crate) fn candidate_json(candidate: &str, section: &CandidateSection) -> Str
 }
 
 /// A remote candidate from LiveKit's candidate JSON. `Ok(None)` when there is nothing
-/// to add: the end-of-candidates marker (an empty candidate), or a TCP candidate (we
-/// only gather UDP, so dialling it would just fail). `sdpMid` and `sdpMLineIndex` may
-/// be absent or null: `webrtc` 0.21 adds every candidate to its one bundled transport
-/// and never reads them.
-pub(crate) fn parse_remote_candidate(json: &str) -> Result<Option<RTCIceCandidateInit>> {
+/// to add: the end-of-candidates marker (an empty candidate), a TCP candidate when
+/// `tcp` is off (nothing local to pair it with; `webrtc` would still dial it), or an
+/// active TCP candidate (it dials us and has no port to dial; `rtc-ice` ignores it).
+/// `sdpMid` and `sdpMLineIndex` may be absent or null: `webrtc` 0.21 adds every
+/// candidate to its one bundled transport and never reads them.
+pub(crate) fn parse_remote_candidate(json: &str, tcp: bool) -> Result<Option<RTCIceCandidateInit>> {
     let init: RTCIceCandidateInit = serde_json::from_str(json)
         .map_err(|e| Error::BadRemote(format!("candidate JSON {:?}: {e}", clip(json))))?;
-    if init.candidate.is_empty() || is_tcp_candidate(&init.candidate) {
+    if init.candidate.is_empty() {
+        return Ok(None);
+    }
+    let passive = tcp_type(&init.candidate).is_some_and(|t| t.eq_ignore_ascii_case("passive"));
+    if is_tcp_candidate(&init.candidate) && !(tcp && passive) {
         return Ok(None);
     }
     Ok(Some(init))
@@ -119,6 +124,18 @@ pub(crate) fn is_tcp_candidate(candidate: &str) -> bool {
         .split_whitespace()
         .nth(2)
         .is_some_and(|t| t.eq_ignore_ascii_case("tcp"))
+}
+
+/// The `tcptype` of a TCP candidate line (`active`, `passive`, `so`) as written;
+/// `None` when the line has none.
+pub(crate) fn tcp_type(candidate: &str) -> Option<&str> {
+    let mut words = candidate.split_whitespace();
+    while let Some(w) = words.next() {
+        if w.eq_ignore_ascii_case("tcptype") {
+            return words.next();
+        }
+    }
+    None
 }
 
 /// Removes `a=ice-ufrag` / `a=ice-pwd` from rejected (port 0) media sections of a
@@ -219,41 +236,59 @@ mod tests {
     fn remote_candidates_parse_with_and_without_sdp_mid() {
         let line = "candidate:1 1 udp 2122260223 10.0.0.2 5000 typ host";
         let with = format!(r#"{{"candidate":"{line}","sdpMid":"1","sdpMLineIndex":1}}"#);
-        let init = parse_remote_candidate(&with).unwrap().unwrap();
+        let init = parse_remote_candidate(&with, false).unwrap().unwrap();
         assert_eq!(init.candidate, line);
         assert_eq!(init.sdp_mid.as_deref(), Some("1"));
         assert_eq!(init.sdp_mline_index, Some(1));
 
         let without = format!(r#"{{"candidate":"{line}"}}"#);
-        let init = parse_remote_candidate(&without).unwrap().unwrap();
+        let init = parse_remote_candidate(&without, false).unwrap().unwrap();
         assert_eq!(init.candidate, line);
         assert_eq!(init.sdp_mid, None);
         assert_eq!(init.sdp_mline_index, None);
 
         let nulls = format!(r#"{{"candidate":"{line}","sdpMid":null,"sdpMLineIndex":null}}"#);
-        assert!(parse_remote_candidate(&nulls).unwrap().is_some());
+        assert!(parse_remote_candidate(&nulls, false).unwrap().is_some());
     }
 
     #[test]
-    fn end_of_candidates_and_tcp_candidates_add_nothing() {
+    fn end_of_candidates_and_unusable_tcp_candidates_add_nothing() {
         assert!(
-            parse_remote_candidate(r#"{"candidate":"","sdpMid":"0"}"#)
+            parse_remote_candidate(r#"{"candidate":"","sdpMid":"0"}"#, true)
                 .unwrap()
                 .is_none()
         );
         let tcp = r#"{"candidate":"candidate:1 1 tcp 1518280447 10.0.0.2 9 typ host tcptype active","sdpMid":"0"}"#;
-        assert!(parse_remote_candidate(tcp).unwrap().is_none());
+        assert!(parse_remote_candidate(tcp, false).unwrap().is_none());
+        // With ICE/TCP on, a passive candidate (what livekit-server's port 7881 is) is
+        // dialled; an active one dials us and stays skipped.
+        assert!(parse_remote_candidate(tcp, true).unwrap().is_none());
+        let passive = r#"{"candidate":"candidate:2 1 tcp 1518280447 10.0.0.1 7881 typ host tcptype passive","sdpMid":"0"}"#;
+        assert!(parse_remote_candidate(passive, false).unwrap().is_none());
+        assert!(parse_remote_candidate(passive, true).unwrap().is_some());
+        let upper = r#"{"candidate":"candidate:2 1 TCP 1518280447 10.0.0.1 7881 typ host tcptype PASSIVE"}"#;
+        assert!(parse_remote_candidate(upper, true).unwrap().is_some());
+        let untyped = r#"{"candidate":"candidate:2 1 tcp 1518280447 10.0.0.1 7881 typ host"}"#;
+        assert!(parse_remote_candidate(untyped, true).unwrap().is_none());
+        assert_eq!(
+            tcp_type("candidate:2 1 tcp 1 10.0.0.1 7881 typ host tcptype so"),
+            Some("so")
+        );
+        assert_eq!(
+            tcp_type("candidate:2 1 tcp 1 10.0.0.1 7881 typ host tcptype"),
+            None
+        );
     }
 
     #[test]
     fn bad_candidate_json_is_a_remote_error_naming_the_input() {
         for bad in ["", "{", "[]", r#"{"sdpMid":"0"}"#, r#"{"candidate":5}"#] {
-            let e = parse_remote_candidate(bad).unwrap_err();
+            let e = parse_remote_candidate(bad, true).unwrap_err();
             assert!(e.is_remote(), "{bad}: {e}");
             assert!(e.to_string().contains("candidate JSON"), "{e}");
         }
         let long = format!(r#"{{"candidate":{}}}"#, "9".repeat(10_000));
-        let e = parse_remote_candidate(&long).unwrap_err().to_string();
+        let e = parse_remote_candidate(&long, true).unwrap_err().to_string();
         assert!(
             e.len() < 600,
             "the error quotes a clipped input: {} bytes",
@@ -310,7 +345,7 @@ mod tests {
         assert_eq!(v["sdpMLineIndex"], 1);
         assert_eq!(v["candidate"], "candidate:1 1 udp 1 127.0.0.1 5 typ host");
         // It parses back as a remote candidate.
-        assert!(parse_remote_candidate(&json).unwrap().is_some());
+        assert!(parse_remote_candidate(&json, false).unwrap().is_some());
     }
 
     #[test]

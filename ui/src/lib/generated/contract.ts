@@ -63,7 +63,16 @@ detail?: string,
 /**
  * Reconnect attempt number.
  */
-attempt?: number, };
+attempt?: number, 
+/**
+ * While connected: the network path, `direct (UDP)`, `direct (TCP)`, `relayed
+ * (TURN/TLS)`...
+ */
+path?: string, 
+/**
+ * While connected: whether a TURN server relays the traffic.
+ */
+relayed?: boolean, };
 
 export type SessionInfo = { 
 /**
