@@ -39,6 +39,15 @@ impl ServerKind {
         }
     }
 
+    /// The kind `BENCH_SERVER` names for a benchmark: `livekit` (livekit-server), else
+    /// outpost-room.
+    pub fn from_bench_env() -> Self {
+        match std::env::var("BENCH_SERVER").as_deref() {
+            Ok("livekit") | Ok("livekit-server") => ServerKind::LiveKit,
+            _ => ServerKind::Room,
+        }
+    }
+
     /// Ping interval the server announces in its JoinResponse. livekit-server's is fixed
     /// (5 s, timeout 15 s); outpost-room's test setting is 1 s / 4 s.
     pub fn ping_timeout(self) -> Duration {

@@ -397,9 +397,9 @@ fn data_streams_10mib_both_ways_files_text_cancel_and_cap(kind: ServerKind) {
         assert_eq!(sent["sha256"], sha_hex(&got).as_str());
 
         // Rust send_file → Python.
-        let dir = std::env::temp_dir().join(format!("olk-file-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("notes.txt");
+        // Its own folder: the test runs on both servers at once in this process.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("notes.txt");
         std::fs::write(&path, &payload[..123_456]).unwrap();
         let opts = StreamOptions {
             topic: "file".into(),
@@ -410,7 +410,7 @@ fn data_streams_10mib_both_ways_files_text_cancel_and_cap(kind: ServerKind) {
         let r = c
             .reply("assistant", "stream_sha", Duration::from_secs(30))
             .await;
-        std::fs::remove_dir_all(&dir).unwrap();
+        drop(dir);
         assert_eq!(r["name"], "notes.txt");
         assert_eq!(r["sha256"], sha_hex(&payload[..123_456]).as_str());
 

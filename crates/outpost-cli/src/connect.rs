@@ -182,7 +182,7 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         (Some(token), None, None) => {
             if args.agent_name.is_some() {
                 return Err(Failure::Invalid(
-                    "--agent-name goes into a token Outpost asks for (--token-endpoint) or                      mints (--api-key); a --token carries its own dispatch"
+                    "--agent-name goes into a token Outpost asks for (--token-endpoint) or mints (--api-key); a --token carries its own dispatch"
                         .into(),
                 ));
             }

@@ -725,7 +725,12 @@ fn main() -> anyhow::Result<()> {
     let me = std::env::current_exe().context("locating myself")?;
     let pulse = if devices { Some(Pulse::start()?) } else { None };
     let variants = device_variants();
-    let env = Env::start(Path::new(&me))?;
+    let kind = outpost_tests::server::ServerKind::from_bench_env();
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("server: {}", kind.name());
+    }
+    let env = Env::on(kind, Path::new(&me))?;
     let _echo_rust = echo_agent(&env, RUST_ROOM)?;
     let _echo_py = echo_agent(&env, PY_ROOM)?;
     let (mut rust, mut py) = (Vec::new(), Vec::new());

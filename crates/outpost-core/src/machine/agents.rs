@@ -1171,7 +1171,16 @@ mod tests {
         // agent says "initializing", chat waits.
         let (mut m, _) = joined();
         assert_eq!(sent(&m.handle(state("initializing"), 1)), 0);
-        assert_eq!(sent(&m.handle(say("early"), 2)), 0);
+        let early = m.handle(say("early"), 2);
+        assert_eq!(sent(&early), 0);
+        // Held, yet in the history at once: a session that ends before the agent is up
+        // keeps what the user typed.
+        assert!(
+            early
+                .iter()
+                .any(|e| matches!(e, Effect::Record(Record::Message(msg)) if msg.id == "early")),
+            "{early:?}"
+        );
         assert_eq!(sent(&m.handle(Input::Tick, 3_000)), 0);
         assert_eq!(sent(&m.handle(state("listening"), 4_000)), 1);
         assert_eq!(sent(&m.handle(say("later"), 4_001)), 1);

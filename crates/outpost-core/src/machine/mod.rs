@@ -621,16 +621,7 @@ impl Machine {
             // Only what the user says has a place in LiveKit's conventions; tool answers
             // go back as RPC replies, never as messages.
             if let Message::UserMessage(u) = message {
-                if let Some(c) = &self.conversation {
-                    fx.record(Record::Message(store::NewMessage {
-                        conversation_id: c.as_str().into(),
-                        id: u.id.clone(),
-                        role: store::Role::User,
-                        text: u.text.clone(),
-                        created_at: now,
-                        completed_at: Some(now),
-                    }));
-                }
+                self.record_user_message(fx, now, &u);
                 // Files sent without words: `lk.chat` would make an empty turn of them.
                 if !u.text.trim().is_empty() {
                     if self.agents.awaiting_reply.len() >= REMEMBERED_CALLS {
@@ -654,20 +645,28 @@ impl Machine {
                 }
             }
             Message::UserMessage(u) => {
-                if let Some(c) = &self.conversation {
-                    fx.record(Record::Message(store::NewMessage {
-                        conversation_id: c.as_str().into(),
-                        id: u.id.clone(),
-                        role: store::Role::User,
-                        text: u.text.clone(),
-                        created_at: now,
-                        completed_at: Some(now),
-                    }));
-                }
+                self.record_user_message(fx, now, u);
             }
             _ => {}
         }
         fx.0.push(Effect::Send { to, message });
+    }
+
+    /// Records what the user said in the conversation, if there is one yet. Done when the
+    /// message is typed and again when it goes out (the store keeps the first time and
+    /// order): a message held for the agent is in the history even if the session ends
+    /// before it could go.
+    fn record_user_message(&self, fx: &mut Fx, now: Millis, u: &UserMessage) {
+        if let Some(c) = &self.conversation {
+            fx.record(Record::Message(store::NewMessage {
+                conversation_id: c.as_str().into(),
+                id: u.id.clone(),
+                role: store::Role::User,
+                text: u.text.clone(),
+                created_at: now,
+                completed_at: Some(now),
+            }));
+        }
     }
 
     /// Records a file as sent: what describes it, and the bytes of a small image.
@@ -1067,7 +1066,11 @@ impl Machine {
                 for a in attachments {
                     self.send(fx, now, Message::Attachment(a));
                 }
-                self.send(fx, now, Message::UserMessage(UserMessage { id, text }));
+                let message = UserMessage { id, text };
+                if queued {
+                    self.record_user_message(fx, now, &message);
+                }
+                self.send(fx, now, Message::UserMessage(message));
             }
             Command::CancelTool { id } => {
                 let running = self.calls.get(&id).is_some_and(|c| {
