@@ -11,6 +11,10 @@ When a session starts it asks the participant in the room (Outpost) for its tool
 `outpost.list_tools` and offers them to the LLM; each call the model makes goes to
 Outpost by RPC, where the user's policy and consent decide (outpost_tools.py).
 
+With AGENT_NAME set the worker registers under that name and is dispatched only when asked
+(Outpost's `--agent-name`, or the agent name in its connection settings); without it, it
+joins every new room (automatic dispatch).
+
 The LLM is LiveKit Inference's model named by AGENT_LLM (default
 "openai/gpt-4.1-mini"); any `llm.LLM` (a plugin's, or your own) works the same.
 """
@@ -33,7 +37,7 @@ INSTRUCTIONS = (
 server = AgentServer()
 
 
-@server.rtc_session()
+@server.rtc_session(agent_name=os.environ.get("AGENT_NAME", ""))
 async def entrypoint(ctx: JobContext) -> None:
     await ctx.connect()
     # Outpost joins as a standard participant; its identity is whatever its token says.

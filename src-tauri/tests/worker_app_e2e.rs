@@ -194,6 +194,9 @@ async fn scenario(
     app.click_button(".first-run", "Save and connect").await?;
     app.wait_text("[data-testid=connection-state]", "Connected")
         .await?;
+    // The status bar says how the link got through (issue 26): here straight over UDP.
+    app.wait_text("[data-testid=connection-path]", "direct (UDP)")
+        .await?;
     // The server dispatched the named agent; its session is up.
     let dispatched = worker.wait_event("dispatched").await?;
     ensure!(
