@@ -245,7 +245,9 @@ pub(crate) struct Engine {
 }
 
 /// How long packets of a session no participant update has named are held.
-const HOLD_FOR: Duration = Duration::from_secs(3);
+/// livekit-server sends the news of participants without tracks on a 3 s ticker, so a
+/// newcomer's update can come almost 3 s after its first data, later on a busy server.
+const HOLD_FOR: Duration = Duration::from_secs(5);
 /// Sessions whose packets are held at once; a packet of another is not held.
 const MAX_HELD_SESSIONS: usize = 8;
 /// Bytes held per session; what comes beyond it is dropped.
