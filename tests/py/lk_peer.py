@@ -41,6 +41,7 @@ class Peer:
         self.held = []  # stream writers left open on purpose (hold_streams)
         self.paused = {}  # stream id -> (writer, payload) (stream_paused)
         self.track_events = []  # [event, identity, track sid] as the SDK reported them
+        self.speakers = []  # identities in each active_speakers_changed, in order
         self.tone = None  # (Tone, publication) while publishing a tone (publish_tone)
         self.speaker = None  # audio_tone.Player of publish_speech
         self.listeners = {}  # track sid -> [asyncio.Queue of its played-out frames]
@@ -71,6 +72,8 @@ class Peer:
         room.on("track_unmuted",
                 lambda p, pub: self.track_events.append(["unmuted", p.identity, pub.sid]))
         room.on("track_subscribed", self.on_track_subscribed)
+        room.on("active_speakers_changed",
+                lambda speakers: self.speakers.append([p.identity for p in speakers]))
         auto = os.environ.get("LK_AUTO_SUBSCRIBE") == "1"  # outpost-room has no manual subscription
         await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=auto))
         self.room = room
@@ -319,6 +322,10 @@ class Peer:
             await self.reply(sender, op="played")
         elif op == "track_events":
             await self.reply(sender, op="track_events", events=self.track_events)
+        elif op == "speakers":
+            # Every active-speaker change the server sent, oldest first; then cleared.
+            await self.reply(sender, op="speakers", changes=self.speakers)
+            self.speakers = []
         elif op == "publish_tone":
             import audio_tone
             source, track, pub = await audio_tone.publish(self.room)

@@ -37,6 +37,122 @@ outpost_tests::both_servers!(
     a_track_the_server_refuses_fails_at_once_with_its_reason,
 );
 
+/// Issue 25, finding 6: livekit-server computes active speakers from RFC 6464's audio
+/// level header extension (it never decodes audio), which Outpost did not send, so the
+/// user never showed as speaking. Now the official SDK in the room sees Outpost become
+/// an active speaker while its tone plays and stop being one when it sends silence.
+/// livekit-server only: outpost-room sends no active-speaker updates.
+#[test]
+fn our_microphone_makes_us_an_active_speaker_on_livekit_server() {
+    let env = Env::on(ServerKind::LiveKit, Path::new(BIN)).expect("namespaces and server");
+    let _peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    let url = env.server.url.clone();
+    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+        let mut c = Client::connect(&url, "app").await;
+        let track = c
+            .room
+            .publish_audio(AudioSourceOptions::default())
+            .await
+            .expect("publish");
+        let speaking = |changes: &Value| -> bool {
+            changes["changes"]
+                .as_array()
+                .is_some_and(|all| all.iter().any(|set| set.to_string().contains("\"app\"")))
+        };
+        // Silence first: never a speaker.
+        let quiet = spawn_level(track.clone(), 0.0);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let before = c
+            .ask(
+                "assistant",
+                json!({"op": "speakers"}),
+                "speakers",
+                Duration::from_secs(10),
+            )
+            .await;
+        eprintln!("while silent: {before}");
+        assert!(!speaking(&before), "silence made us a speaker: {before}");
+        quiet.abort();
+        // The tone: a speaker within a few seconds.
+        let tone = spawn_tone(track.clone());
+        let mut heard = Value::Null;
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            heard = c
+                .ask(
+                    "assistant",
+                    json!({"op": "speakers"}),
+                    "speakers",
+                    Duration::from_secs(10),
+                )
+                .await;
+            if speaking(&heard) {
+                break;
+            }
+        }
+        eprintln!("while the tone plays: {heard}");
+        assert!(speaking(&heard), "the SDK never saw us speak: {heard}");
+        tone.abort();
+        // Silence again: the server says we stopped (an update without us).
+        let _quiet = spawn_level(track.clone(), 0.0);
+        let mut last = Value::Null;
+        let mut stopped = false;
+        for _ in 0..16 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let r = c
+                .ask(
+                    "assistant",
+                    json!({"op": "speakers"}),
+                    "speakers",
+                    Duration::from_secs(10),
+                )
+                .await;
+            if let Some(l) = r["changes"].as_array().and_then(|a| a.last()) {
+                last = l.clone();
+                if !l.to_string().contains("\"app\"") {
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        eprintln!("after the tone: {last}");
+        assert!(stopped, "still a speaker in silence: {last}");
+        c.room.leave().await.unwrap();
+        anyhow::Ok(())
+    });
+    if let Err(e) = res {
+        panic!("{e:#}\n--- server log ---\n{}", env.server.proc.stderr());
+    }
+}
+
+/// Feeds `track` a constant level: a 440 Hz sine of `amplitude` (0 is silence).
+fn spawn_level(track: LocalAudioTrack, amplitude: f64) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut n: u64 = 0;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let frame: Vec<i16> = (0..960u64)
+                .map(|i| {
+                    let t = (n + i) as f64 / RATE;
+                    (amplitude * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
+                })
+                .collect();
+            n += 960;
+            if track.push_frame(&frame).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
 struct Client {
     room: Room,
     events: RoomEvents,
@@ -134,24 +250,7 @@ impl Client {
 
 /// Pushes a phase-continuous 440 Hz sine into `track`, 20 ms every 20 ms, until aborted.
 fn spawn_tone(track: LocalAudioTrack) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut n: u64 = 0;
-        let mut tick = tokio::time::interval(Duration::from_millis(20));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        loop {
-            tick.tick().await;
-            let frame: Vec<i16> = (0..960u64)
-                .map(|i| {
-                    let t = (n + i) as f64 / RATE;
-                    (0.5 * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
-                })
-                .collect();
-            n += 960;
-            if track.push_frame(&frame).await.is_err() {
-                return;
-            }
-        }
-    })
+    spawn_level(track, 0.5)
 }
 
 /// Power of `x` at `freq` (Goertzel).

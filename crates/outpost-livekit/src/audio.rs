@@ -226,6 +226,7 @@ impl LocalAudioTrack {
                 ssrc: 0,
                 marker: enc.first,
                 payload: Bytes::from(buf),
+                audio_level: Some(audio_level(&frame)),
             };
             enc.seq = enc.seq.wrapping_add(1);
             enc.first = false;
@@ -514,6 +515,26 @@ pub(crate) fn spawn_receiver(track: outpost_webrtc::RemoteTrack) -> (AudioStream
     (AudioStream { rx }, handle)
 }
 
+/// RFC 6464's level of a frame (interleaved samples): its RMS in -dBov, from 0 (full
+/// scale) to 127 (silence). A full-scale sine is 3.
+fn audio_level(frame: &[i16]) -> u8 {
+    if frame.is_empty() {
+        return 127;
+    }
+    let sum: f64 = frame
+        .iter()
+        .map(|&s| {
+            let x = f64::from(s) / 32768.0;
+            x * x
+        })
+        .sum();
+    let rms = (sum / frame.len() as f64).sqrt();
+    if rms <= 0.0 {
+        return 127;
+    }
+    (-20.0 * rms.log10()).round().clamp(0.0, 127.0) as u8
+}
+
 #[cfg(test)]
 impl AudioStream {
     /// A stream fed by the returned sender (unit tests).
@@ -536,6 +557,7 @@ mod tests {
             ssrc: 1,
             marker: false,
             payload: Bytes::from(vec![seq as u8]),
+            audio_level: None,
         }
     }
 
@@ -664,5 +686,20 @@ mod tests {
         assert_eq!(dec.decode(&buf[..n], &mut out[..960], true).unwrap(), 960);
         // Garbage is an error, not a panic.
         let _ = dec.decode(&[0xff; 3], &mut out, false);
+    }
+
+    #[test]
+    fn the_audio_level_is_the_frames_rms_in_dbov() {
+        assert_eq!(audio_level(&[]), 127);
+        assert_eq!(audio_level(&[0; 960]), 127);
+        let sine = |amp: f64| -> Vec<i16> {
+            (0..960)
+                .map(|i| (amp * (i as f64 * 440.0 * std::f64::consts::TAU / 48_000.0).sin()) as i16)
+                .collect()
+        };
+        assert_eq!(audio_level(&sine(32767.0)), 3);
+        // 20 dB quieter.
+        assert_eq!(audio_level(&sine(3276.7)), 23);
+        assert_eq!(audio_level(&[1; 960]), 90);
     }
 }

@@ -11,14 +11,14 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use rtc::media_stream::MediaStreamTrack;
 use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
 use rtc::rtp_transceiver::rtp_sender::{
     RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
-    RtpCodecKind,
+    RTCRtpHeaderExtensionCapability, RtpCodecKind,
 };
 use webrtc::media_stream::track_local::TrackLocal;
 use webrtc::media_stream::track_local::static_rtp::TrackLocalStaticRTP;
@@ -59,6 +59,11 @@ pub struct RtpPacket {
     pub marker: bool,
     /// The payload (one Opus packet).
     pub payload: Bytes,
+    /// The sound level of what the packet carries, in -dBov (0 is the loudest, 127
+    /// silence), sent in RFC 6464's audio-level header extension when the other side
+    /// negotiated it: what a LiveKit server computes active speakers from. `None`
+    /// sends no extension; packets received do not report it.
+    pub audio_level: Option<u8>,
 }
 
 impl RtpPacket {
@@ -70,6 +75,7 @@ impl RtpPacket {
             ssrc: p.header.ssrc,
             marker: p.header.marker,
             payload: p.payload,
+            audio_level: None,
         }
     }
 
@@ -166,7 +172,31 @@ pub(crate) fn audio_media_engine() -> Result<MediaEngine> {
             RtpCodecKind::Audio,
         )
         .map_err(|e| Error::Webrtc(format!("register Opus: {e}")))?;
+    engine
+        .register_header_extension(
+            RTCRtpHeaderExtensionCapability {
+                uri: AUDIO_LEVEL_URI.to_owned(),
+            },
+            RtpCodecKind::Audio,
+            None,
+        )
+        .map_err(|e| Error::Webrtc(format!("register the audio level extension: {e}")))?;
     Ok(engine)
+}
+
+/// RFC 6464's audio level header extension (client to mixer).
+pub(crate) const AUDIO_LEVEL_URI: &str = "urn:ietf:params:rtp-hdrext:ssrc-audio-level";
+
+/// The id `sdp` gives the audio level extension (`a=extmap:<id>[/dir] <uri>`), if it
+/// negotiated one that fits the one-byte header form (1–14).
+pub(crate) fn audio_level_id(sdp: &str) -> Option<u8> {
+    sdp.lines().find_map(|line| {
+        let rest = line.trim_end().strip_prefix("a=extmap:")?;
+        let (id, rest) = rest.split_once(' ')?;
+        let uri = rest.split_whitespace().next()?;
+        let id: u8 = id.split('/').next()?.parse().ok()?;
+        (uri == AUDIO_LEVEL_URI && (1..=14).contains(&id)).then_some(id)
+    })
 }
 
 fn opus_codec() -> RTCRtpCodec {
@@ -259,6 +289,8 @@ pub struct LocalAudioTrack {
     track: Arc<TrackLocalStaticRTP>,
     pub(crate) sender: Arc<dyn RtpSender>,
     ssrc: u32,
+    /// The audio level extension's negotiated id on this connection (0: none yet).
+    level_id: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for LocalAudioTrack {
@@ -296,11 +328,13 @@ impl LocalAudioTrack {
         track: Arc<TrackLocalStaticRTP>,
         sender: Arc<dyn RtpSender>,
         ssrc: u32,
+        level_id: Arc<AtomicU8>,
     ) -> Self {
         Self {
             track,
             sender,
             ssrc,
+            level_id,
         }
     }
 
@@ -316,6 +350,16 @@ impl LocalAudioTrack {
         let mut p = packet.to_rtp();
         p.header.ssrc = self.ssrc;
         p.header.payload_type = OPUS_PAYLOAD_TYPE;
+        let id = self.level_id.load(Ordering::Relaxed);
+        if let (Some(level), 1..=14) = (packet.audio_level, id) {
+            p.header.extension = true;
+            p.header.extension_profile = rtc::rtp::header::EXTENSION_PROFILE_ONE_BYTE;
+            // The V bit (voice activity) is left clear: the level alone is what
+            // servers read.
+            p.header
+                .set_extension(id, Bytes::copy_from_slice(&[level.min(127)]))
+                .map_err(|e| Error::Webrtc(format!("audio level extension: {e}")))?;
+        }
         self.track
             .write_rtp(p)
             .await
@@ -411,7 +455,27 @@ mod tests {
             ssrc,
             marker: false,
             payload: Bytes::from_static(b"x"),
+            audio_level: None,
         }
+    }
+
+    #[test]
+    fn the_audio_level_id_is_read_from_the_answer() {
+        let sdp = "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=extmap:2 urn:ietf:params:rtp-hdrext:sdes:mid\r\na=extmap:1/sendrecv urn:ietf:params:rtp-hdrext:ssrc-audio-level\r\n";
+        assert_eq!(audio_level_id(sdp), Some(1));
+        assert_eq!(
+            audio_level_id("a=extmap:3 urn:ietf:params:rtp-hdrext:ssrc-audio-level vad=on\n"),
+            Some(3)
+        );
+        // Not negotiated, or an id the one-byte form cannot carry.
+        assert_eq!(
+            audio_level_id("a=extmap:2 urn:ietf:params:rtp-hdrext:sdes:mid\r\n"),
+            None
+        );
+        assert_eq!(
+            audio_level_id("a=extmap:15 urn:ietf:params:rtp-hdrext:ssrc-audio-level\r\n"),
+            None
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! `wire.rs`); this module only reports facts.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use webrtc::data_channel::DataChannel as RawDataChannel;
@@ -276,6 +276,9 @@ pub struct Peer {
     failures: Arc<Failures>,
     /// The STUN/TURN servers as given (before the tunnel's rewrite).
     ice_servers: Mutex<Vec<IceServer>>,
+    /// The audio level extension's id in the last answer to our offer (0: none), which
+    /// our audio tracks send with.
+    audio_level_id: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for Peer {
@@ -372,6 +375,7 @@ impl Peer {
             relays,
             failures,
             ice_servers: Mutex::new(config.ice_servers.clone()),
+            audio_level_id: Arc::default(),
         })
     }
 
@@ -399,7 +403,12 @@ impl Peer {
             .add_track(track.clone() as Arc<dyn TrackLocal>)
             .await
             .map_err(|e| Error::Webrtc(format!("add audio track {track_id}: {e}")))?;
-        Ok(LocalAudioTrack::new(track, sender, ssrc))
+        Ok(LocalAudioTrack::new(
+            track,
+            sender,
+            ssrc,
+            self.audio_level_id.clone(),
+        ))
     }
 
     /// Stops sending a track added with [`Peer::add_audio_track`]; the next
@@ -441,7 +450,12 @@ impl Peer {
         self.pc
             .set_remote_description(answer)
             .await
-            .map_err(|e| Error::BadRemote(format!("apply answer: {e}")))
+            .map_err(|e| Error::BadRemote(format!("apply answer: {e}")))?;
+        self.audio_level_id.store(
+            crate::media::audio_level_id(&sdp).unwrap_or(0),
+            Ordering::Relaxed,
+        );
+        Ok(())
     }
 
     /// Applies the other side's offer and returns our answer SDP. A later offer (an ICE

@@ -67,6 +67,7 @@ fn packet(seq: u16) -> RtpPacket {
         ssrc: 1234,
         marker: false,
         payload: Bytes::from(vec![seq as u8; 40]),
+        audio_level: None,
     }
 }
 
