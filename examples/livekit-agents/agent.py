@@ -5,7 +5,7 @@ to rooms):
 
     pip install -r requirements.txt
     export LIVEKIT_URL=... LIVEKIT_API_KEY=... LIVEKIT_API_SECRET=...
-    python agent.py dev
+    python agent.py start
 
 When a session starts it asks the participant in the room (Outpost) for its tools with
 `outpost.list_tools` and offers them to the LLM; each call the model makes goes to

@@ -242,3 +242,58 @@ fn an_automatically_dispatched_worker_talks_with_outpost_on_a_token_it_minted() 
     assert_eq!(dispatched.len(), 1, "{dispatched:?}");
     assert_eq!(dispatched[0]["room"], "dispatch-auto");
 }
+
+/// A user who asks for an agent no worker serves is told so, not left waiting: the
+/// server finds no worker for the name, and `outpost connect` says after 20 s that no
+/// assistant joined and what to check.
+#[test]
+fn asking_for_an_agent_no_worker_serves_says_so() {
+    let stage = Stage::start(AGENT_NAME);
+    let policy = stage.policy();
+    let args: Vec<String> = [
+        "--url",
+        &stage.server.url,
+        "--api-key",
+        lkclient::DEV_KEY,
+        "--room",
+        "dispatch-nobody",
+        "--identity",
+        "user-app",
+        "--agent-name",
+        "nobody-serves-this",
+        "--policy",
+        &policy,
+        "--data-dir",
+        &stage.dir.path().join("data").display().to_string(),
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let c = Connect::spawn(
+        Some(&stage.pair.client_ns),
+        CLI_BIN,
+        &args,
+        &[("LIVEKIT_API_SECRET", lkclient::DEV_SECRET)],
+        stage.dir.path().join("connect.stderr"),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(40);
+    while !c.stderr().contains("no assistant has joined") && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let stderr = c.stderr();
+    assert!(
+        stderr.contains("no assistant has joined after 20 s")
+            && stderr.contains("\"nobody-serves-this\""),
+        "{stderr}"
+    );
+    let (status, _) = c.finish(Duration::from_secs(20)).unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        stage
+            .worker_events()
+            .iter()
+            .all(|e| e["event"] != "dispatched"),
+        "the worker for another name was dispatched"
+    );
+}

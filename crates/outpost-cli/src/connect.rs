@@ -360,6 +360,12 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         let mut unanswered = std::collections::HashSet::new();
         let mut answered = std::collections::HashSet::new();
         let mut leave_by: Option<tokio::time::Instant> = None;
+        // With --agent-name, a notice once if no agent has joined by then: the server had
+        // no worker for that name, or none that would take the job.
+        let mut agent_due = args
+            .agent_name
+            .as_ref()
+            .map(|_| tokio::time::Instant::now() + AGENT_WAIT);
         let mut leaving = false;
         let mut forced = false;
         let leave = |session: &Arc<outpost_core::Session>| {
@@ -398,6 +404,16 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                     }
                     continue;
                 }
+                _ = tokio::time::sleep_until(agent_due.unwrap_or(far)), if agent_due.is_some() => {
+                    agent_due = None;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "* no assistant has joined after {} s: is a LiveKit Agents worker registered under the agent name {:?}, and not too loaded to take the job? (the server's log says \"no servers available\" then)",
+                        AGENT_WAIT.as_secs(),
+                        crate::terminal::lines(args.agent_name.as_deref().unwrap_or_default())
+                    );
+                    continue;
+                }
                 _ = tokio::time::sleep_until(leave_by.unwrap_or(far)), if leave_by.is_some() && !leaving => {
                     let note = format!(
                         "* leaving: {} message(s) still unanswered after {} s",
@@ -424,6 +440,7 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                     answered.insert(r.clone());
                 }
                 UiEvent::Ended { reason } => clean = reason == "left the room",
+                UiEvent::AssistantPresence { present: true, .. } => agent_due = None,
                 _ => {}
             }
             if leave_by.is_some() && !leaving && unanswered.is_empty() {
@@ -466,6 +483,9 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
         }
     })
 }
+
+/// How long `--agent-name` waits for the agent before saying none came.
+const AGENT_WAIT: Duration = Duration::from_secs(20);
 
 /// SIGTERM and SIGINT, as requests to leave (none where they cannot be caught).
 struct StopSignals {
