@@ -187,6 +187,17 @@ pub fn set_udp_blocked(ns: &str, blocked: bool) -> anyhow::Result<()> {
     nft(ns, script)
 }
 
+/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts (nftables
+/// rule lines such as `udp dport 3478 accept`), replacing what an earlier call allowed.
+pub fn allow_only(ns: &str, allow: &str) -> anyhow::Result<()> {
+    nft(
+        ns,
+        &format!(
+            "table inet outpost_only {{}}\ndelete table inet outpost_only\ntable inet outpost_only {{\n chain output {{\n  type filter hook output priority 0; policy accept;\n  oifname \"lo\" accept\n  {allow}\n  drop\n }}\n}}\n"
+        ),
+    )
+}
+
 /// Runs an nftables script (`nft -f -`) in namespace `ns`.
 pub fn nft(ns: &str, script: &str) -> anyhow::Result<()> {
     use std::io::Write as _;
@@ -426,6 +437,27 @@ impl Env {
     /// Namespaces plus an outpost-room server with more `serve` options.
     pub fn start_with(bin: &Path, extra: &[&str]) -> anyhow::Result<Self> {
         Self::on_with(ServerKind::Room, bin, extra)
+    }
+
+    /// Namespaces plus livekit-server with its TURN server on: UDP 3478 and TLS 443 on the
+    /// server's address, with a certificate from a throw-away CA (returned: keep it as long
+    /// as the server). `bin` is outpost-room's binary (unused by livekit-server).
+    pub fn livekit_with_turn(bin: &Path) -> anyhow::Result<(Self, crate::pki::TestPki)> {
+        let pair = NsPair::create()?;
+        let ip = pair.server_ip.to_string();
+        let pki = crate::pki::TestPki::new(std::slice::from_ref(&ip))?;
+        let opts = ServerOptions {
+            livekit_yaml: format!(
+                "turn: {{enabled: true, domain: \"{ip}\", tls_port: 443, udp_port: 3478, \
+                 cert_file: \"{}\", key_file: \"{}\", relay_range_start: 30000, \
+                 relay_range_end: 30100, allow_restricted_peer_cidrs: [\"10.0.0.0/8\"]}}\n",
+                pki.cert_path().display(),
+                pki.key_path().display()
+            ),
+            ..ServerOptions::default()
+        };
+        let server = Server::start_in_with(&pair, ServerKind::LiveKit, bin, &[], opts)?;
+        Ok((Self { server, pair }, pki))
     }
 
     /// Namespaces plus a server of `kind` (`bin` is outpost-room's binary).

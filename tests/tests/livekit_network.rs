@@ -500,23 +500,7 @@ fn a_long_outage_of_every_media_path_is_resumed_not_rejoined() {
 /// would need DNS in the client namespace), relaying to peers inside the test's subnet;
 /// and the CA.
 fn turn_env() -> (Env, TestPki) {
-    let pair = lkclient::NsPair::create().expect("namespaces");
-    let ip = pair.server_ip.to_string();
-    let pki = TestPki::new(std::slice::from_ref(&ip)).expect("test CA");
-    let opts = ServerOptions {
-        livekit_yaml: format!(
-            "turn: {{enabled: true, domain: \"{ip}\", tls_port: 443, udp_port: 3478, \
-             cert_file: \"{}\", key_file: \"{}\", relay_range_start: 30000, \
-             relay_range_end: 30100, allow_restricted_peer_cidrs: [\"10.0.0.0/8\"]}}\n",
-            pki.cert_path().display(),
-            pki.key_path().display()
-        ),
-        ..ServerOptions::default()
-    };
-    let server =
-        lkclient::Server::start_in_with(&pair, ServerKind::LiveKit, Path::new(ROOM_BIN), &[], opts)
-            .expect("livekit-server with TURN");
-    (Env { server, pair }, pki)
+    Env::livekit_with_turn(Path::new(ROOM_BIN)).expect("livekit-server with TURN")
 }
 
 /// Only TCP to the signal port (7880) and to the TURN/TLS port (443) leaves the client's
@@ -531,15 +515,9 @@ fn set_only_turn_udp(ns: &str) -> anyhow::Result<()> {
     only(ns, "tcp dport 7880 accept\n  udp dport 3478 accept")
 }
 
-/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts
-/// (replacing what an earlier call allowed).
+/// Drops everything leaving namespace `ns` but loopback and what `allow` accepts.
 fn only(ns: &str, allow: &str) -> anyhow::Result<()> {
-    lkclient::nft(
-        ns,
-        &format!(
-            "table inet outpost_only {{}}\ndelete table inet outpost_only\ntable inet outpost_only {{\n chain output {{\n  type filter hook output priority 0; policy accept;\n  oifname \"lo\" accept\n  {allow}\n  drop\n }}\n}}\n"
-        ),
-    )
+    lkclient::allow_only(ns, allow)
 }
 
 /// Only TLS to the TURN port (and the signal connection) gets out of the client's

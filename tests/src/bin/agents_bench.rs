@@ -123,12 +123,7 @@ fn main() -> anyhow::Result<()> {
     )?;
 
     let me = std::env::current_exe().context("locating myself")?;
-    let kind = outpost_tests::server::ServerKind::from_bench_env();
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("server: {}", kind.name());
-    }
-    let env = Env::on(kind, Path::new(&me))?;
+    let (env, _pki) = outpost_tests::bench::bench_env(Path::new(&me))?;
     let _echo = start_echo(&env)?;
     let (stop, outpost) = start_outpost(&env, dir.path())?;
     let mut runs = Vec::new();

@@ -170,12 +170,7 @@ fn main() -> anyhow::Result<()> {
     let rounds = env_num("BENCH_ROUNDS", 200);
     let turns = env_num("BENCH_TURNS", 3);
     let me = std::env::current_exe().context("locating myself")?;
-    let kind = outpost_tests::server::ServerKind::from_bench_env();
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("server: {}", kind.name());
-    }
-    let env = Env::on(kind, Path::new(&me))?;
+    let (env, _pki) = outpost_tests::bench::bench_env(Path::new(&me))?;
     let _echo = PyPeer::start(&env.pair, &env.server.url, ROOM, "assistant")?;
     let (mut rust, mut py) = (Vec::new(), Vec::new());
     for turn in 0..turns {

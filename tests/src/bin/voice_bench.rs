@@ -725,12 +725,7 @@ fn main() -> anyhow::Result<()> {
     let me = std::env::current_exe().context("locating myself")?;
     let pulse = if devices { Some(Pulse::start()?) } else { None };
     let variants = device_variants();
-    let kind = outpost_tests::server::ServerKind::from_bench_env();
-    #[allow(clippy::print_stderr)]
-    {
-        eprintln!("server: {}", kind.name());
-    }
-    let env = Env::on(kind, Path::new(&me))?;
+    let (env, _pki) = outpost_tests::bench::bench_env(Path::new(&me))?;
     let _echo_rust = echo_agent(&env, RUST_ROOM)?;
     let _echo_py = echo_agent(&env, PY_ROOM)?;
     let (mut rust, mut py) = (Vec::new(), Vec::new());
