@@ -369,7 +369,7 @@ fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow:
 /// words and the agent's reply, and the reply plays on the app's speaker (its loudness
 /// envelope matches espeak-ng's audio of it).
 fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session(kind: ServerKind) {
-    use outpost_tests::speech::{best_match, envelope, espeak, piecewise_match, read_wav};
+    use outpost_tests::speech::{assert_reply_played, espeak};
     let _one = common::serial();
     let pulse = Pulse::start().expect("pulseaudio");
     let dir = tempfile::tempdir().unwrap();
@@ -419,28 +419,7 @@ fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session(kind: ServerKind)
         panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
     }
     // The reply on the app's speaker.
-    let samples: Vec<f64> = recorded
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| f64::from(*s))
-        .collect();
-    let heard = envelope(&samples, 48_000);
-    let (reference, rate) = read_wav(&reply).unwrap();
-    let want = envelope(&reference, rate);
-    let (corr, at) = best_match(&heard, &want);
-    let pieces = piecewise_match(&heard, &want, at);
-    eprintln!(
-        "speaker: {} ms recorded; the reply's envelope correlation {corr:.3} at {} ms, piece by \
-         piece {pieces:.3}",
-        samples.len() / 48,
-        at * 10
-    );
-    assert!(
-        pieces >= 0.8 && corr >= 0.5,
-        "the app's speaker did not play the agent's reply (envelope correlation {corr:.3}, \
-         piece by piece {pieces:.3})"
-    );
+    assert_reply_played(&recorded.lock().unwrap(), &reply).unwrap();
     drop(dir);
 }
 

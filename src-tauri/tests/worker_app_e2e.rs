@@ -25,7 +25,7 @@ use common::{App, Assistant, Driver, Profile, RoomServer, wait_for};
 use outpost_tests::lkclient::{self, NsPair, in_netns};
 use outpost_tests::pulse::Pulse;
 use outpost_tests::server::ServerKind;
-use outpost_tests::speech::{best_match, envelope, espeak, piecewise_match, read_wav};
+use outpost_tests::speech::{assert_reply_played, espeak};
 
 const ROOM: &str = "worker-app-e2e";
 const AGENT_NAME: &str = "outpost-helper";
@@ -125,28 +125,7 @@ fn a_new_user_connects_the_app_to_a_dispatched_livekit_agents_worker() {
         );
     }
     // The agent's spoken reply on the app's speaker.
-    let samples: Vec<f64> = recorded
-        .lock()
-        .unwrap()
-        .iter()
-        .map(|s| f64::from(*s))
-        .collect();
-    let heard = envelope(&samples, 48_000);
-    let (reference, rate) = read_wav(&reply).unwrap();
-    let want = envelope(&reference, rate);
-    let (corr, at) = best_match(&heard, &want);
-    let pieces = piecewise_match(&heard, &want, at);
-    eprintln!(
-        "speaker: {} ms recorded; the reply's envelope correlation {corr:.3} at {} ms, piece by \
-         piece {pieces:.3}",
-        samples.len() / 48,
-        at * 10
-    );
-    assert!(
-        pieces >= 0.8 && corr >= 0.5,
-        "the app's speaker did not play the agent's reply (envelope correlation {corr:.3}, \
-         piece by piece {pieces:.3})"
-    );
+    assert_reply_played(&recorded.lock().unwrap(), &reply).unwrap();
     drop(dir);
 }
 

@@ -123,3 +123,31 @@ pub fn piecewise_match(signal: &[f64], reference: &[f64], at: usize) -> f64 {
     }
     scores.iter().sum::<f64>() / scores.len() as f64
 }
+
+/// Checks that `recorded` (48 kHz samples of a speaker, as `Pulse::record` keeps them)
+/// played the utterance in the WAV file `reply`: its loudness envelope correlates with the
+/// reply's at ≥ 0.5 at its best lag and ≥ 0.8 piece by piece (what the app's voice tests
+/// hold an agent's spoken reply to); an error says by how much it did not.
+pub fn assert_reply_played(recorded: &[i16], reply: &Path) -> anyhow::Result<()> {
+    let samples: Vec<f64> = recorded.iter().map(|s| f64::from(*s)).collect();
+    let heard = envelope(&samples, 48_000);
+    let (reference, rate) = read_wav(reply)?;
+    let want = envelope(&reference, rate);
+    let (corr, at) = best_match(&heard, &want);
+    let pieces = piecewise_match(&heard, &want, at);
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "speaker: {} ms recorded; the reply's envelope correlation {corr:.3} at {} ms, \
+             piece by piece {pieces:.3}",
+            samples.len() / 48,
+            at * 10
+        );
+    }
+    ensure!(
+        pieces >= 0.8 && corr >= 0.5,
+        "the app's speaker did not play the agent's reply (envelope correlation {corr:.3}, \
+         piece by piece {pieces:.3})"
+    );
+    Ok(())
+}

@@ -82,6 +82,36 @@ impl Stage {
         p.display().to_string()
     }
 
+    /// `outpost connect` as "user-app" in `room`, from the client namespace, with the
+    /// stage's policy and a data folder of its own; `how` are the flags that give it a
+    /// token (and the agent to dispatch), `env` its environment.
+    fn connect(&self, room: &str, how: &[&str], env: &[(&str, &str)]) -> Connect {
+        let policy = self.policy();
+        let data = self.dir.path().join("data").display().to_string();
+        let mut args: Vec<String> = how.iter().map(|s| (*s).to_owned()).collect();
+        args.extend(
+            [
+                "--room",
+                room,
+                "--identity",
+                "user-app",
+                "--policy",
+                &policy,
+                "--data-dir",
+                &data,
+            ]
+            .map(str::to_owned),
+        );
+        Connect::spawn(
+            Some(&self.pair.client_ns),
+            CLI_BIN,
+            &args,
+            env,
+            self.dir.path().join("connect.stderr"),
+        )
+        .unwrap()
+    }
+
     fn worker_events(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.events)
             .unwrap_or_default()
@@ -155,32 +185,17 @@ fn a_worker_dispatched_by_name_through_the_token_endpoint_talks_with_outpost() {
     let listening = requests.recv_timeout(Duration::from_secs(30)).unwrap();
     assert!(listening.contains("listening"), "{listening}");
 
-    let policy = stage.policy();
-    let args: Vec<String> = [
-        "--token-endpoint",
-        &format!("http://{bind}/"),
-        "--room",
+    let endpoint_url = format!("http://{bind}/");
+    let c = stage.connect(
         "dispatch-by-name",
-        "--identity",
-        "user-app",
-        "--agent-name",
-        AGENT_NAME,
-        "--policy",
-        &policy,
-        "--data-dir",
-        &stage.dir.path().join("data").display().to_string(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let c = Connect::spawn(
-        Some(&stage.pair.client_ns),
-        CLI_BIN,
-        &args,
+        &[
+            "--token-endpoint",
+            &endpoint_url,
+            "--agent-name",
+            AGENT_NAME,
+        ],
         &[],
-        stage.dir.path().join("connect.stderr"),
-    )
-    .unwrap();
+    );
     converse(&stage, c);
 
     // The endpoint was asked for the dispatch, in LiveKit's standard request.
@@ -207,32 +222,11 @@ fn a_worker_dispatched_by_name_through_the_token_endpoint_talks_with_outpost() {
 #[test]
 fn an_automatically_dispatched_worker_talks_with_outpost_on_a_token_it_minted() {
     let stage = Stage::start("");
-    let policy = stage.policy();
-    let args: Vec<String> = [
-        "--url",
-        &stage.server.url,
-        "--api-key",
-        lkclient::DEV_KEY,
-        "--room",
+    let c = stage.connect(
         "dispatch-auto",
-        "--identity",
-        "user-app",
-        "--policy",
-        &policy,
-        "--data-dir",
-        &stage.dir.path().join("data").display().to_string(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let c = Connect::spawn(
-        Some(&stage.pair.client_ns),
-        CLI_BIN,
-        &args,
+        &["--url", &stage.server.url, "--api-key", lkclient::DEV_KEY],
         &[("LIVEKIT_API_SECRET", lkclient::DEV_SECRET)],
-        stage.dir.path().join("connect.stderr"),
-    )
-    .unwrap();
+    );
     converse(&stage, c);
     let dispatched: Vec<Value> = stage
         .worker_events()
@@ -249,34 +243,18 @@ fn an_automatically_dispatched_worker_talks_with_outpost_on_a_token_it_minted() 
 #[test]
 fn asking_for_an_agent_no_worker_serves_says_so() {
     let stage = Stage::start(AGENT_NAME);
-    let policy = stage.policy();
-    let args: Vec<String> = [
-        "--url",
-        &stage.server.url,
-        "--api-key",
-        lkclient::DEV_KEY,
-        "--room",
+    let c = stage.connect(
         "dispatch-nobody",
-        "--identity",
-        "user-app",
-        "--agent-name",
-        "nobody-serves-this",
-        "--policy",
-        &policy,
-        "--data-dir",
-        &stage.dir.path().join("data").display().to_string(),
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
-    let c = Connect::spawn(
-        Some(&stage.pair.client_ns),
-        CLI_BIN,
-        &args,
+        &[
+            "--url",
+            &stage.server.url,
+            "--api-key",
+            lkclient::DEV_KEY,
+            "--agent-name",
+            "nobody-serves-this",
+        ],
         &[("LIVEKIT_API_SECRET", lkclient::DEV_SECRET)],
-        stage.dir.path().join("connect.stderr"),
-    )
-    .unwrap();
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(40);
     while !c.stderr().contains("no assistant has joined") && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(250));

@@ -44,15 +44,7 @@ outpost_tests::both_servers!(
 /// livekit-server only: outpost-room sends no active-speaker updates.
 #[test]
 fn our_microphone_makes_us_an_active_speaker_on_livekit_server() {
-    let env = Env::on(ServerKind::LiveKit, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(ServerKind::LiveKit);
     let url = env.server.url.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
@@ -61,69 +53,46 @@ fn our_microphone_makes_us_an_active_speaker_on_livekit_server() {
             .publish_audio(AudioSourceOptions::default())
             .await
             .expect("publish");
-        let speaking = |changes: &Value| -> bool {
-            changes["changes"]
-                .as_array()
-                .is_some_and(|all| all.iter().any(|set| set.to_string().contains("\"app\"")))
-        };
+        let has_us = |sets: &[Vec<String>]| sets.iter().flatten().any(|who| who == "app");
         // Silence first: never a speaker.
         let quiet = spawn_level(track.clone(), 0.0);
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let before = c
-            .ask(
-                "assistant",
-                json!({"op": "speakers"}),
-                "speakers",
-                Duration::from_secs(10),
-            )
-            .await;
-        eprintln!("while silent: {before}");
-        assert!(!speaking(&before), "silence made us a speaker: {before}");
+        let before = speaker_changes(&mut c).await;
+        eprintln!("while silent: {before:?}");
+        assert!(!has_us(&before), "silence made us a speaker: {before:?}");
         quiet.abort();
         // The tone: a speaker within a few seconds.
         let tone = spawn_tone(track.clone());
-        let mut heard = Value::Null;
+        let mut heard = Vec::new();
         for _ in 0..10 {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            heard = c
-                .ask(
-                    "assistant",
-                    json!({"op": "speakers"}),
-                    "speakers",
-                    Duration::from_secs(10),
-                )
-                .await;
-            if speaking(&heard) {
+            heard = speaker_changes(&mut c).await;
+            if has_us(&heard) {
                 break;
             }
         }
-        eprintln!("while the tone plays: {heard}");
-        assert!(speaking(&heard), "the SDK never saw us speak: {heard}");
+        eprintln!("while the tone plays: {heard:?}");
+        assert!(has_us(&heard), "the SDK never saw us speak: {heard:?}");
         tone.abort();
         // Silence again: the server says we stopped (an update without us).
         let _quiet = spawn_level(track.clone(), 0.0);
-        let mut last = Value::Null;
-        let mut stopped = false;
+        let mut last = None;
         for _ in 0..16 {
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let r = c
-                .ask(
-                    "assistant",
-                    json!({"op": "speakers"}),
-                    "speakers",
-                    Duration::from_secs(10),
-                )
-                .await;
-            if let Some(l) = r["changes"].as_array().and_then(|a| a.last()) {
-                last = l.clone();
-                if !l.to_string().contains("\"app\"") {
-                    stopped = true;
+            if let Some(set) = speaker_changes(&mut c).await.pop() {
+                let stopped = !set.iter().any(|who| who == "app");
+                last = Some(set);
+                if stopped {
                     break;
                 }
             }
         }
-        eprintln!("after the tone: {last}");
-        assert!(stopped, "still a speaker in silence: {last}");
+        eprintln!("after the tone: {last:?}");
+        assert!(
+            last.as_ref()
+                .is_some_and(|set| !set.iter().any(|who| who == "app")),
+            "still a speaker in silence: {last:?}"
+        );
         c.room.leave().await.unwrap();
         anyhow::Ok(())
     });
@@ -248,6 +217,35 @@ impl Client {
     }
 }
 
+/// The active-speaker sets the SDK peer was sent since the last ask, oldest first.
+async fn speaker_changes(c: &mut Client) -> Vec<Vec<String>> {
+    let r = c
+        .ask(
+            "assistant",
+            json!({"op": "speakers"}),
+            "speakers",
+            Duration::from_secs(10),
+        )
+        .await;
+    serde_json::from_value(r["changes"].clone()).unwrap_or_else(|e| panic!("{r}: {e}"))
+}
+
+/// Namespaces, a server of `kind`, and the official-SDK peer "assistant" that subscribes
+/// to every track (`lk_peer.py` with auto-subscribe): what the tests of our tracks start
+/// with.
+fn with_listener(kind: ServerKind) -> (Env, PyPeer) {
+    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
+    let peer = PyPeer::start_with_env(
+        &env.pair,
+        &env.server.url,
+        ROOM,
+        "assistant",
+        &[("LK_AUTO_SUBSCRIBE", "1")],
+    )
+    .expect("peer");
+    (env, peer)
+}
+
 /// Pushes a phase-continuous 440 Hz sine into `track`, 20 ms every 20 ms, until aborted.
 fn spawn_tone(track: LocalAudioTrack) -> tokio::task::JoinHandle<()> {
     spawn_level(track, 0.5)
@@ -304,15 +302,7 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
 /// and publishing again is refused at once.
 #[test]
 fn a_track_the_server_unpublishes_stops_and_is_reported() {
-    let env = Env::on(ServerKind::LiveKit, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(ServerKind::LiveKit);
     let url = env.server.url.clone();
     let pair = &env.pair;
     let server_url = env.server.url.clone();
@@ -430,15 +420,7 @@ fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
 /// (an offer waits for the previous answer; a stale answer is ignored), so the link
 /// stays up, nothing rejoins, and the SDK hears the track that is left.
 fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) {
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
@@ -494,15 +476,7 @@ fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) 
 }
 
 fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) {
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
@@ -600,15 +574,7 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) 
 /// sent), is seen published and subscribed by the SDK; the tone pushed afterwards is
 /// heard on that subscription.
 fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind) {
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
@@ -648,15 +614,7 @@ fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind)
 }
 
 fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
@@ -993,15 +951,7 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
     let dir = tempfile::tempdir().unwrap();
     let (reference, clip) = speech_reference(dir.path());
     let clip_s = clip.len() as f64 / RATE;
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let _bob = PyPeer::start_with_env(
         &env.pair,
         &env.server.url,
@@ -1188,15 +1138,7 @@ fn tone_share(x: &[f64], freq: f64) -> f64 {
 /// next packet's in-band FEC when it carries some), so every 20 ms of the recording
 /// still carries the tone and frames keep coming in real time.
 fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
-    let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
-    let _peer = PyPeer::start_with_env(
-        &env.pair,
-        &env.server.url,
-        ROOM,
-        "assistant",
-        &[("LK_AUTO_SUBSCRIBE", "1")],
-    )
-    .expect("peer");
+    let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let ns = env.pair.client_ns.clone();
     let res = in_netns(&env.pair.client_ns.clone(), move || async move {

@@ -46,6 +46,22 @@ struct Client {
 }
 
 impl Client {
+    /// The assistant peer's account of the reliable packets numbered on topic "seq": the
+    /// first `n` exactly once and in order (`exact`), or what went wrong.
+    async fn seq_report(&mut self, n: usize) -> Value {
+        self.cmd("assistant", json!({"op": "report", "topic": "seq", "n": n}))
+            .await;
+        self.reply("assistant", "report", Duration::from_secs(20))
+            .await
+    }
+
+    /// Who the assistant peer is and whom it saw join and leave (`presence`).
+    async fn whoami(&mut self) -> Value {
+        self.cmd("assistant", json!({"op": "whoami"})).await;
+        self.reply("assistant", "whoami", Duration::from_secs(10))
+            .await
+    }
+
     async fn connect(url: &str, identity: &str) -> Client {
         Self::connect_with(url, identity, RoomOptions::default()).await
     }
@@ -193,14 +209,7 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
                 .await
                 .unwrap();
         }
-        c.cmd(
-            "assistant",
-            json!({"op": "report", "topic": "seq", "n": 200}),
-        )
-        .await;
-        let r = c
-            .reply("assistant", "report", Duration::from_secs(20))
-            .await;
+        let r = c.seq_report(200).await;
         assert_eq!(r["exact"], true, "assistant got {r}");
         // Python → Rust: the assistant echoed each, in order.
         let echoed = c.collect("echo:seq", Duration::from_millis(300)).await;
@@ -587,14 +596,7 @@ fn reconnects_after_the_server_restarts_without_loss_or_duplicates(kind: ServerK
         assert_eq!(c.room.connection_state(), ConnectionState::Connected);
         send_numbers(&c, "seq", 100..150).await;
         wait_echo(&mut c, "seq", 149).await;
-        c.cmd(
-            "assistant",
-            json!({"op": "report", "topic": "seq", "n": 150}),
-        )
-        .await;
-        let r = c
-            .reply("assistant", "report", Duration::from_secs(20))
-            .await;
+        let r = c.seq_report(150).await;
         assert_eq!(
             r["exact"], true,
             "after a server restart the assistant got {r}"
@@ -630,14 +632,7 @@ fn reconnects_after_the_link_drops_without_loss_or_duplicates(kind: ServerKind) 
             eprintln!("reconnected after the link drop ({reason}), resumed={resumed}");
             send_numbers(&c, "seq", 100..150).await;
             wait_echo(&mut c, "seq", 149).await;
-            c.cmd(
-                "assistant",
-                json!({"op": "report", "topic": "seq", "n": 150}),
-            )
-            .await;
-            let r = c
-                .reply("assistant", "report", Duration::from_secs(20))
-                .await;
+            let r = c.seq_report(150).await;
             if resumed || kind == ServerKind::Room {
                 assert_eq!(r["exact"], true, "after a link drop the assistant got {r}");
             } else {
@@ -1056,19 +1051,9 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                 send_numbers(&c, "seq", 100..150).await;
                 let echoed = echoes_until(&mut c, "seq", 149).await;
                 assert_eq!(echoed, numbers(150)[50..].to_vec());
-                c.cmd(
-                    "assistant",
-                    json!({"op": "report", "topic": "seq", "n": 150}),
-                )
-                .await;
-                let r = c
-                    .reply("assistant", "report", Duration::from_secs(20))
-                    .await;
+                let r = c.seq_report(150).await;
                 assert_eq!(r["exact"], true, "after our resume the assistant got {r}");
-                c.cmd("assistant", json!({"op": "whoami"})).await;
-                let w = c
-                    .reply("assistant", "whoami", Duration::from_secs(10))
-                    .await;
+                let w = c.whoami().await;
                 assert_eq!(
                     w["presence"],
                     json!([["joined", "app", me]]),
@@ -1107,14 +1092,7 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                     "after its resume the SDK saw us come and go: {w}"
                 );
                 assert_eq!(w["remote"], json!({"app": me}));
-                c.cmd(
-                    "assistant",
-                    json!({"op": "report", "topic": "seq", "n": 200}),
-                )
-                .await;
-                let r = c
-                    .reply("assistant", "report", Duration::from_secs(20))
-                    .await;
+                let r = c.seq_report(200).await;
                 assert_eq!(r["exact"], true, "after its resume the assistant got {r}");
                 let echoed = echoes_until(&mut c, "seq", 199).await;
                 assert_eq!(echoed, numbers(200)[150..].to_vec());
@@ -1199,19 +1177,9 @@ fn a_peer_connection_failure_is_resumed_without_loss_or_duplicates(kind: ServerK
                 assert_eq!(c.room.local_participant().unwrap().sid, me);
                 send_numbers(&c, "seq", 100..150).await;
                 wait_echo(&mut c, "seq", 149).await;
-                c.cmd(
-                    "assistant",
-                    json!({"op": "report", "topic": "seq", "n": 150}),
-                )
-                .await;
-                let r = c
-                    .reply("assistant", "report", Duration::from_secs(20))
-                    .await;
+                let r = c.seq_report(150).await;
                 assert_eq!(r["exact"], true, "after the resume the assistant got {r}");
-                c.cmd("assistant", json!({"op": "whoami"})).await;
-                let w = c
-                    .reply("assistant", "whoami", Duration::from_secs(10))
-                    .await;
+                let w = c.whoami().await;
                 assert_eq!(
                     w["presence"],
                     json!([["joined", "app", me]]),
@@ -1275,14 +1243,7 @@ fn subscriber_primary_room_carries_data_both_ways() {
         send_numbers(&c, "seq", 0..200).await;
         let echoed = echoes_until(&mut c, "seq", 199).await;
         assert_eq!(echoed, numbers(200));
-        c.cmd(
-            "assistant",
-            json!({"op": "report", "topic": "seq", "n": 200}),
-        )
-        .await;
-        let r = c
-            .reply("assistant", "report", Duration::from_secs(20))
-            .await;
+        let r = c.seq_report(200).await;
         assert_eq!(r["exact"], true, "assistant got {r}");
         c.cmd("carol", json!({"op": "report", "topic": "seq", "n": 0}))
             .await;
