@@ -43,18 +43,29 @@ const OUR_TONE_HZ: f64 = 660.0;
 /// in the client namespace, so both go through the client's restrictions; its verdict.
 fn sdk_baseline(env: &Env, script: &str, extra: &[(&str, &str)]) -> Value {
     let py = python::python().unwrap();
-    let mut cmd = env.pair.client_command(&py);
-    cmd.arg(python::scripts_dir().join(script))
-        .current_dir(python::scripts_dir())
-        .env("LK_URL", &env.server.url)
-        .env("LK_ROOM", format!("{ROOM}-sdk"))
-        .env("LK_TIMEOUT", "100")
-        .env("PYTHONWARNINGS", "ignore");
-    for (k, v) in extra {
-        cmd.env(k, v);
+    let run = || {
+        let mut cmd = env.pair.client_command(&py);
+        cmd.arg(python::scripts_dir().join(script))
+            .current_dir(python::scripts_dir())
+            .env("LK_URL", &env.server.url)
+            .env("LK_ROOM", format!("{ROOM}-sdk"))
+            .env("LK_TIMEOUT", "100")
+            .env("PYTHONWARNINGS", "ignore");
+        for (k, v) in extra {
+            cmd.env(k, v);
+        }
+        let proc = Proc::spawn(&format!("sdk baseline {script}"), cmd).unwrap();
+        proc.finish(Duration::from_secs(120)).unwrap()
+    };
+    let (mut status, mut out, mut err) = run();
+    // The SDK's libwebrtc sometimes gives up on its first ICE over a relay while the
+    // machine is busy with the other tests ("wait_pc_connection timed out", three times
+    // in ~20 s); that is the baseline's trouble, not what is tested, so it gets one
+    // more go. Any other failure fails at once.
+    if !status.success() && err.contains("wait_pc_connection timed out") {
+        eprintln!("the official SDK's connection timed out; once more:\n{err}");
+        (status, out, err) = run();
     }
-    let proc = Proc::spawn(&format!("sdk baseline {script}"), cmd).unwrap();
-    let (status, out, err) = proc.finish(Duration::from_secs(120)).unwrap();
     assert!(
         status.success(),
         "the official SDK did not get through ({script}, {status}):\n{out}\n{err}\n--- server ---\n{}",

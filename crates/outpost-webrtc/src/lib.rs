@@ -18,6 +18,8 @@
 //! - `runtime`: `webrtc`'s Tokio runtime with large UDP socket buffers and the TURN
 //!   tunnel's sockets and names.
 //! - `turn_tunnel`: TURN over TCP and TLS under `webrtc`'s UDP-only TURN client.
+//! - `relay_flush`: extra passes of `webrtc`'s driver loop while relayed, so packets
+//!   for a TURN path do not wait in its relayer for the next timer.
 //! - `paths`: what became of each kind of path ([`PathAttempt`]), for a user whose
 //!   connection found none.
 //! - [`error`]: the crate's [`Error`], which tells bad remote input from local failures.
@@ -34,6 +36,7 @@ pub mod fuzzing;
 pub mod media;
 mod paths;
 pub mod peer;
+mod relay_flush;
 mod runtime;
 mod sdp;
 mod turn_tunnel;

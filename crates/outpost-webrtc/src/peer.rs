@@ -347,6 +347,7 @@ impl Peer {
                 tls_roots: config.tls_roots.clone(),
                 failures: failures.clone(),
             }),
+            flush: Arc::default(),
         }));
         let addrs: Vec<SocketAddr> = config
             .bind

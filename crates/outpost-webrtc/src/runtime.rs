@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::relay_flush::RelayFlush;
 use crate::turn_tunnel::{TunnelConfig, TunnelSocket};
 
 /// `webrtc`'s Tokio runtime plus socket buffers and the TURN tunnel.
@@ -19,6 +20,8 @@ pub(crate) struct OutpostRuntime {
     /// /proc/net/snmp); SCTP then treats that as congestion and throughput collapses.
     pub(crate) buffer: usize,
     pub(crate) tunnel: Arc<TunnelConfig>,
+    /// Extra driver passes while relayed (`relay_flush`): sleeps mark a pass's end.
+    pub(crate) flush: Arc<RelayFlush>,
 }
 
 type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
@@ -51,7 +54,11 @@ impl webrtc::runtime::Runtime for OutpostRuntime {
             }
         }
         let real = self.inner.wrap_udp_socket(socket)?;
-        Ok(Arc::new(TunnelSocket::new(real, self.tunnel.clone())))
+        Ok(Arc::new(TunnelSocket::new(
+            real,
+            self.tunnel.clone(),
+            self.flush.clone(),
+        )))
     }
 
     fn wrap_tcp_listener(
@@ -83,6 +90,9 @@ impl webrtc::runtime::Runtime for OutpostRuntime {
     }
 
     fn sleep(&self, duration: std::time::Duration) -> BoxFuture<'static, ()> {
+        // The driver asks for its wait after each pass of its loop. (A data channel's
+        // send also sleeps while its buffer is full; that only costs a spare pass.)
+        self.flush.pass_done(std::time::Instant::now());
         self.inner.sleep(duration)
     }
 

@@ -35,6 +35,7 @@ use tokio::sync::mpsc;
 use webrtc::runtime::{AsyncUdpSocket, RecvMeta, Transmit};
 
 use crate::peer::{IceServer, PathKind};
+use crate::relay_flush::RelayFlush;
 
 /// How the tunnel reaches a TURN server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -359,14 +360,22 @@ pub(crate) struct TunnelSocket {
     real: Arc<dyn AsyncUdpSocket>,
     config: Arc<TunnelConfig>,
     shared: Arc<Shared>,
+    /// The connection's extra driver passes while relayed (`relay_flush`), which this
+    /// socket's sends inform and its receives carry out.
+    flush: Arc<RelayFlush>,
 }
 
 impl TunnelSocket {
-    pub(crate) fn new(real: Arc<dyn AsyncUdpSocket>, config: Arc<TunnelConfig>) -> Self {
+    pub(crate) fn new(
+        real: Arc<dyn AsyncUdpSocket>,
+        config: Arc<TunnelConfig>,
+        flush: Arc<RelayFlush>,
+    ) -> Self {
         Self {
             real,
             config,
             shared: Arc::new(Shared::default()),
+            flush,
         }
     }
 
@@ -581,6 +590,7 @@ impl AsyncUdpSocket for TunnelSocket {
         cx: &mut Context<'_>,
         transmit: &Transmit<'_>,
     ) -> Poll<std::io::Result<usize>> {
+        self.flush.sent(transmit.contents);
         let Some(target) = self.config.relays.target(transmit.destination) else {
             return self.real.poll_send(cx, transmit);
         };
@@ -601,6 +611,10 @@ impl AsyncUdpSocket for TunnelSocket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<std::io::Result<usize>> {
+        if self.flush.take(cx) {
+            // A transient error: the driver takes another pass of its loop.
+            return Poll::Ready(Err(std::io::ErrorKind::Interrupted.into()));
+        }
         // Registered before looking, so a message queued after the look wakes us.
         self.shared.waker.register(cx.waker());
         if self
