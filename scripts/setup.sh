@@ -35,6 +35,7 @@ apt_packages=(
   libwebrtc-audio-processing-dev libclang-dev  # outpost-audio's echo canceller (WebRTC audio processing 0.3; bindgen needs libclang)
   pulseaudio pulseaudio-utils libasound2-plugins  # outpost-audio's tests: a private null sink via ALSA's pulse plugin
   libdbus-1-dev      # the keyring's Secret Service client (libdbus, as GTK and WebKit use)
+  chromium           # the user's browser in the MCP OAuth sign-in tests (driven by playwright-core)
 )
 apt_install_missing "${apt_packages[@]}"
 

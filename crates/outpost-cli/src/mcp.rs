@@ -57,6 +57,22 @@ enum McpCommand {
         #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
+    /// Sign in to a Streamable HTTP server that uses OAuth: your browser opens its login
+    /// page (set $OUTPOST_BROWSER to the program that opens a URL; default xdg-open; the URL
+    /// is printed too); the tokens go to the OS keyring.
+    Login {
+        /// The server's name.
+        name: String,
+        /// Seconds to wait for the login in the browser.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+    },
+    /// Sign out of a server: revoke its tokens where its authorization server allows it,
+    /// and delete them from the keyring.
+    Logout {
+        /// The server's name.
+        name: String,
+    },
     /// What a stdio server may touch in its sandbox (the folders it may read and write,
     /// the network, what was left out and why); with options, change its sandbox
     /// settings in mcp.toml first.
@@ -152,6 +168,8 @@ pub(crate) fn run(args: McpArgs) -> Result<(), Failure> {
             tools(&path, name, &data_dir()?, Duration::from_secs(timeout))
         }
         McpCommand::Sandbox(a) => sandbox(&path, &data_dir()?, a),
+        McpCommand::Login { name, timeout } => login(&path, &name, Duration::from_secs(timeout)),
+        McpCommand::Logout { name } => logout(&path, &name),
     }
 }
 
@@ -615,8 +633,101 @@ fn remove(path: &std::path::Path, data_dir: &std::path::Path, name: &str) -> Res
             ));
         }
     }
+    if let Transport::Http { url, .. } = &server.transport {
+        sign_out(name, url, &store);
+    }
     note(&format!("removed MCP server '{name}'"));
     Ok(())
+}
+
+/// The URL of the Streamable HTTP server `name`.
+fn http_url(path: &std::path::Path, name: &str) -> Result<String, Failure> {
+    let cfg = load(path)?;
+    match cfg.servers.get(name).map(|s| &s.transport) {
+        Some(Transport::Http { url, .. }) => Ok(url.clone()),
+        Some(Transport::Stdio { .. }) => Err(Failure::Invalid(format!(
+            "'{name}' is a stdio server; only Streamable HTTP servers sign in"
+        ))),
+        None => Err(Failure::Invalid(format!(
+            "no MCP server named '{name}' is configured"
+        ))),
+    }
+}
+
+/// Opens `url` in the user's browser: $OUTPOST_BROWSER (a program given the URL) or
+/// xdg-open. The URL is printed first, for a machine where neither works.
+fn open_browser(url: &str) -> outpost_mcp::Result<()> {
+    note(&format!(
+        "opening your browser to sign in; if it does not open, visit:\n  {}",
+        crate::terminal::text(url)
+    ));
+    let program = std::env::var("OUTPOST_BROWSER").unwrap_or_else(|_| "xdg-open".into());
+    std::process::Command::new(&program)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|e| outpost_mcp::McpError::Invalid {
+            field: "browser".into(),
+            message: format!("cannot run {program}: {e}"),
+        })
+}
+
+fn login(path: &std::path::Path, name: &str, within: Duration) -> Result<(), Failure> {
+    let url = http_url(path, name)?;
+    let store = secrets::from_env();
+    if !store.persistent() {
+        return Err(Failure::Invalid(
+            "OUTPOST_SECRETS=memory keeps nothing after this command; a sign-in needs the keyring"
+                .into(),
+        ));
+    }
+    let rt = crate::runtime()?;
+    let done = rt
+        .block_on(outpost_mcp::oauth::sign_in(
+            name,
+            &url,
+            store,
+            open_browser,
+            within,
+        ))
+        .map_err(|e| Failure::Other(e.into()))?;
+    note(&format!(
+        "signed in to '{name}' through {} (scopes: {}); the tokens are in the keyring",
+        crate::terminal::text(&done.authorization_server),
+        crate::terminal::text(&done.scopes.join(" "))
+    ));
+    Ok(())
+}
+
+fn logout(path: &std::path::Path, name: &str) -> Result<(), Failure> {
+    let url = http_url(path, name)?;
+    let store = secrets::from_env();
+    sign_out(name, &url, &store);
+    Ok(())
+}
+
+/// Signs out of `name` and says what happened (never fails: a server being removed is
+/// removed even when its authorization server cannot be reached).
+fn sign_out(name: &str, url: &str, store: &Arc<dyn SecretStore>) {
+    use outpost_mcp::oauth::SignedOut;
+    let Ok(rt) = crate::runtime() else {
+        return;
+    };
+    match rt.block_on(outpost_mcp::oauth::sign_out(name, url, store)) {
+        Ok(SignedOut::NotSignedIn) => {}
+        Ok(SignedOut::Deleted { revoked: true, .. }) => {
+            note(&format!(
+                "signed out of '{name}': its tokens were revoked and deleted"
+            ));
+        }
+        Ok(SignedOut::Deleted { note: why, .. }) => note(&format!(
+            "signed out of '{name}': its tokens were deleted from the keyring but not revoked ({})",
+            crate::terminal::text(why.as_deref().unwrap_or("unknown"))
+        )),
+        Err(e) => note(&format!("warning: could not sign out of '{name}': {e}")),
+    }
 }
 
 /// A server's text on one line, safe to print.
@@ -682,7 +793,7 @@ fn tools(
         let runs = chosen.iter().map(|(name, server)| {
             let (opts, store) = (opts.clone(), store.clone());
             async move {
-                let conn = Connection::open(name, server, store.as_ref(), &opts).await?;
+                let conn = Connection::open(name, server, &store, &opts).await?;
                 let tools = conn.list_tools(timeout).await;
                 conn.close();
                 tools

@@ -1117,7 +1117,7 @@ impl ToolLists {
             };
             let secrets = outpost_mcp::secrets::from_env();
             let listed = async {
-                let conn = Connection::open(name, server, secrets.as_ref(), &opts).await?;
+                let conn = Connection::open(name, server, &secrets, &opts).await?;
                 let tools = conn.list_tools(wait).await;
                 conn.close();
                 tools

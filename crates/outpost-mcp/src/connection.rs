@@ -358,7 +358,7 @@ fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
 
 /// Makes sure a rustls crypto provider (ring, like the rest of Outpost) is installed before
 /// reqwest builds a client: reqwest is built without one of its own.
-fn ensure_crypto_provider() {
+pub(crate) fn ensure_crypto_provider() {
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         // Another thread may win the race; either way a provider is installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -489,15 +489,32 @@ async fn wait_closed(
     closed.borrow().clone()
 }
 
+/// How an HTTP server's handshake failed.
+enum Handshake {
+    /// It wants an OAuth sign-in (401), or the stored one no longer works.
+    SignIn,
+    Failed(String),
+}
+
+impl From<rmcp::service::ClientInitializeError> for Handshake {
+    fn from(e: rmcp::service::ClientInitializeError) -> Self {
+        if e.is_authorization_required() {
+            Self::SignIn
+        } else {
+            Self::Failed(e.to_string())
+        }
+    }
+}
+
 impl Connection {
     /// Starts `config` (named `server`) and completes the handshake.
     pub async fn open(
         server: &str,
         config: &ServerConfig,
-        secrets: &dyn SecretStore,
+        secrets: &Arc<dyn SecretStore>,
         opts: &ConnectOptions,
     ) -> Result<Self> {
-        let resolved = config.resolve(server, secrets)?;
+        let resolved = config.resolve(server, secrets.as_ref())?;
         let shared = Shared::new();
         let handler = Handler {
             server: server.to_owned(),
@@ -602,11 +619,50 @@ impl Connection {
                 ensure_crypto_provider();
                 let config = StreamableHttpClientTransportConfig::with_uri(url.clone())
                     .custom_headers(http_headers(server, &headers)?);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let serve = handler.serve_with_ct(transport, stop.clone());
+                // A stored OAuth sign-in (crate::oauth): rmcp adds the bearer token and
+                // refreshes it, saving the new one in the keyring.
+                let signed_in = crate::oauth::stored_manager(server, &url, secrets).await?;
+                let had_sign_in = signed_in.is_some();
+                let stop_serve = stop.clone();
+                let serve = async move {
+                    match signed_in {
+                        Some(manager) => {
+                            let client = reqwest::Client::builder()
+                                .redirect(reqwest::redirect::Policy::none())
+                                .build()
+                                .map_err(|e| Handshake::Failed(e.to_string()))?;
+                            let transport = StreamableHttpClientTransport::with_client(
+                                rmcp::transport::auth::AuthClient::new(client, manager),
+                                config,
+                            );
+                            handler
+                                .serve_with_ct(transport, stop_serve)
+                                .await
+                                .map_err(Handshake::from)
+                        }
+                        None => {
+                            let transport = StreamableHttpClientTransport::from_config(config);
+                            handler
+                                .serve_with_ct(transport, stop_serve)
+                                .await
+                                .map_err(Handshake::from)
+                        }
+                    }
+                };
                 let service = match tokio::time::timeout(opts.start_timeout, serve).await {
                     Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
+                    Ok(Err(Handshake::SignIn)) => {
+                        return Err(crate::oauth::sign_in_error(
+                            server,
+                            had_sign_in,
+                            if had_sign_in {
+                                "the stored sign-in no longer works (expired or revoked)"
+                            } else {
+                                "it answers 401 and uses OAuth"
+                            },
+                        ));
+                    }
+                    Ok(Err(Handshake::Failed(e))) => {
                         return Err(start_err(format!(
                             "the MCP handshake with {url} failed: {e}"
                         )));
@@ -744,6 +800,17 @@ impl Connection {
 
     fn gone(&self, method: &str, e: ServiceError) -> McpError {
         match e {
+            // The token was refused and could not be refreshed (rmcp tried). The session
+            // of a Streamable HTTP server outlives such a request, but every request would
+            // fail the same way: end it, so the host's restart reports the sign-in.
+            other if other.is_authorization_required() => {
+                self.close();
+                crate::oauth::sign_in_error(
+                    &self.server,
+                    true,
+                    "the stored sign-in no longer works (expired or revoked)",
+                )
+            }
             ServiceError::McpError(data) => McpError::Protocol {
                 server: self.server.clone(),
                 method: method.to_owned(),
@@ -1006,6 +1073,7 @@ impl Connection {
                         method,
                         message: data.message.into_owned(),
                     }),
+                    Ok(Err(e)) if e.is_authorization_required() => Err(self.gone(&method, e)),
                     Ok(Err(_)) | Err(_) => {
                         let message = wait_closed(&mut closed, Duration::from_secs(3))
                             .await
@@ -1089,7 +1157,7 @@ mod tests {
             start_timeout: Duration::from_secs(10),
             ..ConnectOptions::default()
         };
-        let err = Connection::open("tls", &config, &MemorySecrets::default(), &opts).await;
+        let err = Connection::open("tls", &config, &MemorySecrets::shared(), &opts).await;
         assert!(matches!(err, Err(McpError::Start { .. })), "{err:?}");
     }
 

@@ -124,6 +124,17 @@ pub enum McpError {
         /// What to tell the user (and how to agree).
         message: String,
     },
+    /// The server wants an OAuth sign-in (`again`: the one stored no longer works), or a
+    /// sign-in failed.
+    #[error("MCP server '{server}' needs you to sign in{}: {message}; run `outpost mcp login {server}` or use Settings → Tool servers", if *again { " again" } else { "" })]
+    SignIn {
+        /// The server.
+        server: String,
+        /// A sign-in was stored and no longer works (refused refresh, revoked).
+        again: bool,
+        /// What happened.
+        message: String,
+    },
     /// The record of confirmed servers (outpost-trust) could not be read or written.
     #[error("the record of confirmed MCP servers: {0}")]
     Trust(String),

@@ -568,7 +568,7 @@ async fn supervise(
         let mut folders = inner.folders.subscribe();
         connect.sandbox.folders = folders.borrow_and_update().clone();
         let opened = tokio::select! {
-            r = Connection::open(&name, &config, inner.opts.secrets.as_ref(), &connect) => r,
+            r = Connection::open(&name, &config, &inner.opts.secrets, &connect) => r,
             _ = stop.cancelled() => return,
         };
         let mut ran_for = Duration::ZERO;

@@ -15,6 +15,9 @@
 //!   backoff, roots, tool lists kept current) and one watchable snapshot of their state.
 //! - [`sandbox`]: what a stdio server may touch (Landlock and seccomp on Linux): its
 //!   program's needs, the allowed folders, `read`/`write`, the network.
+//! - [`oauth`]: OAuth 2.1 sign-in for Streamable HTTP servers (rmcp's `auth` client; the
+//!   browser does the login, a loopback listener takes the redirect, the keyring keeps the
+//!   tokens), sign-out with revocation.
 //! - [`trust`]: which servers of `mcp.toml` the user confirmed; one added or changed
 //!   behind Outpost's back is not started until they do (`outpost-trust`).
 //!
@@ -29,6 +32,7 @@ mod handler;
 pub mod host;
 pub mod import;
 pub mod naming;
+pub mod oauth;
 mod process;
 pub mod requests;
 pub mod result;

@@ -99,6 +99,13 @@ pub struct MemorySecrets {
     values: Mutex<HashMap<String, String>>,
 }
 
+impl MemorySecrets {
+    /// A new empty store, shared.
+    pub fn shared() -> Arc<dyn SecretStore> {
+        Arc::new(Self::default())
+    }
+}
+
 impl SecretStore for MemorySecrets {
     fn get(&self, entry: &str) -> Result<Option<String>> {
         let g = self.values.lock().unwrap_or_else(|p| p.into_inner());

@@ -126,7 +126,7 @@ async fn a_message_past_the_bound_ends_the_session_with_a_clear_error() {
     let conn = outpost_mcp::Connection::open(
         "hostile",
         &hostile(&["--tools", "1", "--one-page-bytes", "2000000"]),
-        &outpost_mcp::MemorySecrets::default(),
+        &outpost_mcp::MemorySecrets::shared(),
         &opts,
     )
     .await

@@ -101,7 +101,7 @@ async fn cancel_timeout_and_drop_each_send_notifications_cancelled() {
     let conn = Connection::open(
         "ev",
         &teed_everything(wire.path()),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
     .await
@@ -288,7 +288,7 @@ async fn garbage_on_stdout_fails_the_start_clearly_and_in_time() {
         vec!["-c".into(), "echo 'Welcome to my server!'; sleep 60".into()],
     );
     let started = Instant::now();
-    let err = Connection::open("noisy", &config, &MemorySecrets::default(), &opts)
+    let err = Connection::open("noisy", &config, &MemorySecrets::shared(), &opts)
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(4));
@@ -312,7 +312,7 @@ async fn a_server_that_never_answers_initialize_fails_in_time() {
         vec!["-c".into(), "echo 'starting up' >&2; sleep 60".into()],
     );
     let started = Instant::now();
-    let err = Connection::open("mute", &config, &MemorySecrets::default(), &opts)
+    let err = Connection::open("mute", &config, &MemorySecrets::shared(), &opts)
         .await
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(4));
@@ -334,7 +334,7 @@ async fn a_server_that_exits_at_once_reports_its_status_and_stderr() {
         "sh",
         vec!["-c".into(), "echo 'missing API key' >&2; exit 3".into()],
     );
-    let err = Connection::open("quits", &config, &MemorySecrets::default(), &opts)
+    let err = Connection::open("quits", &config, &MemorySecrets::shared(), &opts)
         .await
         .unwrap_err();
     let text = err.to_string();
@@ -343,7 +343,7 @@ async fn a_server_that_exits_at_once_reports_its_status_and_stderr() {
         "{text}"
     );
     let missing = ServerConfig::stdio("/nonexistent/server", vec![]);
-    let err = Connection::open("nothere", &missing, &MemorySecrets::default(), &opts)
+    let err = Connection::open("nothere", &missing, &MemorySecrets::shared(), &opts)
         .await
         .unwrap_err();
     assert!(

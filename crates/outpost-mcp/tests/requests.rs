@@ -68,7 +68,7 @@ async fn elicitation_goes_to_the_callers_handler() {
     let recorder = Arc::new(Recorder::default());
     let mut opts = connect_options(logs.path());
     opts.requests = recorder.clone();
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
         .await
         .unwrap();
     // The tool is registered after `initialized`; wait for it.
@@ -156,7 +156,7 @@ async fn url_elicitation_is_offered_only_when_declared_and_reaches_the_handler()
     };
     // Not declared (the default): the server does not offer its URL tool.
     let opts = connect_options(logs.path());
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
         .await
         .unwrap();
     let (conn, tools) = tools_of(conn).await;
@@ -170,7 +170,7 @@ async fn url_elicitation_is_offered_only_when_declared_and_reaches_the_handler()
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
     opts.requests = opener.clone();
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
         .await
         .unwrap();
     let (conn, tools) = tools_of(conn).await;
@@ -209,7 +209,7 @@ async fn sampling_is_refused_with_a_clear_error() {
     let mut opts = connect_options(logs.path());
     // Declared so the server offers its sampling tool; the default handler still refuses.
     opts.sampling = true;
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::default(), &opts)
+    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
         .await
         .unwrap();
     let mut changed = conn.tools_changed();
@@ -419,7 +419,7 @@ async fn url_elicitation_required_shows_the_link_and_retries_once_it_completed()
     let conn = Connection::open(
         "urlel",
         &url_elicitation_server(),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &opts,
     )
     .await
@@ -482,7 +482,7 @@ async fn url_elicitation_required_fails_when_declined_or_never_completed() {
     let conn = Connection::open(
         "urlel",
         &url_elicitation_server(),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &opts,
     )
     .await
@@ -512,7 +512,7 @@ async fn url_elicitation_required_fails_when_declined_or_never_completed() {
     let conn = Connection::open(
         "urlel",
         &url_elicitation_server(),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &opts,
     )
     .await

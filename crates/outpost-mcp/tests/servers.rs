@@ -181,7 +181,7 @@ async fn filesystem_reads_a_file_in_its_folder() {
     let conn = Connection::open(
         "fs",
         &filesystem(&dir_path),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
     .await
@@ -216,7 +216,7 @@ async fn memory_stores_and_reads_back_an_entity() {
     let conn = Connection::open(
         "memory",
         &memory(&file),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
     .await
@@ -256,7 +256,7 @@ async fn time_server_from_pypi_answers() {
     let conn = Connection::open(
         "time",
         &time_server(),
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
     .await
@@ -372,7 +372,7 @@ async fn a_stdio_server_sees_only_safe_variables_and_its_own() {
     let conn = Connection::open(
         "ev",
         &config,
-        &MemorySecrets::default(),
+        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
     .await

@@ -344,7 +344,7 @@ fn sandbox_bench() -> anyhow::Result<()> {
             log_dir: Some(dir.path().join("start-logs")),
             ..outpost_mcp::ConnectOptions::default()
         };
-        let secrets = MemorySecrets::default();
+        let secrets = MemorySecrets::shared();
         for i in 0..starts * 2 {
             let boxed = i % 2 == 0;
             let mode = if boxed {
