@@ -437,7 +437,9 @@ fn udp_lost_mid_session_resumes_over_ice_tcp_and_rejoins_either_way() {
     });
     assert!(
         log.lines()
-            .any(|l| l.contains("resuming RTC session") && l.contains("RR_PUBLISHER_FAILED")),
+            // Whichever of the two peer connections noticed first (a race under load).
+            .any(|l| l.contains("resuming RTC session")
+                && (l.contains("RR_PUBLISHER_FAILED") || l.contains("RR_SUBSCRIBER_FAILED"))),
         "the resume did not say the peer connection failed:\n{log}"
     );
 }
