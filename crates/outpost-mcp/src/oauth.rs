@@ -421,6 +421,7 @@ async fn revoke(url: &str, json: &str) -> std::result::Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::secrets::MemorySecrets;

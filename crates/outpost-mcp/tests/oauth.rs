@@ -1,7 +1,7 @@
 //! OAuth sign-in against real parts: oidc-provider as the authorization server
 //! (`tests/mcp/oauth/as.mjs`), the official TypeScript SDK's bearer-auth MCP server in
 //! front of it (`rs.mjs`), and Debian's Chromium as the user's browser (`browser.mjs`).
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod common;
 
@@ -157,10 +157,9 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
 
     // Before a sign-in: the server's 401 is a clear "sign in", not an HTTP error.
     let config = ServerConfig::http(&mcp_url);
-    let err = outpost_mcp::Connection::open("web", &config, &secrets, &opts)
-        .await
-        .err()
-        .expect("refused without a sign-in");
+    let Err(err) = outpost_mcp::Connection::open("web", &config, &secrets, &opts).await else {
+        panic!("connected without a sign-in");
+    };
     assert!(
         matches!(err, McpError::SignIn { again: false, .. }),
         "{err}"
@@ -230,7 +229,7 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
     // to sign in again, and so does the server's state (its restarts fail the same way).
     revoke_at(&as_url, &token(&second, "refresh_token"), &client_id).await;
     revoke_at(&as_url, &token(&second, "access_token"), &client_id).await;
-    let err = host
+    let Err(err) = host
         .call(
             "web",
             "echo",
@@ -238,8 +237,9 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
             CallOptions::with_timeout(CALL),
         )
         .await
-        .err()
-        .expect("refused after revocation");
+    else {
+        panic!("a call went through after revocation");
+    };
     assert!(matches!(err, McpError::SignIn { again: true, .. }), "{err}");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
@@ -315,8 +315,7 @@ async fn a_sign_in_nobody_completes_times_out_and_stores_nothing() {
         Duration::from_secs(2),
     )
     .await
-    .err()
-    .expect("no browser answered");
+    .expect_err("no browser answered");
     assert!(
         err.to_string().contains("no answer from the browser"),
         "{err}"
@@ -354,7 +353,6 @@ async fn a_server_without_oauth_cannot_be_signed_in_to() {
         Duration::from_secs(5),
     )
     .await
-    .err()
-    .expect("nothing to sign in to");
+    .expect_err("nothing to sign in to");
     assert!(matches!(err, McpError::SignIn { .. }), "{err}");
 }
