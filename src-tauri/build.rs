@@ -43,6 +43,8 @@ const COMMANDS: &[&str] = &[
     "mcp_servers_set_enabled",
     "mcp_servers_remove",
     "mcp_servers_trust",
+    "mcp_servers_sign_in",
+    "mcp_servers_sign_out",
     "mcp_servers_log",
     "mcp_servers_import_preview",
     "mcp_elicitation_answer",

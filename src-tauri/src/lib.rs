@@ -120,6 +120,8 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             commands::mcp::mcp_servers_set_enabled,
             commands::mcp::mcp_servers_remove,
             commands::mcp::mcp_servers_trust,
+            commands::mcp::mcp_servers_sign_in,
+            commands::mcp::mcp_servers_sign_out,
             commands::mcp::mcp_servers_log,
             commands::mcp::mcp_servers_import_preview,
             commands::mcp::mcp_elicitation_answer,

@@ -16,7 +16,12 @@
 //! calculator call); the token is then cleared. Finally every byte of the profile
 //! (settings.toml, policy.toml, the SQLite files with their -wal/-shm, the step logs at
 //! debug level) is searched for the tokens. The same store/read/replace/delete runs over
-//! outpost-mcp's keyring store.
+//! outpost-mcp's keyring store. Then an OAuth sign-in (issue 28) through the desktop
+//! backend's `mcp_server_sign_in`, against oidc-provider and the TypeScript SDK's
+//! bearer-auth MCP server (tests/mcp/oauth) with Chromium as the browser: the tokens land
+//! in the keyring, a second process lists the server's tools with them, removing the
+//! server revokes and deletes them, and the final search looks for them too (rmcp's own
+//! log at debug level included).
 //!
 //! Needs `dbus-daemon`, `dbus-send` and `gnome-keyring-daemon` (scripts/setup.sh installs
 //! them); without them the test fails and says so.
@@ -227,7 +232,7 @@ fn step(
         .env(
             "RUST_LOG",
             "outpost_desktop=debug,outpost_core=debug,outpost_livekit=debug,\
-             outpost_agent=debug,outpost_store=debug,outpost_mcp=debug,info",
+             outpost_agent=debug,outpost_store=debug,outpost_mcp=debug,rmcp=debug,info",
         )
         .env_remove("OUTPOST_LIVEKIT_TOKEN")
         .env_remove("OUTPOST_SECRETS")
@@ -330,6 +335,33 @@ fn parent() -> anyhow::Result<()> {
     step(&ss, &profile, "cleared", &tokens)?;
     step(&ss, &profile, "mcp", &tokens)?;
 
+    // An OAuth sign-in (issue 28) through the desktop backend, with the real keyring, a
+    // real authorization server and MCP server (tests/mcp/oauth) and Chromium as the
+    // browser; a second process uses the stored sign-in; removal revokes and deletes.
+    let oauth = OAuthServers::start(dir.path())?;
+    let oauth_env = [
+        tokens[0],
+        tokens[1],
+        ("OUTPOST_OAUTH_MCP_URL", oauth.mcp_url.as_str()),
+        (
+            "OUTPOST_BROWSER",
+            oauth.browser.to_str().context("browser path")?,
+        ),
+    ];
+    step(&ss, &profile, "oauth_sign_in", &oauth_env)?;
+    let out = step(&ss, &profile, "oauth_use", &oauth_env)?;
+    let oauth_tokens: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("OAUTH_TOKEN="))
+        .map(str::to_owned)
+        .collect();
+    ensure!(
+        oauth_tokens.len() == 2,
+        "the oauth_use step printed no access and refresh token: {out}"
+    );
+    step(&ss, &profile, "oauth_remove", &oauth_env)?;
+    drop(oauth);
+
     // The session really ran and logged (so the search below covers a real log).
     let session_log = std::fs::read_to_string(profile.join("logs/session.log"))?;
     ensure!(
@@ -337,6 +369,7 @@ fn parent() -> anyhow::Result<()> {
         "the session step wrote no log at debug level"
     );
     let mut needles = vec![token_a.clone(), token_b.clone(), session_token.clone()];
+    needles.extend(oauth_tokens);
     // A JWT's signature alone is secret enough to look for (a partial write).
     if let Some(sig) = session_token.rsplit('.').next() {
         needles.push(sig.to_owned());
@@ -389,6 +422,157 @@ fn walk(dir: &Path) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
+/// oidc-provider and the TypeScript SDK's bearer-auth MCP server (tests/mcp/oauth) on
+/// loopback, and a browser program for `OUTPOST_BROWSER` that runs Chromium through them.
+struct OAuthServers {
+    children: Vec<Child>,
+    mcp_url: String,
+    browser: PathBuf,
+}
+
+impl OAuthServers {
+    fn start(dir: &Path) -> anyhow::Result<Self> {
+        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/oauth");
+        let port = || -> anyhow::Result<u16> {
+            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port())
+        };
+        let (as_port, rs_port) = (port()?, port()?);
+        let mcp_url = format!("http://127.0.0.1:{rs_port}/mcp");
+        let mut me = Self {
+            children: Vec::new(),
+            mcp_url: mcp_url.clone(),
+            browser: dir.join("browser.sh"),
+        };
+        for (script, env) in [
+            (
+                "as.mjs",
+                vec![
+                    ("AS_PORT", as_port.to_string()),
+                    ("RESOURCE", mcp_url.clone()),
+                ],
+            ),
+            (
+                "rs.mjs",
+                vec![
+                    ("RS_PORT", rs_port.to_string()),
+                    ("AS_URL", format!("http://127.0.0.1:{as_port}")),
+                ],
+            ),
+        ] {
+            let mut cmd = Command::new("node");
+            cmd.arg(scripts.join(script))
+                .current_dir(&scripts)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            let mut child = cmd.spawn().with_context(|| format!("node {script}"))?;
+            let mut line = String::new();
+            let mut out = BufReader::new(child.stdout.take().context("stdout")?);
+            out.read_line(&mut line)?;
+            // Read on (each request is a line), so its writes never meet a closed pipe.
+            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+            me.children.push(child);
+            ensure!(
+                line.starts_with("ready"),
+                "{script} did not start: {line:?}"
+            );
+        }
+        std::fs::write(
+            &me.browser,
+            format!(
+                "#!/bin/sh\nexec node {:?} \"$1\" >/dev/null 2>&1\n",
+                scripts.join("browser.mjs")
+            ),
+        )?;
+        std::fs::set_permissions(
+            &me.browser,
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )?;
+        Ok(me)
+    }
+}
+
+impl Drop for OAuthServers {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+const OAUTH_SERVER: &str = "remote";
+
+/// Adds the HTTP server in the settings pane's way and signs in through the backend's
+/// command (the browser: `OUTPOST_BROWSER`, Chromium); the pane then says signed in.
+async fn oauth_sign_in() -> anyhow::Result<()> {
+    let d = open_desktop()?;
+    let draft = outpost_desktop::contract::McpServerDraft {
+        url: env("OUTPOST_OAUTH_MCP_URL")?,
+        ..outpost_desktop::mcp::empty_draft(OAUTH_SERVER, true)
+    };
+    let added = d.mcp_server_add(&draft)?;
+    ensure!(
+        added.sign_in == Some(outpost_desktop::contract::McpSignIn::NotSignedIn),
+        "{added:?}"
+    );
+    let info = d
+        .mcp_server_sign_in(OAUTH_SERVER, Duration::from_secs(90))
+        .await?;
+    ensure!(
+        info.sign_in == Some(outpost_desktop::contract::McpSignIn::SignedIn),
+        "{info:?}"
+    );
+    ensure!(
+        outpost_mcp::oauth::signed_in(OAUTH_SERVER, &outpost_mcp::Keyring)?,
+        "no sign-in in the keyring"
+    );
+    println!("oauth: signed in through the browser");
+    Ok(())
+}
+
+/// Another process: the server's tools, listed with the stored sign-in; prints the tokens
+/// for the parent's search.
+async fn oauth_use() -> anyhow::Result<()> {
+    use outpost_mcp::SecretStore as _;
+    let d = open_desktop()?;
+    let tools = d.mcp_server_tools(OAUTH_SERVER, true).await?;
+    ensure!(
+        tools.tools.iter().any(|t| t.name == "whoami"),
+        "no whoami among {:?} ({:?})",
+        tools.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+        tools.problem
+    );
+    let stored: serde_json::Value = serde_json::from_str(
+        &outpost_mcp::Keyring
+            .get(&outpost_mcp::oauth::credentials_entry(OAUTH_SERVER))?
+            .context("no stored sign-in")?,
+    )?;
+    for t in ["access_token", "refresh_token"] {
+        let token = stored["token_response"][t]
+            .as_str()
+            .with_context(|| format!("no {t}"))?;
+        println!("OAUTH_TOKEN={token}");
+    }
+    Ok(())
+}
+
+/// Removing the server revokes its sign-in and deletes it from the keyring.
+async fn oauth_remove() -> anyhow::Result<()> {
+    let d = open_desktop()?;
+    d.mcp_server_remove(OAUTH_SERVER).await?;
+    ensure!(
+        !outpost_mcp::oauth::signed_in(OAUTH_SERVER, &outpost_mcp::Keyring)?,
+        "removing the server left its sign-in in the keyring"
+    );
+    Ok(())
+}
+
 // --- the children: one step each ----------------------------------------------------------
 
 #[derive(Debug)]
@@ -438,6 +622,9 @@ fn child(step: &str) -> anyhow::Result<()> {
             "session" => session().await,
             "cleared" => cleared().await,
             "mcp" => mcp(&token_a, &token_b).await,
+            "oauth_sign_in" => oauth_sign_in().await,
+            "oauth_use" => oauth_use().await,
+            "oauth_remove" => oauth_remove().await,
             other => bail!("unknown step {other}"),
         }
     })
@@ -677,7 +864,7 @@ async fn mcp_server_env(value: &str) -> anyhow::Result<()> {
         "the server's environment has no GH_PAT with the stored value"
     );
     host.shutdown();
-    d.mcp_server_remove("ghx")?;
+    d.mcp_server_remove("ghx").await?;
     ensure!(
         Keyring.get("mcp/ghx/GH_PAT")?.is_none(),
         "removing the server left its keyring entry"

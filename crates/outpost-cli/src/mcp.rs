@@ -654,24 +654,14 @@ fn http_url(path: &std::path::Path, name: &str) -> Result<String, Failure> {
     }
 }
 
-/// Opens `url` in the user's browser: $OUTPOST_BROWSER (a program given the URL) or
-/// xdg-open. The URL is printed first, for a machine where neither works.
+/// Opens `url` in the user's browser (`outpost_mcp::oauth::open_in_browser`), printing it
+/// first for a machine where that does not work.
 fn open_browser(url: &str) -> outpost_mcp::Result<()> {
     note(&format!(
         "opening your browser to sign in; if it does not open, visit:\n  {}",
         crate::terminal::text(url)
     ));
-    let program = std::env::var("OUTPOST_BROWSER").unwrap_or_else(|_| "xdg-open".into());
-    std::process::Command::new(&program)
-        .arg(url)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .map(drop)
-        .map_err(|e| outpost_mcp::McpError::Invalid {
-            field: "browser".into(),
-            message: format!("cannot run {program}: {e}"),
-        })
+    outpost_mcp::oauth::open_in_browser(url)
 }
 
 fn login(path: &std::path::Path, name: &str, within: Duration) -> Result<(), Failure> {

@@ -897,6 +897,9 @@ pub struct McpServerInfo {
     /// as it would start now. Absent for an HTTP server (it runs elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sandbox: Option<McpSandboxInfo>,
+    /// An HTTP server's OAuth sign-in (docs/MCP.md, "Signing in"); absent for stdio.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sign_in: Option<McpSignIn>,
 }
 
 /// `McpSandboxInfo`: what a stdio server may touch, as Outpost plans its sandbox
@@ -1236,6 +1239,20 @@ closed_set! {
 }
 
 closed_set! {
+    /// `McpServerInfo` `signIn`: an HTTP server's OAuth sign-in.
+    McpSignIn {
+        /// Tokens are stored (they are used at its start).
+        SignedIn,
+        /// None stored; the server has not asked for one (it may not use OAuth).
+        NotSignedIn,
+        /// It answered 401 and none is stored: the user must sign in.
+        Needed,
+        /// The stored sign-in stopped working (revoked, expired): sign in again.
+        Again,
+    }
+}
+
+closed_set! {
     /// `McpServerInfo` `status`.
     McpServerStatus {
         /// Connected, its tools offered.
@@ -1484,6 +1501,7 @@ pub fn typescript() -> String {
         Raised,
         ToolInfo,
         McpTransport,
+        McpSignIn,
         McpServerStatus,
         McpSandboxState,
         McpAccess,

@@ -23,8 +23,8 @@ use crate::config::Paths;
 use crate::contract::{
     AppEvent, ElicitationAction, ElicitationClosed, ElicitationEvent, McpAccess, McpFolderAccess,
     McpGrantKind, McpImportPreview, McpNetwork, McpSandboxGrant, McpSandboxInfo, McpSandboxMode,
-    McpSandboxState, McpServerDraft, McpServerInfo, McpServerStatus, McpServerTools, McpToolInfo,
-    McpTransport, ServerClaims, ToolRule,
+    McpSandboxState, McpServerDraft, McpServerInfo, McpServerStatus, McpServerTools, McpSignIn,
+    McpToolInfo, McpTransport, ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
 
@@ -35,6 +35,9 @@ pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
 /// greeting the assistant (as `outpost connect --mcp-wait`, shorter: a person is waiting).
 /// A server not ready by then is offered when it is (ToolsChanged, or the next hello).
 pub const START_WAIT: Duration = Duration::from_secs(20);
+
+/// How long `mcp_servers_sign_in` waits for the user's login in the browser.
+pub const SIGN_IN_WAIT: Duration = Duration::from_secs(300);
 
 /// `mcp.toml` in the app's config directory.
 pub fn config_file(paths: &Paths) -> PathBuf {
@@ -358,7 +361,126 @@ fn info(
         // holds the policy ([`sandbox_of`]).
         rule: ToolRule::Ask,
         sandbox: None,
+        sign_in: None,
     }
+}
+
+/// An HTTP server's sign-in (`None` for stdio): what the live session found at its last
+/// start or call, else whether tokens are stored.
+pub fn sign_in_of(
+    name: &str,
+    server: &ServerConfig,
+    host: Option<&McpHost>,
+    secrets: &dyn outpost_mcp::SecretStore,
+) -> Option<McpSignIn> {
+    if !matches!(server.transport, Transport::Http { .. }) {
+        return None;
+    }
+    let found = host.and_then(|h| h.snapshot().get(name).and_then(|s| s.sign_in_again));
+    Some(match found {
+        Some(true) => McpSignIn::Again,
+        Some(false) => McpSignIn::Needed,
+        None => match outpost_mcp::oauth::signed_in(name, secrets) {
+            Ok(true) => McpSignIn::SignedIn,
+            // No keyring to ask: nothing stored that Outpost could use.
+            Ok(false) | Err(_) => McpSignIn::NotSignedIn,
+        },
+    })
+}
+
+/// The URL of the HTTP server `name`; `invalid_argument` for a stdio one.
+fn http_url(paths: &Paths, name: &str) -> Result<String> {
+    let cfg = load(paths)?;
+    match cfg.servers.get(name).map(|s| &s.transport) {
+        Some(Transport::Http { url, .. }) => Ok(url.clone()),
+        Some(Transport::Stdio { .. }) => Err(DesktopError::invalid(
+            "name",
+            format!("'{name}' is a stdio server; only HTTP servers sign in"),
+        )),
+        None => Err(mcp_err(McpError::UnknownServer(name.to_owned()))),
+    }
+}
+
+/// `mcp_servers_sign_in`: the OAuth sign-in of an HTTP server in the user's browser
+/// (`outpost_mcp::oauth::sign_in`, waiting up to `within`); in a live session the server
+/// then starts again with the new tokens.
+pub async fn sign_in(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    secrets: std::sync::Arc<dyn outpost_mcp::SecretStore>,
+    name: &str,
+    within: std::time::Duration,
+) -> Result<McpServerInfo> {
+    let url = http_url(paths, name)?;
+    if !secrets.persistent() {
+        return Err(DesktopError::invalid(
+            "name",
+            "there is no keyring to keep the sign-in in",
+        ));
+    }
+    outpost_mcp::oauth::sign_in(
+        name,
+        &url,
+        secrets,
+        outpost_mcp::oauth::open_in_browser,
+        within,
+    )
+    .await
+    .map_err(mcp_err)?;
+    restart_if_running(paths, host, name)
+}
+
+/// `mcp_servers_sign_out`: revokes the server's tokens where its authorization server
+/// allows it and deletes them; in a live session the server starts again without them.
+pub async fn sign_out(
+    paths: &Paths,
+    host: Option<&McpHost>,
+    secrets: &std::sync::Arc<dyn outpost_mcp::SecretStore>,
+    name: &str,
+) -> Result<McpServerInfo> {
+    let url = http_url(paths, name)?;
+    match outpost_mcp::oauth::sign_out(name, &url, secrets).await {
+        Ok(outpost_mcp::oauth::SignedOut::Deleted {
+            revoked: false,
+            note,
+        }) => {
+            tracing::warn!(server = %name, "signed out without revoking: {}", note.unwrap_or_default())
+        }
+        Ok(_) => {}
+        Err(e) => return Err(mcp_err(e)),
+    }
+    restart_if_running(paths, host, name)
+}
+
+/// Before a removal: revokes an HTTP server's OAuth tokens where its authorization server
+/// allows it (best effort; `remove` deletes them either way).
+pub async fn revoke_sign_in(
+    paths: &Paths,
+    secrets: &std::sync::Arc<dyn outpost_mcp::SecretStore>,
+    name: &str,
+) {
+    let Ok(url) = http_url(paths, name) else {
+        return;
+    };
+    if let Err(e) = outpost_mcp::oauth::sign_out(name, &url, secrets).await {
+        tracing::warn!(server = %name, "could not sign out before removing: {e}");
+    }
+}
+
+/// Starts `name` again in a live session (when it is enabled and confirmed); its info.
+fn restart_if_running(paths: &Paths, host: Option<&McpHost>, name: &str) -> Result<McpServerInfo> {
+    let cfg = load(paths)?;
+    let Some(server) = cfg.servers.get(name) else {
+        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
+    };
+    let held = unconfirmed(paths, &cfg).iter().any(|n| n == name);
+    if let Some(h) = host
+        && server.enabled
+        && !held
+    {
+        h.start(name, server.clone()).map_err(mcp_err)?;
+    }
+    Ok(info(name, server, host, paths, held))
 }
 
 /// What `name` may touch: as it runs in `host`'s session, else as it would start under
@@ -885,6 +1007,10 @@ pub fn remove(
         {
             tracing::warn!(entry = %secret, error = %e, "could not delete a keyring entry");
         }
+    }
+    // Its OAuth sign-in too (revoked first by `Desktop::mcp_server_remove`).
+    if let Err(e) = secrets.delete(&outpost_mcp::oauth::credentials_entry(name)) {
+        tracing::warn!(server = %name, error = %e, "could not delete the sign-in");
     }
     Ok(())
 }

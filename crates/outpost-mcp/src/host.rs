@@ -112,6 +112,10 @@ pub struct ServerState {
     pub starts: u32,
     /// What a stdio server may touch, as planned at its last start (its sandbox).
     pub reach: Option<Arc<Reach>>,
+    /// An HTTP server's last start or call failed for want of an OAuth sign-in
+    /// (`crate::oauth`): `Some(false)` never signed in, `Some(true)` the stored one no longer
+    /// works. Cleared once it runs.
+    pub sign_in_again: Option<bool>,
 }
 
 impl ServerState {
@@ -127,6 +131,7 @@ impl ServerState {
             log_file,
             starts: 0,
             reach: None,
+            sign_in_again: None,
         }
     }
 }
@@ -581,7 +586,14 @@ async fn supervise(
                 });
                 return;
             }
-            Err(e) => e.to_string(),
+            Err(e) => {
+                let sign_in = match &e {
+                    McpError::SignIn { again, .. } => Some(*again),
+                    _ => None,
+                };
+                inner.update(&name, |s| s.sign_in_again = sign_in);
+                e.to_string()
+            }
             Ok(conn) => {
                 let conn = Arc::new(conn);
                 let began = Instant::now();
@@ -669,15 +681,20 @@ async fn session(
     };
     match tools {
         Ok(tools) => {
+            // One update: nobody sees it running without its tools.
             inner.update(name, |s| {
                 s.status = ServerStatus::Running;
                 s.last_error = None;
+                s.sign_in_again = None;
                 s.pid = conn.pid();
                 s.protocol_version = Some(conn.protocol_version().to_owned());
                 s.list_changed = 0;
                 s.reach = conn.reach();
+                if *s.tools != tools {
+                    s.tools = Arc::new(tools);
+                    s.tools_version += 1;
+                }
             });
-            set_tools(inner, name, tools, 0);
         }
         Err(e) => return Ended::Failed(format!("listing its tools failed: {e}")),
     }

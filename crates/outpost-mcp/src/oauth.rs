@@ -137,6 +137,21 @@ pub(crate) async fn stored_manager(
     }
 }
 
+/// Opens `url` in the user's browser: the program `$OUTPOST_BROWSER` names (given the URL
+/// as its one argument), else `xdg-open`. It is not waited for.
+pub fn open_in_browser(url: &str) -> Result<()> {
+    let program = std::env::var("OUTPOST_BROWSER").unwrap_or_else(|_| "xdg-open".into());
+    let mut child = std::process::Command::new(&program)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| McpError::invalid("browser", format!("cannot run {program}: {e}")))?;
+    // Reaped when it ends, so no zombie is left behind.
+    std::thread::spawn(move || child.wait());
+    Ok(())
+}
+
 /// What a sign-in did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SignedIn {

@@ -104,7 +104,29 @@ pub async fn mcp_servers_set_enabled(
 /// Removes a server.
 #[tauri::command]
 pub async fn mcp_servers_remove(desktop: State<'_, Desktop>, name: String) -> CmdResult<()> {
-    desktop.mcp_server_remove(&name).map_err(err)
+    desktop.mcp_server_remove(&name).await.map_err(err)
+}
+
+/// Signs in to an HTTP server with OAuth in the user's browser (waits for the login, at
+/// most five minutes); the server starts again with the new tokens.
+#[tauri::command]
+pub async fn mcp_servers_sign_in(
+    desktop: State<'_, Desktop>,
+    name: String,
+) -> CmdResult<McpServerInfo> {
+    desktop
+        .mcp_server_sign_in(&name, outpost_desktop::mcp::SIGN_IN_WAIT)
+        .await
+        .map_err(err)
+}
+
+/// Signs out of an HTTP server: revokes and deletes its tokens.
+#[tauri::command]
+pub async fn mcp_servers_sign_out(
+    desktop: State<'_, Desktop>,
+    name: String,
+) -> CmdResult<McpServerInfo> {
+    desktop.mcp_server_sign_out(&name).await.map_err(err)
 }
 
 /// Confirms a server added or changed in mcp.toml outside Outpost (started at once in a

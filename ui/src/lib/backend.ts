@@ -159,6 +159,8 @@ export interface Commands {
   mcp_servers_set_enabled: { args: { name: string; enabled: boolean }; returns: McpServerInfo };
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_trust: { args: { name: string }; returns: McpServerInfo };
+  mcp_servers_sign_in: { args: { name: string }; returns: McpServerInfo };
+  mcp_servers_sign_out: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_log: { args: { name: string }; returns: string };
   mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };
   mcp_elicitation_answer: { args: { id: string; action: ElicitationAction; content: JsonObject | null }; returns: null };
@@ -218,6 +220,8 @@ export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
   'mcp_servers_set_enabled',
   'mcp_servers_remove',
   'mcp_servers_trust',
+  'mcp_servers_sign_in',
+  'mcp_servers_sign_out',
   'mcp_servers_log',
   'mcp_servers_import_preview',
   'mcp_elicitation_answer',

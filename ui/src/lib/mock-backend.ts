@@ -182,7 +182,7 @@ export class MockBackend implements Backend {
   mcpServers: McpServerInfo[] = [
     { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask',
       sandbox: mockSandbox(stdioDraft('web-tools', 'npx', ['-y', 'web-tools-mcp'])) },
-    { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask' },
+    { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask', signIn: 'not_signed_in' },
   ];
   /** Open elicitation forms (undefined) and their answers, by id. */
   readonly elicitationAnswers = new Map<string, { action: string; content: JsonObject | null } | undefined>();
@@ -607,6 +607,20 @@ export class MockBackend implements Backend {
       const s = this.#server(name);
       delete s.lastError;
       s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'running' : 'stopped';
+      return s;
+    },
+    mcp_servers_sign_in: ({ name }) => {
+      const s = this.#server(name);
+      if (s.transport !== 'http') throw fail('invalid_argument', `name: '${name}' is a stdio server; only HTTP servers sign in`);
+      s.signIn = 'signed_in';
+      delete s.lastError;
+      s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'starting' : 'stopped';
+      return s;
+    },
+    mcp_servers_sign_out: ({ name }) => {
+      const s = this.#server(name);
+      if (s.transport !== 'http') throw fail('invalid_argument', `name: '${name}' is a stdio server; only HTTP servers sign in`);
+      s.signIn = 'not_signed_in';
       return s;
     },
     mcp_servers_remove: ({ name }) => {

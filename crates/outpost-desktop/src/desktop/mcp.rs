@@ -140,6 +140,8 @@ impl Desktop {
             let host = self.mcp_host();
             let opts = self.mcp_sandbox(host.as_ref());
             info.sandbox = crate::mcp::sandbox_of(&info.name, server, host.as_ref(), &opts);
+            info.sign_in =
+                crate::mcp::sign_in_of(&info.name, server, host.as_ref(), &*self.mcp_secrets());
         }
         info
     }
@@ -299,7 +301,35 @@ impl Desktop {
     }
 
     /// `mcp_servers_remove`.
-    pub fn mcp_server_remove(&self, name: &str) -> Result<()> {
+    /// `mcp_servers_sign_in`: the OAuth sign-in in the user's browser, waiting for it up
+    /// to `within`; in a live session the server starts again with the new tokens.
+    pub async fn mcp_server_sign_in(
+        &self,
+        name: &str,
+        within: std::time::Duration,
+    ) -> Result<crate::contract::McpServerInfo> {
+        let host = self.mcp_host();
+        crate::mcp::sign_in(
+            &self.inner.paths,
+            host.as_ref(),
+            self.mcp_secrets(),
+            name,
+            within,
+        )
+        .await
+        .map(|i| self.with_rule(i))
+    }
+
+    /// `mcp_servers_sign_out`: revokes and deletes the server's tokens.
+    pub async fn mcp_server_sign_out(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
+        let host = self.mcp_host();
+        crate::mcp::sign_out(&self.inner.paths, host.as_ref(), &self.mcp_secrets(), name)
+            .await
+            .map(|i| self.with_rule(i))
+    }
+
+    pub async fn mcp_server_remove(&self, name: &str) -> Result<()> {
+        crate::mcp::revoke_sign_in(&self.inner.paths, &self.mcp_secrets(), name).await;
         crate::mcp::remove(
             &self.inner.paths,
             self.mcp_host().as_ref(),

@@ -44,6 +44,37 @@ describe('Settings → Tool servers', () => {
     expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_set_enabled', args: { name: 'web-tools', enabled: false } });
   });
 
+  it('an HTTP server that needs a sign-in says so, signs in through the backend, then offers sign-out', async () => {
+    const { backend, list, user } = await open();
+    // The live session found that it answers 401 (the backend decides; the UI copies).
+    Object.assign(backend.mcpServers.find((s) => s.name === 'notes')!, {
+      enabled: true,
+      status: 'crashed',
+      signIn: 'needed',
+      lastError: "MCP server 'notes' needs you to sign in: it answers 401 and uses OAuth",
+    });
+    await vi.waitFor(() => expect(within(row(list, 'notes')).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'needed'), { timeout: 3000 });
+    const notes = row(list, 'notes');
+    expect(notes).toHaveTextContent('Needs you to sign in');
+    // A stdio server has no sign-in.
+    expect(within(row(list, 'web-tools')).queryByTestId('mcp-sign-in')).toBeNull();
+    expect(within(row(list, 'web-tools')).queryByRole('button', { name: /Sign in/ })).toBeNull();
+    await user.click(within(notes).getByRole('button', { name: 'Sign in to notes' }));
+    await vi.waitFor(() => expect(backend.calls).toContainEqual({ cmd: 'mcp_servers_sign_in', args: { name: 'notes' } }));
+    await vi.waitFor(() => expect(within(row(list, 'notes')).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'signed_in'));
+    expect(row(list, 'notes')).not.toHaveTextContent('needs you to sign in');
+    await user.click(within(row(list, 'notes')).getByRole('button', { name: 'Sign out of notes' }));
+    await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_sign_out', args: { name: 'notes' } }));
+    await vi.waitFor(() => expect(within(row(list, 'notes')).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'not_signed_in'));
+  });
+
+  it('a stored sign-in that stopped working offers "Sign in again"', async () => {
+    const { backend, list } = await open();
+    Object.assign(backend.mcpServers.find((s) => s.name === 'notes')!, { enabled: true, status: 'crashed', signIn: 'again' });
+    await vi.waitFor(() => expect(within(row(list, 'notes')).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'again'), { timeout: 3000 });
+    expect(within(row(list, 'notes')).getByRole('button', { name: 'Sign in to notes' })).toHaveTextContent('Sign in again');
+  });
+
   it('shows a server changed outside Outpost as not confirmed, with no restart, until Confirm', async () => {
     const { backend, list, user } = await open();
     Object.assign(backend.mcpServers.find((s) => s.name === 'web-tools')!, {

@@ -915,6 +915,8 @@ openWorld: boolean, };
 
 export type McpTransport = "stdio" | "http";
 
+export type McpSignIn = "signed_in" | "not_signed_in" | "needed" | "again";
+
 export type McpServerStatus = "running" | "starting" | "crashed" | "stopped" | "disabled" | "unconfirmed" | "no_sandbox";
 
 export type McpSandboxState = "sandboxed" | "unsandboxed" | "refused";
@@ -1025,7 +1027,11 @@ rule: ToolRule,
  * What a stdio server may touch (its sandbox): as it runs in the live session, else
  * as it would start now. Absent for an HTTP server (it runs elsewhere).
  */
-sandbox?: McpSandboxInfo, };
+sandbox?: McpSandboxInfo, 
+/**
+ * An HTTP server's OAuth sign-in (docs/MCP.md, "Signing in"); absent for stdio.
+ */
+signIn?: McpSignIn, };
 
 export type McpServerDraft = { 
 /**
