@@ -116,8 +116,15 @@ pub(crate) async fn stored_manager(
     url: &str,
     secrets: &Arc<dyn SecretStore>,
 ) -> Result<Option<AuthorizationManager>> {
-    if !signed_in(server, secrets.as_ref())? {
-        return Ok(None);
+    match signed_in(server, secrets.as_ref()) {
+        Ok(true) => {}
+        Ok(false) => return Ok(None),
+        // No keyring here: nothing can have been stored in it, and a server that needs
+        // no sign-in must still start. One that does says so with its 401.
+        Err(e) => {
+            tracing::debug!(server, "no OAuth sign-in looked up: {e}");
+            return Ok(None);
+        }
     }
     let mut manager = AuthorizationManager::new(url)
         .await
@@ -506,6 +513,32 @@ mod tests {
         let (got, answer) = redirect_with(&request).await;
         assert_eq!(got, None);
         assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    }
+
+    /// A keyring that cannot be reached (no Secret Service on this machine).
+    #[derive(Debug)]
+    struct NoKeyring;
+
+    impl SecretStore for NoKeyring {
+        fn get(&self, _: &str) -> Result<Option<String>> {
+            Err(McpError::Keyring("no Secret Service".into()))
+        }
+        fn set(&self, _: &str, _: &str) -> Result<()> {
+            Err(McpError::Keyring("no Secret Service".into()))
+        }
+        fn delete(&self, _: &str) -> Result<()> {
+            Err(McpError::Keyring("no Secret Service".into()))
+        }
+        fn persistent(&self) -> bool {
+            true
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_keyring_a_server_starts_as_never_signed_in() {
+        let secrets: Arc<dyn SecretStore> = Arc::new(NoKeyring);
+        let found = stored_manager("s", "http://127.0.0.1:1/mcp", &secrets).await;
+        assert!(matches!(found, Ok(None)), "{:?}", found.map(|m| m.is_some()));
     }
 
     #[tokio::test]
