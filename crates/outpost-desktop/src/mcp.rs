@@ -365,27 +365,51 @@ fn info(
     }
 }
 
+/// Whether each HTTP server has a stored sign-in, read from the keyring once per server
+/// (then kept up to date by this app's own sign-ins, sign-outs and removals).
+#[derive(Debug, Default)]
+pub struct SignIns(Mutex<HashMap<String, bool>>);
+
+impl SignIns {
+    /// What is known of `name`, reading the keyring the first time.
+    pub fn stored(&self, name: &str, secrets: &dyn outpost_mcp::SecretStore) -> bool {
+        if let Some(known) = lock(&self.0).get(name) {
+            return *known;
+        }
+        // No keyring to ask: nothing stored that Outpost could use.
+        let found = outpost_mcp::oauth::signed_in(name, secrets).unwrap_or(false);
+        lock(&self.0).insert(name.to_owned(), found);
+        found
+    }
+
+    /// A sign-in (`true`) or sign-out (`false`) just happened here.
+    pub fn set(&self, name: &str, signed_in: bool) {
+        lock(&self.0).insert(name.to_owned(), signed_in);
+    }
+}
+
 /// An HTTP server's sign-in (`None` for stdio): what the live session found at its last
 /// start or call, else whether tokens are stored.
 pub fn sign_in_of(
     name: &str,
     server: &ServerConfig,
     host: Option<&McpHost>,
-    secrets: &dyn outpost_mcp::SecretStore,
+    stored: impl FnOnce() -> bool,
 ) -> Option<McpSignIn> {
     if !matches!(server.transport, Transport::Http { .. }) {
         return None;
     }
-    let found = host.and_then(|h| h.snapshot().get(name).and_then(|s| s.sign_in_again));
-    Some(match found {
-        Some(true) => McpSignIn::Again,
-        Some(false) => McpSignIn::Needed,
-        None => match outpost_mcp::oauth::signed_in(name, secrets) {
-            Ok(true) => McpSignIn::SignedIn,
-            // No keyring to ask: nothing stored that Outpost could use.
-            Ok(false) | Err(_) => McpSignIn::NotSignedIn,
+    let state = host.and_then(|h| h.snapshot().get(name).cloned());
+    Some(
+        match state.as_ref().map(|s| (s.sign_in_again, s.signed_in)) {
+            Some((Some(true), _)) => McpSignIn::Again,
+            Some((Some(false), _)) => McpSignIn::Needed,
+            // Running with one.
+            Some((None, true)) => McpSignIn::SignedIn,
+            _ if stored() => McpSignIn::SignedIn,
+            _ => McpSignIn::NotSignedIn,
         },
-    })
+    )
 }
 
 /// The URL of the HTTP server `name`; `invalid_argument` for a stdio one.

@@ -287,6 +287,8 @@ pub struct Connection {
     requests: Arc<dyn ServerRequests>,
     /// What a stdio server may touch (none for an HTTP server).
     reach: Option<Arc<Reach>>,
+    /// An HTTP server reached with a stored OAuth sign-in.
+    signed_in: bool,
 }
 
 /// The JSON-RPC error code of "URL elicitation required" (MCP 2025-11-25).
@@ -531,6 +533,7 @@ impl Connection {
         let timeout_ms = opts.start_timeout.as_millis();
 
         let mut reach = None;
+        let mut signed_in = false;
         let (service, process, exit) = match resolved {
             Resolved::Stdio {
                 command,
@@ -621,11 +624,12 @@ impl Connection {
                     .custom_headers(http_headers(server, &headers)?);
                 // A stored OAuth sign-in (crate::oauth): rmcp adds the bearer token and
                 // refreshes it, saving the new one in the keyring.
-                let signed_in = crate::oauth::stored_manager(server, &url, secrets).await?;
-                let had_sign_in = signed_in.is_some();
+                let stored = crate::oauth::stored_manager(server, &url, secrets).await?;
+                let had_sign_in = stored.is_some();
+                signed_in = had_sign_in;
                 let stop_serve = stop.clone();
                 let serve = async move {
-                    match signed_in {
+                    match stored {
                         Some(manager) => {
                             let client = reqwest::Client::builder()
                                 .redirect(reqwest::redirect::Policy::none())
@@ -747,12 +751,18 @@ impl Connection {
             server_info,
             requests: opts.requests.clone(),
             reach,
+            signed_in,
         })
     }
 
     /// What a stdio server may touch (as planned at its start); `None` for HTTP.
     pub fn reach(&self) -> Option<Arc<Reach>> {
         self.reach.clone()
+    }
+
+    /// Whether an HTTP server was reached with a stored OAuth sign-in.
+    pub fn signed_in(&self) -> bool {
+        self.signed_in
     }
 
     /// The server's name.

@@ -116,6 +116,8 @@ pub struct ServerState {
     /// (`crate::oauth`): `Some(false)` never signed in, `Some(true)` the stored one no longer
     /// works. Cleared once it runs.
     pub sign_in_again: Option<bool>,
+    /// An HTTP server runs with a stored OAuth sign-in.
+    pub signed_in: bool,
 }
 
 impl ServerState {
@@ -132,6 +134,7 @@ impl ServerState {
             starts: 0,
             reach: None,
             sign_in_again: None,
+            signed_in: false,
         }
     }
 }
@@ -567,6 +570,7 @@ async fn supervise(
         inner.update(&name, |s| {
             s.status = ServerStatus::Starting;
             s.starts += 1;
+            s.signed_in = false;
         });
         let mut connect = inner.opts.connect.clone();
         connect.roots = inner.roots.subscribe();
@@ -686,6 +690,7 @@ async fn session(
                 s.status = ServerStatus::Running;
                 s.last_error = None;
                 s.sign_in_again = None;
+                s.signed_in = conn.signed_in();
                 s.pid = conn.pid();
                 s.protocol_version = Some(conn.protocol_version().to_owned());
                 s.list_changed = 0;

@@ -538,7 +538,11 @@ mod tests {
     async fn without_a_keyring_a_server_starts_as_never_signed_in() {
         let secrets: Arc<dyn SecretStore> = Arc::new(NoKeyring);
         let found = stored_manager("s", "http://127.0.0.1:1/mcp", &secrets).await;
-        assert!(matches!(found, Ok(None)), "{:?}", found.map(|m| m.is_some()));
+        assert!(
+            matches!(found, Ok(None)),
+            "{:?}",
+            found.map(|m| m.is_some())
+        );
     }
 
     #[tokio::test]

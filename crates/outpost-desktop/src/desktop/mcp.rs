@@ -140,8 +140,11 @@ impl Desktop {
             let host = self.mcp_host();
             let opts = self.mcp_sandbox(host.as_ref());
             info.sandbox = crate::mcp::sandbox_of(&info.name, server, host.as_ref(), &opts);
-            info.sign_in =
-                crate::mcp::sign_in_of(&info.name, server, host.as_ref(), &*self.mcp_secrets());
+            info.sign_in = crate::mcp::sign_in_of(&info.name, server, host.as_ref(), || {
+                self.inner
+                    .mcp_sign_ins
+                    .stored(&info.name, &*self.mcp_secrets())
+            });
         }
         info
     }
@@ -309,27 +312,31 @@ impl Desktop {
         within: std::time::Duration,
     ) -> Result<crate::contract::McpServerInfo> {
         let host = self.mcp_host();
-        crate::mcp::sign_in(
+        let info = crate::mcp::sign_in(
             &self.inner.paths,
             host.as_ref(),
             self.mcp_secrets(),
             name,
             within,
         )
-        .await
-        .map(|i| self.with_rule(i))
+        .await?;
+        self.inner.mcp_sign_ins.set(name, true);
+        Ok(self.with_rule(info))
     }
 
     /// `mcp_servers_sign_out`: revokes and deletes the server's tokens.
     pub async fn mcp_server_sign_out(&self, name: &str) -> Result<crate::contract::McpServerInfo> {
         let host = self.mcp_host();
-        crate::mcp::sign_out(&self.inner.paths, host.as_ref(), &self.mcp_secrets(), name)
-            .await
-            .map(|i| self.with_rule(i))
+        let info =
+            crate::mcp::sign_out(&self.inner.paths, host.as_ref(), &self.mcp_secrets(), name)
+                .await?;
+        self.inner.mcp_sign_ins.set(name, false);
+        Ok(self.with_rule(info))
     }
 
     pub async fn mcp_server_remove(&self, name: &str) -> Result<()> {
         crate::mcp::revoke_sign_in(&self.inner.paths, &self.mcp_secrets(), name).await;
+        self.inner.mcp_sign_ins.set(name, false);
         crate::mcp::remove(
             &self.inner.paths,
             self.mcp_host().as_ref(),

@@ -81,6 +81,10 @@ struct Inner {
     elicitations: Arc<crate::mcp::Elicitations>,
     /// The tools each MCP server listed last (Settings → Tool servers' per-tool rules).
     mcp_tools: crate::mcp::ToolLists,
+    /// Whether each HTTP server has a stored OAuth sign-in, as last read from the keyring
+    /// or set by a sign-in or sign-out here: the pane's list, polled while it is open, must
+    /// not ask the keyring (which may prompt to unlock) every time.
+    mcp_sign_ins: crate::mcp::SignIns,
     /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
     /// each start.
     demo_programs: Mutex<Option<DemoPrograms>>,
@@ -184,6 +188,7 @@ impl Desktop {
                 mcp_roots: Mutex::new(None),
                 elicitations: Arc::default(),
                 mcp_tools: crate::mcp::ToolLists::default(),
+                mcp_sign_ins: crate::mcp::SignIns::default(),
                 demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
