@@ -642,16 +642,10 @@ fn remove(path: &std::path::Path, data_dir: &std::path::Path, name: &str) -> Res
 
 /// The URL of the Streamable HTTP server `name`.
 fn http_url(path: &std::path::Path, name: &str) -> Result<String, Failure> {
-    let cfg = load(path)?;
-    match cfg.servers.get(name).map(|s| &s.transport) {
-        Some(Transport::Http { url, .. }) => Ok(url.clone()),
-        Some(Transport::Stdio { .. }) => Err(Failure::Invalid(format!(
-            "'{name}' is a stdio server; only Streamable HTTP servers sign in"
-        ))),
-        None => Err(Failure::Invalid(format!(
-            "no MCP server named '{name}' is configured"
-        ))),
-    }
+    load(path)?
+        .http_url(name)
+        .map(str::to_owned)
+        .map_err(invalid)
 }
 
 /// Opens `url` in the user's browser (`outpost_mcp::oauth::open_in_browser`), printing it

@@ -399,30 +399,23 @@ pub fn sign_in_of(
     if !matches!(server.transport, Transport::Http { .. }) {
         return None;
     }
-    let state = host.and_then(|h| h.snapshot().get(name).cloned());
-    Some(
-        match state.as_ref().map(|s| (s.sign_in_again, s.signed_in)) {
-            Some((Some(true), _)) => McpSignIn::Again,
-            Some((Some(false), _)) => McpSignIn::Needed,
-            // Running with one.
-            Some((None, true)) => McpSignIn::SignedIn,
-            _ if stored() => McpSignIn::SignedIn,
-            _ => McpSignIn::NotSignedIn,
-        },
-    )
+    use outpost_mcp::oauth::SignInState;
+    let found = host.and_then(|h| h.snapshot().get(name).and_then(|s| s.sign_in));
+    Some(match found {
+        Some(SignInState::Again) => McpSignIn::Again,
+        Some(SignInState::Needed) => McpSignIn::Needed,
+        Some(SignInState::SignedIn) => McpSignIn::SignedIn,
+        None if stored() => McpSignIn::SignedIn,
+        None => McpSignIn::NotSignedIn,
+    })
 }
 
 /// The URL of the HTTP server `name`; `invalid_argument` for a stdio one.
 fn http_url(paths: &Paths, name: &str) -> Result<String> {
-    let cfg = load(paths)?;
-    match cfg.servers.get(name).map(|s| &s.transport) {
-        Some(Transport::Http { url, .. }) => Ok(url.clone()),
-        Some(Transport::Stdio { .. }) => Err(DesktopError::invalid(
-            "name",
-            format!("'{name}' is a stdio server; only HTTP servers sign in"),
-        )),
-        None => Err(mcp_err(McpError::UnknownServer(name.to_owned()))),
-    }
+    load(paths)?
+        .http_url(name)
+        .map(str::to_owned)
+        .map_err(mcp_err)
 }
 
 /// `mcp_servers_sign_in`: the OAuth sign-in of an HTTP server in the user's browser

@@ -299,6 +299,19 @@ pub fn collision_message(shorter: &str, longer: &str) -> String {
 }
 
 impl McpConfig {
+    /// The URL of the Streamable HTTP server `name` (the ones that sign in with OAuth):
+    /// `UnknownServer`, or `Invalid` for a stdio server.
+    pub fn http_url(&self, name: &str) -> Result<&str> {
+        match self.servers.get(name).map(|s| &s.transport) {
+            Some(Transport::Http { url, .. }) => Ok(url),
+            Some(Transport::Stdio { .. }) => Err(McpError::invalid(
+                "name",
+                format!("'{name}' is a stdio server; only Streamable HTTP servers sign in"),
+            )),
+            None => Err(McpError::UnknownServer(name.to_owned())),
+        }
+    }
+
     /// Reads `path`; a missing file is an empty config.
     pub fn load(path: &Path) -> Result<Self> {
         let text = match std::fs::read_to_string(path) {
@@ -583,6 +596,20 @@ enabled = false
     /// Issue 30, finding 10: servers `a` and `a_` would name a tool `_x` of the first and a
     /// tool `x` of the second alike (`mcp__a___x`), so the user's rule for one would run the
     /// other: such a configuration is refused, naming both; either alone is fine.
+    #[test]
+    fn only_an_http_server_has_a_url_to_sign_in_to() {
+        let c = McpConfig::parse(
+            "[servers.web]\nurl = \"http://127.0.0.1:9/mcp\"\n\n[servers.gh]\ncommand = \"npx\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.http_url("web").unwrap(), "http://127.0.0.1:9/mcp");
+        assert!(matches!(c.http_url("gh"), Err(McpError::Invalid { .. })));
+        assert!(matches!(
+            c.http_url("nope"),
+            Err(McpError::UnknownServer(_))
+        ));
+    }
+
     #[test]
     fn servers_whose_tool_names_could_collide_are_refused() {
         let err =

@@ -625,8 +625,7 @@ impl Connection {
                 // A stored OAuth sign-in (crate::oauth): rmcp adds the bearer token and
                 // refreshes it, saving the new one in the keyring.
                 let stored = crate::oauth::stored_manager(server, &url, secrets).await?;
-                let had_sign_in = stored.is_some();
-                signed_in = had_sign_in;
+                signed_in = stored.is_some();
                 let stop_serve = stop.clone();
                 let serve = async move {
                     match stored {
@@ -658,8 +657,8 @@ impl Connection {
                     Ok(Err(Handshake::SignIn)) => {
                         return Err(crate::oauth::sign_in_error(
                             server,
-                            had_sign_in,
-                            if had_sign_in {
+                            signed_in,
+                            if signed_in {
                                 "the stored sign-in no longer works (expired or revoked)"
                             } else {
                                 "it answers 401 and uses OAuth"

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{McpConfig, ServerConfig, check_server_name};
 use crate::connection::{CallOptions, CallOutcome, ConnectOptions, Connection, McpTool};
 use crate::error::{McpError, Result};
+use crate::oauth::SignInState;
 use crate::requests::Root;
 use crate::sandbox::{FolderAccess, Reach};
 use crate::secrets::SecretStore;
@@ -112,12 +113,10 @@ pub struct ServerState {
     pub starts: u32,
     /// What a stdio server may touch, as planned at its last start (its sandbox).
     pub reach: Option<Arc<Reach>>,
-    /// An HTTP server's last start or call failed for want of an OAuth sign-in
-    /// (`crate::oauth`): `Some(false)` never signed in, `Some(true)` the stored one no longer
-    /// works. Cleared once it runs.
-    pub sign_in_again: Option<bool>,
-    /// An HTTP server runs with a stored OAuth sign-in.
-    pub signed_in: bool,
+    /// An HTTP server's OAuth sign-in as its last start or call found it (`crate::oauth`):
+    /// running with one, or failed for want of one (never signed in, or the stored one no
+    /// longer works). `None`: it runs (or last ran) without one, or nothing is known yet.
+    pub sign_in: Option<SignInState>,
 }
 
 impl ServerState {
@@ -133,8 +132,7 @@ impl ServerState {
             log_file,
             starts: 0,
             reach: None,
-            sign_in_again: None,
-            signed_in: false,
+            sign_in: None,
         }
     }
 }
@@ -570,7 +568,11 @@ async fn supervise(
         inner.update(&name, |s| {
             s.status = ServerStatus::Starting;
             s.starts += 1;
-            s.signed_in = false;
+            // A failed sign-in stays shown through the restarts; a working one is found
+            // again by the start.
+            if s.sign_in == Some(SignInState::SignedIn) {
+                s.sign_in = None;
+            }
         });
         let mut connect = inner.opts.connect.clone();
         connect.roots = inner.roots.subscribe();
@@ -592,10 +594,11 @@ async fn supervise(
             }
             Err(e) => {
                 let sign_in = match &e {
-                    McpError::SignIn { again, .. } => Some(*again),
+                    McpError::SignIn { again: true, .. } => Some(SignInState::Again),
+                    McpError::SignIn { again: false, .. } => Some(SignInState::Needed),
                     _ => None,
                 };
-                inner.update(&name, |s| s.sign_in_again = sign_in);
+                inner.update(&name, |s| s.sign_in = sign_in);
                 e.to_string()
             }
             Ok(conn) => {
@@ -689,8 +692,7 @@ async fn session(
             inner.update(name, |s| {
                 s.status = ServerStatus::Running;
                 s.last_error = None;
-                s.sign_in_again = None;
-                s.signed_in = conn.signed_in();
+                s.sign_in = conn.signed_in().then_some(SignInState::SignedIn);
                 s.pid = conn.pid();
                 s.protocol_version = Some(conn.protocol_version().to_owned());
                 s.list_changed = 0;

@@ -49,6 +49,18 @@ pub fn signed_in(server: &str, secrets: &dyn SecretStore) -> Result<bool> {
     Ok(secrets.get(&credentials_entry(server))?.is_some())
 }
 
+/// Where an HTTP server's sign-in stands, as its last start or call found it
+/// ([`crate::ServerState::sign_in`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignInState {
+    /// It runs with a stored sign-in.
+    SignedIn,
+    /// It answered 401 and no sign-in is stored.
+    Needed,
+    /// The stored sign-in no longer works (refused refresh, revoked).
+    Again,
+}
+
 /// rmcp's credential store over one keyring entry.
 #[derive(Debug, Clone)]
 pub(crate) struct KeyringCredentials {
@@ -128,7 +140,10 @@ pub(crate) async fn stored_manager(
     }
     let mut manager = AuthorizationManager::new(url)
         .await
-        .map_err(|e| sign_in_error(server, true, describe(&e)))?;
+        .map_err(|e| McpError::Start {
+            server: server.to_owned(),
+            message: format!("its OAuth client could not be made: {}", describe(&e)),
+        })?;
     manager.set_credential_store(KeyringCredentials::new(server, secrets.clone()));
     match manager.initialize_from_store().await {
         Ok(true) => Ok(Some(manager)),

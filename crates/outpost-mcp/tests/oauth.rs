@@ -5,34 +5,17 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
-use outpost_mcp::oauth::{self, SignedOut};
+use outpost_mcp::oauth::{self, SignInState, SignedOut};
 use outpost_mcp::{CallOptions, McpError, MemorySecrets, SecretStore, ServerConfig, ServerStatus};
 use serde_json::{Value, json};
 
 /// The access tokens' lifetime at the authorization server: short, so a refresh happens.
 const TOKEN_TTL: Duration = Duration::from_secs(4);
-
-struct Node(Child);
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn oauth_dir() -> std::path::PathBuf {
     repo().join("tests/mcp/oauth")
@@ -40,7 +23,7 @@ fn oauth_dir() -> std::path::PathBuf {
 
 /// Starts `script` with `env`; waits for its `ready` line. Its stdout lines after that go
 /// to the returned channel.
-fn start(script: &str, env: &[(&str, String)]) -> (Node, std::sync::mpsc::Receiver<String>) {
+fn start(script: &str, env: &[(&str, String)]) -> (Child, std::sync::mpsc::Receiver<String>) {
     use std::io::BufRead as _;
     let mut cmd = Command::new("node");
     cmd.arg(oauth_dir().join(script))
@@ -62,7 +45,42 @@ fn start(script: &str, env: &[(&str, String)]) -> (Node, std::sync::mpsc::Receiv
         .recv_timeout(Duration::from_secs(30))
         .unwrap_or_else(|_| panic!("{script} did not start"));
     assert!(line.starts_with("ready"), "{script}: {line}");
-    (Node(child), rx)
+    (Child(child), rx)
+}
+
+/// The authorization server (access tokens living `ttl`) and the MCP server that wants
+/// its tokens; their stdout lines (grants, requests) as channels.
+struct OAuthServers {
+    _processes: (Child, Child),
+    as_url: String,
+    mcp_url: String,
+    grants: std::sync::mpsc::Receiver<String>,
+    requests: std::sync::mpsc::Receiver<String>,
+}
+
+fn oauth_servers(ttl: Duration) -> OAuthServers {
+    let (as_port, rs_port) = (free_port(), free_port());
+    let as_url = format!("http://127.0.0.1:{as_port}");
+    let mcp_url = format!("http://127.0.0.1:{rs_port}/mcp");
+    let (auth, grants) = start(
+        "as.mjs",
+        &[
+            ("AS_PORT", as_port.to_string()),
+            ("RESOURCE", mcp_url.clone()),
+            ("AT_TTL", ttl.as_secs().to_string()),
+        ],
+    );
+    let (resource, requests) = start(
+        "rs.mjs",
+        &[("RS_PORT", rs_port.to_string()), ("AS_URL", as_url.clone())],
+    );
+    OAuthServers {
+        _processes: (auth, resource),
+        as_url,
+        mcp_url,
+        grants,
+        requests,
+    }
 }
 
 /// The browser: Chromium, driven through the login and consent pages.
@@ -136,21 +154,9 @@ async fn revoke_at(as_url: &str, token: &str, client_id: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_revocation() {
-    let (as_port, rs_port) = (free_port(), free_port());
-    let as_url = format!("http://127.0.0.1:{as_port}");
-    let mcp_url = format!("http://127.0.0.1:{rs_port}/mcp");
-    let (_as, grants) = start(
-        "as.mjs",
-        &[
-            ("AS_PORT", as_port.to_string()),
-            ("RESOURCE", mcp_url.clone()),
-            ("AT_TTL", TOKEN_TTL.as_secs().to_string()),
-        ],
-    );
-    let (_rs, requests) = start(
-        "rs.mjs",
-        &[("RS_PORT", rs_port.to_string()), ("AS_URL", as_url.clone())],
-    );
+    let servers = oauth_servers(TOKEN_TTL);
+    let (as_url, mcp_url) = (servers.as_url.clone(), servers.mcp_url.clone());
+    let (grants, requests) = (&servers.grants, &servers.requests);
     let secrets = MemorySecrets::shared();
     let logs = tempfile::tempdir().unwrap();
     let opts = connect_options(logs.path());
@@ -184,7 +190,7 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
         token(&first, "access_token"),
         token(&first, "refresh_token"),
     );
-    assert_eq!(next_grant(&grants), "grant authorization_code");
+    assert_eq!(next_grant(grants), "grant authorization_code");
 
     // Tools listed and called with the token.
     let mut host_opts = outpost_mcp::HostOptions::new(opts.clone(), secrets.clone());
@@ -199,7 +205,7 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
         .collect();
     assert!(names.contains(&"whoami".to_owned()), "{names:?}");
     assert!(
-        host.snapshot()["web"].signed_in,
+        host.snapshot()["web"].sign_in == Some(SignInState::SignedIn),
         "runs with the stored sign-in"
     );
     let who = host
@@ -220,7 +226,7 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
         .await
         .unwrap();
     assert_eq!(echo.result["text"], json!("Echo: after expiry"));
-    assert_eq!(next_grant(&grants), "grant refresh_token");
+    assert_eq!(next_grant(grants), "grant refresh_token");
     let second = stored(&secrets);
     assert_ne!(token(&second, "access_token"), access, "a new access token");
     assert_ne!(
@@ -250,7 +256,7 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
         let state = host.snapshot()["web"].clone();
         let said = state.last_error.clone().unwrap_or_default();
         if state.status != ServerStatus::Running
-            && state.sign_in_again == Some(true)
+            && state.sign_in == Some(SignInState::Again)
             && said.contains("sign in again")
         {
             break;
@@ -294,20 +300,8 @@ async fn sign_in_through_a_real_browser_then_refresh_then_sign_in_again_after_re
 /// A sign-in nobody completes ends at its deadline with a clear error, and stores nothing.
 #[tokio::test]
 async fn a_sign_in_nobody_completes_times_out_and_stores_nothing() {
-    let (as_port, rs_port) = (free_port(), free_port());
-    let as_url = format!("http://127.0.0.1:{as_port}");
-    let mcp_url = format!("http://127.0.0.1:{rs_port}/mcp");
-    let (_as, _) = start(
-        "as.mjs",
-        &[
-            ("AS_PORT", as_port.to_string()),
-            ("RESOURCE", mcp_url.clone()),
-        ],
-    );
-    let (_rs, _) = start(
-        "rs.mjs",
-        &[("RS_PORT", rs_port.to_string()), ("AS_URL", as_url)],
-    );
+    let servers = oauth_servers(Duration::from_secs(60));
+    let mcp_url = servers.mcp_url.clone();
     let secrets = MemorySecrets::shared();
     let opened = Arc::new(std::sync::Mutex::new(String::new()));
     let seen = opened.clone();
@@ -337,24 +331,10 @@ async fn a_sign_in_nobody_completes_times_out_and_stores_nothing() {
 /// A server with no OAuth (no metadata anywhere): the sign-in says so.
 #[tokio::test]
 async fn a_server_without_oauth_cannot_be_signed_in_to() {
-    let port = free_port();
-    let child = Command::new("node")
-        .arg(everything_js())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _child = Node(child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(std::time::Instant::now() < deadline, "no listener");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (_server, url) = everything_http().await;
     let err = oauth::sign_in(
         "plain",
-        &format!("http://127.0.0.1:{port}/mcp"),
+        &url,
         MemorySecrets::shared(),
         |_| panic!("no browser for a server without OAuth"),
         Duration::from_secs(5),

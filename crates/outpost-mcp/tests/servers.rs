@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::*;
 use outpost_mcp::{CallOptions, Connection, MemorySecrets, ServerConfig, ServerStatus};
 use serde_json::json;
@@ -286,42 +284,11 @@ async fn time_server_from_pypi_answers() {
     );
 }
 
-/// Kills the HTTP server process when the test ends.
-struct Child(std::process::Child);
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn everything_over_streamable_http_on_loopback() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new("node")
-        .arg(everything_js())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let _child = Child(child);
-    // Wait for the listener.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the HTTP server did not listen on {port}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let (_child, url) = everything_http().await;
     let logs = tempfile::tempdir().unwrap();
-    let mut config = ServerConfig::http(format!("http://127.0.0.1:{port}/mcp"));
+    let mut config = ServerConfig::http(url);
     if let outpost_mcp::Transport::Http { headers, .. } = &mut config.transport {
         headers.insert(
             "X-Outpost-Test".into(),

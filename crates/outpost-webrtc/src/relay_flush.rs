@@ -19,10 +19,11 @@
 //! (TURN ChannelData or Send indications) went out in the last [`RELAYED_RECENTLY`]: a
 //! direct connection's loop is left exactly as it was.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::task::{Context, Waker};
 use std::time::{Duration, Instant};
+
+use futures::task::AtomicWaker;
 
 /// How long after the last relayed datagram the extra passes go on.
 pub(crate) const RELAYED_RECENTLY: Duration = Duration::from_secs(10);
@@ -43,7 +44,7 @@ pub(crate) struct RelayFlush {
     /// Passes still to ask for since the last real wake.
     left: AtomicU8,
     /// The task waiting on a socket's receive (the driver's), woken to take a pass.
-    waker: Mutex<Option<Waker>>,
+    waker: AtomicWaker,
 }
 
 impl Default for RelayFlush {
@@ -54,7 +55,7 @@ impl Default for RelayFlush {
             pending: AtomicBool::new(false),
             took: AtomicBool::new(false),
             left: AtomicU8::new(0),
-            waker: Mutex::new(None),
+            waker: AtomicWaker::new(),
         }
     }
 }
@@ -113,10 +114,7 @@ impl RelayFlush {
             self.left.store(EXTRA_PASSES - 1, Ordering::Release);
         }
         self.pending.store(true, Ordering::Release);
-        let waker = self.waker.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(waker) = waker {
-            waker.wake();
-        }
+        self.waker.wake();
         true
     }
 
@@ -130,10 +128,7 @@ impl RelayFlush {
         // The driver also probes sockets with a no-op waker between passes; keep the
         // waker of the receive that actually waits.
         if !cx.waker().will_wake(Waker::noop()) {
-            let mut slot = self.waker.lock().unwrap_or_else(|p| p.into_inner());
-            if !slot.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *slot = Some(cx.waker().clone());
-            }
+            self.waker.register(cx.waker());
         }
         false
     }

@@ -610,16 +610,14 @@ export class MockBackend implements Backend {
       return s;
     },
     mcp_servers_sign_in: ({ name }) => {
-      const s = this.#server(name);
-      if (s.transport !== 'http') throw fail('invalid_argument', `name: '${name}' is a stdio server; only HTTP servers sign in`);
+      const s = this.#httpServer(name);
       s.signIn = 'signed_in';
       delete s.lastError;
       s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'starting' : 'stopped';
       return s;
     },
     mcp_servers_sign_out: ({ name }) => {
-      const s = this.#server(name);
-      if (s.transport !== 'http') throw fail('invalid_argument', `name: '${name}' is a stdio server; only HTTP servers sign in`);
+      const s = this.#httpServer(name);
       s.signIn = 'not_signed_in';
       return s;
     },
@@ -674,6 +672,13 @@ export class MockBackend implements Backend {
   #server(name: string): McpServerInfo {
     const s = this.mcpServers.find((x) => x.name === name);
     if (!s) throw fail('not_found', `There is no tool server named '${name}'.`);
+    return s;
+  }
+
+  /** A server that signs in (Streamable HTTP), as `McpConfig::http_url` refuses others. */
+  #httpServer(name: string): McpServerInfo {
+    const s = this.#server(name);
+    if (s.transport !== 'http') throw fail('invalid_argument', `name: '${name}' is a stdio server; only Streamable HTTP servers sign in`);
     return s;
   }
 

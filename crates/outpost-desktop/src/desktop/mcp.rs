@@ -303,7 +303,6 @@ impl Desktop {
             .map(|i| self.with_rule(i))
     }
 
-    /// `mcp_servers_remove`.
     /// `mcp_servers_sign_in`: the OAuth sign-in in the user's browser, waiting for it up
     /// to `within`; in a live session the server starts again with the new tokens.
     pub async fn mcp_server_sign_in(
@@ -334,6 +333,7 @@ impl Desktop {
         Ok(self.with_rule(info))
     }
 
+    /// `mcp_servers_remove`: an HTTP server's sign-in is revoked first.
     pub async fn mcp_server_remove(&self, name: &str) -> Result<()> {
         crate::mcp::revoke_sign_in(&self.inner.paths, &self.mcp_secrets(), name).await;
         self.inner.mcp_sign_ins.set(name, false);

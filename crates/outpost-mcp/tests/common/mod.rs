@@ -42,6 +42,48 @@ pub fn everything_js() -> PathBuf {
     node_server("server-everything")
 }
 
+/// Kills a server process when the test ends.
+pub struct Child(pub std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// server-everything over Streamable HTTP on 127.0.0.1, once it listens; its URL.
+pub async fn everything_http() -> (Child, String) {
+    let port = free_port();
+    let child = std::process::Command::new("node")
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = Child(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the HTTP server did not listen on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (child, format!("http://127.0.0.1:{port}/mcp"))
+}
+
 /// The filesystem server on `dir`, which its sandbox lets it write (as `write = [dir]`
 /// in mcp.toml would; the policy's allowed folders are the other way).
 pub fn filesystem(dir: &Path) -> ServerConfig {
