@@ -620,6 +620,7 @@ fn human(ev: &UiEvent) -> Option<String> {
             state,
             detail,
             by,
+            ..
         } => format!(
             "[tool {id}] {state} on {}{}",
             side(*by),
@@ -639,6 +640,7 @@ fn human(ev: &UiEvent) -> Option<String> {
             error_code,
             error_message,
             executed_by,
+            ..
         } => {
             if *success {
                 let size = result
@@ -653,7 +655,7 @@ fn human(ev: &UiEvent) -> Option<String> {
                 format!(
                     "[tool {id}] {tool_name} failed on {}: {}: {}",
                     side(*executed_by),
-                    error_code.as_deref().unwrap_or("error"),
+                    error_code.as_ref().map_or("error", |c| c.as_str()),
                     error_message.as_deref().unwrap_or("")
                 )
             }
@@ -677,6 +679,7 @@ fn human(ev: &UiEvent) -> Option<String> {
         UiEvent::ConsentRequested(p) => format!("? {} asks: {}", p.tool, p.summary),
         UiEvent::ConsentWithdrawn { consent_id, reason } => {
             let why = match reason {
+                outpost_core::WithdrawReason::Answered => "answered",
                 outpost_core::WithdrawReason::Cancelled => "cancelled",
                 outpost_core::WithdrawReason::TimedOut => "timed_out",
             };

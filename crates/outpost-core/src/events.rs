@@ -3,7 +3,7 @@
 //! web UI can switch on `type`.
 
 use outpost_policy::{Decision, ServerClaims, WithdrawReason};
-use outpost_protocol::{AssistantState, Execution, ProgressState};
+use outpost_protocol::{AssistantState, Execution, ProgressState, ToolErrorCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -61,6 +61,55 @@ pub enum ErrorDirection {
     Received,
     /// Outpost rejected something the assistant sent (ErrorMessage sent).
     Sent,
+}
+
+/// Where a tool call stands. The machine decides it ([`crate::Machine`]) and every tool-call
+/// event carries it; the app, the CLI and the UI show it as given and never work it out
+/// again from a result's error code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+pub enum ToolCallStatus {
+    /// Arrived; nothing decided yet.
+    Initiated,
+    /// Waiting for the user's answer.
+    AwaitingConsent,
+    /// Running.
+    Running,
+    /// Succeeded.
+    Completed,
+    /// Failed while running, or was refused for a reason other than permission.
+    Error,
+    /// Ran out of time.
+    Timeout,
+    /// Refused by the policy or the user.
+    Denied,
+    /// Cancelled.
+    Cancelled,
+}
+
+impl ToolCallStatus {
+    /// The status a result leads to: the one place a failure's code becomes a status (the
+    /// machine for live calls, the history view for stored ones).
+    pub fn of_result(success: bool, code: Option<&ToolErrorCode>) -> Self {
+        if success {
+            return Self::Completed;
+        }
+        match code {
+            Some(ToolErrorCode::Timeout) => Self::Timeout,
+            Some(ToolErrorCode::PermissionDenied) => Self::Denied,
+            Some(ToolErrorCode::Cancelled) => Self::Cancelled,
+            _ => Self::Error,
+        }
+    }
+
+    /// Whether the call has ended.
+    pub fn is_final(self) -> bool {
+        !matches!(
+            self,
+            Self::Initiated | Self::AwaitingConsent | Self::Running
+        )
+    }
 }
 
 /// A consent question for the user, with everything needed to decide.
@@ -251,8 +300,11 @@ pub enum UiEvent {
     ToolCallProgress {
         /// Call id.
         id: String,
-        /// Waiting for consent or running.
+        /// Waiting for consent or running, as reported.
         state: ProgressState,
+        /// The call's status after the report (a server may report consent after running;
+        /// the status stays running then). For a call the machine never saw: the report's.
+        status: ToolCallStatus,
         /// Free text.
         detail: Option<String>,
         /// Who reported it.
@@ -273,10 +325,12 @@ pub enum UiEvent {
         tool_name: String,
         /// Success.
         success: bool,
+        /// The call's final status.
+        status: ToolCallStatus,
         /// The result (or partial output).
         result: Option<Map<String, Value>>,
         /// Failure code.
-        error_code: Option<String>,
+        error_code: Option<ToolErrorCode>,
         /// Failure text.
         error_message: Option<String>,
         /// Who ran it.

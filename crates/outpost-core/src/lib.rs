@@ -48,7 +48,8 @@ pub mod voice;
 
 pub use error::{CoreError, Result};
 pub use events::{
-    AssistantMode, AttachmentInfo, ConsentPrompt, ErrorDirection, LinkState, Side, UiEvent,
+    AssistantMode, AttachmentInfo, ConsentPrompt, ErrorDirection, LinkState, Side, ToolCallStatus,
+    UiEvent,
 };
 pub use executor::{
     McpRoots, Permissions, PolicySource, ToolsConfig, confirm_policy, mcp_gate, outpost_places,
@@ -62,6 +63,6 @@ pub use voice::VoiceEvent;
 /// The consent answers and deciders, as the policy defines them.
 pub use outpost_policy::{Decider, Decision, FolderAccess, ServerClaims, WithdrawReason};
 /// The protocol's closed sets the UI events carry.
-pub use outpost_protocol::{AssistantState, Execution, ProgressState};
+pub use outpost_protocol::{AssistantState, Execution, ProgressState, ToolErrorCode};
 /// The store types the history views use.
 pub use outpost_store as store;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use outpost_core::Decision;
 use outpost_core::executor::{DispatchEvent, Executor, Permissions, PolicySource, ToolsConfig};
 use outpost_mcp::{ConnectOptions, HostOptions, McpHost, MemorySecrets, ServerConfig};
-use outpost_policy::{ConsentEvent, ConsentInbox, Policy};
+use outpost_policy::{ConsentEvent, ConsentInbox, Policy, WithdrawReason};
 use outpost_protocol::{Execution, ToolUseRequest};
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -82,10 +82,17 @@ async fn until_result(rx: &mut UnboundedReceiver<DispatchEvent>, id: &str) -> Ve
     }
 }
 
+/// The next question; the closing of one answered before it is passed over.
 async fn asked(inbox: &mut ConsentInbox) -> outpost_policy::ConsentRequest {
-    match tokio::time::timeout(WAIT, inbox.next()).await.unwrap() {
-        Some(ConsentEvent::Asked(q)) => *q,
-        other => panic!("expected a question, got {other:?}"),
+    loop {
+        match tokio::time::timeout(WAIT, inbox.next()).await.unwrap() {
+            Some(ConsentEvent::Asked(q)) => return *q,
+            Some(ConsentEvent::Withdrawn {
+                reason: WithdrawReason::Answered,
+                ..
+            }) => {}
+            other => panic!("expected a question, got {other:?}"),
+        }
     }
 }
 

@@ -7,6 +7,7 @@
 //! Closed sets are enums, the same enum from the core (or the protocol, or the policy)
 //! to the TypeScript union where one exists: `Decision`, `AssistantMode`, `AssistantState`,
 //! `ExecutionMode` (the protocol's `Execution`), `ToolProgressState` (its `ProgressState`),
+//! `ToolCallStatus` (the machine's), `WithdrawnReason` (the consent broker's),
 //! `FolderAccess`, `AuthMode` (the settings file's).
 //! Open sets stay strings: a tool call's `errorCode` (seed 001 allows custom codes) and an
 //! `error` event's `code`.
@@ -27,6 +28,12 @@ pub use outpost_core::AssistantState;
 
 /// Who runs a tool (ToolUseRequest `execution`): the protocol's `Execution`.
 pub use outpost_core::Execution as ExecutionMode;
+
+/// Where a tool call stands, as the core's machine decided it: cards copy it.
+pub use outpost_core::ToolCallStatus;
+
+/// Why a consent question closed: the consent broker's reason.
+pub use outpost_core::WithdrawReason as WithdrawnReason;
 
 /// `ToolProgress` `state`: the protocol's `ProgressState`.
 pub use outpost_core::ProgressState as ToolProgressState;
@@ -141,8 +148,8 @@ pub struct ToolCallRecord {
     pub claims: Option<ServerClaims>,
     /// Effective timeout.
     pub timeout_ms: u32,
-    /// Card status.
-    pub status: ToolCardStatus,
+    /// Where the call stands (the core's status, copied).
+    pub status: ToolCallStatus,
     /// When it arrived.
     pub initiated_at: Millis,
     /// When consent was asked.
@@ -651,8 +658,10 @@ pub struct ToolInitiated {
 pub struct ToolProgress {
     /// Call id.
     pub id: String,
-    /// Waiting for consent or running.
+    /// Waiting for consent or running, as reported.
     pub state: ToolProgressState,
+    /// The call's status after the report (the core's).
+    pub status: ToolCallStatus,
     /// Free text.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
@@ -669,6 +678,8 @@ pub struct ToolResult {
     pub id: String,
     /// Success.
     pub success: bool,
+    /// The call's final status (the core's).
+    pub status: ToolCallStatus,
     /// Result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
@@ -1196,39 +1207,6 @@ closed_set! {
 }
 
 closed_set! {
-    /// What a tool card shows. The store's `error` state splits into the last four for
-    /// people ([`crate::live::card_status`]).
-    ToolCardStatus {
-        /// Arrived.
-        Initiated,
-        /// Waiting for the user's answer.
-        AwaitingConsent,
-        /// Running.
-        Running,
-        /// Succeeded.
-        Completed,
-        /// Failed.
-        Error,
-        /// Ran out of time.
-        Timeout,
-        /// Refused by the policy or the user.
-        Denied,
-        /// Cancelled.
-        Cancelled,
-    }
-}
-
-impl ToolCardStatus {
-    /// Whether the call has ended.
-    pub fn is_final(self) -> bool {
-        matches!(
-            self,
-            Self::Completed | Self::Error | Self::Timeout | Self::Denied | Self::Cancelled
-        )
-    }
-}
-
-closed_set! {
     /// `McpServerInfo` `transport`.
     McpTransport {
         /// A child process on stdin/stdout.
@@ -1349,27 +1327,6 @@ closed_set! {
 }
 
 closed_set! {
-    /// Why a consent question was withdrawn.
-    WithdrawnReason {
-        /// The call was cancelled.
-        Cancelled,
-        /// Nobody answered in time.
-        TimedOut,
-        /// Answered (in this or another window).
-        Answered,
-    }
-}
-
-impl From<outpost_core::WithdrawReason> for WithdrawnReason {
-    fn from(r: outpost_core::WithdrawReason) -> Self {
-        match r {
-            outpost_core::WithdrawReason::Cancelled => Self::Cancelled,
-            outpost_core::WithdrawReason::TimedOut => Self::TimedOut,
-        }
-    }
-}
-
-closed_set! {
     /// A tool's rule.
     ToolRule {
         /// Runs without asking.
@@ -1451,7 +1408,7 @@ pub fn typescript() -> String {
         AssistantState,
         ExecutionMode,
         ExecutedBy,
-        ToolCardStatus,
+        ToolCallStatus,
         ToolProgressState,
         WithdrawnReason,
         AuthMode,

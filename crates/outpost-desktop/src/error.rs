@@ -22,11 +22,6 @@ pub enum DesktopError {
     /// Something asked for does not exist.
     #[error("{0}")]
     NotFound(String),
-    /// A consent question that is no longer open.
-    #[error(
-        "That permission question is no longer open (it was answered, withdrawn or timed out)."
-    )]
-    UnknownConsent,
     /// No OS keyring.
     #[error("{0}")]
     KeyringUnavailable(String),
@@ -65,7 +60,6 @@ impl DesktopError {
             DesktopError::NotConnected => "not_connected",
             DesktopError::InvalidArgument { .. } => "invalid_argument",
             DesktopError::NotFound(_) => "not_found",
-            DesktopError::UnknownConsent => "unknown_consent",
             DesktopError::KeyringUnavailable(_) => "keyring_unavailable",
             DesktopError::Refused(_) => "attachment_refused",
             DesktopError::Core(outpost_core::CoreError::InvalidArgument { .. }) => {

@@ -5,10 +5,10 @@ use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
 use std::collections::HashMap;
 
 use crate::contract::{
-    AttachmentView, ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCardStatus,
+    AttachmentView, ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCallStatus,
     TranscriptEntry,
 };
-use crate::live::card_status;
+use outpost_core::ToolErrorCode;
 
 /// A conversation's title for lists: its own, else the start time.
 pub fn title(c: &outpost_store::Conversation) -> String {
@@ -86,11 +86,14 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
 
 fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
     let status = match t.state {
-        ToolCallState::Initiated => ToolCardStatus::Initiated,
-        ToolCallState::AwaitingConsent => ToolCardStatus::AwaitingConsent,
-        ToolCallState::Running => ToolCardStatus::Running,
-        ToolCallState::Completed => ToolCardStatus::Completed,
-        ToolCallState::Error => card_status(false, t.error_code.as_deref()),
+        ToolCallState::Initiated => ToolCallStatus::Initiated,
+        ToolCallState::AwaitingConsent => ToolCallStatus::AwaitingConsent,
+        ToolCallState::Running => ToolCallStatus::Running,
+        ToolCallState::Completed => ToolCallStatus::Completed,
+        ToolCallState::Error => ToolCallStatus::of_result(
+            false,
+            t.error_code.as_deref().map(ToolErrorCode::from).as_ref(),
+        ),
     };
     let parameters = match t.arguments.value() {
         Some(serde_json::Value::Object(m)) => m.clone(),

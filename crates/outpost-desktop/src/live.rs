@@ -11,9 +11,8 @@ use serde_json::Value;
 use crate::contract::{
     AppEvent, AssistantDelta, AssistantMessage, AssistantState, AttachmentView, ConnectionEvent,
     ConnectionStatus, ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis,
-    SessionInfo, SessionSnapshot, SpeechText, StatusEvent, ToolCallRecord, ToolCardStatus,
-    ToolInitiated, ToolProgress, ToolProgressState, ToolResult, TranscriptEntry, UserMessage,
-    UserTranscript, WithdrawnReason,
+    SessionInfo, SessionSnapshot, SpeechText, StatusEvent, ToolCallRecord, ToolCallStatus,
+    ToolInitiated, ToolProgress, ToolResult, TranscriptEntry, UserMessage, UserTranscript,
 };
 
 /// What a finished call means for notifications.
@@ -153,23 +152,6 @@ impl LiveState {
         self.transcript
             .iter()
             .any(|e| matches!(e, TranscriptEntry::User { .. }))
-    }
-
-    /// Open consent question `id`.
-    pub fn consent(&self, id: &str) -> Option<&ConsentRequest> {
-        self.consents.iter().find(|c| c.consent_id == id)
-    }
-
-    /// A consent question answered here: forget it and tell the UI.
-    pub fn answered(&mut self, consent_id: &str) -> Option<AppEvent> {
-        let before = self.consents.len();
-        self.consents.retain(|c| c.consent_id != consent_id);
-        (self.consents.len() != before).then(|| {
-            AppEvent::ConsentWithdrawn(ConsentWithdrawn {
-                consent_id: consent_id.to_owned(),
-                reason: WithdrawnReason::Answered,
-            })
-        })
     }
 
     /// A connection attempt began (before the core has a session).
@@ -469,7 +451,7 @@ impl LiveState {
                     server_name: server_name.clone(),
                     claims,
                     timeout_ms,
-                    status: ToolCardStatus::Initiated,
+                    status: ToolCallStatus::Initiated,
                     initiated_at: now,
                     awaiting_consent_at: None,
                     running_at: None,
@@ -505,26 +487,31 @@ impl LiveState {
                 }));
             }
             UiEvent::ToolCallProgress {
-                id, state, detail, ..
+                id,
+                state,
+                status,
+                detail,
+                ..
             } => {
                 if let Some(call) = self.call_mut(&id) {
                     if !call.status.is_final() {
-                        match state {
-                            ToolProgressState::AwaitingConsent => {
-                                call.awaiting_consent_at = Some(now);
-                                call.status = ToolCardStatus::AwaitingConsent;
-                            }
-                            ToolProgressState::Running => {
-                                call.running_at = Some(now);
-                                call.status = ToolCardStatus::Running;
+                        if status != call.status {
+                            match status {
+                                ToolCallStatus::AwaitingConsent => {
+                                    call.awaiting_consent_at = Some(now);
+                                }
+                                ToolCallStatus::Running => call.running_at = Some(now),
+                                _ => {}
                             }
                         }
+                        call.status = status;
                         call.detail.clone_from(&detail);
                     }
                 }
                 out.push(AppEvent::ToolProgress(ToolProgress {
                     id,
                     state,
+                    status,
                     detail,
                     at: now,
                 }));
@@ -538,11 +525,13 @@ impl LiveState {
                 id,
                 tool_name,
                 success,
+                status,
                 result,
                 error_code,
                 error_message,
                 executed_by,
             } => {
+                let error_code = error_code.map(|c| c.as_str().to_owned());
                 let result = result.map(|m| cap_result(Value::Object(m)));
                 let by = match executed_by {
                     Side::Client => ExecutedBy::Client,
@@ -550,7 +539,7 @@ impl LiveState {
                 };
                 if let Some(call) = self.call_mut(&id) {
                     if !call.status.is_final() {
-                        call.status = card_status(success, error_code.as_deref());
+                        call.status = status;
                         call.finished_at = Some(now);
                         call.result.clone_from(&result);
                         call.error_code.clone_from(&error_code);
@@ -567,6 +556,7 @@ impl LiveState {
                 out.push(AppEvent::ToolResult(ToolResult {
                     id,
                     success,
+                    status,
                     result,
                     error_code,
                     error_message,
@@ -608,7 +598,7 @@ impl LiveState {
                     destructive: Some(p.destructive || destructive.unwrap_or(false)),
                     open_world,
                 };
-                if self.consent(&req.consent_id).is_none() {
+                if !self.consents.iter().any(|c| c.consent_id == req.consent_id) {
                     self.consents.push(req.clone());
                     out.push(AppEvent::ConsentRequest(req));
                 }
@@ -617,7 +607,7 @@ impl LiveState {
                 self.consents.retain(|c| c.consent_id != consent_id);
                 out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn {
                     consent_id,
-                    reason: reason.into(),
+                    reason,
                 }));
             }
             UiEvent::ProtocolError {
@@ -675,23 +665,12 @@ pub fn cap_result(result: Value) -> Value {
     Value::Object(m)
 }
 
-/// The card status for a result (CONTRACT.md `tool_result`).
-pub fn card_status(success: bool, error_code: Option<&str>) -> ToolCardStatus {
-    match (success, error_code) {
-        (true, _) => ToolCardStatus::Completed,
-        (false, Some("timeout")) => ToolCardStatus::Timeout,
-        (false, Some("permission_denied")) => ToolCardStatus::Denied,
-        (false, Some("cancelled")) => ToolCardStatus::Cancelled,
-        (false, _) => ToolCardStatus::Error,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use crate::contract::ExecutionMode;
-    use outpost_core::ConsentPrompt;
+    use crate::contract::{ExecutionMode, ToolProgressState};
+    use outpost_core::{ConsentPrompt, ToolErrorCode, WithdrawReason};
     use serde_json::json;
 
     use crate::contract::Decision;
@@ -725,6 +704,7 @@ mod tests {
                     id: id.clone(),
                     tool_name: "read_local_file".into(),
                     success: true,
+                    status: ToolCallStatus::Completed,
                     result: Some(result),
                     error_code: None,
                     error_message: None,
@@ -793,6 +773,7 @@ mod tests {
             UiEvent::ToolCallProgress {
                 id: "t1".into(),
                 state: ToolProgressState::AwaitingConsent,
+                status: ToolCallStatus::AwaitingConsent,
                 detail: None,
                 by: Side::Client,
             },
@@ -822,15 +803,27 @@ mod tests {
         assert_eq!(v["data"]["conversationId"], "c1");
         assert_eq!(v["data"]["execution"], "client");
         assert_eq!(s.snapshot(true).pending_consents.len(), 1);
-        assert!(s.answered("k1").is_some());
-        assert!(s.answered("k1").is_none(), "a second answer is not news");
+        // The broker closes an answered question through the core's events.
+        let (ev, _) = s.apply(
+            UiEvent::ConsentWithdrawn {
+                consent_id: "k1".into(),
+                reason: WithdrawReason::Answered,
+            },
+            13,
+        );
+        assert_eq!(
+            serde_json::to_value(&ev[0]).unwrap(),
+            json!({"type": "consent_withdrawn", "data": {"consentId": "k1", "reason": "answered"}})
+        );
+        assert!(s.snapshot(true).pending_consents.is_empty());
         let (_, fin) = s.apply(
             UiEvent::ToolCallFinished {
                 id: "t1".into(),
                 tool_name: "read_local_file".into(),
                 success: false,
+                status: ToolCallStatus::Denied,
                 result: None,
-                error_code: Some("permission_denied".into()),
+                error_code: Some(ToolErrorCode::PermissionDenied),
                 error_message: Some("The user declined.".into()),
                 executed_by: Side::Client,
             },
@@ -847,6 +840,7 @@ mod tests {
                 id: "t1".into(),
                 tool_name: "read_local_file".into(),
                 success: true,
+                status: ToolCallStatus::Completed,
                 result: None,
                 error_code: None,
                 error_message: None,

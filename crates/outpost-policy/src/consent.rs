@@ -64,14 +64,17 @@ pub struct ConsentRequest {
     pub expires_in_ms: u64,
 }
 
-/// Why an open question was taken back.
+/// Why an open question is closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "ts", derive(ts_rs::TS), ts(rename = "WithdrawnReason"))]
 pub enum WithdrawReason {
     /// The server cancelled the call, or the caller stopped waiting.
     Cancelled,
     /// Nobody answered in time; the call was denied.
     TimedOut,
+    /// The user answered it ([`ConsentBroker::answer`]), in this window or another.
+    Answered,
 }
 
 /// What the UI receives.
@@ -180,11 +183,24 @@ impl ConsentBroker {
             return Err(PolicyError::DecisionNotOffered {
                 consent_id: consent_id.to_owned(),
                 decision: decision.as_str().to_owned(),
+                offered: p
+                    .options
+                    .iter()
+                    .map(|d| d.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         if let Some(p) = inner.pending.remove(consent_id) {
             // The asker may have stopped waiting a moment ago; then nothing is lost.
             let _ = p.reply.send(decision);
+            // Every UI showing the question closes it, whoever answered.
+            if let Some(ui) = &inner.ui {
+                let _ = ui.send(ConsentEvent::Withdrawn {
+                    consent_id: consent_id.to_owned(),
+                    reason: WithdrawReason::Answered,
+                });
+            }
         }
         Ok(())
     }
@@ -336,10 +352,22 @@ mod tests {
             .answer(&q.consent_id, Decision::AlwaysAllow)
             .unwrap_err();
         assert!(matches!(err, PolicyError::DecisionNotOffered { .. }));
+        assert!(
+            err.to_string().contains("(offered: allow_once, deny_once)"),
+            "{err}"
+        );
         inbox.answer(&q.consent_id, Decision::AllowOnce).unwrap();
         assert_eq!(
             asker.await.unwrap(),
             ConsentOutcome::Decided(Decision::AllowOnce)
+        );
+        // The answer closes the question in every UI showing it.
+        assert_eq!(
+            inbox.next().await,
+            Some(ConsentEvent::Withdrawn {
+                consent_id: q.consent_id.clone(),
+                reason: WithdrawReason::Answered,
+            })
         );
         assert!(matches!(
             inbox.answer(&q.consent_id, Decision::AllowOnce),

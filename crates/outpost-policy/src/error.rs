@@ -41,7 +41,9 @@ pub enum PolicyError {
         message: String,
     },
     /// A consent answer named a question that is not pending (answered, withdrawn or unknown).
-    #[error("no pending consent question with id '{0}'")]
+    #[error(
+        "the permission question '{0}' is no longer open (it was answered, withdrawn or timed out)"
+    )]
     UnknownConsent(String),
     /// A consent answer that is not one of the decisions.
     #[error(
@@ -50,12 +52,14 @@ pub enum PolicyError {
     )]
     UnknownDecision(String),
     /// A consent answer chose a decision the question did not offer.
-    #[error("decision '{decision}' was not offered for consent question '{consent_id}'")]
+    #[error("'{decision}' is not offered for consent question '{consent_id}' (offered: {offered})")]
     DecisionNotOffered {
         /// The question.
         consent_id: String,
         /// The decision given.
         decision: String,
+        /// The decisions the question offers, comma-separated.
+        offered: String,
     },
 }
 

@@ -22,8 +22,8 @@ export function createDemo(params: URLSearchParams): { backend: MockBackend; aft
     }
     if (scenario === 'failures') {
       for (const e of showcaseEvents(now).filter((e) => !e.type.startsWith('consent'))) backend.emit(e);
-      backend.emit({ type: 'tool_progress', data: { id: 't3', state: 'running', at: now - 1000 } });
-      backend.emit({ type: 'tool_result', data: { id: 't3', success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: denied in the consent dialog', executedBy: 'client', at: now } });
+      backend.emit({ type: 'tool_progress', data: { id: 't3', state: 'running', status: 'running', at: now - 1000 } });
+      backend.emit({ type: 'tool_result', data: { id: 't3', success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: denied in the consent dialog', executedBy: 'client', at: now } });
       backend.emit({ type: 'assistant_message', data: { id: 'a2', text: 'Some tools did not run. Here is what happened:', at: now } });
       for (const e of failureShowcaseEvents(now)) backend.emit(e);
       backend.emit({ type: 'status', data: { state: 'idle' } });

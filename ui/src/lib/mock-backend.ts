@@ -31,6 +31,7 @@ import {
   type Subscription,
   type SystemSettings,
   type ToolCallRecord,
+  type ToolCallStatus,
   type ToolHints,
   type ToolInfo,
   type ToolResult,
@@ -387,6 +388,8 @@ export class MockBackend implements Backend {
       }
       this.#pending.delete(consentId);
       if (p.timer) clearTimeout(p.timer);
+      // As the core's consent broker does: the answer closes the question in every window.
+      this.emit({ type: 'consent_withdrawn', data: { consentId, reason: 'answered' } });
       p.onAnswer(decision);
       return null;
     },
@@ -849,14 +852,15 @@ export class MockBackend implements Backend {
         this.#stream(words, userId);
       };
       const run = () => {
-        this.emit({ type: 'tool_progress', data: { id, state: 'running', at: Date.now() } });
+        this.emit({ type: 'tool_progress', data: { id, state: 'running', status: 'running', at: Date.now() } });
         if (timeoutMs < 30_000) {
-          this.#later(timeoutMs, () => finish({ success: false, errorCode: 'timeout', errorMessage: `Tool execution exceeded timeout of ${timeoutMs}ms`, executedBy: 'client' }));
+          this.#later(timeoutMs, () => finish({ success: false, status: 'timeout', errorCode: 'timeout', errorMessage: `Tool execution exceeded timeout of ${timeoutMs}ms`, executedBy: 'client' }));
           return;
         }
         this.#later(1500, () =>
           finish({
             success: true,
+            status: 'completed',
             executedBy: execution,
             result: toolName === 'web_search'
               ? { results: [{ title: 'Outpost protocol', url: 'https://example.com/outpost' }] }
@@ -869,11 +873,11 @@ export class MockBackend implements Backend {
         return;
       }
       if (!tool || !tool.enabled) {
-        finish({ success: false, errorCode: 'unknown_tool', errorMessage: `Tool '${toolName}' is not supported by this client`, executedBy: 'client' });
+        finish({ success: false, status: 'error', errorCode: 'unknown_tool', errorMessage: `Tool '${toolName}' is not supported by this client`, executedBy: 'client' });
         return;
       }
       if (tool.rule === 'deny') {
-        finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by your policy: the tool is set to deny', executedBy: 'client' });
+        finish({ success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by your policy: the tool is set to deny', executedBy: 'client' });
         return;
       }
       const remembered = this.remembered.some((r) => r.tool === toolName && r.decision !== 'always_deny');
@@ -883,9 +887,9 @@ export class MockBackend implements Backend {
       }
       this.#ask(id, toolName, tool, parameters, (d) => {
         if (d === 'timeout') {
-          finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the consent timeout: nobody answered', executedBy: 'client' });
+          finish({ success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by the consent timeout: nobody answered', executedBy: 'client' });
         } else if (d === 'deny_once' || d === 'always_deny') {
-          finish({ success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: denied in the consent dialog', executedBy: 'client' });
+          finish({ success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: denied in the consent dialog', executedBy: 'client' });
         } else {
           if (d === 'always_allow' || d === 'allow_for_conversation') {
             this.remembered.push({
@@ -928,7 +932,7 @@ export class MockBackend implements Backend {
       this.emit({ type: 'consent_withdrawn', data: { consentId: request.consentId, reason: 'timed_out' } });
       onAnswer('timeout');
     }, request.expiresInMs);
-    this.emit({ type: 'tool_progress', data: { id: requestId, state: 'awaiting_consent', detail: request.summary, at: Date.now() } });
+    this.emit({ type: 'tool_progress', data: { id: requestId, state: 'awaiting_consent', status: 'awaiting_consent', detail: request.summary, at: Date.now() } });
     this.#pending.set(request.consentId, { request, timer, onAnswer });
     this.emit({ type: 'consent_request', data: request });
   }
@@ -1084,15 +1088,15 @@ export function showcaseEvents(now: number): UiEvent[] {
       data: { id, messageId: 'a1', toolName, execution, parameters, timeoutMs: 30_000, at: now - 57_000, readOnly: hints.readOnly, destructive: hints.destructive, openWorld: hints.openWorld, serverName: hints.serverName, claims: hints.claims },
     });
   tool('t1', 'read_local_file', 'client', { path: '~/Documents/notes.txt' }, { readOnly: true });
-  ev.push({ type: 'tool_progress', data: { id: 't1', state: 'running', at: now - 56_000 } });
+  ev.push({ type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: now - 56_000 } });
   ev.push({
     type: 'tool_result',
-    data: { id: 't1', success: true, executedBy: 'client', at: now - 55_500, result: { path: '/home/alice/Documents/notes.txt', bytes: 312, content: 'Meeting moved to Thursday 14:00.\nVenue: the new office on Rua Augusta.\nBring the Q3 numbers and the signed contract.\n' } },
+    data: { id: 't1', success: true, status: 'completed', executedBy: 'client', at: now - 55_500, result: { path: '/home/alice/Documents/notes.txt', bytes: 312, content: 'Meeting moved to Thursday 14:00.\nVenue: the new office on Rua Augusta.\nBring the Q3 numbers and the signed contract.\n' } },
   });
   tool('t2', 'web_search', 'server', { query: 'Rua Augusta office opening hours' }, { serverName: 'web-tools', readOnly: true, openWorld: true, claims: { readOnly: true, openWorld: true } });
-  ev.push({ type: 'tool_progress', data: { id: 't2', state: 'running', at: now - 12_400 } });
+  ev.push({ type: 'tool_progress', data: { id: 't2', state: 'running', status: 'running', at: now - 12_400 } });
   tool('t3', 'write_file', 'client', { path: '~/Documents/summary.md', content: '# Summary\n\nMeeting moved to Thursday 14:00.\n' }, { destructive: true });
-  ev.push({ type: 'tool_progress', data: { id: 't3', state: 'awaiting_consent', detail: 'Write ~/Documents/summary.md', at: now - 5_000 } });
+  ev.push({ type: 'tool_progress', data: { id: 't3', state: 'awaiting_consent', status: 'awaiting_consent', detail: 'Write ~/Documents/summary.md', at: now - 5_000 } });
   ev.push({ type: 'status', data: { state: 'using_tool', toolUseId: 't3' } });
   ev.push({
     type: 'consent_request',
@@ -1119,14 +1123,14 @@ export function showcaseEvents(now: number): UiEvent[] {
 /** Finished cards of every failure kind, for the tool-card screenshot. */
 export function failureShowcaseEvents(now: number): UiEvent[] {
   const ev: UiEvent[] = [];
-  const card = (id: string, toolName: string, parameters: JsonObject, errorCode: string, errorMessage: string) => {
+  const card = (id: string, toolName: string, parameters: JsonObject, status: ToolCallStatus, errorCode: string, errorMessage: string) => {
     ev.push({ type: 'tool_initiated', data: { id, messageId: 'a2', toolName, execution: 'client', parameters, timeoutMs: 30_000, at: now - 30_000 } });
-    ev.push({ type: 'tool_result', data: { id, success: false, errorCode, errorMessage, executedBy: 'client', at: now - 29_000 } });
+    ev.push({ type: 'tool_result', data: { id, success: false, status, errorCode, errorMessage, executedBy: 'client', at: now - 29_000 } });
   };
-  card('f1', 'search_files', { root: '~', query: 'invoice' }, 'timeout', 'Tool execution exceeded timeout of 30000ms');
-  card('f2', 'read_local_file', { path: '~/.ssh/id_ed25519' }, 'permission_denied', 'Permission denied by your policy: ~/.ssh is on the secrets list');
-  card('f3', 'read_local_file', { path: '~/missing.txt' }, 'execution_error', 'File not found: /home/alice/missing.txt');
-  card('f4', 'list_directory', { path: '~/Videos' }, 'cancelled', 'Tool execution was cancelled by the server');
+  card('f1', 'search_files', { root: '~', query: 'invoice' }, 'timeout', 'timeout', 'Tool execution exceeded timeout of 30000ms');
+  card('f2', 'read_local_file', { path: '~/.ssh/id_ed25519' }, 'denied', 'permission_denied', 'Permission denied by your policy: ~/.ssh is on the secrets list');
+  card('f3', 'read_local_file', { path: '~/missing.txt' }, 'error', 'execution_error', 'File not found: /home/alice/missing.txt');
+  card('f4', 'list_directory', { path: '~/Videos' }, 'cancelled', 'cancelled', 'Tool execution was cancelled by the server');
   return ev;
 }
 

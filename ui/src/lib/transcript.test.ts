@@ -40,13 +40,13 @@ const script: UiEvent[] = [
   { type: 'assistant_delta', data: { messageId: 'a1', seq: 1, delta: 'look.' } },
   initiated('t1'),
   initiated('t1'),
-  { type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', detail: 'Read /a', at: T0 + 1 } },
-  { type: 'tool_progress', data: { id: 't1', state: 'running', at: T0 + 2 } },
-  { type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', at: T0 + 3 } },
-  { type: 'tool_result', data: { id: 't1', success: true, result: { text: 'hi' }, executedBy: 'client', at: T0 + 4 } },
-  { type: 'tool_result', data: { id: 't1', success: false, errorCode: 'timeout', at: T0 + 5 } },
-  { type: 'tool_progress', data: { id: 't1', state: 'running', at: T0 + 6 } },
-  { type: 'tool_result', data: { id: 't9', success: false, errorCode: 'permission_denied', errorMessage: 'no', executedBy: 'server', at: T0 + 7 } },
+  { type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', status: 'awaiting_consent', detail: 'Read /a', at: T0 + 1 } },
+  { type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: T0 + 2 } },
+  { type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', status: 'running', at: T0 + 3 } },
+  { type: 'tool_result', data: { id: 't1', success: true, status: 'completed', result: { text: 'hi' }, executedBy: 'client', at: T0 + 4 } },
+  { type: 'tool_result', data: { id: 't1', success: false, status: 'timeout', errorCode: 'timeout', at: T0 + 5 } },
+  { type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: T0 + 6 } },
+  { type: 'tool_result', data: { id: 't9', success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'no', executedBy: 'server', at: T0 + 7 } },
   { type: 'assistant_message', data: { id: 'a1', text: 'Let me look. It says hi.', inReplyTo: 'u1', at: T0 + 8 } },
   { type: 'assistant_delta', data: { messageId: 'a1', seq: 2, delta: ' late' } },
   { type: 'status', data: { state: 'idle' } },
@@ -95,7 +95,7 @@ describe('TranscriptFold', () => {
     const f = fold([]);
     f.fold.reset(entriesFromTranscript([{ kind: 'assistant', id: 'a1', text: 'Done.', at: T0 }, { kind: 'tool', call: { id: 't1', messageId: 'a1', toolName: 'x', execution: 'client', parameters: {}, timeoutMs: 1, status: 'running', initiatedAt: T0 } }]), 'c1');
     f.fold.apply({ type: 'assistant_delta', data: { messageId: 'a1', seq: 5, delta: 'more' } });
-    f.fold.apply({ type: 'tool_result', data: { id: 't1', success: false, errorCode: 'cancelled', at: T0 + 1 } });
+    f.fold.apply({ type: 'tool_result', data: { id: 't1', success: false, status: 'cancelled', errorCode: 'cancelled', at: T0 + 1 } });
     const t = transcriptFromEntries(f.entries());
     expect(t[0]).toEqual({ kind: 'assistant', id: 'a1', text: 'Done.', at: T0, inReplyTo: undefined });
     expect(t[1]?.kind === 'tool' && t[1].call.status).toBe('cancelled');

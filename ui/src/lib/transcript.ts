@@ -6,7 +6,8 @@
  *
  * - a message or tool call is added once, by id; repeats refresh, never duplicate;
  * - deltas apply in `seq` order, and stop once the whole message arrived (it wins);
- * - a finished card never changes again; "awaiting consent" never follows "running";
+ * - a card's status is the one the event carries (the core's machine decides it; nothing
+ *   here works it out from an error code); a finished card never changes again;
  * - a result for a call never announced gets a placeholder card;
  * - a new conversation (a `session` event with another conversation id) starts empty;
  * - a continued conversation (a `conversation` event) starts from its stored transcript.
@@ -16,8 +17,6 @@ import type {
   AttachmentView,
   SpeechText,
   ToolCallRecord,
-  ToolCardStatus,
-  ToolResult,
   TranscriptEntry,
   UiEvent,
 } from './backend';
@@ -45,33 +44,6 @@ export type Entry =
       nextSeq: number;
     }
   | { kind: 'tool'; call: ToolCallRecord };
-
-const FINAL: ReadonlySet<ToolCardStatus> = new Set([
-  'completed',
-  'error',
-  'timeout',
-  'denied',
-  'cancelled',
-]);
-
-export function isFinal(status: ToolCardStatus): boolean {
-  return FINAL.has(status);
-}
-
-/** The card state a ToolUseResult leads to. */
-export function statusFromResult(r: Pick<ToolResult, 'success' | 'errorCode'>): ToolCardStatus {
-  if (r.success) return 'completed';
-  switch (r.errorCode) {
-    case 'timeout':
-      return 'timeout';
-    case 'permission_denied':
-      return 'denied';
-    case 'cancelled':
-      return 'cancelled';
-    default:
-      return 'error';
-  }
-}
 
 function entryFromTranscript(t: TranscriptEntry): Entry {
   switch (t.kind) {
@@ -260,15 +232,12 @@ export class TranscriptFold {
       case 'tool_progress': {
         const d = event.data;
         const call = this.tool(d.id);
-        if (!call || isFinal(call.status)) return;
-        if (d.state === 'awaiting_consent') {
-          if (call.status === 'running') return;
-          call.status = 'awaiting_consent';
-          call.awaitingConsentAt = d.at;
-        } else {
-          call.status = 'running';
-          call.runningAt = d.at;
+        if (!call || call.finishedAt !== undefined) return;
+        if (d.status !== call.status) {
+          if (d.status === 'awaiting_consent') call.awaitingConsentAt = d.at;
+          if (d.status === 'running') call.runningAt = d.at;
         }
+        call.status = d.status;
         if (d.detail !== undefined) call.detail = d.detail;
         return;
       }
@@ -291,8 +260,8 @@ export class TranscriptFold {
           });
           call = (e as Extract<Entry, { kind: 'tool' }>).call;
         }
-        if (isFinal(call.status)) return;
-        call.status = statusFromResult(d);
+        if (call.finishedAt !== undefined) return;
+        call.status = d.status;
         call.finishedAt = d.at;
         call.result = d.result;
         call.errorCode = d.success ? undefined : d.errorCode;

@@ -121,7 +121,15 @@ impl Permissions {
     pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
         self.broker
             .answer(consent_id, decision)
-            .map_err(|e| CoreError::Consent(e.to_string()))
+            .map_err(|e| match e {
+                outpost_policy::PolicyError::DecisionNotOffered { .. } => {
+                    CoreError::InvalidArgument {
+                        name: "decision",
+                        reason: e.to_string(),
+                    }
+                }
+                _ => CoreError::Consent(e.to_string()),
+            })
     }
 
     /// The policy in force (read it, or edit it for a settings pane).

@@ -18,13 +18,15 @@
 
 use std::collections::VecDeque;
 
-use outpost_protocol::{AssistantState, Execution, ToolUseCancel, ToolUseRequest, ToolUseResult};
+use outpost_protocol::{
+    AssistantState, Execution, ToolErrorCode, ToolUseCancel, ToolUseRequest, ToolUseResult,
+};
 use outpost_store as store;
 use outpost_store::Millis;
 use serde_json::{Map, Value, json};
 
 use super::io::{Effect, Record, RpcCall, RpcFailure};
-use super::{Call, CallState, Fx, Machine, Phase};
+use super::{Call, Fx, Machine, Phase};
 use crate::events::{AssistantMode, UiEvent};
 
 /// LiveKit's limit on an RPC request or response payload, in bytes.
@@ -79,13 +81,18 @@ impl RpcFailure {
     /// The answer to a caller that is not the assistant.
     pub fn not_the_assistant() -> Self {
         Self::tool_error(
-            "permission_denied",
+            &ToolErrorCode::PermissionDenied,
             "Only the assistant Outpost is talking to may use its tools",
             None,
         )
     }
 
-    fn tool_error(code: &str, message: &str, result: Option<&Map<String, Value>>) -> Self {
+    fn tool_error(
+        code: &ToolErrorCode,
+        message: &str,
+        result: Option<&Map<String, Value>>,
+    ) -> Self {
+        let code = code.as_str();
         let mut data = json!({"code": code, "message": message});
         if let Some(r) = result {
             data["result"] = Value::Object(r.clone());
@@ -458,7 +465,7 @@ impl Machine {
                     fx,
                     &call.request_id,
                     Err(RpcFailure::tool_error(
-                        "execution_error",
+                        &ToolErrorCode::ExecutionError,
                         "No conversation is open yet",
                         None,
                     )),
@@ -594,7 +601,7 @@ impl Machine {
     }
 
     fn read_result(&self, payload: &str) -> Result<String, RpcFailure> {
-        let bad = |m: &str| RpcFailure::tool_error("invalid_parameters", m, None);
+        let bad = |m: &str| RpcFailure::tool_error(&ToolErrorCode::InvalidParameters, m, None);
         let v: Value =
             serde_json::from_str(payload).map_err(|e| bad(&format!("payload: not JSON: {e}")))?;
         let id = v
@@ -608,7 +615,7 @@ impl Machine {
             .ok_or_else(|| bad("offset: missing or not a whole number"))?;
         let Some((_, text)) = self.agents.held.iter().find(|(h, _)| h == id) else {
             return Err(RpcFailure::tool_error(
-                "execution_error",
+                &ToolErrorCode::ExecutionError,
                 "That result is no longer held (or was never cut); run the tool again",
                 None,
             ));
@@ -637,7 +644,7 @@ impl Machine {
                 fx.0.push(Effect::RpcReply {
                     request_id: call.request_id,
                     reply: Err(RpcFailure::tool_error(
-                        "invalid_parameters",
+                        &ToolErrorCode::InvalidParameters,
                         &format!("parameters: {why}"),
                         None,
                     )),
@@ -655,7 +662,7 @@ impl Machine {
             timeout_ms: None,
         };
         if let Some(known) = self.calls.get(&req.id) {
-            if known.state == CallState::Finished && known.via_rpc {
+            if known.status.is_final() && known.via_rpc {
                 // LiveKit never repeats a request id; treat it as the duplicate it is: the
                 // executor resends the answer it has, and it goes back as an RPC reply.
                 fx.0.push(Effect::RunTool {
@@ -669,7 +676,7 @@ impl Machine {
                 fx.0.push(Effect::RpcReply {
                     request_id: req.id,
                     reply: Err(RpcFailure::tool_error(
-                        "invalid_parameters",
+                        &ToolErrorCode::InvalidParameters,
                         "this request id is already in use",
                         None,
                     )),
@@ -701,7 +708,7 @@ impl Machine {
             let code = r
                 .error_code
                 .as_ref()
-                .map_or("execution_error", |c| c.as_str());
+                .unwrap_or(&ToolErrorCode::ExecutionError);
             Err(RpcFailure::tool_error(
                 code,
                 r.error_message.as_deref().unwrap_or("the tool failed"),
@@ -750,12 +757,7 @@ impl Machine {
             .partition(|(_, deadline)| now >= *deadline);
         self.agents.waiting = keep;
         for (id, _) in gone {
-            let running = self.calls.get(&id).is_some_and(|c: &Call| {
-                matches!(
-                    c.state,
-                    CallState::Pending | CallState::AwaitingConsent | CallState::Running
-                )
-            });
+            let running = self.calls.get(&id).is_some_and(Call::open_here);
             if running {
                 fx.0.push(Effect::CancelTool(ToolUseCancel {
                     id,

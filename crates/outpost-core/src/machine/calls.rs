@@ -50,7 +50,7 @@ impl Machine {
             // A duplicate never runs twice: the executor ignores it while the first is in
             // flight and resends the first result after (PROTOCOL §6.1). Server calls and
             // calls handed to the server have nothing to resend.
-            if known.execution != Execution::Server && known.state != CallState::HandedToServer {
+            if known.execution != Execution::Server && !known.handed {
                 fx.0.push(Effect::RunTool {
                     conversation_id: conversation.0,
                     grant_scope: self.grant_scope(),
@@ -86,7 +86,8 @@ impl Machine {
                 conversation: conversation.clone(),
                 tool_name: r.tool_name.clone(),
                 execution: r.execution,
-                state: CallState::Pending,
+                status: ToolCallStatus::Initiated,
+                handed: false,
                 running_logged: false,
                 via_rpc: false,
             },
@@ -101,13 +102,10 @@ impl Machine {
     }
 
     pub(super) fn cancel(&mut self, fx: &mut Fx, c: ToolUseCancel) {
-        let effective = self.calls.get(&c.id).is_some_and(|call| {
-            call.execution != Execution::Server
-                && matches!(
-                    call.state,
-                    CallState::Pending | CallState::AwaitingConsent | CallState::Running
-                )
-        });
+        let effective = self
+            .calls
+            .get(&c.id)
+            .is_some_and(|call| call.execution != Execution::Server && call.open_here());
         fx.ui(UiEvent::ToolCallCancelRequested {
             id: c.id.clone(),
             reason: c.reason.clone(),
@@ -118,42 +116,55 @@ impl Machine {
         }
     }
 
+    /// The assistant reports on a call it runs. A report about a call Outpost runs, or one
+    /// that has ended, changes nothing (it is shown with the call's status as it is); a
+    /// call that runs does not go back to waiting for consent.
     pub(super) fn server_progress(&mut self, fx: &mut Fx, now: Millis, p: ToolUseProgress) {
+        let mut record = None;
+        let status = match self.calls.get_mut(&p.id) {
+            None => progress_status(p.state),
+            Some(call) => {
+                let runs_on_server = call.execution == Execution::Server || call.handed;
+                if runs_on_server && !call.status.is_final() {
+                    let conversation_id = call.conversation.clone();
+                    match p.state {
+                        ProgressState::AwaitingConsent
+                            if call.status == ToolCallStatus::Initiated =>
+                        {
+                            call.status = ToolCallStatus::AwaitingConsent;
+                            record = Some(store::ToolCallEvent::AwaitingConsent {
+                                conversation_id,
+                                id: p.id.clone(),
+                                at: now,
+                            });
+                        }
+                        ProgressState::Running => {
+                            call.status = ToolCallStatus::Running;
+                            if !call.running_logged {
+                                call.running_logged = true;
+                                record = Some(store::ToolCallEvent::Running {
+                                    conversation_id,
+                                    id: p.id.clone(),
+                                    executed_by: store::Executor::Server,
+                                    at: now,
+                                });
+                            }
+                        }
+                        ProgressState::AwaitingConsent => {}
+                    }
+                }
+                call.status
+            }
+        };
         fx.ui(UiEvent::ToolCallProgress {
-            id: p.id.clone(),
+            id: p.id,
             state: p.state,
-            detail: p.detail.clone(),
+            status,
+            detail: p.detail,
             by: Side::Server,
         });
-        let Some(call) = self.calls.get_mut(&p.id) else {
-            return;
-        };
-        let runs_on_server =
-            call.execution == Execution::Server || call.state == CallState::HandedToServer;
-        if !runs_on_server || call.state == CallState::Finished {
-            return;
-        }
-        let conversation_id = call.conversation.clone();
-        match p.state {
-            ProgressState::AwaitingConsent if call.state != CallState::AwaitingConsent => {
-                call.state = CallState::AwaitingConsent;
-                fx.record(Record::Tool(store::ToolCallEvent::AwaitingConsent {
-                    conversation_id,
-                    id: p.id,
-                    at: now,
-                }));
-            }
-            ProgressState::Running if !call.running_logged => {
-                call.running_logged = true;
-                call.state = CallState::Running;
-                fx.record(Record::Tool(store::ToolCallEvent::Running {
-                    conversation_id,
-                    id: p.id,
-                    executed_by: store::Executor::Server,
-                    at: now,
-                }));
-            }
-            _ => {}
+        if let Some(ev) = record {
+            fx.record(Record::Tool(ev));
         }
     }
 
@@ -162,13 +173,12 @@ impl Machine {
             fx.ui(finished_event(&r, "", Side::Server));
             return;
         };
-        let runs_on_server =
-            call.execution == Execution::Server || call.state == CallState::HandedToServer;
-        if !runs_on_server || call.state == CallState::Finished {
+        let runs_on_server = call.execution == Execution::Server || call.handed;
+        if !runs_on_server || call.status.is_final() {
             // Not the server's call, or a repeat: nothing to record.
             return;
         }
-        call.state = CallState::Finished;
+        call.status = ToolCallStatus::of_result(r.success, r.error_code.as_ref());
         let conversation_id = call.conversation.clone();
         let tool = call.tool_name.clone();
         fx.record(Record::Tool(final_event(
@@ -184,11 +194,12 @@ impl Machine {
         match ev {
             ExecEvent::Result(r) => self.finish_client_call(fx, r, now, true),
             ExecEvent::Progress(p) => {
+                let status = progress_status(p.state);
                 if let Some(call) = self.calls.get_mut(&p.id) {
                     let conversation_id = call.conversation.clone();
+                    call.status = status;
                     match p.state {
                         ProgressState::AwaitingConsent => {
-                            call.state = CallState::AwaitingConsent;
                             fx.record(Record::Tool(store::ToolCallEvent::AwaitingConsent {
                                 conversation_id,
                                 id: p.id.clone(),
@@ -196,7 +207,6 @@ impl Machine {
                             }));
                         }
                         ProgressState::Running => {
-                            call.state = CallState::Running;
                             if !call.running_logged {
                                 call.running_logged = true;
                                 fx.record(Record::Tool(store::ToolCallEvent::Running {
@@ -212,6 +222,7 @@ impl Machine {
                 fx.ui(UiEvent::ToolCallProgress {
                     id: p.id.clone(),
                     state: p.state,
+                    status,
                     detail: p.detail.clone(),
                     by: Side::Client,
                 });
@@ -224,7 +235,7 @@ impl Machine {
                 // The dispatcher reports nothing about a call after its result
                 // (`DispatchEvent`'s order), so a known call is not finished here.
                 if let Some(call) = self.calls.get_mut(&request_id) {
-                    call.state = CallState::Running;
+                    call.status = ToolCallStatus::Running;
                     if !call.running_logged {
                         call.running_logged = true;
                         fx.record(Record::Tool(store::ToolCallEvent::Running {
@@ -300,29 +311,27 @@ impl Machine {
         if let Some(call) = self.calls.get_mut(&r.id) {
             let handed = call.execution == Execution::Either
                 && r.error_code == Some(ToolErrorCode::UnknownTool);
-            match call.state {
-                CallState::Finished | CallState::HandedToServer => {}
-                _ if handed => {
-                    call.state = CallState::HandedToServer;
-                    fx.ui(UiEvent::ToolCallHandedToServer {
-                        id: r.id.clone(),
-                        tool_name: call.tool_name.clone(),
-                    });
-                }
-                _ => {
-                    call.state = CallState::Finished;
-                    let conversation_id = call.conversation.clone();
-                    let tool = call.tool_name.clone();
-                    let executed = if call.running_logged {
-                        None
-                    } else {
-                        Some(store::Executor::Client)
-                    };
-                    let mut ev = final_event(conversation_id, &r, store::Executor::Client, now);
-                    set_executed_by(&mut ev, executed);
-                    fx.record(Record::Tool(ev));
-                    fx.ui(finished_event(&r, &tool, Side::Client));
-                }
+            if call.handed || call.status.is_final() {
+                // Ended already, or the server runs it: nothing to record or show.
+            } else if handed {
+                call.handed = true;
+                fx.ui(UiEvent::ToolCallHandedToServer {
+                    id: r.id.clone(),
+                    tool_name: call.tool_name.clone(),
+                });
+            } else {
+                call.status = ToolCallStatus::of_result(r.success, r.error_code.as_ref());
+                let conversation_id = call.conversation.clone();
+                let tool = call.tool_name.clone();
+                let executed = if call.running_logged {
+                    None
+                } else {
+                    Some(store::Executor::Client)
+                };
+                let mut ev = final_event(conversation_id, &r, store::Executor::Client, now);
+                set_executed_by(&mut ev, executed);
+                fx.record(Record::Tool(ev));
+                fx.ui(finished_event(&r, &tool, Side::Client));
             }
         }
         if self.calls.get(&r.id).is_some_and(|c| c.via_rpc) {
@@ -405,13 +414,22 @@ pub(super) fn set_executed_by(ev: &mut store::ToolCallEvent, by: Option<store::E
     }
 }
 
+/// The status a progress report alone says (a call the machine does not know).
+fn progress_status(state: ProgressState) -> ToolCallStatus {
+    match state {
+        ProgressState::AwaitingConsent => ToolCallStatus::AwaitingConsent,
+        ProgressState::Running => ToolCallStatus::Running,
+    }
+}
+
 pub(super) fn finished_event(r: &ToolUseResult, tool: &str, by: Side) -> UiEvent {
     UiEvent::ToolCallFinished {
         id: r.id.clone(),
         tool_name: tool.into(),
         success: r.success,
+        status: ToolCallStatus::of_result(r.success, r.error_code.as_ref()),
         result: r.result.clone(),
-        error_code: r.error_code.as_ref().map(|c| c.as_str().into()),
+        error_code: r.error_code.clone(),
         error_message: r.error_message.clone(),
         executed_by: by,
     }

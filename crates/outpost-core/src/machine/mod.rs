@@ -55,7 +55,7 @@ pub use io::{
     ByteStream, Command, Effect, ExecEvent, Input, MachineConfig, Record, RpcCall, RpcFailure,
 };
 
-use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, UiEvent};
+use crate::events::{AssistantMode, ErrorDirection, LinkState, Side, ToolCallStatus, UiEvent};
 
 /// Calls remembered (for duplicates, results from the server, store lifecycle).
 pub const REMEMBERED_CALLS: usize = 10_000;
@@ -74,29 +74,26 @@ enum Phase {
     Ended,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CallState {
-    /// Requested, decided by nobody yet.
-    Pending,
-    /// Waiting for consent.
-    AwaitingConsent,
-    /// Running.
-    Running,
-    /// Declined `either` call: the server runs it.
-    HandedToServer,
-    /// Has its result.
-    Finished,
-}
-
 #[derive(Debug, Clone)]
 struct Call {
     conversation: ConversationId,
     tool_name: String,
     execution: Execution,
-    state: CallState,
+    /// Where the call stands: the status every tool-call event carries.
+    status: ToolCallStatus,
+    /// A declined `either` call: the server runs it (its status follows the server's
+    /// reports).
+    handed: bool,
     running_logged: bool,
     /// Asked over RPC (LiveKit Agents mode): answered with an RPC reply.
     via_rpc: bool,
+}
+
+impl Call {
+    /// Still to be answered on this computer: neither finished nor handed to the server.
+    fn open_here(&self) -> bool {
+        !self.handed && !self.status.is_final()
+    }
 }
 
 /// An assistant message being assembled from deltas. When a tool call arrives while it is
@@ -1073,13 +1070,10 @@ impl Machine {
                 self.send(fx, now, Message::UserMessage(message));
             }
             Command::CancelTool { id } => {
-                let running = self.calls.get(&id).is_some_and(|c| {
-                    c.execution != Execution::Server
-                        && matches!(
-                            c.state,
-                            CallState::Pending | CallState::AwaitingConsent | CallState::Running
-                        )
-                });
+                let running = self
+                    .calls
+                    .get(&id)
+                    .is_some_and(|c| c.execution != Execution::Server && c.open_here());
                 if running {
                     self.user_cancelled.insert(id.clone());
                     fx.0.push(Effect::CancelTool(ToolUseCancel {

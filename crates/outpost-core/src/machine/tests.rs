@@ -638,6 +638,96 @@ fn server_requests_are_shown_and_never_run() {
     assert!(!fx.iter().any(|e| matches!(e, Effect::CancelTool(_))));
 }
 
+/// The status each tool-call event carries, in order.
+fn statuses(fx: &[Effect]) -> Vec<ToolCallStatus> {
+    uis(fx)
+        .iter()
+        .filter_map(|u| match u {
+            UiEvent::ToolCallProgress { status, .. } | UiEvent::ToolCallFinished { status, .. } => {
+                Some(*status)
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_machine_gives_every_tool_call_event_its_status() {
+    let mut m = live();
+    // A client call: consent, running, then the result's status.
+    recv(&mut m, request("t1", Execution::Client), 100);
+    let progress = |id: &str, state| {
+        Input::Exec(ExecEvent::Progress(ToolUseProgress {
+            id: id.into(),
+            state,
+            detail: None,
+        }))
+    };
+    let fx = m.handle(progress("t1", ProgressState::AwaitingConsent), 101);
+    assert_eq!(statuses(&fx), [ToolCallStatus::AwaitingConsent]);
+    let fx = m.handle(progress("t1", ProgressState::Running), 102);
+    assert_eq!(statuses(&fx), [ToolCallStatus::Running]);
+    let fx = m.handle(
+        Input::Exec(ExecEvent::Result(ToolUseResult::timeout("t1", 30_000))),
+        103,
+    );
+    assert_eq!(statuses(&fx), [ToolCallStatus::Timeout]);
+    let UiEvent::ToolCallFinished { error_code, .. } = &uis(&fx)[0] else {
+        panic!("{fx:?}")
+    };
+    assert_eq!(
+        error_code,
+        &Some(ToolErrorCode::Timeout),
+        "a type, not a string"
+    );
+
+    // A server call: a consent report after running leaves it running; its result ends
+    // it; a report after the end shows the end.
+    recv(&mut m, request("s1", Execution::Server), 110);
+    let report = |state| ToolUseProgress {
+        id: "s1".into(),
+        state,
+        detail: None,
+    };
+    let fx = recv(&mut m, report(ProgressState::Running), 111);
+    assert_eq!(statuses(&fx), [ToolCallStatus::Running]);
+    let fx = recv(&mut m, report(ProgressState::AwaitingConsent), 112);
+    assert_eq!(statuses(&fx), [ToolCallStatus::Running]);
+    assert!(records(&fx).is_empty(), "not recorded as waiting again");
+    let fx = recv(
+        &mut m,
+        ToolUseResult::permission_denied("s1", "the user", "no"),
+        113,
+    );
+    assert_eq!(statuses(&fx), [ToolCallStatus::Denied]);
+    let fx = recv(&mut m, report(ProgressState::Running), 114);
+    assert_eq!(statuses(&fx), [ToolCallStatus::Denied]);
+
+    // A result for a call never seen, and each failure code's status.
+    let fx = recv(&mut m, ToolUseResult::cancelled("x9"), 120);
+    assert_eq!(statuses(&fx), [ToolCallStatus::Cancelled]);
+    for (code, status) in [
+        (ToolErrorCode::UnknownTool, ToolCallStatus::Error),
+        (ToolErrorCode::InvalidParameters, ToolCallStatus::Error),
+        (ToolErrorCode::ExecutionError, ToolCallStatus::Error),
+        (ToolErrorCode::from("custom_code"), ToolCallStatus::Error),
+        (ToolErrorCode::Timeout, ToolCallStatus::Timeout),
+        (ToolErrorCode::PermissionDenied, ToolCallStatus::Denied),
+        (ToolErrorCode::Cancelled, ToolCallStatus::Cancelled),
+    ] {
+        assert_eq!(ToolCallStatus::of_result(false, Some(&code)), status);
+        assert!(status.is_final());
+    }
+    assert_eq!(
+        ToolCallStatus::of_result(false, None),
+        ToolCallStatus::Error
+    );
+    assert_eq!(
+        ToolCallStatus::of_result(true, Some(&ToolErrorCode::Timeout)),
+        ToolCallStatus::Completed
+    );
+}
+
 #[test]
 fn declined_either_calls_are_handed_to_the_server() {
     let mut m = live();

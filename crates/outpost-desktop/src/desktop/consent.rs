@@ -5,34 +5,14 @@ use outpost_policy::{FolderAccess, FolderRule, Rule};
 use crate::contract::{Decision, RememberedDecision, RememberedKind};
 use crate::error::{DesktopError, Result};
 
-use super::{Desktop, lock};
+use super::Desktop;
 
 impl Desktop {
     /// `consent_answer`.
     pub fn answer_consent(&self, consent_id: &str, decision: Decision) -> Result<()> {
-        {
-            let live = lock(&self.inner.live);
-            let req = live
-                .state
-                .consent(consent_id)
-                .ok_or(DesktopError::UnknownConsent)?;
-            if !req.options.contains(&decision) {
-                let offered: Vec<&str> = req.options.iter().map(|d| d.as_str()).collect();
-                return Err(DesktopError::invalid(
-                    "decision",
-                    format!(
-                        "'{}' is not offered for this question (offered: {})",
-                        decision.as_str(),
-                        offered.join(", ")
-                    ),
-                ));
-            }
-        }
+        // The broker checks the answer and closes the question for every window
+        // (`consent_withdrawn`, reason `answered`, through the core's events).
         self.inner.core.answer_consent(consent_id, decision)?;
-        let mut live = lock(&self.inner.live);
-        if let Some(ev) = live.state.answered(consent_id) {
-            live.emit(ev);
-        }
         Ok(())
     }
 

@@ -31,7 +31,7 @@ export type ExecutionMode = "server" | "client" | "either";
 
 export type ExecutedBy = "client" | "server";
 
-export type ToolCardStatus = "initiated" | "awaiting_consent" | "running" | "completed" | "error" | "timeout" | "denied" | "cancelled";
+export type ToolCallStatus = "initiated" | "awaiting_consent" | "running" | "completed" | "error" | "timeout" | "denied" | "cancelled";
 
 export type ToolProgressState = "awaiting_consent" | "running";
 
@@ -145,9 +145,9 @@ claims?: ServerClaims,
  */
 timeoutMs: number, 
 /**
- * Card status.
+ * Where the call stands (the core's status, copied).
  */
-status: ToolCardStatus, 
+status: ToolCallStatus, 
 /**
  * When it arrived.
  */
@@ -481,9 +481,13 @@ export type ToolProgress = {
  */
 id: string, 
 /**
- * Waiting for consent or running.
+ * Waiting for consent or running, as reported.
  */
 state: ToolProgressState, 
+/**
+ * The call's status after the report (the core's).
+ */
+status: ToolCallStatus, 
 /**
  * Free text.
  */
@@ -502,6 +506,10 @@ id: string,
  * Success.
  */
 success: boolean, 
+/**
+ * The call's final status (the core's).
+ */
+status: ToolCallStatus, 
 /**
  * Result.
  */

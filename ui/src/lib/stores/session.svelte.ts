@@ -15,10 +15,10 @@ import type {
   VoiceLevel,
   VoiceStatus,
 } from '../backend';
-import { TranscriptFold, entriesFromTranscript, isFinal, type Entry } from '../transcript';
+import { TranscriptFold, entriesFromTranscript, type Entry } from '../transcript';
 
 // The fold lives in ../transcript.ts (shared with the mock backend); re-exported for the views.
-export { entriesFromTranscript, isFinal, statusFromResult, type Entry } from '../transcript';
+export { entriesFromTranscript, type Entry } from '../transcript';
 
 export class SessionStore {
   configured = $state(false);
@@ -80,7 +80,7 @@ export class SessionStore {
     return this.entries
       .filter((e): e is Extract<Entry, { kind: 'tool' }> => e.kind === 'tool')
       .map((e) => e.call)
-      .filter((c) => !isFinal(c.status));
+      .filter((c) => c.finishedAt === undefined);
   }
 
   apply(event: UiEvent): void {

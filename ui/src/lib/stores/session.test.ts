@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SessionSnapshot, UiEvent } from '../backend';
 import { ConsentQueue } from './consent.svelte';
-import { SessionStore, statusFromResult } from './session.svelte';
+import { SessionStore } from './session.svelte';
 
 const T0 = 1_700_000_000_000;
 const clock = () => T0;
@@ -77,45 +77,39 @@ describe('SessionStore', () => {
   it('walks a tool call through its lifecycle', () => {
     const s = store([initiated]);
     expect(s.tool('t1')?.status).toBe('initiated');
-    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', detail: 'Read /a', at: T0 + 1 } });
+    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', status: 'awaiting_consent', detail: 'Read /a', at: T0 + 1 } });
     expect(s.tool('t1')).toMatchObject({ status: 'awaiting_consent', awaitingConsentAt: T0 + 1, detail: 'Read /a' });
-    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', at: T0 + 2 } });
+    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: T0 + 2 } });
     expect(s.tool('t1')).toMatchObject({ status: 'running', runningAt: T0 + 2 });
     expect(s.activeTools.map((c) => c.id)).toEqual(['t1']);
-    // A late awaiting_consent does not move a running call back.
-    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', at: T0 + 3 } });
-    expect(s.tool('t1')?.status).toBe('running');
-    s.apply({ type: 'tool_result', data: { id: 't1', success: true, result: { content: 'x' }, executedBy: 'client', at: T0 + 9 } });
+    // A late awaiting_consent report: the core keeps the call running, and the card shows
+    // the status the event carries.
+    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'awaiting_consent', status: 'running', at: T0 + 3 } });
+    expect(s.tool('t1')).toMatchObject({ status: 'running', runningAt: T0 + 2 });
+    s.apply({ type: 'tool_result', data: { id: 't1', success: true, status: 'completed', result: { content: 'x' }, executedBy: 'client', at: T0 + 9 } });
     expect(s.tool('t1')).toMatchObject({ status: 'completed', finishedAt: T0 + 9, result: { content: 'x' }, executedBy: 'client' });
     expect(s.activeTools).toEqual([]);
     // A duplicate result (reconnect replay) cannot change the outcome.
-    s.apply({ type: 'tool_result', data: { id: 't1', success: false, errorCode: 'timeout', at: T0 + 10 } });
-    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', at: T0 + 11 } });
+    s.apply({ type: 'tool_result', data: { id: 't1', success: false, status: 'timeout', errorCode: 'timeout', at: T0 + 10 } });
+    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: T0 + 11 } });
     expect(s.tool('t1')?.status).toBe('completed');
   });
 
-  it('maps each failure code to its card state', () => {
-    expect(statusFromResult({ success: true })).toBe('completed');
-    expect(statusFromResult({ success: false, errorCode: 'timeout' })).toBe('timeout');
-    expect(statusFromResult({ success: false, errorCode: 'permission_denied' })).toBe('denied');
-    expect(statusFromResult({ success: false, errorCode: 'cancelled' })).toBe('cancelled');
-    for (const code of ['unknown_tool', 'invalid_parameters', 'execution_error', 'custom', undefined]) {
-      expect(statusFromResult({ success: false, errorCode: code })).toBe('error');
-    }
-    const s = store([initiated, { type: 'tool_result', data: { id: 't1', success: false, errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: no', at: T0 } }]);
+  it('shows the status the core gave a result, not one worked out from its code', () => {
+    const s = store([initiated, { type: 'tool_result', data: { id: 't1', success: false, status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: no', at: T0 } }]);
     expect(s.tool('t1')).toMatchObject({ status: 'denied', errorCode: 'permission_denied', errorMessage: 'Permission denied by the user: no' });
   });
 
   it('shows a result for a call it never saw requested', () => {
-    const s = store([{ type: 'tool_result', data: { id: 'x', success: true, executedBy: 'server', result: { a: 1 }, at: T0 } }]);
+    const s = store([{ type: 'tool_result', data: { id: 'x', success: true, status: 'completed', executedBy: 'server', result: { a: 1 }, at: T0 } }]);
     expect(s.tool('x')).toMatchObject({ status: 'completed', execution: 'server', toolName: 'unknown tool' });
   });
 
   it('ignores progress for unknown calls and refreshes a repeated request without losing state', () => {
-    const s = store([{ type: 'tool_progress', data: { id: 'nope', state: 'running', at: T0 } }]);
+    const s = store([{ type: 'tool_progress', data: { id: 'nope', state: 'running', status: 'running', at: T0 } }]);
     expect(s.entries).toEqual([]);
     s.apply(initiated);
-    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', at: T0 + 1 } });
+    s.apply({ type: 'tool_progress', data: { id: 't1', state: 'running', status: 'running', at: T0 + 1 } });
     s.apply(initiated);
     expect(s.entries).toHaveLength(1);
     expect(s.tool('t1')?.status).toBe('running');
@@ -152,7 +146,7 @@ describe('SessionStore', () => {
     expect(s.entries.map((e) => e.kind)).toEqual(['user', 'assistant', 'tool']);
     s.apply({ type: 'assistant_delta', data: { messageId: 'a1', seq: 0, delta: 'X' } });
     expect(s.entries[1]?.kind === 'assistant' && s.entries[1].text).toBe('hello');
-    s.apply({ type: 'tool_result', data: { id: 't1', success: true, at: T0 + 1 } });
+    s.apply({ type: 'tool_result', data: { id: 't1', success: true, status: 'completed', at: T0 + 1 } });
     expect(s.tool('t1')?.status).toBe('completed');
   });
 

@@ -3,7 +3,7 @@ import type {
   AssistantState,
   ConnectionStatus,
   ExecutionMode,
-  ToolCardStatus,
+  ToolCallStatus,
   ToolHints,
 } from '../backend';
 
@@ -34,7 +34,7 @@ export function errorInPlainWords(code: string | undefined, message?: string): s
   }
 }
 
-export const STATUS_LABEL: Record<ToolCardStatus, string> = {
+export const STATUS_LABEL: Record<ToolCallStatus, string> = {
   initiated: 'Requested',
   awaiting_consent: 'Waiting for your permission',
   running: 'Running',
