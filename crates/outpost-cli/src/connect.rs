@@ -439,7 +439,7 @@ pub(crate) fn run(args: ConnectArgs) -> Result<(), Failure> {
                     unanswered.remove(r);
                     answered.insert(r.clone());
                 }
-                UiEvent::Ended { reason } => clean = reason == "left the room",
+                UiEvent::Ended { asked, .. } => clean = *asked,
                 UiEvent::AssistantPresence { present: true, .. } => agent_due = None,
                 _ => {}
             }
@@ -698,7 +698,7 @@ fn human(ev: &UiEvent) -> Option<String> {
             }
         ),
         UiEvent::Error { message } => format!("! {message}"),
-        UiEvent::Ended { reason } => format!("* ended: {reason}"),
+        UiEvent::Ended { reason, .. } => format!("* ended: {reason}"),
         _ => format!("* {}", serde_json::to_string(ev).unwrap_or_default()),
     })
 }

@@ -376,6 +376,9 @@ pub enum UiEvent {
     Ended {
         /// Why.
         reason: String,
+        /// Outpost left as asked ([`crate::Session::leave`], or the session was dropped);
+        /// false when the link, the server or the assistant ended it.
+        asked: bool,
     },
 }
 

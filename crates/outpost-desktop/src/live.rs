@@ -625,7 +625,7 @@ impl LiveState {
                 message,
                 fatal: None,
             })),
-            UiEvent::Ended { reason } => out.push(self.disconnected(Some(reason))),
+            UiEvent::Ended { reason, .. } => out.push(self.disconnected(Some(reason))),
             // `UiEvent` is non-exhaustive: what this version does not know is not shown.
             _ => {}
         }

@@ -407,7 +407,7 @@ impl Machine {
                     state: LinkState::Disconnected,
                     detail: Some(reason.clone()),
                 });
-                self.end(&mut fx, now, reason);
+                self.end(&mut fx, now, reason, false);
             }
             Input::Received { sender, bytes } => self.received(&mut fx, now, &sender, &bytes),
             Input::TooLarge { sender, size } => {
@@ -715,7 +715,7 @@ impl Machine {
         }
     }
 
-    fn end(&mut self, fx: &mut Fx, now: Millis, reason: String) {
+    fn end(&mut self, fx: &mut Fx, now: Millis, reason: String, asked: bool) {
         if self.phase == Phase::Ended {
             return;
         }
@@ -727,7 +727,7 @@ impl Machine {
             });
         }
         self.phase = Phase::Ended;
-        fx.ui(UiEvent::Ended { reason });
+        fx.ui(UiEvent::Ended { reason, asked });
     }
 
     fn record_status(&self, fx: &mut Fx, now: Millis, status: &str, detail: Option<String>) {
@@ -845,6 +845,7 @@ impl Machine {
                 fx,
                 now,
                 format!("the assistant ended the session: {}", e.message),
+                false,
             );
             fx.0.push(Effect::Leave { reason: e.message });
         }
@@ -857,7 +858,7 @@ impl Machine {
                 ErrorMessage::unsupported_version(ours, w.protocol_version..=w.protocol_version);
             let text = err.message.clone();
             self.reject(fx, now, err);
-            self.end(fx, now, text.clone());
+            self.end(fx, now, text.clone(), false);
             fx.0.push(Effect::Leave { reason: text });
             return;
         }
@@ -1108,7 +1109,7 @@ impl Machine {
                 self.maybe_hello(fx, now);
             }
             Command::Leave => {
-                self.end(fx, now, "left the room".into());
+                self.end(fx, now, "left the room".into(), true);
                 fx.0.push(Effect::Leave {
                     reason: "left the room".into(),
                 });

@@ -1389,6 +1389,26 @@ fn leave_ends_and_records_the_end() {
     assert!(fx.iter().any(|e| matches!(e, Effect::Leave { .. })));
     assert!(matches!(&records(&fx)[0], Record::EndConversation { .. }));
     assert!(m.is_ended());
+    assert!(
+        uis(&fx)
+            .iter()
+            .any(|u| matches!(u, UiEvent::Ended { asked: true, .. })),
+        "{fx:?}"
+    );
+    // A link lost is an end nobody asked for.
+    let mut m = live();
+    let fx = m.handle(
+        Input::Disconnected {
+            reason: "left the room".into(),
+        },
+        5,
+    );
+    assert!(
+        uis(&fx)
+            .iter()
+            .any(|u| matches!(u, UiEvent::Ended { asked: false, .. })),
+        "{fx:?}"
+    );
     // After the end, a late result is still recorded but not sent.
     let mut m = live();
     recv(&mut m, request("t1", Execution::Client), 1);
