@@ -4,7 +4,7 @@
 //! Layout:
 //! - `model`: the policy as written ([`Policy`]), compiled against a home directory
 //!   ([`CompiledPolicy`]), and the evaluation of one call ([`AccessRequest`] → [`Verdict`]).
-//!   Deny wins over allow.
+//!   Deny wins over allow. Split into `written`, `paths`, `call` and `compiled`.
 //! - `secrets`: the built-in secrets deny list ([`SecretsList`]).
 //! - `file`: the commented TOML policy file ([`PolicyStore`]): load, reload on change (an
 //!   invalid file is reported and the last valid policy stays), and "always" answers written
