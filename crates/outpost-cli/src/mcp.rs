@@ -240,15 +240,15 @@ impl SandboxFlags {
     }
 }
 
-/// Records Outpost's own write of `after` (read as `before`), confirming `confirmed`.
-fn record(
+/// Writes `after` (read as `before`) as Outpost's own edit, confirming `confirmed`.
+fn save(
     path: &std::path::Path,
     data_dir: &std::path::Path,
     before: &McpConfig,
     after: &McpConfig,
     confirmed: &[&str],
 ) -> Result<(), Failure> {
-    outpost_mcp::trust::record_write(data_dir, path, before, after, confirmed)
+    outpost_mcp::edit::save(path, data_dir, before, after, confirmed)
         .map_err(|e| Failure::Other(e.into()))
 }
 
@@ -434,13 +434,12 @@ fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result
     };
     let what = server.describe();
     cfg.servers.insert(a.name.clone(), server);
-    if let Err(e) = cfg.save(path) {
+    if let Err(e) = save(path, data_dir, &before, &cfg, &[a.name.as_str()]) {
         for entry in &stored {
             let _ = store.delete(entry);
         }
-        return Err(Failure::Other(e.into()));
+        return Err(e);
     }
-    record(path, data_dir, &before, &cfg, &[a.name.as_str()])?;
     for entry in &stored {
         note(&format!("stored a secret in the keyring as '{entry}'"));
     }
@@ -564,9 +563,8 @@ fn sandbox(
             sandbox.write.clear();
         }
         a.flags.apply(sandbox)?;
-        cfg.save(path).map_err(|e| Failure::Other(e.into()))?;
         // Changed through Outpost: a server confirmed before stays confirmed.
-        record(path, data_dir, &before, &cfg, &[])?;
+        save(path, data_dir, &before, &cfg, &[])?;
         note(&format!(
             "changed the sandbox of '{}' ({})",
             a.name,
@@ -608,32 +606,20 @@ fn sandbox(
 }
 
 fn remove(path: &std::path::Path, data_dir: &std::path::Path, name: &str) -> Result<(), Failure> {
-    let mut cfg = load(path)?;
-    let before = cfg.clone();
-    let Some(server) = cfg.servers.remove(name) else {
-        return Err(Failure::Invalid(format!(
-            "no MCP server named '{name}' is configured"
-        )));
-    };
-    cfg.save(path).map_err(|e| Failure::Other(e.into()))?;
-    record(path, data_dir, &before, &cfg, &[])?;
-    let values = match &server.transport {
-        Transport::Stdio { env, .. } => env,
-        Transport::Http { headers, .. } => headers,
-    };
-    let own = format!("mcp/{name}/");
     let store = secrets::from_env();
-    for v in values.values() {
-        if let ConfigValue::Secret { secret } = v
-            && secret.starts_with(&own)
-            && let Err(e) = store.delete(secret)
-        {
-            note(&format!(
-                "warning: could not delete the keyring entry '{secret}': {e}"
-            ));
-        }
+    let gone =
+        outpost_mcp::edit::remove(path, data_dir, name, store.as_ref()).map_err(|e| match e {
+            McpError::UnknownServer(_) => {
+                Failure::Invalid(format!("no MCP server named '{name}' is configured"))
+            }
+            other => Failure::Other(other.into()),
+        })?;
+    for (entry, e) in &gone.kept_secrets {
+        note(&format!(
+            "warning: could not delete the keyring entry '{entry}': {e}"
+        ));
     }
-    if let Transport::Http { url, .. } = &server.transport {
+    if let Transport::Http { url, .. } = &gone.server.transport {
         sign_out(name, url, &store);
     }
     note(&format!("removed MCP server '{name}'"));

@@ -2,6 +2,7 @@
 //! connect` (config directory, `$OUTPOST_CONFIG_DIR`), started when a session starts and
 //! stopped when it ends.
 
+use crate::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -145,10 +146,6 @@ pub struct Elicitations {
     next: AtomicU64,
     /// By form id: the asking server and where the answer goes.
     open: Mutex<HashMap<String, (String, oneshot::Sender<ElicitationAnswer>)>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Elicitations {
@@ -298,10 +295,14 @@ fn load(paths: &Paths) -> Result<McpConfig> {
 /// user just added, edited or confirmed) and the servers confirmed before stay confirmed
 /// (outpost_mcp::trust).
 fn save(paths: &Paths, before: &McpConfig, after: &McpConfig, confirmed: &[&str]) -> Result<()> {
-    let file = config_file(paths);
-    after.save(&file).map_err(mcp_err)?;
-    outpost_mcp::trust::record_write(&paths.data_dir, &file, before, after, confirmed)
-        .map_err(mcp_err)
+    outpost_mcp::edit::save(
+        &config_file(paths),
+        &paths.data_dir,
+        before,
+        after,
+        confirmed,
+    )
+    .map_err(mcp_err)
 }
 
 /// The servers waiting for the user's confirmation (none when the record is unreadable:
@@ -870,20 +871,6 @@ pub fn get(paths: &Paths, name: &str) -> Result<McpServerDraft> {
     Ok(draft)
 }
 
-fn values_of(cfg: &ServerConfig) -> &std::collections::BTreeMap<String, ConfigValue> {
-    match &cfg.transport {
-        Transport::Stdio { env, .. } => env,
-        Transport::Http { headers, .. } => headers,
-    }
-}
-
-fn values_of_mut(cfg: &mut ServerConfig) -> &mut std::collections::BTreeMap<String, ConfigValue> {
-    match &mut cfg.transport {
-        Transport::Stdio { env, .. } => env,
-        Transport::Http { headers, .. } => headers,
-    }
-}
-
 /// `mcp_servers_update`: replaces an existing server's settings (command or URL, arguments,
 /// env or headers, working directory, enabled) and, in a live session, restarts it with
 /// them. A secret value (any not marked plain) left empty keeps the keyring entry it
@@ -899,7 +886,7 @@ pub fn update(
     let Some(old) = cfg.servers.get(&d.name).cloned() else {
         return Err(mcp_err(McpError::UnknownServer(d.name.clone())));
     };
-    let old_values = values_of(&old);
+    let old_values = old.values();
     // Empty values whose entry is already a secret: kept as they are, not written again.
     let mut kept = Vec::new();
     let mut draft = d.clone();
@@ -914,11 +901,11 @@ pub fn update(
         true
     });
     let mut server = draft_config(&draft, secrets)?;
-    let values = values_of_mut(&mut server);
+    let values = server.values_mut();
     for (k, secret) in kept {
         values.insert(k, ConfigValue::Secret { secret });
     }
-    let own = format!("mcp/{}/", d.name);
+    let own = outpost_mcp::secrets::entry_prefix(&d.name);
     let gone: Vec<String> = old_values
         .iter()
         .filter_map(|(k, v)| match v {
@@ -1003,27 +990,13 @@ pub fn remove(
     secrets: &dyn SecretStore,
     name: &str,
 ) -> Result<()> {
-    let mut cfg = load(paths)?;
-    let before = cfg.clone();
-    let Some(server) = cfg.servers.remove(name) else {
-        return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
-    };
-    save(paths, &before, &cfg, &[])?;
+    let gone = outpost_mcp::edit::remove(&config_file(paths), &paths.data_dir, name, secrets)
+        .map_err(mcp_err)?;
     if let Some(h) = host {
         let _ = h.remove(name);
     }
-    let values = match &server.transport {
-        Transport::Stdio { env, .. } => env,
-        Transport::Http { headers, .. } => headers,
-    };
-    let own = format!("mcp/{name}/");
-    for v in values.values() {
-        if let ConfigValue::Secret { secret } = v
-            && secret.starts_with(&own)
-            && let Err(e) = secrets.delete(secret)
-        {
-            tracing::warn!(entry = %secret, error = %e, "could not delete a keyring entry");
-        }
+    for (entry, e) in gone.kept_secrets {
+        tracing::warn!(entry = %entry, error = %e, "could not delete a keyring entry");
     }
     // Its OAuth sign-in too (revoked first by `Desktop::mcp_server_remove`).
     if let Err(e) = secrets.delete(&outpost_mcp::oauth::credentials_entry(name)) {
@@ -1172,11 +1145,13 @@ fn tool_infos(server: &str, tools: &[McpTool], policy: &Policy) -> McpServerTool
             offered: true,
         })
         .collect();
-    let prefix = format!("mcp__{server}__");
     for name in policy.tools.keys() {
-        if name.starts_with(&prefix) && !out.iter().any(|t| &t.outpost_name == name) {
+        let Some(tool) = outpost_mcp::naming::tool_of(name, server) else {
+            continue;
+        };
+        if !out.iter().any(|t| &t.outpost_name == name) {
             out.push(McpToolInfo {
-                name: name[prefix.len()..].to_owned(),
+                name: tool.to_owned(),
                 outpost_name: name.clone(),
                 title: None,
                 description: String::new(),
@@ -1299,9 +1274,8 @@ impl ToolLists {
         if !load(paths)?.servers.contains_key(name) {
             return Err(mcp_err(McpError::UnknownServer(name.to_owned())));
         }
-        let prefix = format!("mcp__{name}__");
-        let rest = tool.strip_prefix(&prefix).unwrap_or_default();
-        if rest.is_empty()
+        let prefix = outpost_mcp::naming::prefix(name);
+        if outpost_mcp::naming::tool_of(tool, name).is_none()
             || tool.len() > 128
             || !tool
                 .bytes()

@@ -21,6 +21,7 @@
 //! open mic works through speakers. Switched off, or when the canceller cannot be
 //! created, open mic needs headphones and the UI says so ([`VoiceStatus::echo_cancelling`]).
 
+use crate::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -207,10 +208,6 @@ impl std::fmt::Debug for VoiceHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("VoiceHub").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl VoiceHub {

@@ -427,6 +427,35 @@ fn resolve_values(
 }
 
 impl ServerConfig {
+    /// Its values: a stdio server's environment, an HTTP server's headers.
+    pub fn values(&self) -> &BTreeMap<String, ConfigValue> {
+        match &self.transport {
+            Transport::Stdio { env, .. } => env,
+            Transport::Http { headers, .. } => headers,
+        }
+    }
+
+    /// Its values, to change.
+    pub fn values_mut(&mut self) -> &mut BTreeMap<String, ConfigValue> {
+        match &mut self.transport {
+            Transport::Stdio { env, .. } => env,
+            Transport::Http { headers, .. } => headers,
+        }
+    }
+
+    /// The keyring entries its values name that are its own, as server `name`
+    /// ([`crate::secrets::entry_prefix`]).
+    pub fn own_secrets(&self, name: &str) -> Vec<&str> {
+        let own = crate::secrets::entry_prefix(name);
+        self.values()
+            .values()
+            .filter_map(|v| match v {
+                ConfigValue::Secret { secret } if secret.starts_with(&own) => Some(secret.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// A stdio server.
     pub fn stdio(command: impl Into<String>, args: Vec<String>) -> Self {
         Self {

@@ -20,6 +20,8 @@
 //!   tokens), sign-out with revocation.
 //! - [`trust`]: which servers of `mcp.toml` the user confirmed; one added or changed
 //!   behind Outpost's back is not started until they do (`outpost-trust`).
+//! - [`edit`]: Outpost's own edits of `mcp.toml`, the CLI's and the app's alike: each write
+//!   recorded for [`trust`], a removed server's own keyring entries deleted with it.
 //!
 //! Internals: `handler` is the rmcp client handler; `process` spawns stdio servers (no
 //! shell), captures their stderr to a bounded per-server log and watches their stdout for
@@ -27,6 +29,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod edit;
 mod error;
 mod handler;
 pub mod host;

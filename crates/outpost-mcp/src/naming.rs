@@ -50,7 +50,7 @@ fn looks_rewritten(name: &str) -> bool {
 /// that already ends like a rewritten one is rewritten too, so a tool cannot take the name
 /// Outpost gave another tool of its server.
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let head = format!("{PREFIX}{server}__");
+    let head = prefix(server);
     let budget = MAX_TOOL_NAME.saturating_sub(head.len());
     let clean = !tool.is_empty()
         && tool.chars().all(allowed)
@@ -67,6 +67,21 @@ pub fn tool_name(server: &str, tool: &str) -> String {
         .take(keep)
         .collect();
     format!("{head}{body}{suffix}")
+}
+
+/// What every Outpost name of `server`'s tools starts with: `mcp__<server>__`.
+pub fn prefix(server: &str) -> String {
+    format!("{PREFIX}{server}__")
+}
+
+/// The tool part of `outpost_name` when it names a tool of `server` (something follows
+/// the server's [`prefix`]).
+pub fn tool_of<'a>(outpost_name: &'a str, server: &str) -> Option<&'a str> {
+    let rest = outpost_name
+        .strip_prefix(PREFIX)?
+        .strip_prefix(server)?
+        .strip_prefix("__")?;
+    (!rest.is_empty()).then_some(rest)
 }
 
 /// The server part of an Outpost tool name, if it is an MCP tool's.
@@ -88,6 +103,14 @@ mod tests {
             "mcp__time__get_current_time"
         );
         assert_eq!(server_of("mcp__time__get_current_time"), Some("time"));
+        assert_eq!(
+            tool_of("mcp__time__get_current_time", "time"),
+            Some("get_current_time")
+        );
+        assert_eq!(tool_of("mcp__time__get_current_time", "tim"), None);
+        assert_eq!(tool_of("mcp__time__", "time"), None);
+        assert_eq!(tool_of("mcp__other__x", "time"), None);
+        assert_eq!(prefix("time"), "mcp__time__");
         assert_eq!(server_of("read_file"), None);
     }
 

@@ -158,7 +158,14 @@ pub fn looks_secret(name: &str) -> bool {
 
 /// The keyring entry name `outpost mcp add` uses for a server's value.
 pub fn entry_name(server: &str, key: &str) -> String {
-    format!("mcp/{server}/{key}")
+    format!("{}{key}", entry_prefix(server))
+}
+
+/// What every keyring entry Outpost stores for `server` starts with (`mcp/NAME/`): such an
+/// entry is the server's own and goes when the server or its value goes; an entry the user
+/// pointed a value at elsewhere is not.
+pub fn entry_prefix(server: &str) -> String {
+    format!("mcp/{server}/")
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ mod voice;
 pub use chat::check_link;
 pub use system::BACKGROUND_FLAG;
 
+use crate::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -113,10 +114,6 @@ impl std::fmt::Debug for Desktop {
             .field("paths", &self.inner.paths)
             .finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Desktop {
