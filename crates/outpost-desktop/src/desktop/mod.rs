@@ -2,13 +2,10 @@
 
 mod chat;
 mod consent;
-mod history;
-mod mcp;
 mod session;
 mod settings;
 mod system;
 mod tools;
-mod voice;
 
 pub use chat::check_link;
 pub use system::BACKGROUND_FLAG;
@@ -46,14 +43,14 @@ pub trait Notifier: Send + Sync + std::fmt::Debug {
 /// runs, CI). Never written anywhere.
 pub const TOKEN_ENV: &str = "OUTPOST_LIVEKIT_TOKEN";
 
-struct Live {
-    state: LiveState,
-    sink: Option<EventSink>,
-    watchers: Vec<EventWatcher>,
+pub(crate) struct Live {
+    pub(crate) state: LiveState,
+    pub(crate) sink: Option<EventSink>,
+    pub(crate) watchers: Vec<EventWatcher>,
 }
 
 impl Live {
-    fn emit(&self, ev: AppEvent) {
+    pub(crate) fn emit(&self, ev: AppEvent) {
         for w in &self.watchers {
             w(&ev);
         }
@@ -63,49 +60,49 @@ impl Live {
     }
 }
 
-struct Inner {
-    core: Core,
-    paths: Paths,
-    config: Mutex<AppConfig>,
-    secrets: Arc<dyn SecretStore>,
-    notifier: Arc<dyn Notifier>,
-    live: Mutex<Live>,
-    session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    demo: tokio::sync::Mutex<Option<Demo>>,
+pub(crate) struct Inner {
+    pub(crate) core: Core,
+    pub(crate) paths: Paths,
+    pub(crate) config: Mutex<AppConfig>,
+    pub(crate) secrets: Arc<dyn SecretStore>,
+    pub(crate) notifier: Arc<dyn Notifier>,
+    pub(crate) live: Mutex<Live>,
+    pub(crate) session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    pub(crate) demo: tokio::sync::Mutex<Option<Demo>>,
     /// The MCP servers of the current session (started at connect, stopped at
     /// disconnect or when the session ends).
-    mcp: Mutex<Option<outpost_mcp::McpHost>>,
+    pub(crate) mcp: Mutex<Option<outpost_mcp::McpHost>>,
     /// The task that offers the policy's allowed folders to the session's servers as roots
     /// again whenever the policy changes (`roots/list_changed`); ended with the servers.
-    mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
+    pub(crate) mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
     /// MCP elicitation forms waiting for the user.
-    elicitations: Arc<crate::mcp::Elicitations>,
+    pub(crate) elicitations: Arc<crate::mcp::Elicitations>,
     /// The tools each MCP server listed last (Settings → Tool servers' per-tool rules).
-    mcp_tools: crate::mcp::ToolLists,
+    pub(crate) mcp_tools: crate::mcp::ToolLists,
     /// Whether each HTTP server has a stored OAuth sign-in, as last read from the keyring
     /// or set by a sign-in or sign-out here: the pane's list, polled while it is open, must
     /// not ask the keyring (which may prompt to unlock) every time.
-    mcp_sign_ins: crate::mcp::SignIns,
+    pub(crate) mcp_sign_ins: crate::mcp::SignIns,
     /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
     /// each start.
-    demo_programs: Mutex<Option<DemoPrograms>>,
-    focused: AtomicBool,
-    tools: Vec<ToolDescriptor>,
+    pub(crate) demo_programs: Mutex<Option<DemoPrograms>>,
+    pub(crate) focused: AtomicBool,
+    pub(crate) tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
-    startup_error: Mutex<Option<String>>,
+    pub(crate) startup_error: Mutex<Option<String>>,
     _watcher: Option<outpost_policy::PolicyWatcher>,
     /// Voice: the devices and the microphone track (crate::voice).
-    voice: Arc<crate::voice::VoiceHub>,
+    pub(crate) voice: Arc<crate::voice::VoiceHub>,
     /// Files that go with the next message (crate::attachments).
-    staged: crate::attachments::StagedFiles,
+    pub(crate) staged: crate::attachments::StagedFiles,
     /// Whether the system-wide shortcut works, and in what words (the shell sets it).
-    shortcut_status: Mutex<(bool, String)>,
+    pub(crate) shortcut_status: Mutex<(bool, String)>,
 }
 
 /// The desktop app's backend. Cheap to clone; all clones share one state.
 #[derive(Clone)]
 pub struct Desktop {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Desktop {
@@ -212,11 +209,11 @@ impl Desktop {
         lock(&self.inner.live).watchers.push(watcher);
     }
 
-    fn config(&self) -> AppConfig {
+    pub(crate) fn config(&self) -> AppConfig {
         lock(&self.inner.config).clone()
     }
 
-    async fn session(&self) -> Result<Arc<Session>> {
+    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
         self.inner
             .session
             .lock()

@@ -9,7 +9,8 @@ use crate::contract::{
 };
 use crate::error::{DesktopError, Result};
 
-use super::{Desktop, lock};
+use crate::desktop::Desktop;
+use crate::lock;
 
 impl Desktop {
     /// Waits until every write queued so far is committed (for tests and before exit).

@@ -20,6 +20,10 @@
 //! plays) and the microphone (whose frames it cleans), a reopened device included, so
 //! open mic works through speakers. Switched off, or when the canceller cannot be
 //! created, open mic needs headphones and the UI says so ([`VoiceStatus::echo_cancelling`]).
+//!
+//! [`crate::Desktop`]'s `voice_*` commands over the hub are in `commands`.
+
+mod commands;
 
 use crate::lock;
 use std::sync::{Arc, Mutex};

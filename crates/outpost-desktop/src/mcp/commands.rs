@@ -8,12 +8,13 @@ use outpost_policy::Rule;
 use crate::contract::{AppEvent, ErrorEvent};
 use crate::error::{DesktopError, Result};
 
-use super::{Desktop, lock};
+use crate::desktop::Desktop;
+use crate::lock;
 
 impl Desktop {
     /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
     /// app"); problems are told to the UI as non-fatal errors.
-    pub(super) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
+    pub(crate) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
         let roots = self.inner.core.mcp_roots().await;
         for why in &roots.left_out {
             tracing::info!("not offered to MCP servers as a root: {why}");
@@ -82,7 +83,7 @@ impl Desktop {
     }
 
     /// Stops every MCP server of the session, if any.
-    pub(super) fn stop_mcp(&self) {
+    pub(crate) fn stop_mcp(&self) {
         if let Some(task) = lock(&self.inner.mcp_roots).take() {
             task.abort();
         }

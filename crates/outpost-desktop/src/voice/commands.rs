@@ -3,7 +3,8 @@
 use crate::contract::{AudioDevices, VoiceControl, VoiceStatus};
 use crate::error::{DesktopError, Result};
 
-use super::{Desktop, lock};
+use crate::desktop::Desktop;
+use crate::lock;
 
 impl Desktop {
     /// `voice_status`: the voice state now (for a reloaded page).

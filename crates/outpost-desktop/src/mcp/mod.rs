@@ -1,6 +1,10 @@
 //! The user's MCP servers in the app (docs/MCP.md): the same `mcp.toml` as `outpost
 //! connect` (config directory, `$OUTPOST_CONFIG_DIR`), started when a session starts and
-//! stopped when it ends.
+//! stopped when it ends. One home for the domain: this module is what the servers are and
+//! how `mcp.toml` is shown and edited; `commands` is [`crate::Desktop`]'s `mcp_*` commands
+//! over it and the servers' start and stop with a session.
+
+mod commands;
 
 use crate::lock;
 use std::collections::HashMap;

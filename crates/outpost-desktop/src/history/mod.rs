@@ -1,4 +1,7 @@
-//! Store records → the UI contract's history types.
+//! The history in the app: store records → the UI contract's history types here, and
+//! [`crate::Desktop`]'s `history_*` commands in `commands`.
+
+mod commands;
 
 use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
 
