@@ -2,6 +2,9 @@
 //! the `initialize` handshake, tool listing with pagination, and tool calls with progress,
 //! a timeout and cancellation. No restarts here: [`crate::McpHost`] supervises.
 
+pub use crate::progress::{MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress};
+use crate::text::cut;
+use crate::tls::ensure_crypto_provider;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -51,27 +54,6 @@ pub const MAX_SCHEMA_BYTES: usize = 32 * 1024;
 /// Most bytes of names, descriptions and schemas kept from one server's list; the tools
 /// past it are left out. With [`MAX_TOOLS`], what one server's list can cost Outpost.
 pub const MAX_LIST_BYTES: usize = 1024 * 1024;
-
-/// Shortest time between two progress notifications passed on for one call: the ones in
-/// between are dropped (progress says how far a call is; the latest is what matters), so a
-/// server that floods them costs at most ten a second.
-pub const PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
-
-/// Longest progress message passed on, in bytes; a longer one is cut (ending in `…`).
-pub const MAX_PROGRESS_MESSAGE: usize = 1024;
-
-/// Cuts `s` to at most `max` bytes on a character boundary, marking the cut.
-pub(crate) fn cut(s: &mut String, max: usize) {
-    if s.len() <= max {
-        return;
-    }
-    let mut end = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s.truncate(end);
-    s.push('…');
-}
 
 /// How a connection is made.
 #[derive(Debug, Clone)]
@@ -225,17 +207,6 @@ fn bounded(mut tool: McpTool) -> Option<(McpTool, usize)> {
     Some((tool, size))
 }
 
-/// One progress notification of a call.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Progress {
-    /// Progress so far (increases).
-    pub progress: f64,
-    /// Total, if known.
-    pub total: Option<f64>,
-    /// A message, if any.
-    pub message: Option<String>,
-}
-
 /// How one call runs.
 #[derive(Debug, Clone)]
 pub struct CallOptions {
@@ -356,15 +327,6 @@ fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
         "clientInfo": {"name": "Outpost", "version": env!("CARGO_PKG_VERSION")},
     }))
     .map_err(|e| McpError::invalid("client info", e.to_string()))
-}
-
-/// Makes sure a rustls crypto provider (ring, like the rest of Outpost) is installed before
-/// reqwest builds a client: reqwest is built without one of its own.
-pub(crate) fn ensure_crypto_provider() {
-    if rustls::crypto::CryptoProvider::get_default().is_none() {
-        // Another thread may win the race; either way a provider is installed.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
 }
 
 fn http_headers(

@@ -19,8 +19,9 @@ use rmcp::service::{NotificationContext, RequestContext, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
-use crate::connection::{MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress, cut};
+use crate::progress::{MAX_PROGRESS_MESSAGE, PROGRESS_INTERVAL, Progress};
 use crate::requests::{ElicitationAnswer, ElicitationRequest, Root, ServerRequests};
+use crate::text::cut;
 
 /// Progress notifications that arrive before their call registered (bounded).
 const MAX_EARLY_PROGRESS: usize = 64;

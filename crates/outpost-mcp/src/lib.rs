@@ -8,6 +8,8 @@
 //! - [`result`]: the one JSON shape an MCP tool result is mapped to.
 //! - [`requests`]: what the host does with server-initiated requests (elicitation,
 //!   sampling): it asks the caller's [`ServerRequests`]; the default declines and refuses.
+//! - [`progress`]: a call's progress as a server reports it, and the bounds it is passed
+//!   on within.
 //! - [`connection`]: one running session with one server (spawn or connect, initialize,
 //!   list tools, call tools with progress, timeout and cancellation).
 //! - [`import`]: the `mcpServers` block of a Claude Desktop config, read for review.
@@ -23,7 +25,8 @@
 //! - [`edit`]: Outpost's own edits of `mcp.toml`, the CLI's and the app's alike: each write
 //!   recorded for [`trust`], a removed server's own keyring entries deleted with it.
 //!
-//! Internals: `handler` is the rmcp client handler; `process` spawns stdio servers (no
+//! Internals: `handler` is the rmcp client handler; `text` cuts a server's text to a bound;
+//! `tls` installs rustls's crypto provider; `process` spawns stdio servers (no
 //! shell), captures their stderr to a bounded per-server log and watches their stdout for
 //! output that is not MCP. docs/MCP.md is the user-facing manual.
 
@@ -37,10 +40,13 @@ pub mod import;
 pub mod naming;
 pub mod oauth;
 mod process;
+pub mod progress;
 pub mod requests;
 pub mod result;
 pub mod sandbox;
 pub mod secrets;
+mod text;
+mod tls;
 pub mod trust;
 
 pub use config::{ConfigValue, McpConfig, ServerConfig, Transport};

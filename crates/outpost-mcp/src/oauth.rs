@@ -193,7 +193,7 @@ pub async fn sign_in(
     open_browser: impl FnOnce(&str) -> Result<()>,
     within: Duration,
 ) -> Result<SignedIn> {
-    crate::connection::ensure_crypto_provider();
+    crate::tls::ensure_crypto_provider();
     let fail = |why: String| sign_in_error(server, false, why);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
         .await
@@ -270,7 +270,7 @@ pub async fn sign_in(
 /// dropped, at most `max` bytes.
 fn shown(s: &str, max: usize) -> String {
     let mut s: String = s.chars().filter(|c| !c.is_control()).collect();
-    crate::connection::cut(&mut s, max);
+    crate::text::cut(&mut s, max);
     s
 }
 
@@ -403,7 +403,7 @@ pub async fn sign_out(
 
 /// Revokes the refresh token, then the access token, of stored credentials `json`.
 async fn revoke(url: &str, json: &str) -> std::result::Result<(), String> {
-    crate::connection::ensure_crypto_provider();
+    crate::tls::ensure_crypto_provider();
     let stored: serde_json::Value = serde_json::from_str(json)
         .map_err(|_| "the stored credentials were unreadable".to_owned())?;
     let client_id = stored["client_id"].as_str().unwrap_or_default().to_owned();
