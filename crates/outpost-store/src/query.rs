@@ -9,7 +9,6 @@ use crate::model::{
     ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, ProtocolError,
     StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation,
 };
-use crate::writer::RETENTION_KEY;
 
 /// Largest page a query returns, whatever the caller asks for.
 pub const MAX_PAGE: u32 = 1000;
@@ -510,6 +509,9 @@ pub fn audit(conn: &Connection, q: &AuditQuery) -> Result<AuditPage> {
     };
     Ok(AuditPage { entries, next })
 }
+
+/// Settings key for the retention period in days (written by the writer).
+pub(crate) const RETENTION_KEY: &str = "retention_days";
 
 /// The retention setting in days (None: keep everything).
 pub fn retention_days(conn: &Connection) -> Result<Option<u32>> {

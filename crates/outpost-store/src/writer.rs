@@ -6,6 +6,7 @@
 //! and the writer must keep going when no async runtime is around (CLI, tests, shutdown).
 //! Callers never wait for it unless they choose to await the acknowledgement.
 
+use crate::query::{RETENTION_KEY, retention_days};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -84,9 +85,6 @@ pub(crate) struct WriterConfig {
 
 /// How often an idle writer wakes to apply the retention setting.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(3600);
-
-/// Settings key for the retention period in days.
-pub(crate) const RETENTION_KEY: &str = "retention_days";
 
 struct Ctx {
     next_seq: i64,
@@ -498,7 +496,7 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
             };
         }
         Op::ApplyRetention { now } => {
-            let days = crate::query::retention_days(conn)?;
+            let days = retention_days(conn)?;
             let report = match days {
                 Some(days) => apply_retention(conn, now, days)?,
                 None => RetentionReport::default(),

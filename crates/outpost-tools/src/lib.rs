@@ -26,6 +26,7 @@
 mod builtin;
 mod dispatcher;
 mod error;
+mod launcher;
 pub mod paths;
 mod registry;
 mod tool;

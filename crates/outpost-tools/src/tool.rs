@@ -13,8 +13,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::builtin::Launcher;
 use crate::error::{Result, ToolError};
+use crate::launcher::Launcher;
 
 /// A tool's description: the catalogue entry plus the hints the policy uses.
 #[derive(Debug, Clone)]

@@ -33,6 +33,7 @@ pub mod channel;
 pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+mod ice;
 pub mod media;
 mod paths;
 pub mod peer;

@@ -4,7 +4,7 @@
 //! servers it was given and the tunnel's stream failures; the judgement is plain logic
 //! over those facts ([`judge`]), tested without a connection.
 
-use crate::peer::PathKind;
+use crate::ice::PathKind;
 use crate::turn_tunnel::TunnelFailure;
 
 /// One kind of path and how it fared.

@@ -27,16 +27,7 @@ use crate::runtime::OutpostRuntime;
 use crate::sdp::{self, CandidateSection};
 use crate::turn_tunnel::{Failures, Relays, TunnelConfig};
 
-/// A STUN or TURN server from LiveKit's join response.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IceServer {
-    /// `stun:` / `turn:` / `turns:` URLs.
-    pub urls: Vec<String>,
-    /// TURN username (empty for STUN).
-    pub username: String,
-    /// TURN credential (empty for STUN).
-    pub credential: String,
-}
+pub use crate::ice::{IceServer, PathKind};
 
 /// How to build a peer connection.
 #[derive(Debug, Clone)]
@@ -90,41 +81,6 @@ impl Default for PeerConfig {
             sctp_receive_buffer: None,
             udp_socket_buffer: 0,
             audio: false,
-        }
-    }
-}
-
-/// How a connected peer connection reaches the other side: the transport of its
-/// selected ICE candidate pair, in libwebrtc's order of preference.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum PathKind {
-    /// Direct, over UDP (host or server-reflexive candidate).
-    Udp,
-    /// Direct, over TCP (ICE/TCP, RFC 6544).
-    Tcp,
-    /// Relayed by a TURN server reached over UDP.
-    TurnUdp,
-    /// Relayed by a TURN server reached over TCP.
-    TurnTcp,
-    /// Relayed by a TURN server reached over TLS.
-    TurnTls,
-}
-
-impl PathKind {
-    /// Whether a TURN server relays the traffic.
-    pub fn is_relayed(self) -> bool {
-        matches!(self, Self::TurnUdp | Self::TurnTcp | Self::TurnTls)
-    }
-
-    /// A short name for logs and the user: `UDP`, `TCP`, `TURN/UDP`, `TURN/TCP`, `TURN/TLS`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Udp => "UDP",
-            Self::Tcp => "TCP",
-            Self::TurnUdp => "TURN/UDP",
-            Self::TurnTcp => "TURN/TCP",
-            Self::TurnTls => "TURN/TLS",
         }
     }
 }

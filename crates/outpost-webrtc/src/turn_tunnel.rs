@@ -34,7 +34,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::sync::mpsc;
 use webrtc::runtime::{AsyncUdpSocket, RecvMeta, Transmit};
 
-use crate::peer::{IceServer, PathKind};
+use crate::ice::{IceServer, PathKind};
 use crate::relay_flush::RelayFlush;
 
 /// How the tunnel reaches a TURN server.

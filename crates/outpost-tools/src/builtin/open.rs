@@ -8,7 +8,6 @@
 //! the short time between that check and the handler opening the path is not seen.
 
 use std::ffi::OsStr;
-use std::fmt;
 
 use outpost_policy::ToolHints;
 use outpost_protocol::Map;
@@ -16,30 +15,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, ToolError};
+pub use crate::launcher::{DesktopLauncher, Launcher};
 use crate::paths::Resolved;
 use crate::tool::{Access, Prepared, Tool, ToolEnv, ToolSpec, parse_params, to_map};
-
-/// Opens a path or URL with the desktop's default handler.
-pub trait Launcher: Send + Sync {
-    /// Opens `target`; returns once the handler has been started.
-    fn open(&self, target: &OsStr) -> std::io::Result<()>;
-}
-
-/// The real launcher (xdg-open, `open`, ShellExecute, via the `open` crate).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DesktopLauncher;
-
-impl Launcher for DesktopLauncher {
-    fn open(&self, target: &OsStr) -> std::io::Result<()> {
-        open::that_detached(target)
-    }
-}
-
-impl fmt::Debug for dyn Launcher {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("Launcher")
-    }
-}
 
 /// Parameters of open_path.
 #[derive(Debug, Deserialize, JsonSchema)]
