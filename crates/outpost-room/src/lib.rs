@@ -38,6 +38,8 @@ pub mod proto;
 pub mod room;
 pub mod server;
 mod session;
+mod shared;
+mod sync;
 pub mod tasks;
 pub mod tls;
 mod wire;

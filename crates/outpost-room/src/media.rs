@@ -25,7 +25,7 @@ use outpost_webrtc::{LocalAudioTrack, Rewriter, RtpPacket};
 use tokio::sync::broadcast;
 
 use crate::proto::{AddTrackRequest, TrackInfo, TrackSource, TrackType, request_response};
-use crate::room::lock;
+use crate::sync::lock;
 
 /// Packets queued per published track for its subscribers (50 × 20 ms = 1 s).
 pub const FORWARD_QUEUE: usize = 50;

@@ -7,9 +7,10 @@
 //! into the receivers' queues and a writer task per channel drains each queue in order,
 //! which is what keeps every sender's reliable packets in order at every receiver.
 
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
@@ -39,6 +40,18 @@ pub const LOSSY_QUEUE: usize = 256;
 /// An encoded `DataPacket`, shared by all receivers.
 pub type Packet = Arc<Vec<u8>>;
 
+/// A WebSocket on which a client asked to resume its session (handed to the session that
+/// holds the participant).
+pub struct ResumedSocket {
+    pub(crate) socket: Box<axum::extract::ws::WebSocket>,
+}
+
+impl std::fmt::Debug for ResumedSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResumedSocket").finish_non_exhaustive()
+    }
+}
+
 /// What a room (or the HTTP side) asks of a participant's session.
 #[derive(Debug)]
 pub enum Control {
@@ -47,7 +60,7 @@ pub enum Control {
     /// Tell the client to leave for this reason, then end the session.
     Kick(DisconnectReason),
     /// The client resumed the session (`reconnect=1`) on this new WebSocket.
-    Resume(crate::session::ResumedSocket),
+    Resume(ResumedSocket),
     /// Another participant published this track: subscribe to it (if this
     /// participant subscribes automatically and may).
     Subscribe(Arc<PublishedTrack>),
@@ -716,12 +729,6 @@ impl Registry {
         out.sort();
         out
     }
-}
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (our critical
-/// sections only move data in and out of maps, so the data stays consistent).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 pub(crate) fn now_ms() -> i64 {

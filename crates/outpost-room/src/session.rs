@@ -27,8 +27,9 @@ use crate::proto::{
     TrackUnpublishedResponse, TrickleRequest, UpdateParticipantMetadata, leave_request,
     participant_info, request_response, server_info, signal_request, signal_response,
 };
+use crate::room::ResumedSocket;
 use crate::room::{Control, Participant, Room};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::wire::{DataChannelHandle, Peer, Role, WireEvent};
 use outpost_webrtc::{LocalAudioTrack, MediaKind, RemoteTrack};
 
@@ -44,17 +45,6 @@ const MAX_HELD_UPDATES: usize = 1024;
 
 type Sink = SplitSink<WebSocket, Message>;
 type Stream = SplitStream<WebSocket>;
-
-/// A WebSocket on which a client asked to resume its session.
-pub struct ResumedSocket {
-    socket: Box<WebSocket>,
-}
-
-impl std::fmt::Debug for ResumedSocket {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResumedSocket").finish_non_exhaustive()
-    }
-}
 
 /// Why a session ended.
 #[derive(Debug)]
