@@ -3,7 +3,8 @@
 //! (who may name rmp_serde, livekit_protocol, webrtc/rtc, tauri, outpost_tools, and which crates
 //! may depend on which); no crate lists a dependency it does not use; and the app's command
 //! list is the same in its five places (build.rs, lib.rs's `generate_handler!`, the
-//! capability files, backend.ts, ui/CONTRACT.md).
+//! capability files, backend.ts, ui/CONTRACT.md); and only the core decides a tool call's
+//! status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -304,6 +305,77 @@ fn only_the_tauri_backend_imports_tauri_in_the_ui() {
         .map(|f| rel(f))
         .collect();
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// A tool call's status has one owner (ARCHITECTURE.md): only outpost-core's machine, and
+/// the desktop's history view for stored calls, turn a result into a status
+/// (`ToolCallStatus::of_result`); the app, the CLI and the UI copy it and never spell the
+/// failure code that decides one (the UI's `words.ts` puts codes into plain words, and the
+/// mock backend stands in for the core).
+#[test]
+fn only_the_core_decides_a_tool_calls_status() {
+    let decides = |r: &str| {
+        r.starts_with("crates/outpost-core/src/")
+            || r == "crates/outpost-desktop/src/history/mod.rs"
+    };
+    let mut rust = Vec::new();
+    for m in members() {
+        rust_files(&m.join("src"), &mut rust);
+    }
+    let bad: Vec<String> = rust
+        .iter()
+        .filter(|f| !decides(&rel(f)))
+        .filter(|f| code(&fs::read_to_string(f).unwrap()).contains("of_result("))
+        .map(|f| rel(f))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "a status worked out outside the core: {bad:#?}"
+    );
+
+    let front_ends = ["crates/outpost-desktop", "crates/outpost-cli", "src-tauri"];
+    let mut files = Vec::new();
+    for fe in front_ends {
+        rust_files(&repo().join(fe).join("src"), &mut files);
+    }
+    fn ui(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                ui(&p, out);
+            } else if p.extension().is_some_and(|x| x == "ts" || x == "svelte") {
+                out.push(p);
+            }
+        }
+    }
+    ui(&repo().join("ui/src"), &mut files);
+    let bad: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let r = rel(f);
+            !r.contains(".test.")
+                && !r.contains("/generated/")
+                && !r.ends_with("/mock-backend.ts")
+                && !r.ends_with("/demo.ts")
+                && !r.ends_with("/util/words.ts")
+        })
+        .filter(|f| {
+            // Deciding by the code: comparing with it, or matching it.
+            let text = code(&fs::read_to_string(f).unwrap()).replace('"', "'");
+            [
+                "== 'permission_denied'",
+                "case 'permission_denied'",
+                "Some('permission_denied')",
+            ]
+            .iter()
+            .any(|p| text.contains(p))
+        })
+        .map(|f| rel(f))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "a front end spells a failure code (copy the core's status instead): {bad:#?}"
+    );
 }
 
 #[test]
