@@ -470,9 +470,9 @@ fn list(path: &std::path::Path, data_dir: &std::path::Path) -> Result<(), Failur
     }
     let opts = sb::SandboxOptions::default();
     for (name, s) in &cfg.servers {
-        let (kind, boxed) = match &s.transport {
-            Transport::Stdio { .. } => ("stdio", sandbox_word(&reach(name, s, &opts))),
-            Transport::Http { .. } => ("http", "remote"),
+        let (kind, boxed) = match s.planned_reach(name, &opts) {
+            Some(r) => ("stdio", sandbox_word(&r)),
+            None => ("http", "remote"),
         };
         let state = if s.enabled { "enabled" } else { "disabled" };
         println!(
@@ -481,47 +481,6 @@ fn list(path: &std::path::Path, data_dir: &std::path::Path) -> Result<(), Failur
         );
     }
     Ok(())
-}
-
-/// What a stdio server may touch under `opts` (its plain variables only: `PATH` and the
-/// like; secrets are not read for this).
-fn reach(name: &str, server: &ServerConfig, opts: &sb::SandboxOptions) -> sb::Reach {
-    let Transport::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-        sandbox,
-    } = &server.transport
-    else {
-        return sb::Reach {
-            state: sb::ReachState::Unsandboxed {
-                why: "a remote server runs elsewhere".into(),
-            },
-            grants: Vec::new(),
-            network: true,
-            network_why: String::new(),
-            left_out: Vec::new(),
-            limits: Vec::new(),
-            env: Vec::new(),
-        };
-    };
-    let plain: Vec<(String, String)> = env
-        .iter()
-        .filter_map(|(k, v)| match v {
-            ConfigValue::Plain(p) => Some((k.clone(), p.clone())),
-            ConfigValue::Secret { .. } => None,
-        })
-        .collect();
-    let entry = sb::Entry {
-        server: name,
-        command,
-        args,
-        env: &plain,
-        cwd: cwd.as_deref(),
-        sandbox,
-    };
-    sb::plan(&entry, opts)
 }
 
 /// One word for `list`: sandboxed (with the network or not), unsandboxed, or refused
@@ -582,8 +541,12 @@ fn sandbox(
         gate: perms.mcp_gate(),
         ..sb::SandboxOptions::default()
     };
-    let server = &cfg.servers[&a.name];
-    let r = reach(&a.name, server, &opts);
+    let Some(r) = cfg.servers[&a.name].planned_reach(&a.name, &opts) else {
+        return Err(Failure::Invalid(format!(
+            "'{}' is an HTTP server: it runs elsewhere, with no sandbox here",
+            a.name
+        )));
+    };
     println!("{}", r.summary());
     for g in r.own_grants() {
         let access = match g.access {

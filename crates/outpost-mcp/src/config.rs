@@ -443,6 +443,39 @@ impl ServerConfig {
         }
     }
 
+    /// What it may touch as stdio server `name` under `opts`, planned from its settings
+    /// (plain values only, `PATH` and the like: secrets are not read for this; looks at
+    /// files, so call it off the async threads). `None` for an HTTP server, which runs
+    /// elsewhere.
+    pub fn planned_reach(&self, name: &str, opts: &crate::SandboxOptions) -> Option<crate::Reach> {
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+            sandbox,
+        } = &self.transport
+        else {
+            return None;
+        };
+        let plain: Vec<(String, String)> = env
+            .iter()
+            .filter_map(|(k, v)| match v {
+                ConfigValue::Plain(p) => Some((k.clone(), p.clone())),
+                ConfigValue::Secret { .. } => None,
+            })
+            .collect();
+        let entry = crate::sandbox::Entry {
+            server: name,
+            command,
+            args,
+            env: &plain,
+            cwd: cwd.as_deref(),
+            sandbox,
+        };
+        Some(crate::sandbox::plan(&entry, opts))
+    }
+
     /// The keyring entries its values name that are its own, as server `name`
     /// ([`crate::secrets::entry_prefix`]).
     pub fn own_secrets(&self, name: &str) -> Vec<&str> {

@@ -513,39 +513,14 @@ pub fn sandbox_of(
     host: Option<&McpHost>,
     opts: &outpost_mcp::SandboxOptions,
 ) -> Option<McpSandboxInfo> {
-    let Transport::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-        sandbox,
-    } = &cfg.transport
-    else {
+    if !matches!(cfg.transport, Transport::Stdio { .. }) {
         return None;
-    };
+    }
     let live = host
         .and_then(|h| h.snapshot().get(name).cloned())
         .filter(|st| matches!(st.status, ServerStatus::Running | ServerStatus::Starting))
         .and_then(|st| st.reach);
-    let reach = live.unwrap_or_else(|| {
-        // Secret values are not read for this: only PATH and the like matter.
-        let plain: Vec<(String, String)> = env
-            .iter()
-            .filter_map(|(k, v)| match v {
-                ConfigValue::Plain(p) => Some((k.clone(), p.clone())),
-                ConfigValue::Secret { .. } => None,
-            })
-            .collect();
-        let entry = outpost_mcp::sandbox::Entry {
-            server: name,
-            command,
-            args,
-            env: &plain,
-            cwd: cwd.as_deref(),
-            sandbox,
-        };
-        Arc::new(outpost_mcp::sandbox::plan(&entry, opts))
-    });
+    let reach = live.or_else(|| cfg.planned_reach(name, opts).map(Arc::new))?;
     Some(sandbox_info(&reach))
 }
 
