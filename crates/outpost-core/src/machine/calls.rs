@@ -170,7 +170,12 @@ impl Machine {
 
     pub(super) fn server_result(&mut self, fx: &mut Fx, now: Millis, r: ToolUseResult) {
         let Some(call) = self.calls.get_mut(&r.id) else {
-            fx.ui(finished_event(&r, "", Side::Server));
+            fx.ui(finished_event(
+                &r,
+                "",
+                ToolCallStatus::of_result(r.success, r.error_code.as_ref()),
+                Side::Server,
+            ));
             return;
         };
         let runs_on_server = call.execution == Execution::Server || call.handed;
@@ -179,6 +184,7 @@ impl Machine {
             return;
         }
         call.status = ToolCallStatus::of_result(r.success, r.error_code.as_ref());
+        let status = call.status;
         let conversation_id = call.conversation.clone();
         let tool = call.tool_name.clone();
         fx.record(Record::Tool(final_event(
@@ -187,7 +193,7 @@ impl Machine {
             store::Executor::Server,
             now,
         )));
-        fx.ui(finished_event(&r, &tool, Side::Server));
+        fx.ui(finished_event(&r, &tool, status, Side::Server));
     }
 
     pub(super) fn exec(&mut self, fx: &mut Fx, now: Millis, ev: ExecEvent) {
@@ -321,6 +327,7 @@ impl Machine {
                 });
             } else {
                 call.status = ToolCallStatus::of_result(r.success, r.error_code.as_ref());
+                let status = call.status;
                 let conversation_id = call.conversation.clone();
                 let tool = call.tool_name.clone();
                 let executed = if call.running_logged {
@@ -331,7 +338,7 @@ impl Machine {
                 let mut ev = final_event(conversation_id, &r, store::Executor::Client, now);
                 set_executed_by(&mut ev, executed);
                 fx.record(Record::Tool(ev));
-                fx.ui(finished_event(&r, &tool, Side::Client));
+                fx.ui(finished_event(&r, &tool, status, Side::Client));
             }
         }
         if self.calls.get(&r.id).is_some_and(|c| c.via_rpc) {
@@ -422,12 +429,18 @@ fn progress_status(state: ProgressState) -> ToolCallStatus {
     }
 }
 
-pub(super) fn finished_event(r: &ToolUseResult, tool: &str, by: Side) -> UiEvent {
+/// The UI's event for result `r` of `tool`, which ended the call with `status`.
+pub(super) fn finished_event(
+    r: &ToolUseResult,
+    tool: &str,
+    status: ToolCallStatus,
+    by: Side,
+) -> UiEvent {
     UiEvent::ToolCallFinished {
         id: r.id.clone(),
         tool_name: tool.into(),
         success: r.success,
-        status: ToolCallStatus::of_result(r.success, r.error_code.as_ref()),
+        status,
         result: r.result.clone(),
         error_code: r.error_code.clone(),
         error_message: r.error_message.clone(),
