@@ -35,18 +35,26 @@ impl Connect {
             }
             None => Command::new(cli),
         };
-        cmd.args(["connect", "--json"])
-            .args(args)
-            .env(
-                "RUST_LOG",
-                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path)?);
+        cmd.args(["connect", "--json"]).args(args);
         for (k, v) in env {
             cmd.env(k, v);
         }
+        Self::from_command(cmd, stderr_path)
+    }
+
+    /// Runs `cmd`, an `outpost connect --json …` its caller put together, with stdin and
+    /// stdout piped and stderr written to `stderr_path`. `RUST_LOG` is this process's (or
+    /// `warn`) unless `cmd` sets it.
+    pub fn from_command(mut cmd: Command, stderr_path: PathBuf) -> anyhow::Result<Connect> {
+        if !cmd.get_envs().any(|(k, _)| k == "RUST_LOG") {
+            cmd.env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            );
+        }
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr_path)?);
         let mut child = cmd.spawn()?;
         let lines = Arc::new(Mutex::new(Vec::new()));
         let out = child
@@ -79,11 +87,12 @@ impl Connect {
         Ok(())
     }
 
-    /// Every event printed so far.
-    pub fn events(&self) -> Vec<Value> {
+    /// Every event printed so far. With `--json` stdout carries nothing else: a line that
+    /// is not JSON is an error.
+    pub fn events(&self) -> anyhow::Result<Vec<Value>> {
         self.raw_lines()
             .iter()
-            .filter_map(|l| serde_json::from_str(l).ok())
+            .map(|l| serde_json::from_str(l).map_err(|e| anyhow::anyhow!("not JSON ({e}): {l}")))
             .collect()
     }
 
@@ -101,7 +110,7 @@ impl Connect {
     ) -> anyhow::Result<Value> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(v) = self.events().into_iter().find(&pred) {
+            if let Some(v) = self.events()?.into_iter().find(&pred) {
                 return Ok(v);
             }
             if Instant::now() > deadline {
@@ -113,6 +122,11 @@ impl Connect {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Its exit status, if it has exited.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
     }
 
     /// What it wrote to stderr so far.
@@ -142,7 +156,22 @@ impl Connect {
         };
         // Let the reader thread take the last lines.
         std::thread::sleep(Duration::from_millis(200));
-        Ok((status, self.events()))
+        Ok((status, self.events()?))
+    }
+
+    /// [`Connect::finish`], and an error unless it exited with success.
+    pub fn finish_ok(self, timeout: Duration) -> anyhow::Result<Vec<Value>> {
+        let stderr_path = self.stderr_path.clone();
+        let lines = Arc::clone(&self.lines);
+        let (status, events) = self.finish(timeout)?;
+        if !status.success() {
+            anyhow::bail!(
+                "outpost connect exited with {status}; stderr:\n{}\nevents:\n{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+                lines.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
+            );
+        }
+        Ok(events)
     }
 }
 

@@ -19,12 +19,11 @@
 //! Needs root, iproute2, node, the venv and `npm ci` in tests/mcp (scripts/setup.sh).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use outpost_tests::connect::Connect;
 use outpost_tests::lkclient::{self, Env};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
@@ -123,123 +122,26 @@ impl Fixture {
     }
 }
 
-/// `outpost connect --json` in the client namespace; stdout lines collected as they come.
-struct Connect {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    stderr_path: PathBuf,
+/// `outpost connect --json` in the client namespace, with the fixture's policy, data and
+/// config folders.
+fn start_connect(env: &Env, fx: &Fixture) -> Connect {
+    spawn_connect(env, &fx.dir.path().join("connect.stderr"), |cmd| {
+        cmd.arg("--policy")
+            .arg(fx.dir.path().join("policy.toml"))
+            .arg("--data-dir")
+            .arg(fx.data_dir())
+            .env("OUTPOST_CONFIG_DIR", fx.dir.path().join("config"));
+    })
 }
 
-impl Connect {
-    fn start(env: &Env, fx: &Fixture) -> Connect {
-        Connect::spawn(env, &fx.dir.path().join("connect.stderr"), |cmd| {
-            cmd.arg("--policy")
-                .arg(fx.dir.path().join("policy.toml"))
-                .arg("--data-dir")
-                .arg(fx.data_dir())
-                .env("OUTPOST_CONFIG_DIR", fx.dir.path().join("config"));
-        })
-    }
-
-    /// `outpost connect --json` to the test room, with `setup`'s arguments and environment.
-    fn spawn(env: &Env, stderr_path: &Path, setup: impl FnOnce(&mut Command)) -> Connect {
-        let token = lkclient::token(ROOM, "app", lkclient::DEV_SECRET).unwrap();
-        let stderr_path = stderr_path.to_path_buf();
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &env.pair.client_ns, CLI_BIN, "connect"])
-            .args(["--url", &env.server.url, "--token", &token])
-            .args([
-                "--assistant-identity",
-                "assistant",
-                "--room",
-                ROOM,
-                "--json",
-            ])
-            .env("OUTPOST_SECRETS", "memory")
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap());
-        setup(&mut cmd);
-        let mut child = cmd.spawn().expect("spawning outpost connect");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Connect {
-            child,
-            lines,
-            stderr_path,
-        }
-    }
-
-    fn say(&mut self, text: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{text}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn events(&self) -> Vec<Value> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
-    }
-
-    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !self.events().iter().any(&pred) {
-            assert!(
-                Instant::now() < deadline,
-                "outpost connect never showed {what}; events:\n{}\nstderr:\n{}",
-                self.lines.lock().unwrap().join("\n"),
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    fn finish(mut self) -> Vec<Value> {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "outpost connect did not leave after EOF; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(
-            status.success(),
-            "outpost connect exited with {status}; stderr:\n{}\nevents:\n{}",
-            self.stderr(),
-            self.lines.lock().unwrap().join("\n")
-        );
-        self.events()
-    }
-}
-
-impl Drop for Connect {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `outpost connect --json` to the test room, with `setup`'s arguments and environment.
+fn spawn_connect(env: &Env, stderr_path: &Path, setup: impl FnOnce(&mut Command)) -> Connect {
+    let mut cmd = env.outpost_connect(Path::new(CLI_BIN), ROOM).unwrap();
+    cmd.arg("--json")
+        .env("OUTPOST_SECRETS", "memory")
+        .env("RUST_LOG", "warn");
+    setup(&mut cmd);
+    Connect::from_command(cmd, stderr_path.to_path_buf()).expect("spawning outpost connect")
 }
 
 fn start_agent(env: &Env, fx: &Fixture, steps: &Value) -> Proc {
@@ -363,14 +265,16 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         {"op": "say", "text": "MCP checks are done."}
     ]);
     let agent = start_agent(&env, &fx, &steps);
-    let mut connect = Connect::start(&env, &fx);
-    connect.say(USER_TEXT);
+    let mut connect = start_connect(&env, &fx);
+    connect.say(USER_TEXT).unwrap();
     // Kill the `crashy` server once its call reports progress.
-    connect.wait_for(
-        "progress of the call to kill",
-        Duration::from_secs(120),
-        |e| e["type"] == "tool_call_progress" && e["data"]["id"] == "m-crash",
-    );
+    connect
+        .wait_for(
+            "progress of the call to kill",
+            Duration::from_secs(120),
+            |e| e["type"] == "tool_call_progress" && e["data"]["id"] == "m-crash",
+        )
+        .unwrap();
     // The pid of the server process this test's `outpost connect` started (`exec`ed by sh).
     let pid = std::fs::read_to_string(fx.wire("crashy.pid")).unwrap();
     let killed = Command::new("kill")
@@ -440,15 +344,17 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
     assert!(
         status.success(),
         "the assistant's scenario failed ({status}):\n{out}\nstderr:\n{err}\n--- outpost connect ---\n{}\n{}",
-        connect.lines.lock().unwrap().join("\n"),
+        connect.raw_lines().join("\n"),
         connect.stderr(),
     );
-    connect.wait_for(
-        "the final assistant message",
-        Duration::from_secs(10),
-        |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-    );
-    let events = connect.finish();
+    connect
+        .wait_for(
+            "the final assistant message",
+            Duration::from_secs(10),
+            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
+        )
+        .unwrap();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
 
     // The assistant (protocol 2) was told of the crash and of the restart.
     let changed = |name: &str| tools_changed(&outcomes, name);
@@ -630,7 +536,7 @@ impl Home {
 
     fn connect(&self, env: &Env, run: &str) -> Connect {
         let stderr = self.dir.path().join(format!("connect-{run}.stderr"));
-        Connect::spawn(env, &stderr, |cmd| {
+        spawn_connect(env, &stderr, |cmd| {
             self.env(cmd);
             cmd.arg("--policy").arg(self.config().join("policy.toml"));
         })
@@ -712,21 +618,23 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
     };
     let agent = start_agent(&env, &fx, &steps);
     let mut connect = home.connect(&env, "1");
-    connect.say(USER_TEXT);
+    connect.say(USER_TEXT).unwrap();
     let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
     assert!(
         status.success(),
         "the assistant's scenario failed ({status}):\n{out}\nstderr:\n{err}\n--- outpost connect ---\n{}\n{}",
-        connect.lines.lock().unwrap().join("\n"),
+        connect.raw_lines().join("\n"),
         connect.stderr(),
     );
-    connect.wait_for(
-        "the final assistant message",
-        Duration::from_secs(10),
-        |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-    );
+    connect
+        .wait_for(
+            "the final assistant message",
+            Duration::from_secs(10),
+            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
+        )
+        .unwrap();
     let stderr = connect.stderr();
-    let events = connect.finish();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     // The server's own account of its roots: home's documents, nothing denied.
     let dirs = events
         .iter()
@@ -774,7 +682,9 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
     text.push_str("\n[[exceptions]]\npath = \"~/.ssh\"\n");
     std::fs::write(&policy, text).unwrap();
 
-    home.connect(&env, "2").finish();
+    home.connect(&env, "2")
+        .finish_ok(Duration::from_secs(20))
+        .unwrap();
     let stderr = std::fs::read_to_string(home.dir.path().join("connect-2.stderr")).unwrap();
     assert!(
         stderr.contains("MCP server 'pwned' is not started")
@@ -799,7 +709,7 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
         Duration::from_secs(30),
         || marker.exists().then_some(()),
     );
-    connect.finish();
+    connect.finish_ok(Duration::from_secs(20)).unwrap();
 }
 
 /// Issue 28, end to end through `outpost connect` with a policy: the hostile server
@@ -861,15 +771,15 @@ fn a_sandboxed_servers_refusals_reach_the_assistant() {
     ]);
     let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
     let agent = start_agent(&env, &fx, &steps);
-    let mut connect = Connect::start(&env, &fx);
-    connect.say(USER_TEXT);
+    let mut connect = start_connect(&env, &fx);
+    connect.say(USER_TEXT).unwrap();
     let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
     assert!(
         status.success(),
         "the assistant's scenario failed ({status}):\n{out}\nstderr:\n{err}\n--- outpost connect ---\n{}",
         connect.stderr(),
     );
-    connect.finish();
+    connect.finish_ok(Duration::from_secs(20)).unwrap();
     let log = std::fs::read_to_string(fx.data_dir().join("mcp-logs/hostile.log")).unwrap();
     let work_real = work.join("docs").canonicalize().unwrap();
     assert!(
@@ -917,8 +827,8 @@ fn a_hostile_servers_floods_reach_the_assistant_paced() {
         {"op": "say", "text": "MCP checks are done."}
     ]);
     let agent = start_agent(&env, &fx, &steps);
-    let mut connect = Connect::start(&env, &fx);
-    connect.say(USER_TEXT);
+    let mut connect = start_connect(&env, &fx);
+    connect.say(USER_TEXT).unwrap();
     let (status, out, err) = agent.finish(Duration::from_secs(180)).unwrap();
     assert!(
         status.success(),
@@ -948,12 +858,14 @@ fn a_hostile_servers_floods_reach_the_assistant_paced() {
         .find(|o| o["name"] == "progress flood")
         .and_then(|o| o["ms"].as_u64())
         .unwrap();
-    connect.wait_for(
-        "the final assistant message",
-        Duration::from_secs(10),
-        |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-    );
-    let events = connect.finish();
+    connect
+        .wait_for(
+            "the final assistant message",
+            Duration::from_secs(10),
+            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
+        )
+        .unwrap();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     let progress: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "tool_call_progress" && e["data"]["id"] == "h-progress")
@@ -1048,7 +960,7 @@ fn mcp_servers_end_with_outpost_connect_however_it_ends() {
     let env = Env::start(Path::new(ROOM_BIN)).expect("namespaces and room server");
     for signal in ["TERM", "KILL"] {
         let _ = std::fs::remove_file(&pidfile);
-        let mut connect = Connect::start(&env, &fx);
+        let mut connect = start_connect(&env, &fx);
         let pgid = poll("the server and its helper", Duration::from_secs(60), || {
             let pid = std::fs::read_to_string(&pidfile)
                 .ok()?
@@ -1058,9 +970,11 @@ fn mcp_servers_end_with_outpost_connect_however_it_ends() {
             (group_members(pid).len() >= 2).then_some(pid)
         });
         let outpost = parent_of(pgid);
-        connect.wait_for("the session", Duration::from_secs(30), |e| {
-            e["type"] == "connection"
-        });
+        connect
+            .wait_for("the session", Duration::from_secs(30), |e| {
+                e["type"] == "connection"
+            })
+            .unwrap();
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &outpost.to_string()])
             .status()
@@ -1069,7 +983,7 @@ fn mcp_servers_end_with_outpost_connect_however_it_ends() {
         let status = poll(
             "the end of outpost connect",
             Duration::from_secs(20),
-            || connect.child.try_wait().unwrap(),
+            || connect.try_wait().unwrap(),
         );
         if signal == "TERM" {
             assert!(

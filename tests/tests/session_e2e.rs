@@ -9,12 +9,11 @@
 //! Needs root, iproute2 and the venv (see `outpost_tests::python`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use outpost_tests::connect::Connect;
 use outpost_tests::lkclient::{self, Env};
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
@@ -90,110 +89,17 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// `outpost connect --json` in the client namespace; stdout lines collected as they come.
-struct Connect {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    stderr_path: PathBuf,
-}
-
-impl Connect {
-    fn start(env: &Env, fx: &Fixture) -> Connect {
-        let stderr_path = fx.dir.path().join("connect.stderr");
-        let mut child = env
-            .outpost_connect(Path::new(CLI_BIN), ROOM)
-            .unwrap()
-            .arg("--json")
-            .arg("--policy")
-            .arg(fx.dir.path().join("policy.toml"))
-            .arg("--data-dir")
-            .arg(fx.data_dir())
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr_path).unwrap())
-            .spawn()
-            .expect("spawning outpost connect");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let out = child.stdout.take().unwrap();
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Connect {
-            child,
-            lines,
-            stderr_path,
-        }
-    }
-
-    fn say(&mut self, text: &str) {
-        let stdin = self.child.stdin.as_mut().unwrap();
-        writeln!(stdin, "{text}").unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn events(&self) -> Vec<Value> {
-        self.lines
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-            .collect()
-    }
-
-    fn wait_for(&self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) {
-        let deadline = Instant::now() + timeout;
-        while !self.events().iter().any(&pred) {
-            assert!(
-                Instant::now() < deadline,
-                "outpost connect never showed {what}; events:\n{}\nstderr:\n{}",
-                self.lines.lock().unwrap().join("\n"),
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// Closes stdin (EOF = leave) and waits for a clean exit.
-    fn finish(mut self) -> Vec<Value> {
-        drop(self.child.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                break st;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "outpost connect did not leave after EOF; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        // Let the reader thread take the last lines.
-        std::thread::sleep(Duration::from_millis(200));
-        assert!(
-            status.success(),
-            "outpost connect exited with {status}; stderr:\n{}\nevents:\n{}",
-            self.stderr(),
-            self.lines.lock().unwrap().join("\n")
-        );
-        self.events()
-    }
-}
-
-impl Drop for Connect {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `outpost connect --json` in the client namespace, with the fixture's policy and data.
+fn start_connect(env: &Env, fx: &Fixture) -> Connect {
+    let mut cmd = env.outpost_connect(Path::new(CLI_BIN), ROOM).unwrap();
+    cmd.arg("--json")
+        .arg("--policy")
+        .arg(fx.dir.path().join("policy.toml"))
+        .arg("--data-dir")
+        .arg(fx.data_dir())
+        .env("RUST_LOG", "warn");
+    Connect::from_command(cmd, fx.dir.path().join("connect.stderr"))
+        .expect("spawning outpost connect")
 }
 
 /// The example assistant running `steps`, in the server namespace.
@@ -232,7 +138,7 @@ fn agent_steps(agent: Proc, env: &Env, connect: &Connect) -> Vec<Value> {
         status.success(),
         "the assistant's scenario failed ({status}):\n{}\nstderr:\n{err}\n--- outpost connect ---\n{}\n{}\n--- server ---\n{}",
         out,
-        connect.lines.lock().unwrap().join("\n"),
+        connect.raw_lines().join("\n"),
         connect.stderr(),
         env.server.proc.stderr()
     );
@@ -319,8 +225,8 @@ fn every_kind_of_tool_request_is_answered_logged_and_searchable(kind: ServerKind
         {"op": "say", "text": "All checks are done, thank you."}
     ]);
     let agent = start_agent(&env, &fx, &steps);
-    let mut connect = Connect::start(&env, &fx);
-    connect.say(USER_TEXT);
+    let mut connect = start_connect(&env, &fx);
+    connect.say(USER_TEXT).unwrap();
     let outcomes = agent_steps(agent, &env, &connect);
     for o in &outcomes {
         eprintln!("{o}");
@@ -330,15 +236,17 @@ fn every_kind_of_tool_request_is_answered_logged_and_searchable(kind: ServerKind
             .iter()
             .any(|o| o["event"] == "done" && o["failures"] == 0)
     );
-    connect.wait_for(
-        "the final assistant message",
-        Duration::from_secs(10),
-        |e| {
-            e["type"] == "assistant_message"
-                && e["data"]["text"] == "All checks are done, thank you."
-        },
-    );
-    let events = connect.finish();
+    connect
+        .wait_for(
+            "the final assistant message",
+            Duration::from_secs(10),
+            |e| {
+                e["type"] == "assistant_message"
+                    && e["data"]["text"] == "All checks are done, thank you."
+            },
+        )
+        .unwrap();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
 
     // The client showed each call once (the duplicate was not shown or run again), and
     // nothing went wrong locally (a store refusal would be an `error` event).
@@ -466,10 +374,12 @@ fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rer
         {"op": "say", "text": "Reconnect checks done."}
     ]);
     let agent = start_agent(&env, &fx, &steps);
-    let connect = Connect::start(&env, &fx);
-    connect.wait_for("the slow request", Duration::from_secs(60), |e| {
-        e["type"] == "tool_call_requested" && e["data"]["id"] == "t-slow"
-    });
+    let connect = start_connect(&env, &fx);
+    connect
+        .wait_for("the slow request", Duration::from_secs(60), |e| {
+            e["type"] == "tool_call_requested" && e["data"]["id"] == "t-slow"
+        })
+        .unwrap();
     env.pair.set_client_link(false).unwrap();
     // Longer than the server's 4 s ping timeout: both sides give up on the session, so
     // the client must rejoin in full and greet the assistant again.
@@ -479,10 +389,12 @@ fn a_result_produced_while_the_link_is_down_arrives_once_and_the_tool_is_not_rer
     for o in &outcomes {
         eprintln!("{o}");
     }
-    connect.wait_for("the final message", Duration::from_secs(10), |e| {
-        e["type"] == "assistant_message" && e["data"]["text"] == "Reconnect checks done."
-    });
-    let events = connect.finish();
+    connect
+        .wait_for("the final message", Duration::from_secs(10), |e| {
+            e["type"] == "assistant_message" && e["data"]["text"] == "Reconnect checks done."
+        })
+        .unwrap();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     let pos = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
     let lost = pos(&|e| e["type"] == "connection" && e["data"]["state"] == "reconnecting")
         .expect("the link drop was noticed");
@@ -556,10 +468,12 @@ fn a_participant_holding_streams_open_does_not_block_the_assistants_large_reques
     )
     .expect("mallory peer");
     let agent = start_agent(&env, &fx, &steps);
-    let mut connect = Connect::start(&env, &fx);
-    connect.wait_for("the welcome", Duration::from_secs(30), |e| {
-        e["type"] == "session_started"
-    });
+    let mut connect = start_connect(&env, &fx);
+    connect
+        .wait_for("the welcome", Duration::from_secs(30), |e| {
+            e["type"] == "session_started"
+        })
+        .unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
     while !mallory.proc.stderr().contains("\"held\"") {
         assert!(
@@ -571,7 +485,7 @@ fn a_participant_holding_streams_open_does_not_block_the_assistants_large_reques
     }
     // Let her last packets reach the client before the assistant sends its request.
     std::thread::sleep(Duration::from_secs(1));
-    connect.say(USER_TEXT);
+    connect.say(USER_TEXT).unwrap();
     let outcomes = agent_steps(agent, &env, &connect);
     for o in &outcomes {
         eprintln!("{o}");
@@ -581,10 +495,12 @@ fn a_participant_holding_streams_open_does_not_block_the_assistants_large_reques
         .find(|o| o["id"] == "t-30k")
         .expect("the 30 KB request step ran");
     assert_eq!(request["ok"], true, "{request}");
-    connect.wait_for("the final message", Duration::from_secs(10), |e| {
-        e["type"] == "assistant_message" && e["data"]["text"] == "Stream checks done."
-    });
-    let events = connect.finish();
+    connect
+        .wait_for("the final message", Duration::from_secs(10), |e| {
+            e["type"] == "assistant_message" && e["data"]["text"] == "Stream checks done."
+        })
+        .unwrap();
+    let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     assert!(of_type(&events, "error").is_empty(), "{events:?}");
     assert_eq!(of_type(&events, "tool_call_requested").len(), 1);
 }
