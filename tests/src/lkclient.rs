@@ -270,6 +270,18 @@ pub fn runtime_in_netns(ns: &str) -> anyhow::Result<tokio::runtime::Runtime> {
         .map_err(|_| anyhow::anyhow!("the namespace thread panicked"))?
 }
 
+/// A dev-key token for `room` as outpost-room's own minting makes it, with the participant
+/// `kind` LiveKit Agents looks at (`""`, or `"agent"` for an agent).
+pub fn dev_token(room: &str, identity: &str, kind: &str) -> anyhow::Result<String> {
+    Ok(outpost_room::Keys::dev().mint_with_kind(
+        room,
+        identity,
+        None,
+        Duration::from_secs(3600),
+        kind,
+    )?)
+}
+
 /// Mints a dev-key access token for `identity` in `room`.
 pub fn token(room: &str, identity: &str, secret: &str) -> anyhow::Result<String> {
     livekit_token::AccessToken::with_api_key(DEV_KEY, secret)

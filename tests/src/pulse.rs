@@ -48,6 +48,29 @@ fn spawn_daemon(dir: &std::path::Path, socket: &std::path::Path) -> anyhow::Resu
 }
 
 impl Pulse {
+    /// For a test program without libtest's harness, first thing in `main`: starts the
+    /// daemon and points this process's `PULSE_SERVER` at it (ALSA's pulse plugin reads it
+    /// later, from any thread). Exits the process with the reason when it cannot start.
+    pub fn start_for_this_process() -> Self {
+        let pulse = match Self::start() {
+            Ok(p) => p,
+            Err(e) => {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("{e:#}");
+                }
+                std::process::exit(1);
+            }
+        };
+        // SAFETY: the caller is `main` before it starts any thread (this function's
+        // contract), so nothing reads the environment while it changes.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("PULSE_SERVER", pulse.server());
+        }
+        pulse
+    }
+
     /// Starts it and waits until it answers.
     pub fn start() -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;

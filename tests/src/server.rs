@@ -266,6 +266,25 @@ macro_rules! both_servers {
     };
 }
 
+/// For a test program without libtest's harness: runs its one `scenario`, prints a
+/// libtest-like line (`test NAME ... ok`) and the count, and exits with status 1 when it
+/// failed.
+pub fn run_one(name: &str, scenario: impl FnOnce() -> anyhow::Result<()>) {
+    #[allow(clippy::print_stdout, clippy::print_stderr)]
+    match scenario() {
+        Ok(()) => {
+            println!("test {name} ... ok");
+            println!("1 passed, 0 failed");
+        }
+        Err(e) => {
+            eprintln!("{e:#}");
+            println!("test {name} ... FAILED");
+            println!("0 passed, 1 failed");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// For tests without libtest's harness (the voice tests, which must set `PULSE_SERVER`
 /// before any thread starts): runs `scenario` once per server kind in turn, prints a
 /// libtest-like line for each (`test NAME::room ... ok`), and exits with status 1 when

@@ -19,7 +19,6 @@ use outpost_core::{
     AssistantMode, ConnectOptions, Core, Credentials, Decision, PolicySource, SessionEvents,
     ToolsConfig, UiEvent,
 };
-use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
@@ -35,9 +34,7 @@ const HELLO: &str = "Hello from the scripted agent.";
 const BIG_LAST_LINE: &str = "the end of the big file";
 
 fn token(identity: &str, kind: &str) -> String {
-    Keys::dev()
-        .mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), kind)
-        .unwrap()
+    outpost_tests::lkclient::dev_token(ROOM, identity, kind).unwrap()
 }
 
 /// The agent, or with `--stranger` the plain participant, in the server namespace.

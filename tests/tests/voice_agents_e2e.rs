@@ -43,7 +43,6 @@ use outpost_core::store::{ConversationId, Role, TimelineItem};
 use outpost_core::{ConnectOptions, Core, Credentials, ToolsConfig, UiEvent};
 use outpost_desktop::contract::{AppEvent, DeviceState, VoiceControl, VoiceMode};
 use outpost_desktop::voice::VoiceHub;
-use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::pulse::Pulse;
@@ -64,9 +63,7 @@ const TRANSCRIPT: &str = "Hello agent";
 const REPLY: &str = "I hear you loud and clear.";
 
 fn token(identity: &str, kind: &str) -> String {
-    Keys::dev()
-        .mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), kind)
-        .unwrap()
+    outpost_tests::lkclient::dev_token(ROOM, identity, kind).unwrap()
 }
 
 /// The agent's JSON lines, each with when it arrived.
@@ -396,19 +393,7 @@ fn scenario(pulse: &Pulse, kind: ServerKind) -> anyhow::Result<()> {
 }
 
 fn main() {
-    let mut pulse = match Pulse::start() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e:#}");
-            std::process::exit(1);
-        }
-    };
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+    let mut pulse = Pulse::start_for_this_process();
     outpost_tests::server::run_each_kind(
         "a_livekit_agents_session_hears_outposts_microphone_and_speaks_through_its_speaker",
         |kind| {

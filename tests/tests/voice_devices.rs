@@ -230,25 +230,10 @@ async fn scenario(pulse: &Pulse) -> anyhow::Result<()> {
 }
 
 fn main() {
-    let name = "the_voice_hub_keeps_its_speaker_through_device_changes";
-    let pulse = Pulse::start().expect("pulseaudio");
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+    let pulse = Pulse::start_for_this_process();
     let rt = tokio::runtime::Runtime::new().expect("tokio");
-    match rt.block_on(scenario(&pulse)) {
-        Ok(()) => {
-            println!("test {name} ... ok");
-            println!("1 passed, 0 failed");
-        }
-        Err(e) => {
-            eprintln!("{e:#}");
-            println!("test {name} ... FAILED");
-            println!("0 passed, 1 failed");
-            std::process::exit(1);
-        }
-    }
+    outpost_tests::server::run_one(
+        "the_voice_hub_keeps_its_speaker_through_device_changes",
+        || rt.block_on(scenario(&pulse)),
+    );
 }

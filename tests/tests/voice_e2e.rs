@@ -34,7 +34,6 @@ use outpost_core::store::{ConversationId, Role, TimelineItem};
 use outpost_core::{ConnectOptions, Core, Credentials, ToolsConfig, UiEvent};
 use outpost_desktop::contract::{AppEvent, DeviceState, VoiceControl, VoiceMode};
 use outpost_desktop::voice::VoiceHub;
-use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::pulse::{Pulse, peak_hz};
@@ -48,9 +47,7 @@ const AGENT: &str = "voice-agent";
 const WAIT: Duration = Duration::from_secs(90);
 
 fn token(identity: &str) -> String {
-    Keys::dev()
-        .mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), "")
-        .unwrap()
+    outpost_tests::lkclient::dev_token(ROOM, identity, "").unwrap()
 }
 
 async fn next_ui(
@@ -433,19 +430,7 @@ fn tail(s: &str, n: usize) -> String {
 }
 
 fn main() {
-    let mut pulse = match Pulse::start() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("{e:#}");
-            std::process::exit(1);
-        }
-    };
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+    let mut pulse = Pulse::start_for_this_process();
     outpost_tests::server::run_each_kind(
         "agent_hears_the_microphone_and_outpost_plays_the_agent_with_transcripts",
         |kind| {

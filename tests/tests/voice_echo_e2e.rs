@@ -33,7 +33,6 @@ use anyhow::{Context as _, bail, ensure};
 use outpost_core::{ConnectOptions, Core, Credentials, ToolsConfig};
 use outpost_desktop::contract::{AppEvent, DeviceState, VoiceControl, VoiceMode};
 use outpost_desktop::voice::VoiceHub;
-use outpost_room::Keys;
 use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::pulse::Pulse;
@@ -47,9 +46,7 @@ const FAR: &str = "far-end";
 const RATE: f64 = 48_000.0;
 
 fn token(identity: &str) -> String {
-    Keys::dev()
-        .mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), "")
-        .unwrap()
+    outpost_tests::lkclient::dev_token(ROOM, identity, "").unwrap()
 }
 
 fn now() -> f64 {
@@ -80,14 +77,7 @@ struct Marks {
     near: f64,
 }
 
-fn scenario() -> anyhow::Result<()> {
-    let pulse = Pulse::start()?;
-    // SAFETY: called from `main` before any other thread exists; ALSA's pulse plugin
-    // reads it later, from this process.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+fn scenario(pulse: &Pulse) -> anyhow::Result<()> {
     pulse.pactl(&[
         "load-module",
         "module-loopback",
@@ -300,17 +290,9 @@ fn scenario() -> anyhow::Result<()> {
 }
 
 fn main() {
-    let name = "echo_cancellation_removes_the_far_end_and_keeps_the_near_end";
-    match scenario() {
-        Ok(()) => {
-            println!("test {name} ... ok");
-            println!("1 passed, 0 failed");
-        }
-        Err(e) => {
-            eprintln!("{e:#}");
-            println!("test {name} ... FAILED");
-            println!("0 passed, 1 failed");
-            std::process::exit(1);
-        }
-    }
+    let pulse = Pulse::start_for_this_process();
+    outpost_tests::server::run_one(
+        "echo_cancellation_removes_the_far_end_and_keeps_the_near_end",
+        || scenario(&pulse),
+    );
 }

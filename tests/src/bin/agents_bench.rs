@@ -19,7 +19,6 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig};
-use outpost_room::Keys;
 use outpost_tests::bench::{self, env_num, median};
 use outpost_tests::lkclient::{Env, in_netns};
 use outpost_tests::proc::Proc;
@@ -29,7 +28,7 @@ use serde_json::Value;
 const ROOM: &str = "agents-bench";
 
 fn token(identity: &str, kind: &str) -> anyhow::Result<String> {
-    Ok(Keys::dev().mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), kind)?)
+    outpost_tests::lkclient::dev_token(ROOM, identity, kind)
 }
 
 /// Outpost in the client namespace until `stop` fires (or is dropped).

@@ -36,7 +36,6 @@ use outpost_core::executor::{DispatchEvent, Executor, Permissions};
 use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig};
 use outpost_mcp::{HostOptions, McpHost, MemorySecrets, ServerConfig};
 use outpost_protocol::{Execution, ToolUseRequest};
-use outpost_room::Keys;
 use outpost_tests::bench::{self, env_num, median};
 use outpost_tests::lkclient::{Env, in_netns};
 use outpost_tests::python;
@@ -49,7 +48,7 @@ const MESSAGE: &str = "hi from the bench";
 const START: Duration = Duration::from_secs(60);
 
 fn token(identity: &str, kind: &str) -> anyhow::Result<String> {
-    Ok(Keys::dev().mint_with_kind(ROOM, identity, None, Duration::from_secs(3600), kind)?)
+    outpost_tests::lkclient::dev_token(ROOM, identity, kind)
 }
 
 fn everything_js() -> anyhow::Result<PathBuf> {
