@@ -241,6 +241,13 @@ fn the_crate_graph_follows_architecture_md() {
 const NOT_NAMED_IN_CODE: &[(&str, &str, &str)] = &[
     // tauri-build runs from build.rs; tauri's macros are named there.
     ("src-tauri", "tauri-build", "build.rs calls it"),
+    // outpost_enum::closed_enum!'s `#[ts_if_feature]` derives ts-rs's TS in this crate, under
+    // its `ts` feature.
+    (
+        "outpost-protocol",
+        "ts-rs",
+        "the closed enums' TypeScript, through closed_enum!",
+    ),
     // rmcp's HTTP transport is reqwest; the crate picks its TLS features here.
     (
         "outpost-mcp",

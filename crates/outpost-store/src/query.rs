@@ -7,7 +7,7 @@ use crate::error::{Error, Result, SqlContext};
 use crate::model::{
     Attachment, AuditEntry, AuditPage, Consent, Conversation, ConversationId, ConversationPage,
     ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, ProtocolError,
-    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation,
+    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation, column,
 };
 
 /// Largest page a query returns, whatever the caller asks for.
@@ -109,7 +109,7 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<(Message, String)> {
 }
 
 fn finish_message((mut m, role): (Message, String)) -> Result<Message> {
-    m.role = role.parse()?;
+    m.role = column(&role)?;
     Ok(m)
 }
 
@@ -176,15 +176,15 @@ impl RawToolCall {
             message_id: self.message_id,
             tool_name: self.tool_name,
             server_name: self.server_name,
-            execution: self.execution.parse()?,
+            execution: column(&self.execution)?,
             arguments: stored_json(self.arguments, self.arguments_original, "arguments")?,
-            state: self.state.parse()?,
+            state: column(&self.state)?,
             initiated_at: self.initiated_at,
             awaiting_consent_at: self.awaiting_consent_at,
             running_at: self.running_at,
             finished_at: self.finished_at,
             duration_ms: self.duration_ms,
-            executed_by: self.executed_by.map(|e| e.parse()).transpose()?,
+            executed_by: self.executed_by.map(|e| column(&e)).transpose()?,
             result: self
                 .result
                 .map(|r| stored_json(r, self.result_original, "result"))
@@ -223,9 +223,9 @@ fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
 }
 
 fn finish_consent((mut c, decision, by, outcome): RawConsent) -> Result<Consent> {
-    c.decision = decision.map(|d| d.parse()).transpose()?;
-    c.decided_by = by.parse()?;
-    c.outcome = outcome.parse()?;
+    c.decision = decision.map(|d| column(&d)).transpose()?;
+    c.decided_by = column(&by)?;
+    c.outcome = column(&outcome)?;
     Ok(c)
 }
 

@@ -17,7 +17,7 @@ use crate::error::{Error, Result, SqlContext};
 use crate::model::{
     ConversationId, MAX_ATTACHMENT_DATA, MessageDelta, Millis, NewAttachment, NewConsent,
     NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport, Role,
-    ToolCallEvent, ToolCallState,
+    ToolCallEvent, ToolCallState, column,
 };
 
 /// A queued unit of work.
@@ -628,8 +628,8 @@ fn load_call_state(conn: &Connection, conv: &ConversationId, id: &str) -> Result
         .ok_or_else(|| Error::NotFound {
             what: "tool call",
             id: id.to_owned(),
-        })?
-        .parse()
+        })
+        .and_then(|s| column(&s))
 }
 
 fn check_transition(id: &str, from: ToolCallState, to: ToolCallState) -> Result<()> {
