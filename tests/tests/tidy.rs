@@ -315,16 +315,13 @@ fn only_the_tauri_backend_imports_tauri_in_the_ui() {
 }
 
 /// A tool call's status has one owner (ARCHITECTURE.md): only outpost-core's machine, and
-/// the desktop's history view for stored calls, turn a result into a status
+/// nothing else (the store keeps the status it decided), turns a result into a status
 /// (`ToolCallStatus::of_result`); the app, the CLI and the UI copy it and never spell the
 /// failure code that decides one (the UI's `words.ts` puts codes into plain words, and the
 /// mock backend stands in for the core).
 #[test]
 fn only_the_core_decides_a_tool_calls_status() {
-    let decides = |r: &str| {
-        r.starts_with("crates/outpost-core/src/")
-            || r == "crates/outpost-desktop/src/history/mod.rs"
-    };
+    let decides = |r: &str| r.starts_with("crates/outpost-core/src/");
     let mut rust = Vec::new();
     for m in members() {
         rust_files(&m.join("src"), &mut rust);

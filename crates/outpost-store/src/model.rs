@@ -139,6 +139,43 @@ impl Column for ToolCallState {
     const COLUMN: &'static str = "state";
 }
 
+closed_enum! {
+    /// A tool call's status as the session's state machine (outpost-core's
+    /// `ToolCallStatus`) decided it: the store copies it and never works it out.
+    pub enum CallStatus {
+        /// Arrived; nothing decided yet.
+        Initiated => "initiated",
+        /// Waiting for the user's answer.
+        AwaitingConsent => "awaiting_consent",
+        /// Running.
+        Running => "running",
+        /// Succeeded.
+        Completed => "completed",
+        /// Failed while running, or was refused for a reason other than permission.
+        Error => "error",
+        /// Ran out of time.
+        Timeout => "timeout",
+        /// Refused by the policy or the user.
+        Denied => "denied",
+        /// Cancelled.
+        Cancelled => "cancelled",
+    }
+}
+
+impl Column for CallStatus {
+    const COLUMN: &'static str = "status";
+}
+
+impl CallStatus {
+    /// True for the statuses a failed call ends in.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            CallStatus::Error | CallStatus::Timeout | CallStatus::Denied | CallStatus::Cancelled
+        )
+    }
+}
+
 impl ToolCallState {
     /// True for `completed` and `error`.
     pub fn is_final(self) -> bool {
@@ -342,6 +379,9 @@ pub enum ToolCallEvent {
         id: String,
         /// Machine-readable code (`unknown_tool`, `timeout`, `execution_error`, ...).
         code: String,
+        /// The status the machine gave the call: one of the failures
+        /// ([`CallStatus::is_failure`]).
+        status: CallStatus,
         /// Human-readable message.
         message: String,
         /// Partial result or diagnostics, if any.
@@ -590,6 +630,8 @@ pub struct ToolCall {
     pub arguments: StoredJson,
     /// Current state.
     pub state: ToolCallState,
+    /// The status the session's state machine gave it.
+    pub status: CallStatus,
     /// When the request arrived.
     pub initiated_at: Millis,
     /// When consent was asked.

@@ -116,7 +116,7 @@ fn finish_message((mut m, role): (Message, String)) -> Result<Message> {
 pub(crate) const TOOL_COLS: &str = "conversation_id, id, message_id, tool_name, server_name, \
     execution, arguments, arguments_original_bytes, state, initiated_at, awaiting_consent_at, \
     running_at, finished_at, duration_ms, executed_by, result, result_original_bytes, \
-    error_code, error_message, seq";
+    error_code, error_message, seq, status";
 
 /// Raw tool-call row; parsed into [`ToolCall`] outside the rusqlite callback so parse
 /// errors keep their own type.
@@ -141,6 +141,7 @@ pub(crate) struct RawToolCall {
     error_code: Option<String>,
     error_message: Option<String>,
     seq: i64,
+    status: Option<String>,
 }
 
 pub(crate) fn tool_row(r: &Row<'_>) -> rusqlite::Result<RawToolCall> {
@@ -165,6 +166,7 @@ pub(crate) fn tool_row(r: &Row<'_>) -> rusqlite::Result<RawToolCall> {
         error_code: r.get(17)?,
         error_message: r.get(18)?,
         seq: r.get(19)?,
+        status: r.get(20)?,
     })
 }
 
@@ -178,6 +180,8 @@ impl RawToolCall {
             server_name: self.server_name,
             execution: column(&self.execution)?,
             arguments: stored_json(self.arguments, self.arguments_original, "arguments")?,
+            // Every write sets `status`, and migration 4 filled it in for older rows.
+            status: column(self.status.as_deref().unwrap_or_default())?,
             state: column(&self.state)?,
             initiated_at: self.initiated_at,
             awaiting_consent_at: self.awaiting_consent_at,
