@@ -1386,6 +1386,16 @@ closed_enum! {
     }
 }
 
+/// The app's commands: src-tauri/commands.txt, the one list (the app's build script makes
+/// their permissions and handler from it; the UI gets it through [`typescript`]).
+pub fn commands() -> Vec<&'static str> {
+    include_str!("../../../src-tauri/commands.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
+}
+
 /// The TypeScript of every contract type, in one module: what
 /// `ui/src/lib/generated/contract.ts` must contain.
 pub fn typescript() -> String {
@@ -1485,5 +1495,13 @@ pub fn typescript() -> String {
         ExportResult,
         AboutInfo,
     );
+    out.push_str(
+        "\n/** Every app command (src-tauri/commands.txt, the one list), in order. */\n\
+         export const COMMAND_NAMES = [\n",
+    );
+    for name in commands() {
+        out.push_str(&format!("  '{name}',\n"));
+    }
+    out.push_str("] as const;\n\n/** An app command's name. */\nexport type AppCommand = (typeof COMMAND_NAMES)[number];\n");
     out
 }
