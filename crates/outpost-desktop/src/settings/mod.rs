@@ -1,6 +1,11 @@
-//! The app's own settings file (`settings.toml` in the config directory) and where things
-//! live. Folder scopes and the consent timeout are not here: they belong to the policy
-//! file, which the tool executor reads. Secrets are never here: they go to the keyring.
+//! The app's settings: its own file (`settings.toml` in the config directory) and where
+//! things live, and [`crate::Desktop`]'s `settings_*` commands in `commands`. Folder scopes
+//! and the consent timeout are not in the file: they belong to the policy file, which the
+//! tool executor reads. Secrets are never there: they go to the keyring.
+
+mod commands;
+
+pub(crate) use commands::connection_config;
 
 use std::path::{Path, PathBuf};
 
