@@ -21,8 +21,8 @@ mod tray;
 
 use std::sync::Arc;
 
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, MemorySecrets, SecretStore};
-use outpost_desktop::settings::Paths;
 use outpost_desktop::{Desktop, Notifier};
 use tauri::{Manager, Runtime, WindowEvent};
 

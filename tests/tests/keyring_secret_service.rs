@@ -40,8 +40,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
 use outpost_desktop::contract::AppEvent;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, SecretStore as _};
-use outpost_desktop::settings::Paths;
 use outpost_desktop::{Desktop, Notifier};
 
 const STEP_ENV: &str = "OUTPOST_KEYRING_STEP";

@@ -8,7 +8,7 @@
 //!   servers, the demo's children: started and ended together), the live view folded from
 //!   its events (`session::live`), the `session_*` and `chat_*` commands.
 //! - `consent`: the open consent questions as the UI sees them; `consent_*`.
-//! - [`settings`]: where files live, the app's `settings.toml`; `settings_*`.
+//! - [`settings`]: the app's `settings.toml`; `settings_*`.
 //! - `history`: store records → contract types; `history_*`.
 //! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it;
 //!   `mcp_*`.
@@ -19,7 +19,7 @@
 //!
 //! Beside them: [`contract`] (the UI contract's types: camelCase JSON, `{type, data}`
 //! events), [`attachments`] (files the user gives the assistant: checked, staged and shown
-//! before they go), [`autostart`] (start at login, the XDG autostart entry), [`secrets`]
+//! before they go), [`paths`] (where the app keeps its files), [`autostart`] (start at login, the XDG autostart entry), [`secrets`]
 //! (the OS keyring), [`demo`] (the local demo: the room server and the reference assistant
 //! as child processes), [`tray`] (what the tray icon shows, a fold of the UI's events),
 //! `error` ([`DesktopError`] and its `{code, message}` form).
@@ -33,6 +33,7 @@ mod desktop;
 mod error;
 mod history;
 pub mod mcp;
+pub mod paths;
 pub mod secrets;
 pub mod session;
 pub mod settings;

@@ -11,8 +11,8 @@ use outpost_desktop::contract::{
     AppEvent, ConsentRequest, Decision, RememberedKind, Settings, ToolResult, ToolRule,
 };
 use outpost_desktop::demo::DemoPrograms;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::MemorySecrets;
-use outpost_desktop::settings::Paths;
 use outpost_desktop::{Desktop, Notifier};
 use tokio::sync::mpsc;
 

@@ -19,9 +19,10 @@ use outpost_store::now_ms;
 
 use crate::contract::AppEvent;
 use crate::error::Result;
+use crate::paths::Paths;
 use crate::secrets::SecretStore;
 use crate::session::{Sessions, live::LiveState};
-use crate::settings::{AppConfig, Paths};
+use crate::settings::AppConfig;
 
 /// Receives the UI events (the Tauri channel of `session_subscribe`).
 pub type EventSink = Box<dyn Fn(AppEvent) + Send + Sync>;

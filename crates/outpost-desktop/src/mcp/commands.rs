@@ -392,7 +392,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::desktop::Notifier;
-    use crate::settings::Paths;
+    use crate::paths::Paths;
     use outpost_core::Core;
     use outpost_policy::{FolderAccess, FolderRule};
 

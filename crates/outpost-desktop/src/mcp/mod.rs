@@ -33,7 +33,7 @@ use crate::contract::{
     McpToolInfo, McpTransport, ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
-use crate::settings::Paths;
+use crate::paths::Paths;
 
 /// The end of a server's stderr log that `mcp_servers_log` returns.
 pub const LOG_TAIL_BYTES: u64 = 64 * 1024;
