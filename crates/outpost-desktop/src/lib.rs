@@ -15,14 +15,15 @@
 //! - [`voice`]: the microphone and speaker (outpost-audio) joined to the session's audio:
 //!   push-to-talk, open mic, mute, device states, levels; `voice_*`.
 //! - `desktop`: [`Desktop`], the handle that ties the domains together, and the two small
-//!   command domains without state of their own (`tools_*`, `system_*`).
+//!   command domains that need no folder (`tools_*`, `system_*`).
 //!
 //! Beside them: [`contract`] (the UI contract's types: camelCase JSON, `{type, data}`
 //! events), [`attachments`] (files the user gives the assistant: checked, staged and shown
-//! before they go), [`paths`] (where the app keeps its files), [`autostart`] (start at login, the XDG autostart entry), [`secrets`]
-//! (the OS keyring), [`demo`] (the local demo: the room server and the reference assistant
-//! as child processes), [`tray`] (what the tray icon shows, a fold of the UI's events),
-//! `error` ([`DesktopError`] and its `{code, message}` form).
+//! before they go), [`paths`] (where the app keeps its files), [`autostart`] (start at
+//! login, the XDG autostart entry), [`secrets`] (the OS keyring), [`demo`] (the local demo:
+//! the room server and the reference assistant as child processes), [`tray`] (what the
+//! tray icon shows, a fold of the UI's events), `error`
+//! ([`DesktopError`] and its `{code, message}` form).
 
 pub mod attachments;
 pub mod autostart;

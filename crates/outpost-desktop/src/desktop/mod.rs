@@ -1,7 +1,7 @@
 //! [`Desktop`]: the handle that ties the domains together, one method per command of
 //! ui/CONTRACT.md. Each domain keeps its commands in its own folder (`session`, `consent`,
-//! `settings`, `history`, `mcp`, `voice`); the two small ones without state of their own
-//! are here (`tools`, `system`).
+//! `settings`, `history`, `mcp`, `voice`); the two small ones that need no folder are
+//! here (`tools`, `system`).
 
 mod system;
 mod tools;

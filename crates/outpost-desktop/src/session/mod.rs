@@ -1,9 +1,9 @@
 //! A session in the app. One owner, [`Sessions`], holds everything that lives and dies with
 //! a session (the core's session, its MCP servers and their roots task, the local demo's
 //! children when it is the demo's), and one place starts and ends them together
-//! (`lifetime`: `Desktop::start_session`, `Desktop::end_session`). `live` folds the session's core
-//! events into the view the UI shows; `commands` and `chat` are `Desktop`'s `session_*`
-//! and `chat_*` commands.
+//! (`lifetime`: `Desktop::start_session`, `Desktop::end_session`). `live` folds the
+//! session's core events into the view the UI shows; `commands` and `chat` are `Desktop`'s
+//! `session_*` and `chat_*` commands.
 //!
 //! What outlives a session on purpose stays on `Desktop`: the live view and its event
 //! sink (the transcript stays on screen after a disconnect, and the next session continues

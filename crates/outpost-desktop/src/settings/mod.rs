@@ -1,7 +1,8 @@
-//! The app's settings: its own file (`settings.toml` in the config directory, found through
-//! [`crate::paths::Paths`]) and [`crate::Desktop`]'s `settings_*` commands in `commands`. Folder scopes
-//! and the consent timeout are not in the file: they belong to the policy file, which the
-//! tool executor reads. Secrets are never there: they go to the keyring.
+//! The app's settings: its own file (`settings.toml` in the config directory, found
+//! through [`crate::paths::Paths`]) and [`crate::Desktop`]'s `settings_*` commands in
+//! `commands`. Folder scopes and the consent timeout are not in the file: they belong to
+//! the policy file, which the tool executor reads. Secrets are never there: they go to the
+//! keyring.
 
 mod commands;
 
