@@ -21,7 +21,7 @@ mod tray;
 
 use std::sync::Arc;
 
-use outpost_desktop::config::Paths;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, MemorySecrets, SecretStore};
 use outpost_desktop::{Desktop, Notifier};
 use tauri::{Manager, Runtime, WindowEvent};

@@ -43,7 +43,7 @@ pub use outpost_core::ProgressState as ToolProgressState;
 pub use outpost_core::FolderAccess;
 
 /// `ConnectionSettings` `authMode`: the settings file's own.
-pub use crate::config::AuthMode;
+pub use crate::settings::AuthMode;
 
 /// What an MCP server claims about its tool (MCP annotations), camelCase; shown as the
 /// server's claims, never a permission.
