@@ -147,8 +147,12 @@ impl Engine {
     /// more after its first data (seen against v1.13.5: 1.4 s), so an agent that calls or
     /// speaks at once would be taken for a stranger. Held packets are handled in order once
     /// an update names their session, or as they are when [`HOLD_FOR`] passes (a hidden
-    /// participant is never named). Bounded: [`MAX_HELD_SESSIONS`] sessions,
-    /// [`MAX_HELD_BYTES`] each; beyond that packets are handled at once. True when held.
+    /// participant is never named). Once a session has packets held, every later packet
+    /// of it waits behind them, whatever its kind: let through first, it would raise the
+    /// session's last reliable sequence and the held ones would be dropped as replays.
+    /// Bounded: [`MAX_HELD_SESSIONS`] sessions, [`MAX_HELD_BYTES`] each; a packet of
+    /// another session is handled at once, one beyond a session's bytes is dropped.
+    /// True when held (or dropped).
     pub(super) fn hold(
         &mut self,
         packet: &proto::DataPacket,
@@ -167,7 +171,8 @@ impl Engine {
                     | data_packet::Value::RpcRequest(_)
             )
         );
-        if !strict || !kind || sid.is_empty() {
+        let waiting = self.held.iter().position(|h| h.sid == sid);
+        if !strict || !(kind || waiting.is_some()) || sid.is_empty() {
             return false;
         }
         {
@@ -178,7 +183,7 @@ impl Engine {
                 return false;
             }
         }
-        let at = match self.held.iter().position(|h| h.sid == sid) {
+        let at = match waiting {
             Some(i) => i,
             None if self.held.len() < MAX_HELD_SESSIONS => {
                 tracing::debug!(%sid, "data from a session not announced yet; held");

@@ -239,8 +239,9 @@ pub(crate) struct Engine {
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
     receivers_audio: HashMap<String, JoinHandle<()>>,
-    /// Streams and RPC requests from sessions no participant update has named yet,
-    /// oldest first (with an assistant-only rule on, see [`Engine::hold`]).
+    /// Streams and RPC requests from sessions no participant update has named yet, and
+    /// whatever those sessions sent after them, oldest first (with an assistant-only
+    /// rule on, see [`Engine::hold`]).
     held: Vec<Held>,
     /// Whom the server was last told may subscribe to our tracks (with
     /// [`TrackSubscribers::Assistant`]): `Some(None)` nobody, `None` not told yet on

@@ -371,6 +371,54 @@ async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
     assert!(e.held.is_empty());
 }
 
+/// Reliable packet `seq` of session `sid` of `identity`, as the server relays it.
+fn numbered(identity: &str, sid: &str, seq: u32, mut p: proto::DataPacket) -> Vec<u8> {
+    p.sequence = seq;
+    p.participant_identity = identity.into();
+    p.participant_sid = sid.into();
+    proto::encode_data_packet(&p)
+}
+
+/// While a session's RPC call waits for the update that names it, its later packets of
+/// any kind wait behind it: one let through first would raise the session's last
+/// reliable sequence, and the held call, numbered lower, would be dropped as replayed.
+#[tokio::test]
+async fn packets_behind_a_held_one_wait_in_order() {
+    let (mut e, mut rx) = engine(RoomOptions::default().rpc_from_assistant_only());
+    e.shared.rpc.register(
+        "outpost.list_tools".into(),
+        crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
+    );
+    let call = proto::RpcRequest {
+        id: "r1".into(),
+        method: "outpost.list_tools".into(),
+        payload: "{}".into(),
+        version: 1,
+        ..Default::default()
+    };
+    let call = proto::rpc_packet(data_packet::Value::RpcRequest(call), "me");
+    e.on_data(true, &numbered("bot", "PA_b", 1, call));
+    let hello = proto::user_packet(b"hello".to_vec(), None, Vec::new(), true);
+    e.on_data(true, &numbered("bot", "PA_b", 2, hello));
+    let before = drain(&mut rx);
+    e.update_roster(&[info("bot", "PA_b", true, false)]);
+    let events: Vec<RoomEvent> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+    assert!(
+        events.iter().any(|ev| matches!(ev, RoomEvent::Data(_))),
+        "the user packet arrives: {events:?}"
+    );
+    assert_eq!(
+        e.shared.outbox.pending_len(),
+        1,
+        "the held call is acked, not dropped as replayed"
+    );
+    assert!(
+        before.is_empty(),
+        "the user packet waited behind the call: {before:?}"
+    );
+    assert!(e.held.is_empty());
+}
+
 /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden
 /// participant's) is never reported, so nobody can take it for the assistant's; audio
 /// that merely came before the update is reported once the update names its owner.
