@@ -9,16 +9,17 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::attributes::ProfileUpdate;
 use crate::audio::{AudioSourceOptions, LocalAudioTrack, LocalShared};
-use crate::engine::{Command, Engine, Shared};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::events::RoomEvent;
 use crate::outbox::Outbox;
 use crate::proto;
-use crate::rpc::{PerformRpc, RpcError, RpcInvocation, RpcMethods};
+use crate::rpc::{PerformRpc, Rpc, RpcError, RpcInvocation, RpcMethods};
+use crate::shared::{Command, Shared};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
 use crate::types::{
-    ConnectionState, DataOptions, Participant, RoomEvent, RpcCallers, StreamSenders,
-    TrackSubscribers,
+    ConnectionState, DataOptions, Participant, RpcCallers, StreamSenders, TrackSubscribers,
 };
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
@@ -172,6 +173,7 @@ pub struct Room {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
+    rpc: Arc<Rpc>,
     cmd: mpsc::UnboundedSender<Command>,
     max_payload: usize,
     engine: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -196,9 +198,9 @@ impl Room {
             state: watch::channel(ConnectionState::Reconnecting).0,
             roster: Mutex::default(),
             lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::from_options(&options),
             path: Mutex::default(),
         });
+        let rpc = Arc::new(Rpc::from_options(&options, shared.clone()));
         crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(
@@ -206,6 +208,7 @@ impl Room {
             token.to_owned(),
             options,
             shared.clone(),
+            rpc.clone(),
             events_tx,
             cmd_rx,
         );
@@ -223,6 +226,7 @@ impl Room {
         let room = Room {
             inner: Arc::new(Inner {
                 shared,
+                rpc,
                 cmd: cmd_tx,
                 max_payload,
                 engine: Mutex::new(Some(handle)),
@@ -452,7 +456,6 @@ impl Room {
         Fut: std::future::Future<Output = std::result::Result<String, RpcError>> + Send + 'static,
     {
         self.inner
-            .shared
             .rpc
             .register(method.into(), crate::rpc::handler(handler));
     }
@@ -460,12 +463,12 @@ impl Room {
     /// The room's RPC method set (the one given in [`RoomOptions::rpc_methods`]):
     /// registering on it is registering on the room.
     pub fn rpc_methods(&self) -> crate::rpc::RpcMethods {
-        self.inner.shared.rpc.methods()
+        self.inner.rpc.methods()
     }
 
     /// Removes the handler for `method`; later calls get `UNSUPPORTED_METHOD`.
     pub fn unregister_rpc_method(&self, method: &str) {
-        self.inner.shared.rpc.unregister(method);
+        self.inner.rpc.unregister(method);
     }
 
     /// Calls an RPC method on another participant and returns its response payload,
@@ -476,7 +479,7 @@ impl Room {
     /// version 2 response stream fails). Uses version 2 (no payload limit) when the
     /// destination advertised `client_protocol` ≥ 1 and [`RoomOptions::rpc_v2`] is on.
     pub async fn perform_rpc(&self, call: PerformRpc) -> std::result::Result<String, RpcError> {
-        crate::rpc::perform(&self.inner.shared, call).await
+        crate::rpc::perform(&self.inner.rpc, call).await
     }
 
     /// Merges `attributes` into our participant attributes (an empty value deletes its
@@ -546,7 +549,11 @@ impl Room {
             })
             .map_err(|_| Error::Closed("the room engine stopped".into()))?;
         match tokio::time::timeout(PUBLISH_TIMEOUT, rx).await {
-            Ok(Ok(Ok(sid))) => Ok(LocalAudioTrack::new(sid, local, self.inner.cmd.clone())),
+            Ok(Ok(Ok(sid))) => {
+                let cmd = self.inner.cmd.clone();
+                let engine = Arc::new(move |r| cmd.send(Command::Track(r)).is_ok());
+                Ok(LocalAudioTrack::new(sid, local, engine))
+            }
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(Error::Closed(
                 "the room closed before the track was published".into(),

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::events::RoomEvent;
 use crate::proto::{self, data_packet};
-use crate::types::{RoomEvent, StreamSenders};
+use crate::types::StreamSenders;
 
 use super::Engine;
 
@@ -97,7 +98,7 @@ impl Engine {
                     // RPC version 2: the RPC layer decides at the header who may call and
                     // how much it reads, before the stream takes a slot or a byte.
                     let refused = crate::rpc::on_stream_header(
-                        &self.shared,
+                        &self.rpc,
                         &mut self.receivers,
                         sender,
                         assistant,
@@ -128,14 +129,12 @@ impl Engine {
                 self.receivers.on_trailer(&packet.participant_identity, t);
             }
             data_packet::Value::RpcRequest(r) => {
-                let refused = crate::rpc::on_request(&self.shared, &packet.participant_identity, r);
+                let refused = crate::rpc::on_request(&self.rpc, &packet.participant_identity, r);
                 self.refused(refused);
             }
-            data_packet::Value::RpcAck(a) => {
-                self.shared.rpc.on_ack(&packet.participant_identity, a)
-            }
+            data_packet::Value::RpcAck(a) => self.rpc.on_ack(&packet.participant_identity, a),
             data_packet::Value::RpcResponse(r) => {
-                self.shared.rpc.on_response(&packet.participant_identity, r);
+                self.rpc.on_response(&packet.participant_identity, r);
             }
             _ => tracing::debug!("ignoring a data packet kind this client does not handle"),
         }

@@ -7,8 +7,9 @@ use tokio::sync::oneshot;
 
 use crate::audio::LocalShared;
 use crate::error::{Error, Result};
+use crate::events::RoomEvent;
 use crate::proto::{self, signal_request};
-use crate::types::{Participant, RoomEvent, TrackSubscribers};
+use crate::types::{Participant, TrackSubscribers};
 
 use super::Engine;
 

@@ -22,7 +22,7 @@ mod transports;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch};
@@ -30,112 +30,21 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::RoomOptions;
-use crate::attributes::ProfileUpdate;
-use crate::audio::LocalShared;
+use crate::audio::{LocalShared, TrackRequest};
 use crate::error::{Error, Result};
-use crate::outbox::Outbox;
+use crate::events::RoomEvent;
 use crate::proto::{
     self, JoinResponse, LeaveRequest, ReconnectReason, leave_request, signal_request,
 };
+use crate::rpc::Rpc;
+use crate::shared::{Command, Shared};
 use crate::signal::{self, Signal};
 use crate::streams::{Limits, Receivers};
-use crate::types::{ConnectionState, DisconnectReason, Participant, RoomEvent, TrackInfo};
+use crate::types::{ConnectionState, DisconnectReason, TrackInfo};
 use crate::wire::{Channel, Transport, WireEvent};
 
 use data::{HOLD_FOR, Held};
 use media::{PendingTrack, UnownedAudio};
-
-/// Commands from the room handle.
-#[derive(Debug)]
-pub(crate) enum Command {
-    /// Leave cleanly; answer when done.
-    Leave(oneshot::Sender<()>),
-    /// Change our own name, metadata or attributes; answer with the server's verdict.
-    UpdateProfile(ProfileUpdate, oneshot::Sender<Result<()>>),
-    /// Publish an audio track; answer with its sid once the server confirmed it and
-    /// the publisher connection was renegotiated.
-    PublishAudio {
-        name: String,
-        local: Arc<LocalShared>,
-        done: oneshot::Sender<Result<String>>,
-    },
-    /// Mute or unmute our track `sid`.
-    MuteTrack {
-        sid: String,
-        muted: bool,
-        done: oneshot::Sender<Result<()>>,
-    },
-    /// Stop publishing our track `sid`.
-    UnpublishTrack {
-        sid: String,
-        done: oneshot::Sender<Result<()>>,
-    },
-}
-
-/// Who is in the room.
-#[derive(Debug, Default)]
-pub(crate) struct Roster {
-    pub local: Option<Participant>,
-    /// Remote participants in the order they joined.
-    pub remote: Vec<Participant>,
-    pub assistant: Option<Participant>,
-}
-
-/// State the room handle reads and the engine writes.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub outbox: Arc<Outbox>,
-    pub state: watch::Sender<ConnectionState>,
-    pub roster: Mutex<Roster>,
-    pub lossy: Mutex<Option<Channel>>,
-    pub rpc: crate::rpc::Rpc,
-    /// The path ICE selected, read each time the link comes up.
-    pub path: Mutex<crate::types::ConnectionPath>,
-}
-
-#[cfg(test)]
-impl Shared {
-    /// A connected room whose local participant is `me` (sid `PA_me`), for unit tests.
-    pub(crate) fn for_tests() -> Arc<Self> {
-        Self::for_tests_with(crate::rpc::Rpc::default())
-    }
-
-    /// The same, with this RPC state.
-    pub(crate) fn for_tests_with(rpc: crate::rpc::Rpc) -> Arc<Self> {
-        let shared = Arc::new(Self {
-            outbox: Arc::new(Outbox::default()),
-            state: watch::channel(ConnectionState::Connected).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            rpc,
-            path: Mutex::default(),
-        });
-        shared.roster().local = Some(Participant {
-            sid: "PA_me".into(),
-            identity: "me".into(),
-            name: String::new(),
-            kind: crate::types::ParticipantKind::Standard,
-            metadata: String::new(),
-            attributes: HashMap::new(),
-            client_protocol: 0,
-        });
-        shared
-    }
-}
-
-impl Shared {
-    pub(crate) fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
-        self.roster.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub(crate) fn lossy(&self) -> Option<Channel> {
-        self.lossy.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn set_lossy(&self, ch: Option<Channel>) {
-        *self.lossy.lock().unwrap_or_else(|p| p.into_inner()) = ch;
-    }
-}
 
 /// One signal connection with its peer connections.
 struct Link {
@@ -208,6 +117,7 @@ pub(crate) struct Engine {
     token: String,
     opts: RoomOptions,
     shared: Arc<Shared>,
+    rpc: Arc<Rpc>,
     events: mpsc::UnboundedSender<RoomEvent>,
     cmd_rx: mpsc::UnboundedReceiver<Command>,
     wire_tx: mpsc::UnboundedSender<WireEvent>,
@@ -259,6 +169,7 @@ impl Engine {
         token: String,
         opts: RoomOptions,
         shared: Arc<Shared>,
+        rpc: Arc<Rpc>,
         events: mpsc::UnboundedSender<RoomEvent>,
         cmd_rx: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
@@ -274,6 +185,7 @@ impl Engine {
             token,
             opts,
             shared,
+            rpc,
             events,
             cmd_rx,
             wire_tx,
@@ -339,7 +251,7 @@ impl Engine {
                     Some(Command::PublishAudio { name, local, done }) => {
                         self.publish_audio(name, local, done).await;
                     }
-                    Some(Command::MuteTrack { sid, muted, done }) => {
+                    Some(Command::Track(TrackRequest::Mute { sid, muted, done })) => {
                         let verdict = match self.link.as_ref() {
                             Some(link) if self.local_tracks.contains_key(&sid) => {
                                 link.signal
@@ -352,7 +264,7 @@ impl Engine {
                         };
                         let _ = done.send(verdict);
                     }
-                    Some(Command::UnpublishTrack { sid, done }) => {
+                    Some(Command::Track(TrackRequest::Unpublish { sid, done })) => {
                         let _ = done.send(self.unpublish(&sid).await);
                     }
                     None => self.leave().await,
@@ -616,7 +528,7 @@ impl Engine {
         self.shared.set_lossy(None);
         self.receivers.abort_all("the room connection closed");
         self.held.clear();
-        self.shared.rpc.close();
+        self.rpc.close();
         self.requests.clear();
         self.phase = Phase::Closed;
         self.shared

@@ -3,8 +3,9 @@
 use tokio::time::Instant;
 
 use crate::attributes::profile_events;
+use crate::events::RoomEvent;
 use crate::proto::{self, ParticipantInfo};
-use crate::types::{Participant, ParticipantKind, RoomEvent, TrackInfo};
+use crate::types::{Participant, ParticipantKind, TrackInfo};
 
 use super::Engine;
 
@@ -72,7 +73,7 @@ impl Engine {
                         drop(roster);
                         self.receivers
                             .abort_from_participant(&gone, "the sender left mid-stream");
-                        self.shared.rpc.participant_left(&gone.identity);
+                        self.rpc.participant_left(&gone.identity);
                         events.push(RoomEvent::ParticipantLeft(gone));
                     }
                 }
@@ -86,7 +87,7 @@ impl Engine {
                 drop(roster);
                 self.receivers
                     .abort_from_participant(&gone, "the sender left mid-stream");
-                self.shared.rpc.participant_left(&gone.identity);
+                self.rpc.participant_left(&gone.identity);
                 events.push(RoomEvent::ParticipantLeft(gone));
                 events.push(RoomEvent::ParticipantJoined(p));
             } else if let Some(i) = pos {
@@ -169,7 +170,7 @@ impl Engine {
             if let RoomEvent::ParticipantLeft(p) = &ev {
                 self.receivers
                     .abort_from_participant(p, "the sender left mid-stream");
-                self.shared.rpc.participant_left(&p.identity);
+                self.rpc.participant_left(&p.identity);
             }
             self.emit(ev);
         }

@@ -68,8 +68,7 @@ impl Engine {
         let local = join.participant.as_ref().map(proto::participant);
         self.shared.roster().local = local;
         self.permission = join.participant.as_ref().and_then(proto::permission);
-        self.shared
-            .rpc
+        self.rpc
             .set_server_version(join.server_info.as_ref().map(|i| i.version.clone()));
         if proto::force_relay(&join) {
             tracing::info!("the server asks for relayed (TURN) connections only");

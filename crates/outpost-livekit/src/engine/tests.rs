@@ -17,8 +17,17 @@ fn backoff_grows_to_seven_seconds() {
 fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
     let (events, rx) = mpsc::unbounded_channel();
     let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let shared = Shared::for_tests_with(crate::rpc::Rpc::from_options(&opts));
-    let e = Engine::new("ws://x".into(), "t".into(), opts, shared, events, cmd_rx);
+    let shared = Shared::for_tests();
+    let rpc = Arc::new(crate::rpc::Rpc::from_options(&opts, shared.clone()));
+    let e = Engine::new(
+        "ws://x".into(),
+        "t".into(),
+        opts,
+        shared,
+        rpc,
+        events,
+        cmd_rx,
+    );
     (e, rx)
 }
 
@@ -314,7 +323,7 @@ async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
             .streams_from_assistant_only()
             .rpc_from_assistant_only(),
     );
-    e.shared.rpc.register(
+    e.rpc.register(
         "outpost.list_tools".into(),
         crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
     );
@@ -385,7 +394,7 @@ fn numbered(identity: &str, sid: &str, seq: u32, mut p: proto::DataPacket) -> Ve
 #[tokio::test]
 async fn packets_behind_a_held_one_wait_in_order() {
     let (mut e, mut rx) = engine(RoomOptions::default().rpc_from_assistant_only());
-    e.shared.rpc.register(
+    e.rpc.register(
         "outpost.list_tools".into(),
         crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
     );

@@ -7,12 +7,13 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::error::{Error, Result};
+use crate::events::RoomEvent;
 use crate::outbox;
 use crate::proto::{
     self, JoinResponse, ReconnectReason, SessionDescription, SignalTarget, TrickleRequest,
     signal_request,
 };
-use crate::types::{ConnectionState, RoomEvent};
+use crate::types::ConnectionState;
 use crate::wire::{Role, Transport, WireConfig, WireEvent};
 
 use super::{ANNOUNCE_WAIT, Engine, Link, Phase};

@@ -49,10 +49,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::Shared;
 use crate::proto::{
     self, RpcAck, RpcErrorPacket, RpcRequest, RpcResponse, data_packet, data_stream, rpc_response,
 };
+use crate::shared::Shared;
 use crate::streams::{Receivers, Sink, StreamKind, StreamOptions, StreamReader, StreamWriter};
 use crate::types::RpcCallers;
 
@@ -319,8 +319,10 @@ impl std::fmt::Debug for RpcMethods {
     }
 }
 
-/// RPC state of one room, shared by the handle and the engine.
+/// RPC state of one room, shared by the handle and the engine, over the room's shared
+/// state (its send queue and roster).
 pub(crate) struct Rpc {
+    shared: Arc<Shared>,
     handlers: RpcMethods,
     pending: Mutex<HashMap<String, Pending>>,
     /// Incoming requests being handled, by (caller, request id).
@@ -344,15 +346,6 @@ pub(crate) struct Rpc {
 pub(crate) struct Refused {
     pub caller: String,
     pub method: String,
-}
-
-impl Default for Rpc {
-    fn default() -> Self {
-        Self::from_options(&crate::RoomOptions {
-            rpc_v2: false,
-            ..crate::RoomOptions::default()
-        })
-    }
 }
 
 impl std::fmt::Debug for Rpc {
@@ -384,8 +377,9 @@ fn server_supports_rpc(version: &str) -> bool {
 impl Rpc {
     /// The room's RPC state from its options: answering from `rpc_methods` (shared, not
     /// copied), calling with version 2 towards peers that take it when `rpc_v2` is set.
-    pub(crate) fn from_options(opts: &crate::RoomOptions) -> Self {
+    pub(crate) fn from_options(opts: &crate::RoomOptions, shared: Arc<Shared>) -> Self {
         Self {
+            shared,
             handlers: opts.rpc_methods.clone(),
             pending: Mutex::default(),
             running: Mutex::default(),
@@ -439,8 +433,8 @@ impl Rpc {
     }
 }
 
-fn local_identity(shared: &Shared) -> String {
-    shared
+fn local_identity(rpc: &Rpc) -> String {
+    rpc.shared
         .roster()
         .local
         .as_ref()
@@ -449,10 +443,10 @@ fn local_identity(shared: &Shared) -> String {
 }
 
 /// Queues an RPC packet to `to` on the reliable channel.
-fn send(shared: &Shared, value: data_packet::Value, to: &str) -> crate::Result<()> {
-    let identity = local_identity(shared);
+fn send(rpc: &Rpc, value: data_packet::Value, to: &str) -> crate::Result<()> {
+    let identity = local_identity(rpc);
     let to = to.to_owned();
-    shared.outbox.push(
+    rpc.shared.outbox.push(
         move |seq| {
             let mut p = proto::rpc_packet(value, &to);
             p.sequence = seq;
@@ -474,15 +468,15 @@ enum Version {
 
 /// Sends `text` as one text stream on `topic` to `to`.
 async fn send_stream(
-    shared: &Shared,
+    rpc: &Rpc,
     to: &str,
     topic: &str,
     attributes: HashMap<String, String>,
     text: &str,
 ) -> crate::Result<()> {
     let sink = Sink {
-        outbox: shared.outbox.clone(),
-        identity: local_identity(shared),
+        outbox: rpc.shared.outbox.clone(),
+        identity: local_identity(rpc),
     };
     let options = StreamOptions {
         topic: topic.to_owned(),
