@@ -59,6 +59,7 @@ pub mod types;
 
 mod attributes;
 mod engine;
+mod options;
 mod outbox;
 mod proto;
 mod shared;
@@ -69,7 +70,8 @@ mod wire;
 pub use audio::{AudioFrame, AudioSourceOptions, AudioStream, LocalAudioTrack};
 pub use error::{Error, Result};
 pub use events::RoomEvent;
-pub use room::{Room, RoomEvents, RoomOptions};
+pub use options::RoomOptions;
+pub use room::{Room, RoomEvents};
 pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation, RpcMethods};
 pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
 pub use text::TextStreamReader;

@@ -170,7 +170,7 @@ pub enum RpcCallers {
     /// knows it when the request (a version 1 packet, or a version 2 stream's header)
     /// arrives. Anyone else is answered with [`crate::RoomOptions::rpc_refusal`] at
     /// once, at most a few times a second per caller, reported as
-    /// [`RoomEvent::RpcRefused`], and nothing of a version 2 request stream is read:
+    /// [`crate::RoomEvent::RpcRefused`], and nothing of a version 2 request stream is read:
     /// it takes no stream slot and its chunks are dropped.
     Assistant,
 }

@@ -29,10 +29,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::RoomOptions;
 use crate::audio::{LocalShared, TrackRequest};
 use crate::error::{Error, Result};
 use crate::events::RoomEvent;
+use crate::options::RoomOptions;
 use crate::proto::{
     self, JoinResponse, LeaveRequest, ReconnectReason, leave_request, signal_request,
 };
