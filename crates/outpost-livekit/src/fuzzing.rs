@@ -152,7 +152,7 @@ pub fn fuzz_rpc(messages: &[&[u8]], cap: usize) -> Result<(), String> {
 
 async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
     use std::collections::{HashMap, HashSet};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use crate::rpc::{self, RpcInvocation, RpcMethods};
     use crate::types::{ConnectionState, Participant, ParticipantKind, RpcCallers};
@@ -162,13 +162,7 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
     methods.register("outpost.list_tools", |_inv: RpcInvocation| async move {
         Ok("{}".to_owned())
     });
-    let room = Arc::new(crate::shared::Shared {
-        outbox: Arc::default(),
-        state: tokio::sync::watch::channel(ConnectionState::Connected).0,
-        roster: Mutex::default(),
-        lossy: Mutex::default(),
-        path: Mutex::default(),
-    });
+    let room = crate::shared::Shared::new(ConnectionState::Connected);
     let opts = crate::RoomOptions {
         rpc_methods: methods,
         rpc_callers: RpcCallers::Assistant,

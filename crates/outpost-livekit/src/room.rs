@@ -12,7 +12,6 @@ use crate::audio::{AudioSourceOptions, LocalAudioTrack, LocalShared};
 use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::events::RoomEvent;
-use crate::outbox::Outbox;
 use crate::proto;
 use crate::rpc::{PerformRpc, Rpc, RpcError, RpcInvocation};
 use crate::shared::{Command, Shared};
@@ -55,13 +54,7 @@ impl Room {
     ) -> Result<(Room, RoomEvents)> {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            outbox: Arc::new(Outbox::default()),
-            state: watch::channel(ConnectionState::Reconnecting).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            path: Mutex::default(),
-        });
+        let shared = Shared::new(ConnectionState::Reconnecting);
         let rpc = Arc::new(Rpc::from_options(&options, shared.clone()));
         crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
@@ -69,7 +62,6 @@ impl Room {
             url.to_owned(),
             token.to_owned(),
             options,
-            shared.clone(),
             rpc.clone(),
             events_tx,
             cmd_rx,

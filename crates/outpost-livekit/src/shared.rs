@@ -56,13 +56,7 @@ pub(crate) struct Shared {
 impl Shared {
     /// A connected room whose local participant is `me` (sid `PA_me`), for unit tests.
     pub(crate) fn for_tests() -> Arc<Self> {
-        let shared = Arc::new(Self {
-            outbox: Arc::new(Outbox::default()),
-            state: watch::channel(ConnectionState::Connected).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            path: Mutex::default(),
-        });
+        let shared = Self::new(ConnectionState::Connected);
         shared.roster().local = Some(Participant {
             sid: "PA_me".into(),
             identity: "me".into(),
@@ -77,8 +71,24 @@ impl Shared {
 }
 
 impl Shared {
+    /// A room in `state` with an empty send queue and roster.
+    pub(crate) fn new(state: ConnectionState) -> Arc<Self> {
+        Arc::new(Self {
+            outbox: Arc::new(Outbox::default()),
+            state: watch::channel(state).0,
+            roster: Mutex::default(),
+            lossy: Mutex::default(),
+            path: Mutex::default(),
+        })
+    }
+
     pub(crate) fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
         self.roster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The assistant's identity, while one is in the room.
+    pub(crate) fn assistant_identity(&self) -> Option<String> {
+        self.roster().assistant.as_ref().map(|a| a.identity.clone())
     }
 
     pub(crate) fn lossy(&self) -> Option<Channel> {

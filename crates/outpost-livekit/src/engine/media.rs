@@ -259,12 +259,7 @@ impl Engine {
         if self.opts.track_subscribers != TrackSubscribers::Assistant {
             return;
         }
-        let assistant = self
-            .shared
-            .roster()
-            .assistant
-            .as_ref()
-            .map(|a| a.identity.clone());
+        let assistant = self.shared.assistant_identity();
         if self.permitted.as_ref() == Some(&assistant) {
             return;
         }

@@ -168,11 +168,12 @@ impl Engine {
         url: String,
         token: String,
         opts: RoomOptions,
-        shared: Arc<Shared>,
         rpc: Arc<Rpc>,
         events: mpsc::UnboundedSender<RoomEvent>,
         cmd_rx: mpsc::UnboundedReceiver<Command>,
     ) -> Self {
+        // One room state: the one the RPC layer works over.
+        let shared = rpc.shared().clone();
         let (wire_tx, wire_rx) = mpsc::unbounded_channel();
         let receivers = Receivers::new(Limits {
             cap: opts.stream_receive_cap,
@@ -338,16 +339,9 @@ impl Engine {
                 );
                 tracing::info!(%why, "no network path");
                 if let Some(ready) = self.ready.take() {
-                    self.teardown(false).await;
-                    self.shared.outbox.close(&why);
-                    self.phase = Phase::Closed;
-                    self.shared
-                        .state
-                        .send_replace(ConnectionState::Disconnected);
-                    let _ = ready.send(Err(Error::NoPath {
-                        after: self.opts.peer_connection_timeout,
-                        tried,
-                    }));
+                    let after = self.opts.peer_connection_timeout;
+                    self.fail_first_connect(ready, &why, Error::NoPath { after, tried })
+                        .await;
                     return;
                 }
                 self.lost(why, false).await;
@@ -379,24 +373,32 @@ impl Engine {
         }
     }
 
+    /// The first connect failed: the room closes for good and its caller hears `error`.
+    async fn fail_first_connect(
+        &mut self,
+        ready: oneshot::Sender<Result<()>>,
+        why: &str,
+        error: Error,
+    ) {
+        self.teardown(false).await;
+        self.shared.outbox.close(why);
+        self.phase = Phase::Closed;
+        self.shared
+            .state
+            .send_replace(ConnectionState::Disconnected);
+        let _ = ready.send(Err(error));
+    }
+
     /// The link is lost: tell the caller, try to resume (when `resume` and the link
     /// had been up), otherwise tear it down and schedule a rejoin.
     async fn lost(&mut self, why: String, resume: bool) {
         if matches!(self.phase, Phase::Closed | Phase::Backoff { .. }) {
             return;
         }
-        if self.ready.is_some() {
+        if let Some(ready) = self.ready.take() {
             // Still in the first connect: no reconnecting, just fail.
-            let ready = self.ready.take();
-            self.teardown(false).await;
-            self.shared.outbox.close(&why);
-            self.phase = Phase::Closed;
-            self.shared
-                .state
-                .send_replace(ConnectionState::Disconnected);
-            if let Some(ready) = ready {
-                let _ = ready.send(Err(Error::Signal(why)));
-            }
+            self.fail_first_connect(ready, &why, Error::Signal(why.clone()))
+                .await;
             return;
         }
         let was_connected = matches!(self.phase, Phase::Connected);

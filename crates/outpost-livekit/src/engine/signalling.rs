@@ -8,8 +8,7 @@ use tokio::time::Instant;
 use crate::attributes::ProfileUpdate;
 use crate::error::{Error, Result};
 use crate::proto::{
-    self, LeaveRequest, ReconnectReason, SessionDescription, leave_request, signal_request,
-    signal_response,
+    self, LeaveRequest, ReconnectReason, leave_request, signal_request, signal_response,
 };
 use crate::signal::{self, Signal};
 use crate::types::DisconnectReason;
@@ -51,14 +50,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        signal
-            .send(signal_request::Message::Offer(SessionDescription {
-                r#type: "offer".into(),
-                sdp,
-                id: 1,
-                ..Default::default()
-            }))
-            .await;
+        signal.send(proto::offer(sdp, 1)).await;
         tracing::info!(
             url = %self.url,
             sid = %join.participant.as_ref().map(|p| p.sid.as_str()).unwrap_or(""),

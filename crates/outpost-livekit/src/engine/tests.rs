@@ -17,17 +17,8 @@ fn backoff_grows_to_seven_seconds() {
 fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
     let (events, rx) = mpsc::unbounded_channel();
     let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let shared = Shared::for_tests();
-    let rpc = Arc::new(crate::rpc::Rpc::from_options(&opts, shared.clone()));
-    let e = Engine::new(
-        "ws://x".into(),
-        "t".into(),
-        opts,
-        shared,
-        rpc,
-        events,
-        cmd_rx,
-    );
+    let rpc = Arc::new(crate::rpc::Rpc::from_options(&opts, Shared::for_tests()));
+    let e = Engine::new("ws://x".into(), "t".into(), opts, rpc, events, cmd_rx);
     (e, rx)
 }
 
@@ -312,6 +303,21 @@ fn from_session(identity: &str, sid: &str, value: data_packet::Value) -> Vec<u8>
     proto::encode_data_packet(&p)
 }
 
+/// Answers `outpost.list_tools` on `e` and returns a version 1 request calling it.
+fn list_tools_call(e: &Engine) -> proto::RpcRequest {
+    e.rpc.register(
+        "outpost.list_tools".into(),
+        crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
+    );
+    proto::RpcRequest {
+        id: "r1".into(),
+        method: "outpost.list_tools".into(),
+        payload: "{}".into(),
+        version: 1,
+        ..Default::default()
+    }
+}
+
 /// livekit-server announced a newcomer 1.4 s after its first data (seen against
 /// v1.13.5): an agent that speaks or calls at once is not taken for a stranger. Its
 /// packets wait until the update names it; a session never named is handled as it is
@@ -322,10 +328,6 @@ async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
         RoomOptions::default()
             .streams_from_assistant_only()
             .rpc_from_assistant_only(),
-    );
-    e.rpc.register(
-        "outpost.list_tools".into(),
-        crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
     );
     e.on_data(
         true,
@@ -339,13 +341,7 @@ async fn packets_of_a_session_not_announced_yet_wait_for_the_update() {
             proto::stream_chunk("t1".into(), 0, b"hi".to_vec()),
         ),
     );
-    let call = proto::RpcRequest {
-        id: "r1".into(),
-        method: "outpost.list_tools".into(),
-        payload: "{}".into(),
-        version: 1,
-        ..Default::default()
-    };
+    let call = list_tools_call(&e);
     e.on_data(
         true,
         &from_session("bot", "PA_b", data_packet::Value::RpcRequest(call.clone())),
@@ -394,17 +390,7 @@ fn numbered(identity: &str, sid: &str, seq: u32, mut p: proto::DataPacket) -> Ve
 #[tokio::test]
 async fn packets_behind_a_held_one_wait_in_order() {
     let (mut e, mut rx) = engine(RoomOptions::default().rpc_from_assistant_only());
-    e.rpc.register(
-        "outpost.list_tools".into(),
-        crate::rpc::handler(|_inv: crate::RpcInvocation| async move { Ok("{}".into()) }),
-    );
-    let call = proto::RpcRequest {
-        id: "r1".into(),
-        method: "outpost.list_tools".into(),
-        payload: "{}".into(),
-        version: 1,
-        ..Default::default()
-    };
+    let call = list_tools_call(&e);
     let call = proto::rpc_packet(data_packet::Value::RpcRequest(call), "me");
     e.on_data(true, &numbered("bot", "PA_b", 1, call));
     let hello = proto::user_packet(b"hello".to_vec(), None, Vec::new(), true);

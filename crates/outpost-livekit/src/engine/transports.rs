@@ -41,14 +41,7 @@ impl Engine {
         };
         match sub.answer(sd.sdp).await {
             Ok(sdp) => {
-                link.signal
-                    .send(signal_request::Message::Answer(SessionDescription {
-                        r#type: "answer".into(),
-                        sdp,
-                        id: sd.id,
-                        ..Default::default()
-                    }))
-                    .await;
+                link.signal.send(proto::answer(sdp, sd.id)).await;
                 for c in std::mem::take(&mut link.sub_candidates) {
                     if let Err(e) = sub.add_candidate(&c).await {
                         tracing::debug!("early subscriber candidate: {e}");
@@ -293,14 +286,7 @@ impl Engine {
         link.offer_id += 1;
         link.awaiting_answer = Some(link.offer_id);
         link.offer_again = false;
-        link.signal
-            .send(signal_request::Message::Offer(SessionDescription {
-                r#type: "offer".into(),
-                sdp,
-                id: link.offer_id,
-                ..Default::default()
-            }))
-            .await;
+        link.signal.send(proto::offer(sdp, link.offer_id)).await;
         Ok(())
     }
 

@@ -370,12 +370,7 @@ fn serve(rpc: &Arc<Rpc>, caller: &str, req: Request) {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
     let key = (caller.to_owned(), req.id.clone());
-    let assistant = rpc
-        .shared
-        .roster()
-        .assistant
-        .as_ref()
-        .map(|a| a.identity.clone());
+    let assistant = rpc.shared.assistant_identity();
     let mut running = lock(&rpc.running);
     let mine = running.keys().filter(|(c, _)| c == caller).count();
     let full = if assistant.as_deref() == Some(caller) {

@@ -392,6 +392,11 @@ impl Rpc {
         }
     }
 
+    /// The room state this works over.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     /// The method set, shared.
     pub(crate) fn methods(&self) -> RpcMethods {
         self.handlers.clone()
