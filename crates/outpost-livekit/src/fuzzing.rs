@@ -169,7 +169,7 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
         rpc_max_v2_payload: cap,
         ..crate::RoomOptions::default()
     };
-    let rpc = Arc::new(rpc::Rpc::from_options(&opts, room.clone()));
+    let rpc = Arc::new(rpc::Rpc::new(opts.rpc_settings(), room.clone()));
     let person = |identity: &str| Participant {
         sid: format!("PA_{identity}"),
         identity: identity.to_owned(),

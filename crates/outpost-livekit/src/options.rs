@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::rpc::{RpcError, RpcMethods};
+use crate::rpc::{RpcError, RpcMethods, RpcSettings};
 use crate::types::{RpcCallers, StreamSenders, TrackSubscribers};
 
 /// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
@@ -112,6 +112,17 @@ impl Default for RoomOptions {
 }
 
 impl RoomOptions {
+    /// What the RPC layer is built from.
+    pub(crate) fn rpc_settings(&self) -> RpcSettings {
+        RpcSettings {
+            methods: self.rpc_methods.clone(),
+            v2: self.rpc_v2,
+            callers: self.rpc_callers,
+            refusal: self.rpc_refusal.clone(),
+            max_v2_payload: self.rpc_max_v2_payload,
+        }
+    }
+
     /// Watches for the assistant with this identity.
     #[must_use]
     pub fn assistant(mut self, identity: impl Into<String>) -> Self {

@@ -55,7 +55,7 @@ impl Room {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
         let shared = Shared::new(ConnectionState::Reconnecting);
-        let rpc = Arc::new(Rpc::from_options(&options, shared.clone()));
+        let rpc = Arc::new(Rpc::new(options.rpc_settings(), shared.clone()));
         crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(

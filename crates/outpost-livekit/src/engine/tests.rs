@@ -17,7 +17,10 @@ fn backoff_grows_to_seven_seconds() {
 fn engine(opts: RoomOptions) -> (Engine, mpsc::UnboundedReceiver<RoomEvent>) {
     let (events, rx) = mpsc::unbounded_channel();
     let (_cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-    let rpc = Arc::new(crate::rpc::Rpc::from_options(&opts, Shared::for_tests()));
+    let rpc = Arc::new(crate::rpc::Rpc::new(
+        opts.rpc_settings(),
+        Shared::for_tests(),
+    ));
     let e = Engine::new("ws://x".into(), "t".into(), opts, rpc, events, cmd_rx);
     (e, rx)
 }

@@ -374,20 +374,31 @@ fn server_supports_rpc(version: &str) -> bool {
     }
 }
 
+/// What of the room's options the RPC layer is built from (see
+/// [`crate::RoomOptions::rpc_methods`] and the options after it).
+#[derive(Debug, Clone)]
+pub(crate) struct RpcSettings {
+    pub methods: RpcMethods,
+    pub v2: bool,
+    pub callers: RpcCallers,
+    pub refusal: RpcError,
+    pub max_v2_payload: usize,
+}
+
 impl Rpc {
-    /// The room's RPC state from its options: answering from `rpc_methods` (shared, not
-    /// copied), calling with version 2 towards peers that take it when `rpc_v2` is set.
-    pub(crate) fn from_options(opts: &crate::RoomOptions, shared: Arc<Shared>) -> Self {
+    /// The room's RPC state from its settings: answering from `methods` (shared, not
+    /// copied), calling with version 2 towards peers that take it when `v2` is set.
+    pub(crate) fn new(settings: RpcSettings, shared: Arc<Shared>) -> Self {
         Self {
             shared,
-            handlers: opts.rpc_methods.clone(),
+            handlers: settings.methods,
             pending: Mutex::default(),
             running: Mutex::default(),
             server_version: Mutex::default(),
-            v2: opts.rpc_v2,
-            callers: opts.rpc_callers,
-            refusal: opts.rpc_refusal.clone(),
-            max_v2_payload: u64::try_from(opts.rpc_max_v2_payload).unwrap_or(u64::MAX),
+            v2: settings.v2,
+            callers: settings.callers,
+            refusal: settings.refusal,
+            max_v2_payload: u64::try_from(settings.max_v2_payload).unwrap_or(u64::MAX),
             refusals: Mutex::default(),
         }
     }

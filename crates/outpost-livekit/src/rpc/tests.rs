@@ -290,7 +290,7 @@ fn rpc_with(v2: bool) -> Arc<Rpc> {
         rpc_v2: v2,
         ..crate::RoomOptions::default()
     };
-    Arc::new(Rpc::from_options(&opts, Shared::for_tests()))
+    Arc::new(Rpc::new(opts.rpc_settings(), Shared::for_tests()))
 }
 
 fn shared_v2() -> Arc<Rpc> {
@@ -650,7 +650,7 @@ fn guarded(cap: usize) -> (Arc<Rpc>, Arc<std::sync::atomic::AtomicUsize>) {
         rpc_max_v2_payload: cap,
         ..crate::RoomOptions::default()
     };
-    let s = Arc::new(Rpc::from_options(&opts, Shared::for_tests()));
+    let s = Arc::new(Rpc::new(opts.rpc_settings(), Shared::for_tests()));
     s.shared.roster().remote = vec![remote("bot", 2), remote("mallory", 2)];
     s.shared.roster().assistant = Some(remote("bot", 2));
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
