@@ -39,15 +39,9 @@ fn schema(v: Value) -> Map {
 
 fn descriptor(name: &str, description: &str, parameters: Value, timeout_ms: u32) -> ToolDescriptor {
     ToolDescriptor {
-        name: name.into(),
-        description: description.into(),
-        parameters: schema(parameters),
-        result_schema: None,
         read_only: true,
-        destructive: false,
-        open_world: false,
-        server_name: None,
         timeout_ms: Some(timeout_ms),
+        ..ToolDescriptor::new(name, description, schema(parameters))
     }
 }
 

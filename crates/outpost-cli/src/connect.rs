@@ -109,12 +109,7 @@ async fn start_mcp(
     let dir = config::config_dir_from_env().map_err(|e| Failure::Invalid(e.to_string()))?;
     let path = config::config_path(&dir);
     let cfg = McpConfig::load(&path).map_err(|e| Failure::Invalid(e.to_string()))?;
-    let enabled: Vec<String> = cfg
-        .servers
-        .iter()
-        .filter(|(_, s)| s.enabled)
-        .map(|(n, _)| n.clone())
-        .collect();
+    let enabled = cfg.enabled();
     if enabled.is_empty() {
         return Ok(None);
     }

@@ -286,22 +286,12 @@ impl StreamParser {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
-    use outpost_protocol::Map;
 
     #[test]
     fn tool_definitions_use_input_schema() {
-        let mut params = Map::new();
-        params.insert("type".into(), json!("object"));
         let d = ToolDescriptor {
-            name: "calculator".into(),
-            description: "Math".into(),
-            parameters: params,
-            result_schema: None,
-            read_only: true,
-            destructive: false,
-            open_world: false,
-            server_name: None,
             timeout_ms: Some(2000),
+            ..crate::test_support::read_only_tool("calculator", "Math", json!({"type": "object"}))
         };
         assert_eq!(
             tool_definitions(&[d]),

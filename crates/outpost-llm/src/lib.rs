@@ -30,3 +30,23 @@ pub use call::{ToolCall, ToolResult, ToolResultContent};
 pub use chat::{ChatMessage, ModelTurn};
 pub use context::{TimedExecution, ToolBatch, ToolExecutionContext};
 pub use error::{Error, Result, ToolCallError, ToolRequestError};
+
+/// What the unit tests share.
+#[cfg(test)]
+mod test_support {
+    use outpost_protocol::{Map, ToolDescriptor};
+    use serde_json::Value;
+
+    /// A read-only built-in tool taking the parameters `schema` describes (the members of
+    /// a JSON object; anything else is no members).
+    pub(crate) fn read_only_tool(name: &str, description: &str, schema: Value) -> ToolDescriptor {
+        let parameters = match schema {
+            Value::Object(members) => members,
+            _ => Map::new(),
+        };
+        ToolDescriptor {
+            read_only: true,
+            ..ToolDescriptor::new(name, description, parameters)
+        }
+    }
+}

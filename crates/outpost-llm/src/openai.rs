@@ -243,23 +243,13 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
     use crate::accumulator::TurnAccumulator;
-    use outpost_protocol::Map;
 
     fn descriptor() -> ToolDescriptor {
-        let mut params = Map::new();
-        params.insert("type".into(), json!("object"));
-        params.insert("properties".into(), json!({"filePath": {"type": "string"}}));
-        ToolDescriptor {
-            name: "read_local_file".into(),
-            description: "Read a file".into(),
-            parameters: params,
-            result_schema: None,
-            read_only: true,
-            destructive: false,
-            open_world: false,
-            server_name: None,
-            timeout_ms: None,
-        }
+        crate::test_support::read_only_tool(
+            "read_local_file",
+            "Read a file",
+            json!({"type": "object", "properties": {"filePath": {"type": "string"}}}),
+        )
     }
 
     #[test]

@@ -409,19 +409,11 @@ mod tests {
 
     #[test]
     fn instructions_and_result_messages() {
-        let mut params = Map::new();
-        params.insert("type".into(), json!("object"));
-        let tools = [ToolDescriptor {
-            name: "clock".into(),
-            description: "Current time".into(),
-            parameters: params,
-            result_schema: None,
-            read_only: true,
-            destructive: false,
-            open_world: false,
-            server_name: None,
-            timeout_ms: None,
-        }];
+        let tools = [crate::test_support::read_only_tool(
+            "clock",
+            "Current time",
+            json!({"type": "object"}),
+        )];
         let s = instructions(&tools);
         assert!(s.contains("{\"tool_request\": {\"name\": \"<tool name>\""));
         assert!(s.contains("- clock: Current time\n  arguments schema: {\"type\":\"object\"}"));

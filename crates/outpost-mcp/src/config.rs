@@ -330,6 +330,15 @@ impl McpConfig {
         })
     }
 
+    /// The names of the servers that are switched on, in name order.
+    pub fn enabled(&self) -> Vec<String> {
+        self.servers
+            .iter()
+            .filter(|(_, s)| s.enabled)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
     /// Parses the file's text and checks it ([`Self::check`]).
     pub fn parse(text: &str) -> Result<Self, String> {
         let config: Self = toml::from_str(text).map_err(|e| e.to_string())?;
@@ -632,26 +641,15 @@ enabled = false
 
     #[test]
     fn rejects_both_neither_and_bad_names() {
-        assert!(
-            McpConfig::parse("[servers.a]\ncommand='x'\nurl='http://h/'")
-                .unwrap_err()
-                .contains("not both")
-        );
-        assert!(
-            McpConfig::parse("[servers.a]\nenabled=true")
-                .unwrap_err()
-                .contains("needs")
-        );
-        assert!(
-            McpConfig::parse("[servers.a]\nurl='file:///x'")
-                .unwrap_err()
-                .contains("http")
-        );
-        assert!(
-            McpConfig::parse("[servers.a__b]\ncommand='x'")
-                .unwrap_err()
-                .contains("__")
-        );
+        for (text, says) in [
+            ("[servers.a]\ncommand='x'\nurl='http://h/'", "not both"),
+            ("[servers.a]\nenabled=true", "needs"),
+            ("[servers.a]\nurl='file:///x'", "http"),
+            ("[servers.a__b]\ncommand='x'", "__"),
+        ] {
+            let e = McpConfig::parse(text).unwrap_err();
+            assert!(e.contains(says), "{text}: {e}");
+        }
         assert!(McpConfig::parse("[servers.\"a b\"]\ncommand='x'").is_err());
     }
 

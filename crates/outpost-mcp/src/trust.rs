@@ -46,12 +46,17 @@ pub fn unconfirmed(data_dir: &Path, path: &Path, config: &McpConfig) -> Result<V
     if !trust.knows(path) {
         return Ok(Vec::new());
     }
-    Ok(config
+    Ok(not_confirmed(&trust, path, config))
+}
+
+/// The servers of `config` that `trust` has not confirmed as they are now.
+fn not_confirmed(trust: &Trust, path: &Path, config: &McpConfig) -> Vec<String> {
+    config
         .servers
         .iter()
         .filter(|(name, server)| !trust.confirmed(path, name, &fingerprint(server)))
         .map(|(name, _)| name.clone())
-        .collect())
+        .collect()
 }
 
 /// [`unconfirmed`], but a file never seen is taken as it is and recorded.
@@ -65,12 +70,7 @@ pub fn check(data_dir: &Path, path: &Path, config: &McpConfig) -> Result<Vec<Str
         save(&trust)?;
         return Ok(Vec::new());
     }
-    Ok(config
-        .servers
-        .iter()
-        .filter(|(name, server)| !trust.confirmed(path, name, &fingerprint(server)))
-        .map(|(name, _)| name.clone())
-        .collect())
+    Ok(not_confirmed(&trust, path, config))
 }
 
 /// After Outpost wrote `after` to `path`, where it read `before`: the servers named in

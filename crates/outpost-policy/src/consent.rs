@@ -306,25 +306,17 @@ mod tests {
         }
     }
 
-    const ALL: [Decision; 5] = [
-        Decision::AllowOnce,
-        Decision::AllowForConversation,
-        Decision::AlwaysAllow,
-        Decision::DenyOnce,
-        Decision::AlwaysDeny,
-    ];
-
     #[tokio::test]
     async fn no_ui_means_deny_at_once() {
         let broker = ConsentBroker::new();
         let out = broker
-            .ask(question(ALL.to_vec()), Duration::from_secs(60))
+            .ask(question(Decision::ALL.to_vec()), Duration::from_secs(60))
             .await;
         assert_eq!(out, ConsentOutcome::NoUi);
         let inbox = broker.attach();
         drop(inbox);
         let out = broker
-            .ask(question(ALL.to_vec()), Duration::from_secs(60))
+            .ask(question(Decision::ALL.to_vec()), Duration::from_secs(60))
             .await;
         assert_eq!(out, ConsentOutcome::NoUi);
     }
@@ -381,7 +373,7 @@ mod tests {
         let broker = ConsentBroker::new();
         let mut inbox = broker.attach();
         let out = broker
-            .ask(question(ALL.to_vec()), Duration::from_millis(50))
+            .ask(question(Decision::ALL.to_vec()), Duration::from_millis(50))
             .await;
         assert_eq!(out, ConsentOutcome::TimedOut);
         assert!(matches!(inbox.next().await, Some(ConsentEvent::Asked(_))));
@@ -399,7 +391,7 @@ mod tests {
     async fn dropping_the_ask_withdraws_and_a_ui_leaving_denies() {
         let broker = ConsentBroker::new();
         let mut inbox = broker.attach();
-        let fut = broker.ask(question(ALL.to_vec()), Duration::from_secs(60));
+        let fut = broker.ask(question(Decision::ALL.to_vec()), Duration::from_secs(60));
         let _ = tokio::time::timeout(Duration::from_millis(20), fut).await;
         assert!(matches!(inbox.next().await, Some(ConsentEvent::Asked(_))));
         assert!(matches!(
@@ -411,9 +403,10 @@ mod tests {
         ));
         let asker = {
             let b = broker.clone();
-            tokio::spawn(
-                async move { b.ask(question(ALL.to_vec()), Duration::from_secs(60)).await },
-            )
+            tokio::spawn(async move {
+                b.ask(question(Decision::ALL.to_vec()), Duration::from_secs(60))
+                    .await
+            })
         };
         assert!(matches!(inbox.next().await, Some(ConsentEvent::Asked(_))));
         drop(inbox);

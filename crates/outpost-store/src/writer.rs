@@ -304,6 +304,43 @@ fn missing_conversation(e: rusqlite::Error, id: &ConversationId, context: String
     Error::Sqlite { context, error: e }
 }
 
+/// Writes a row of the conversation `conv` with `sql`; a conversation that does not exist
+/// is `NotFound`, any other failure says what was being done.
+fn insert_row(
+    conn: &Connection,
+    conv: &ConversationId,
+    sql: &str,
+    row: &[&dyn rusqlite::ToSql],
+    doing: impl FnOnce() -> String,
+) -> Result<()> {
+    conn.prepare_cached(sql)
+        .and_then(|mut s| s.execute(row))
+        .map(|_| ())
+        .map_err(|e| missing_conversation(e, conv, doing()))
+}
+
+/// Runs `sql`, an UPDATE of the conversation `?1` setting `?2` to `value`; a conversation
+/// that does not exist is `NotFound`.
+fn update_conversation(
+    conn: &Connection,
+    id: ConversationId,
+    sql: &str,
+    value: impl rusqlite::ToSql,
+    doing: &str,
+) -> Result<()> {
+    let n = conn
+        .prepare_cached(sql)
+        .and_then(|mut s| s.execute(params![id.0, value]))
+        .ctx(|| format!("{doing} {id}"))?;
+    if n == 0 {
+        return Err(Error::NotFound {
+            what: "conversation",
+            id: id.0,
+        });
+    }
+    Ok(())
+}
+
 fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
     let cap = ctx.cfg.max_field_bytes;
     match op {
@@ -325,34 +362,26 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
             })
             .ctx(|| format!("start conversation {}", c.id))?;
         }
-        Op::EndConversation { id, at } => {
-            let n = conn
-                .prepare_cached("UPDATE conversations SET ended_at = ?2 WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![id.0, at]))
-                .ctx(|| format!("end conversation {id}"))?;
-            if n == 0 {
-                return Err(Error::NotFound {
-                    what: "conversation",
-                    id: id.0,
-                });
-            }
-        }
-        Op::SetTitle { id, title } => {
-            let n = conn
-                .prepare_cached("UPDATE conversations SET title = ?2 WHERE id = ?1")
-                .and_then(|mut s| s.execute(params![id.0, title]))
-                .ctx(|| format!("set title of conversation {id}"))?;
-            if n == 0 {
-                return Err(Error::NotFound {
-                    what: "conversation",
-                    id: id.0,
-                });
-            }
-        }
+        Op::EndConversation { id, at } => update_conversation(
+            conn,
+            id,
+            "UPDATE conversations SET ended_at = ?2 WHERE id = ?1",
+            at,
+            "end conversation",
+        )?,
+        Op::SetTitle { id, title } => update_conversation(
+            conn,
+            id,
+            "UPDATE conversations SET title = ?2 WHERE id = ?1",
+            title,
+            "set title of conversation",
+        )?,
         Op::Message(m) => {
             let seq = ctx.seq();
             let (text, original) = cap_text(m.text, cap);
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &m.conversation_id,
                 "INSERT INTO messages
                     (conversation_id, id, seq, role, text, original_bytes, created_at, completed_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
@@ -360,9 +389,7 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     text = excluded.text,
                     original_bytes = excluded.original_bytes,
                     completed_at = excluded.completed_at",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                params![
                     m.conversation_id.0,
                     m.id,
                     seq,
@@ -371,36 +398,32 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     original,
                     m.created_at,
                     m.completed_at
-                ])
-            })
-            .map_err(|e| {
-                missing_conversation(e, &m.conversation_id, format!("log message {}", m.id))
-            })?;
+                ],
+                || format!("log message {}", m.id),
+            )?;
         }
         Op::Delta(d) => apply_delta(conn, ctx, d)?,
         Op::Status(s) => {
             let seq = ctx.seq();
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &s.conversation_id,
                 "INSERT INTO status_changes (conversation_id, seq, at, status, detail)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![s.conversation_id.0, seq, s.at, s.status, s.detail])
-            })
-            .map_err(|e| {
-                missing_conversation(e, &s.conversation_id, format!("log status {}", s.status))
-            })?;
+                params![s.conversation_id.0, seq, s.at, s.status, s.detail],
+                || format!("log status {}", s.status),
+            )?;
         }
         Op::Tool(event) => apply_tool_event(conn, ctx, event)?,
         Op::Consent(c) => {
             let seq = ctx.seq();
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &c.conversation_id,
                 "INSERT INTO consents (conversation_id, tool_call_id, seq, tool_name, asked,
                     decision, scope, decided_by, asked_at, decided_at, outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                params![
                     c.conversation_id.0,
                     c.tool_call_id,
                     seq,
@@ -412,15 +435,9 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     c.asked_at,
                     c.decided_at,
                     c.outcome.as_str()
-                ])
-            })
-            .map_err(|e| {
-                missing_conversation(
-                    e,
-                    &c.conversation_id,
-                    format!("log consent for {}", c.tool_name),
-                )
-            })?;
+                ],
+                || format!("log consent for {}", c.tool_name),
+            )?;
         }
         Op::ProtocolError(p) => {
             let seq = ctx.seq();
@@ -441,14 +458,14 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
         Op::Attachment(a) => {
             let seq = ctx.seq();
             let data = a.data.filter(|d| d.len() <= MAX_ATTACHMENT_DATA);
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &a.conversation_id,
                 "INSERT INTO attachments (conversation_id, id, message_id, seq, name, mime_type,
                     size, sha256, data, sent_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT (conversation_id, id) DO NOTHING",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                params![
                     a.conversation_id.0,
                     a.id,
                     a.message_id,
@@ -459,11 +476,9 @@ fn apply(conn: &Connection, ctx: &mut Ctx, op: Op) -> Result<Outcome> {
                     a.sha256,
                     data,
                     a.sent_at
-                ])
-            })
-            .map_err(|e| {
-                missing_conversation(e, &a.conversation_id, format!("log attachment {}", a.id))
-            })?;
+                ],
+                || format!("log attachment {}", a.id),
+            )?;
         }
         Op::DeleteConversation(id) => {
             let n = conn
@@ -562,13 +577,13 @@ fn apply_delta(conn: &Connection, ctx: &mut Ctx, d: MessageDelta) -> Result<()> 
         None => {
             let seq = ctx.seq();
             let (text, original) = cap_text(d.delta, cap);
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &d.conversation_id,
                 "INSERT INTO messages
                     (conversation_id, id, seq, role, text, original_bytes, created_at, completed_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                params![
                     d.conversation_id.0,
                     d.id,
                     seq,
@@ -577,11 +592,9 @@ fn apply_delta(conn: &Connection, ctx: &mut Ctx, d: MessageDelta) -> Result<()> 
                     original,
                     d.at,
                     completed
-                ])
-            })
-            .map_err(|e| {
-                missing_conversation(e, &d.conversation_id, format!("log delta of {}", d.id))
-            })?;
+                ],
+                || format!("log delta of {}", d.id),
+            )?;
         }
         Some((pk, _, Some(_))) => {
             // Already over the cap: only the size grows.
@@ -666,14 +679,14 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
         } => {
             let seq = ctx.seq();
             let (args, args_original) = cap_json(&arguments, cap, "encode tool arguments")?;
-            conn.prepare_cached(
+            insert_row(
+                conn,
+                &conversation_id,
                 "INSERT INTO tool_calls (conversation_id, id, message_id, seq, tool_name,
                     server_name, execution, arguments, arguments_original_bytes, state,
                     status, initiated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'initiated', 'initiated', ?10)",
-            )
-            .and_then(|mut s| {
-                s.execute(params![
+                params![
                     conversation_id.0,
                     id,
                     message_id,
@@ -684,11 +697,9 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
                     args,
                     args_original,
                     at
-                ])
-            })
-            .map_err(|e| {
-                missing_conversation(e, &conversation_id, format!("log tool call {id}"))
-            })?;
+                ],
+                || format!("log tool call {id}"),
+            )?;
         }
         ToolCallEvent::AwaitingConsent {
             conversation_id,

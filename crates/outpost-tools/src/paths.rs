@@ -294,9 +294,15 @@ impl Resolved {
     }
 
     /// Opens the target folder through the held folder (for listing and searching): it
-    /// must be the folder found at resolution.
+    /// must be a folder, the one found at resolution.
     pub fn open_dir(&self) -> Result<SafeRoot> {
         let before = self.target()?;
+        if !before.is_dir() {
+            return Err(ToolError::exec(format!(
+                "{} is not a directory",
+                self.path.display()
+            )));
+        }
         self.recheck()?;
         let root = match self.name() {
             Some(name) => self.dir.open_subdir(name)?,

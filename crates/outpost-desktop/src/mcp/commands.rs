@@ -113,6 +113,27 @@ impl Desktop {
         outpost_mcp::secrets::from_env()
     }
 
+    /// Writes `draft` with `save` (adding or updating the server), in this session's host
+    /// and with the keyring; the server's info with its rule.
+    fn mcp_save(
+        &self,
+        draft: &crate::contract::McpServerDraft,
+        save: fn(
+            &crate::paths::Paths,
+            Option<&outpost_mcp::McpHost>,
+            &dyn outpost_mcp::SecretStore,
+            &crate::contract::McpServerDraft,
+        ) -> Result<crate::contract::McpServerInfo>,
+    ) -> Result<crate::contract::McpServerInfo> {
+        save(
+            &self.inner.paths,
+            self.mcp_host().as_ref(),
+            &*self.mcp_secrets(),
+            draft,
+        )
+        .map(|i| self.with_rule(i))
+    }
+
     /// A server's rule in the policy (`[mcp_servers]`; absent is ask).
     fn mcp_rule(&self, name: &str) -> crate::contract::ToolRule {
         let policy = self.inner.core.permissions().policy().current();
@@ -250,13 +271,7 @@ impl Desktop {
         &self,
         draft: &crate::contract::McpServerDraft,
     ) -> Result<crate::contract::McpServerInfo> {
-        crate::mcp::add(
-            &self.inner.paths,
-            self.mcp_host().as_ref(),
-            &*self.mcp_secrets(),
-            draft,
-        )
-        .map(|i| self.with_rule(i))
+        self.mcp_save(draft, crate::mcp::add)
     }
 
     /// `mcp_servers_get`, with what the server may touch as it would start now.
@@ -277,13 +292,7 @@ impl Desktop {
         &self,
         draft: &crate::contract::McpServerDraft,
     ) -> Result<crate::contract::McpServerInfo> {
-        crate::mcp::update(
-            &self.inner.paths,
-            self.mcp_host().as_ref(),
-            &*self.mcp_secrets(),
-            draft,
-        )
-        .map(|i| self.with_rule(i))
+        self.mcp_save(draft, crate::mcp::update)
     }
 
     /// `mcp_servers_restart`: within the app's tokio runtime.

@@ -83,12 +83,7 @@ pub async fn start(
             };
         }
     };
-    let enabled: Vec<String> = cfg
-        .servers
-        .iter()
-        .filter(|(_, s)| s.enabled)
-        .map(|(n, _)| n.clone())
-        .collect();
+    let enabled = cfg.enabled();
     // A host even with no server enabled: one the user enables or adds in the settings
     // pane during the session starts at once and its tools join the catalogue.
     let connect = ConnectOptions {
@@ -1695,47 +1690,24 @@ mod tests {
         let (_d, p) = paths();
         let secrets = MemorySecrets::default();
         let code = |r: Result<McpServerInfo>| r.unwrap_err().code();
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("", "npx", ""))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("a b", "npx", ""))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("a__b", "npx", ""))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft(&"n".repeat(33), "npx", ""))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("x", "", ""))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(
-                &p,
-                None,
-                &secrets,
-                &draft("x", "npx", "http://h.invalid/")
-            )),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("x", "", "ftp://h.invalid/"))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("x", "", "not a url"))),
-            "invalid_argument"
-        );
-        assert_eq!(
-            code(add(&p, None, &secrets, &draft("x", "np\0x", ""))),
-            "invalid_argument"
-        );
+        let long = "n".repeat(33);
+        for (name, command, url) in [
+            ("", "npx", ""),
+            ("a b", "npx", ""),
+            ("a__b", "npx", ""),
+            (long.as_str(), "npx", ""),
+            ("x", "", ""),
+            ("x", "npx", "http://h.invalid/"),
+            ("x", "", "ftp://h.invalid/"),
+            ("x", "", "not a url"),
+            ("x", "np\0x", ""),
+        ] {
+            assert_eq!(
+                code(add(&p, None, &secrets, &draft(name, command, url))),
+                "invalid_argument",
+                "{name:?} {command:?} {url:?}"
+            );
+        }
         let mut bad_env = draft("x", "npx", "");
         bad_env.env.insert("A=B".into(), "v".into());
         assert_eq!(code(add(&p, None, &secrets, &bad_env)), "invalid_argument");

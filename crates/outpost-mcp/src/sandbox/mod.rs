@@ -403,10 +403,9 @@ impl Reach {
     }
 }
 
-/// The system places every sandboxed program may read (and run programs from), when they
-/// exist. `/etc` is not granted whole: only what the loader, the C library, time zones,
-/// name lookups and TLS read.
-pub const SYSTEM_READ: &[&str] = &[
+/// Where the system's programs and libraries live: every sandboxed program may read them
+/// and run programs from them, when they exist.
+pub const SYSTEM_PROGRAMS: &[&str] = &[
     "/usr",
     "/bin",
     "/sbin",
@@ -415,6 +414,12 @@ pub const SYSTEM_READ: &[&str] = &[
     "/lib64",
     "/libx32",
     "/nix/store",
+];
+
+/// The other system places every sandboxed program may read, when they exist. `/etc` is
+/// not granted whole: only what the loader, the C library, time zones, name lookups and
+/// TLS read.
+pub const SYSTEM_FILES: &[&str] = &[
     "/etc/ld.so.cache",
     "/etc/ld.so.conf",
     "/etc/ld.so.conf.d",
@@ -449,6 +454,12 @@ pub const SYSTEM_READ: &[&str] = &[
     "/dev/urandom",
     "/dev/random",
 ];
+
+/// Everything of the system a sandboxed program may read: [`SYSTEM_PROGRAMS`], then
+/// [`SYSTEM_FILES`].
+pub fn system_read() -> impl Iterator<Item = &'static str> {
+    SYSTEM_PROGRAMS.iter().chain(SYSTEM_FILES).copied()
+}
 
 /// Devices a program may write (discarding output, reading zeros).
 pub const SYSTEM_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
@@ -563,7 +574,7 @@ pub fn plan(entry: &Entry<'_>, opts: &SandboxOptions) -> Reach {
             why: why.to_owned(),
         });
     };
-    for p in SYSTEM_READ {
+    for p in system_read() {
         let path = PathBuf::from(p);
         if path.exists() {
             push(path, Access::Read, GrantKind::System, "the system");
@@ -581,8 +592,7 @@ pub fn plan(entry: &Entry<'_>, opts: &SandboxOptions) -> Reach {
         let Some(path) = entry.var(var).map(PathBuf::from) else {
             continue;
         };
-        if !path.is_absolute() || !path.exists() || SYSTEM_READ.iter().any(|s| path.starts_with(s))
-        {
+        if !path.is_absolute() || !path.exists() || system_read().any(|s| path.starts_with(s)) {
             continue;
         }
         match opts.gate.whole(&path) {

@@ -24,23 +24,11 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use super::{Access, Entry, FolderGate, Grant, GrantKind};
+use super::{Access, Entry, FolderGate, Grant, GrantKind, SYSTEM_PROGRAMS};
 
 /// Script extensions an argument may carry to count as the server's program.
 const SCRIPTS: &[&str] = &[
     "js", "mjs", "cjs", "ts", "mts", "py", "pyz", "rb", "pl", "php", "lua", "sh", "jar",
-];
-
-/// Where programs are readable anyway ([`super::SYSTEM_READ`]).
-const SYSTEM_PROGRAMS: &[&str] = &[
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/nix/store",
 ];
 
 /// What the program needs.

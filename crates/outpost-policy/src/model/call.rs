@@ -18,6 +18,16 @@ pub struct ToolHints {
     pub asks_every_time: bool,
 }
 
+impl ToolHints {
+    /// A tool that only reads: the hints of most built-in tools.
+    pub const READ_ONLY: Self = Self {
+        read_only: true,
+        destructive: false,
+        open_world: false,
+        asks_every_time: false,
+    };
+}
+
 /// What an MCP server says about one of its tools (the MCP annotations `readOnlyHint`,
 /// `destructiveHint`, `idempotentHint`, `openWorldHint`). Claims shown to the user, never
 /// used to allow or deny anything: `None` means the server did not say.

@@ -180,13 +180,7 @@ impl CompiledPolicy {
                 "'{tool}' is a tool of the MCP server '{server}'; MCP tools ask unless the \
                  policy allows them"
             ),
-            options: vec![
-                Decision::AllowOnce,
-                Decision::AllowForConversation,
-                Decision::AlwaysAllow,
-                Decision::DenyOnce,
-                Decision::AlwaysDeny,
-            ],
+            options: Decision::ALL.to_vec(),
         }
     }
 
@@ -258,13 +252,7 @@ impl CompiledPolicy {
         };
         Verdict::Ask {
             reason,
-            options: vec![
-                Decision::AllowOnce,
-                Decision::AllowForConversation,
-                Decision::AlwaysAllow,
-                Decision::DenyOnce,
-                Decision::AlwaysDeny,
-            ],
+            options: Decision::ALL.to_vec(),
         }
     }
 }

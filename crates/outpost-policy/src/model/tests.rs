@@ -11,13 +11,6 @@ fn ctx() -> PolicyContext {
     }
 }
 
-fn read_only() -> ToolHints {
-    ToolHints {
-        read_only: true,
-        ..ToolHints::default()
-    }
-}
-
 fn eval(policy: &Policy, tool: &str, hints: ToolHints, path: Option<&str>) -> Verdict {
     let compiled = CompiledPolicy::new(policy.clone(), &ctx());
     let paths: Vec<PathBuf> = path.map(PathBuf::from).into_iter().collect();
@@ -38,13 +31,23 @@ fn eval(policy: &Policy, tool: &str, hints: ToolHints, path: Option<&str>) -> Ve
     )
 }
 
+/// What the policy says to read_local_file reading `path`.
+fn read(policy: &Policy, path: &str) -> Verdict {
+    eval(policy, "read_local_file", ToolHints::READ_ONLY, Some(path))
+}
+
+/// A folder rule for every tool.
+fn folder(path: &str, access: FolderAccess) -> FolderRule {
+    FolderRule {
+        path: path.into(),
+        access,
+        tools: None,
+    }
+}
+
 fn docs_policy() -> Policy {
     Policy {
-        folders: vec![FolderRule {
-            path: "~/docs".into(),
-            access: FolderAccess::Allow,
-            tools: None,
-        }],
+        folders: vec![folder("~/docs", FolderAccess::Allow)],
         ..Policy::default()
     }
 }
@@ -52,27 +55,17 @@ fn docs_policy() -> Policy {
 #[test]
 fn read_only_tools_run_inside_scopes_and_ask_outside() {
     let p = docs_policy();
-    let v = eval(
-        &p,
-        "read_local_file",
-        read_only(),
-        Some("/home/u/docs/a.txt"),
-    );
+    let v = read(&p, "/home/u/docs/a.txt");
     assert!(
         matches!(v, Verdict::Allow(Allowance::Folder { .. })),
         "{v:?}"
     );
-    let v = eval(
-        &p,
-        "read_local_file",
-        read_only(),
-        Some("/home/u/docs-evil/a.txt"),
-    );
+    let v = read(&p, "/home/u/docs-evil/a.txt");
     assert!(
         matches!(v, Verdict::Ask { .. }),
         "prefix trick must not match: {v:?}"
     );
-    let v = eval(&p, "read_local_file", read_only(), Some("/home/u/a.txt"));
+    let v = read(&p, "/home/u/a.txt");
     match v {
         Verdict::Ask { options, .. } => assert!(options.contains(&Decision::AlwaysAllow)),
         other => panic!("{other:?}"),
@@ -82,18 +75,14 @@ fn read_only_tools_run_inside_scopes_and_ask_outside() {
 #[test]
 fn secrets_win_over_scopes_and_tool_allow_unless_excepted() {
     let mut p = docs_policy();
-    p.folders.push(FolderRule {
-        path: "~".into(),
-        access: FolderAccess::Allow,
-        tools: None,
-    });
+    p.folders.push(folder("~", FolderAccess::Allow));
     p.tools.insert("read_local_file".into(), Rule::Allow);
     for path in [
         "/home/u/.ssh/id_rsa",
         "/home/u/docs/.env",
         "/home/u/docs/x.pem",
     ] {
-        let v = eval(&p, "read_local_file", read_only(), Some(path));
+        let v = read(&p, path);
         match v {
             Verdict::Deny { by, .. } => assert_eq!(by, Decider::SecretsList),
             other => panic!("{path}: {other:?}"),
@@ -102,19 +91,9 @@ fn secrets_win_over_scopes_and_tool_allow_unless_excepted() {
     p.exceptions.push(Exception {
         path: "~/docs/.env".into(),
     });
-    let v = eval(
-        &p,
-        "read_local_file",
-        read_only(),
-        Some("/home/u/docs/.env"),
-    );
+    let v = read(&p, "/home/u/docs/.env");
     assert!(matches!(v, Verdict::Allow(_)), "{v:?}");
-    let v = eval(
-        &p,
-        "read_local_file",
-        read_only(),
-        Some("/home/u/docs/.env.local"),
-    );
+    let v = read(&p, "/home/u/docs/.env.local");
     assert!(
         matches!(v, Verdict::Deny { .. }),
         "exception is per path: {v:?}"
@@ -127,11 +106,8 @@ fn widenings_name_what_allows_more_and_nothing_else() {
     old.tools.insert("read_local_file".into(), Rule::Allow);
     old.tools.insert("web_fetch".into(), Rule::Ask);
     old.mcp_servers.insert("files".into(), Rule::Allow);
-    old.folders.push(FolderRule {
-        path: "~/docs/private".into(),
-        access: FolderAccess::Deny,
-        tools: None,
-    });
+    old.folders
+        .push(folder("~/docs/private", FolderAccess::Deny));
     assert!(old.widenings(&old).is_empty());
     let mut narrower = old.clone();
     narrower.tools.insert("read_local_file".into(), Rule::Ask);
@@ -150,11 +126,7 @@ fn widenings_name_what_allows_more_and_nothing_else() {
     wider.tools.remove("web_fetch");
     wider.mcp_servers.insert("evil".into(), Rule::Allow);
     wider.folders.retain(|f| f.access == FolderAccess::Allow);
-    wider.folders.push(FolderRule {
-        path: "~".into(),
-        access: FolderAccess::Allow,
-        tools: None,
-    });
+    wider.folders.push(folder("~", FolderAccess::Allow));
     wider.exceptions.push(Exception {
         path: "~/.ssh".into(),
     });
@@ -178,11 +150,7 @@ fn widenings_name_what_allows_more_and_nothing_else() {
 #[test]
 fn outpost_s_own_folders_are_denied_even_with_an_exception() {
     let mut p = docs_policy();
-    p.folders.push(FolderRule {
-        path: "~".into(),
-        access: FolderAccess::Allow,
-        tools: None,
-    });
+    p.folders.push(folder("~", FolderAccess::Allow));
     p.tools.insert("read_local_file".into(), Rule::Allow);
     p.tools.insert("write_file".into(), Rule::Ask);
     p.exceptions.push(Exception {
@@ -192,7 +160,10 @@ fn outpost_s_own_folders_are_denied_even_with_an_exception() {
         destructive: true,
         ..ToolHints::default()
     };
-    for (tool, hints) in [("read_local_file", read_only()), ("write_file", write)] {
+    for (tool, hints) in [
+        ("read_local_file", ToolHints::READ_ONLY),
+        ("write_file", write),
+    ] {
         let v = eval(&p, tool, hints, Some("/home/u/.config/outpost/mcp.toml"));
         match v {
             Verdict::Deny { by, reason } => {
@@ -207,20 +178,11 @@ fn outpost_s_own_folders_are_denied_even_with_an_exception() {
 #[test]
 fn deny_wins_over_allow() {
     let mut p = docs_policy();
-    p.folders.push(FolderRule {
-        path: "~/docs/private".into(),
-        access: FolderAccess::Deny,
-        tools: None,
-    });
-    let v = eval(
-        &p,
-        "read_local_file",
-        read_only(),
-        Some("/home/u/docs/private/a"),
-    );
+    p.folders.push(folder("~/docs/private", FolderAccess::Deny));
+    let v = read(&p, "/home/u/docs/private/a");
     assert!(matches!(v, Verdict::Deny { .. }), "{v:?}");
     p.tools.insert("read_local_file".into(), Rule::Deny);
-    let v = eval(&p, "read_local_file", read_only(), Some("/home/u/docs/a"));
+    let v = read(&p, "/home/u/docs/a");
     assert!(matches!(v, Verdict::Deny { .. }), "{v:?}");
 }
 
@@ -249,7 +211,7 @@ fn destructive_tools_are_off_then_ask_every_time_without_always_allow() {
 fn explicit_ask_always_asks_even_inside_scopes() {
     let mut p = docs_policy();
     p.tools.insert("read_local_file".into(), Rule::Ask);
-    let v = eval(&p, "read_local_file", read_only(), Some("/home/u/docs/a"));
+    let v = read(&p, "/home/u/docs/a");
     assert!(matches!(v, Verdict::Ask { .. }), "{v:?}");
 }
 
@@ -260,10 +222,7 @@ fn system_dirs_are_refused_by_default() {
         ..Policy::default()
     };
     for path in ["/proc/self/environ", "/sys/kernel", "/dev/zero"] {
-        assert!(matches!(
-            eval(&p, "read_local_file", read_only(), Some(path)),
-            Verdict::Deny { .. }
-        ));
+        assert!(matches!(read(&p, path), Verdict::Deny { .. }));
     }
 }
 
@@ -278,7 +237,7 @@ fn conversation_grants_cover_their_folder_only() {
             &AccessRequest {
                 tool: "read_local_file",
                 server: None,
-                hints: read_only(),
+                hints: ToolHints::READ_ONLY,
                 paths: &paths,
                 folder: None,
                 force_ask: None,
@@ -331,11 +290,7 @@ fn missing_paths_resolve_through_the_links_that_exist() {
 #[test]
 fn check_names_the_bad_entry() {
     let mut p = Policy::default();
-    p.folders.push(FolderRule {
-        path: "relative/dir".into(),
-        access: FolderAccess::Allow,
-        tools: None,
-    });
+    p.folders.push(folder("relative/dir", FolderAccess::Allow));
     let e = p.check().unwrap_err();
     assert!(e.contains("folders[0].path"), "{e}");
     p.folders.clear();

@@ -46,6 +46,22 @@ pub struct ToolDescriptor {
 }
 
 impl ToolDescriptor {
+    /// The entry of a built-in tool taking `parameters`, with no hints, result schema or
+    /// suggested timeout (set those by struct update).
+    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Map) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            parameters,
+            result_schema: None,
+            read_only: false,
+            destructive: false,
+            open_world: false,
+            server_name: None,
+            timeout_ms: None,
+        }
+    }
+
     fn check_at(&self, at: &str, values_scanned: bool) -> Result<(), FieldError> {
         let f = |name: &str| format!("{at}.{name}");
         validate::name(&f("name"), &self.name)?;

@@ -367,10 +367,7 @@ impl Tool for Calculator {
              len, typeof, contains, contains_any, bitand, bitor, bitxor, bitnot, shl, shr, \
              str::from, str::trim, str::substring, str::to_lowercase, str::to_uppercase. \
              No variables, assignments or ';'.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             2_000,
         )
     }

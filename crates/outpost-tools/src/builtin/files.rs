@@ -87,10 +87,7 @@ impl Tool for ReadLocalFile {
             "Read a file on the user's computer. Text comes back as UTF-8, anything else as \
              base64. Large files are cut at maxBytes and say truncated: true with their size; \
              read on with offset.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             10_000,
         )
     }
@@ -241,10 +238,7 @@ impl Tool for ListDirectory {
             "list_directory",
             "List a folder on the user's computer: names, kinds, sizes and modification \
              times, optionally recursive. Protected entries are left out and counted.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             10_000,
         )
     }
@@ -270,12 +264,6 @@ impl Tool for ListDirectory {
             // Reported by the job, once the policy allowed the call.
             job: Box::new(move |cx| {
                 cx.check()?;
-                if !held.target()?.is_dir() {
-                    return Err(ToolError::exec(format!(
-                        "{} is not a directory",
-                        held.path().display()
-                    )));
-                }
                 list(cx, held.open_dir()?, recursive, hidden, max)
             }),
         })
@@ -318,20 +306,11 @@ fn list(cx: &RunContext, dir: SafeRoot, recursive: bool, hidden: bool, max: usiz
                 break 'walk;
             }
             let Ok(ft) = entry.file_type() else { continue };
-            let kind = if ft.is_symlink() {
-                "symlink"
-            } else if ft.is_dir() {
-                "directory"
-            } else if ft.is_file() {
-                "file"
-            } else {
-                "other"
-            };
             let meta = entry.metadata().ok();
             let rel_name = rel.join(&name);
             out.entries.push(ListEntry {
                 name: rel_name.to_string_lossy().into_owned(),
-                kind: kind.into(),
+                kind: kind_name(&ft).into(),
                 size: meta.as_ref().map_or(0, cap_std::fs::Metadata::len),
                 modified: meta.as_ref().and_then(|m| {
                     time_string(m.modified().map(cap_std::time::SystemTime::into_std))
@@ -403,10 +382,7 @@ impl Tool for FileInfo {
             "file_info",
             "Describe a file or folder on the user's computer: kind, size, times, \
              permissions, and where symlinks lead.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             5_000,
         )
     }

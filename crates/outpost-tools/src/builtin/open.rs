@@ -19,6 +19,15 @@ pub use crate::launcher::{DesktopLauncher, Launcher};
 use crate::paths::Resolved;
 use crate::tool::{Access, Prepared, Tool, ToolEnv, ToolSpec, parse_params, to_map};
 
+/// The hints of both launchers: they reach into another application, so they ask every
+/// time.
+const LAUNCHES: ToolHints = ToolHints {
+    read_only: false,
+    destructive: false,
+    open_world: true,
+    asks_every_time: true,
+};
+
 /// Parameters of open_path.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -46,12 +55,7 @@ impl Tool for OpenPath {
             "open_path",
             "Open a file or folder on the user's computer with its default application. \
              The user is asked every time.",
-            ToolHints {
-                read_only: false,
-                destructive: false,
-                open_world: true,
-                asks_every_time: true,
-            },
+            LAUNCHES,
             10_000,
         )
     }
@@ -112,12 +116,7 @@ impl Tool for OpenUrl {
             "open_url",
             "Open a web address (http, https or mailto) in the user's default browser or \
              mail program. The user is asked every time.",
-            ToolHints {
-                read_only: false,
-                destructive: false,
-                open_world: true,
-                asks_every_time: true,
-            },
+            LAUNCHES,
             10_000,
         )
     }

@@ -94,10 +94,7 @@ impl Tool for SearchFiles {
             "search_files",
             "Find files under a folder on the user's computer by glob and/or the text they \
              contain. Honours .gitignore and skips hidden and protected files.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             30_000,
         )
     }
@@ -134,12 +131,6 @@ impl Tool for SearchFiles {
             // Reported by the job, once the policy allowed the call.
             job: Box::new(move |cx| {
                 cx.check()?;
-                if !held.target()?.is_dir() {
-                    return Err(ToolError::exec(format!(
-                        "{} is not a directory",
-                        held.path().display()
-                    )));
-                }
                 let safe = held.open_dir()?;
                 search(cx, &safe, globs.as_ref(), p.contains.as_deref(), max)
             }),

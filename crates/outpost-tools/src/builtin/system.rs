@@ -45,10 +45,7 @@ impl Tool for SystemInfo {
             "system_info",
             "Report the operating system, architecture, host name, locale, time zone and \
              local time of the user's computer.",
-            ToolHints {
-                read_only: true,
-                ..ToolHints::default()
-            },
+            ToolHints::READ_ONLY,
             2_000,
         )
     }
