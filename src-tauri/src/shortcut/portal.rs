@@ -44,7 +44,7 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(15);
 pub enum PortalError {
     #[error("{0} cannot be said in the portal's shortcut notation")]
     Notation(String),
-    #[error("no desktop portal on the session bus: {0}")]
+    #[error("D-Bus: {0}")]
     Bus(#[from] zbus::Error),
     #[error("the desktop portal did not open a session in {}s", CREATE_TIMEOUT.as_secs())]
     Timeout,
@@ -173,7 +173,7 @@ impl Bound {
             &conn,
             "BindShortcuts",
             "outpost_bind",
-            &(&session, &shortcuts, "", bind),
+            &(&session, &shortcuts[..], "", bind),
         )
         .await;
         let bound = match bound {
@@ -454,7 +454,10 @@ mod tests {
         );
         assert_eq!(xdg_trigger("Super+Digit5").as_deref(), Some("LOGO+5"));
         assert_eq!(xdg_trigger("F9").as_deref(), Some("F9"));
-        assert_eq!(xdg_trigger("Alt+PageDown").as_deref(), Some("ALT+Page_Down"));
+        assert_eq!(
+            xdg_trigger("Alt+PageDown").as_deref(),
+            Some("ALT+Page_Down")
+        );
         assert_eq!(xdg_trigger("Ctrl+Hyper+A"), None);
         assert_eq!(xdg_trigger("Ctrl+Alt+Nonsense"), None);
         assert_eq!(xdg_trigger("Ctrl+"), None);
