@@ -285,26 +285,11 @@ impl PortalStack {
                 cmd.spawn().with_context(|| format!("starting {program}"))?,
             ));
             wait_for(&format!("{name} on the session bus"), || async {
-                Ok(owned(driver, name).then_some(()))
+                let dbus_send = driver.command(Path::new("dbus-send"));
+                Ok(outpost_tests::proc::bus_name_owned(dbus_send, name).then_some(()))
             })
             .await?;
         }
         Ok(stack)
     }
-}
-
-/// Whether `name` has an owner on the driver's session bus.
-fn owned(driver: &Driver, name: &str) -> bool {
-    driver
-        .command(Path::new("dbus-send"))
-        .args([
-            "--session",
-            "--print-reply",
-            "--dest=org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.NameHasOwner",
-            &format!("string:{name}"),
-        ])
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("boolean true"))
 }

@@ -444,24 +444,20 @@ mod tests {
 
     #[test]
     fn accelerators_become_the_portals_notation() {
-        assert_eq!(
-            xdg_trigger("Ctrl+Alt+Space").as_deref(),
-            Some("CTRL+ALT+space")
-        );
-        assert_eq!(
-            xdg_trigger("CommandOrControl+Shift+KeyK").as_deref(),
-            Some("CTRL+SHIFT+k")
-        );
-        assert_eq!(xdg_trigger("Super+Digit5").as_deref(), Some("LOGO+5"));
-        assert_eq!(xdg_trigger("F9").as_deref(), Some("F9"));
-        assert_eq!(
-            xdg_trigger("Alt+PageDown").as_deref(),
-            Some("ALT+Page_Down")
-        );
-        assert_eq!(xdg_trigger("Ctrl+Hyper+A"), None);
-        assert_eq!(xdg_trigger("Ctrl+Alt+Nonsense"), None);
-        assert_eq!(xdg_trigger("Ctrl+"), None);
-        assert_eq!(xdg_trigger(""), None);
+        let cases = [
+            ("Ctrl+Alt+Space", Some("CTRL+ALT+space")),
+            ("CommandOrControl+Shift+KeyK", Some("CTRL+SHIFT+k")),
+            ("Super+Digit5", Some("LOGO+5")),
+            ("F9", Some("F9")),
+            ("Alt+PageDown", Some("ALT+Page_Down")),
+            ("Ctrl+Hyper+A", None),
+            ("Ctrl+Alt+Nonsense", None),
+            ("Ctrl+", None),
+            ("", None),
+        ];
+        for (accel, want) in cases {
+            assert_eq!(xdg_trigger(accel).as_deref(), want, "{accel:?}");
+        }
     }
 
     #[test]
