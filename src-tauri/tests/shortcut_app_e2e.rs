@@ -224,8 +224,53 @@ async fn scenario(
         "the agent kept hearing the microphone after the key came up ({after} → {})",
         heard(agent)
     );
+    if backend == Backend::Portal {
+        rebind(driver, &app, &id).await?;
+    }
     let _ = other.0.kill();
     app.quit(driver, &profile.config).await?;
+    Ok(())
+}
+
+/// Through the portal, a shortcut saved in Settings → Voice is bound anew and the old one
+/// let go: the old key no longer talks, the new one does (held in the window `other`).
+async fn rebind(driver: &Driver, app: &App, other: &str) -> anyhow::Result<()> {
+    app.open_screen("Settings").await?;
+    app.click_button(".subnav", "Voice").await?;
+    let input = app.wait_css("[data-testid=shortcut]").await?;
+    input.clear().await?;
+    input.send_keys("Ctrl+Alt+K").await?;
+    app.click_button("form[aria-label='System-wide shortcut']", "Save")
+        .await?;
+    app.wait_text(
+        "[data-testid=shortcut-status]",
+        "Ctrl+Alt+K works in every window through the desktop portal (GlobalShortcuts)",
+    )
+    .await?;
+    app.open_screen("Chat").await?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
+    xdotool(driver, &["windowfocus", "--sync", other])?;
+
+    xdotool(driver, &["keydown", "ctrl+alt+space"])?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let state = app
+        .wait_css("[data-testid=mic-state]")
+        .await?
+        .text()
+        .await?;
+    xdotool(driver, &["keyup", "ctrl+alt+space"])?;
+    ensure!(
+        state.contains("Hold to talk"),
+        "the old shortcut still talks after the new one was saved: {state:?}"
+    );
+
+    xdotool(driver, &["keydown", "ctrl+alt+k"])?;
+    let live = app.wait_text("[data-testid=mic-state]", "Mic live").await;
+    xdotool(driver, &["keyup", "ctrl+alt+k"])?;
+    live?;
+    app.wait_text("[data-testid=mic-state]", "Hold to talk")
+        .await?;
     Ok(())
 }
 

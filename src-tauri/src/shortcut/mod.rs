@@ -21,14 +21,18 @@ use tauri_plugin_global_shortcut::{GlobalShortcutExt as _, ShortcutState};
 /// Chooses the portal or the X11 grab (see the module doc).
 pub const BACKEND_VAR: &str = "OUTPOST_SHORTCUT_BACKEND";
 
-/// (Re)registers the settings' shortcut; the outcome goes to the desktop's settings.
-pub fn apply<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) {
+/// (Re)registers the settings' shortcut; the outcome goes to the desktop's settings. Through
+/// the portal that outcome comes later: the receiver hears when it is in.
+pub fn apply<R: Runtime>(
+    app: &AppHandle<R>,
+    desktop: &Desktop,
+) -> Option<tokio::sync::oneshot::Receiver<()>> {
     portal::stop();
     let _ = app.global_shortcut().unregister_all();
     let accel = desktop.shortcut();
     if accel.trim().is_empty() {
         desktop.set_shortcut_status(false, "Off.".into());
-        return;
+        return None;
     }
     let portal = match std::env::var(BACKEND_VAR).as_deref() {
         Ok("portal") => true,
@@ -36,9 +40,10 @@ pub fn apply<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) {
         _ => wayland(),
     };
     if portal {
-        portal::start(app.clone(), desktop.clone(), accel);
+        Some(portal::start(app.clone(), desktop.clone(), accel))
     } else {
         x11(app, desktop, &accel, None);
+        None
     }
 }
 

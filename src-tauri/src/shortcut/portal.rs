@@ -72,9 +72,15 @@ pub fn stop() {
 }
 
 /// Binds `accel` through the portal in the background. The outcome goes to the desktop's
-/// settings; if the portal is missing or refuses, the X11 key grab is tried instead.
-pub fn start<R: Runtime>(app: AppHandle<R>, desktop: Desktop, accel: String) {
+/// settings (the receiver hears when it is there); if the portal is missing or refuses,
+/// the X11 key grab is tried instead.
+pub fn start<R: Runtime>(
+    app: AppHandle<R>,
+    desktop: Desktop,
+    accel: String,
+) -> tokio::sync::oneshot::Receiver<()> {
     stop();
+    let (settled, on_settled) = tokio::sync::oneshot::channel();
     let generation = GENERATION.load(Ordering::SeqCst);
     let (tx, rx) = tokio::sync::oneshot::channel();
     *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
@@ -87,16 +93,19 @@ pub fn start<R: Runtime>(app: AppHandle<R>, desktop: Desktop, accel: String) {
         match Bound::bind(&accel).await {
             Ok(bound) if current() => {
                 report(&desktop, &accel, bound.trigger.as_deref());
+                let _ = settled.send(());
                 bound.listen(&app, Keys::new(desktop), rx).await;
             }
             Ok(bound) => bound.close().await,
             Err(e) if current() => {
                 tracing::warn!(error = %e, "no system-wide shortcut from the desktop portal");
                 super::x11(&app, &desktop, &accel, Some(&e.to_string()));
+                let _ = settled.send(());
             }
             Err(_) => {}
         }
     });
+    on_settled
 }
 
 /// Settings → Voice's line for a bound session: the desktop may have assigned another
