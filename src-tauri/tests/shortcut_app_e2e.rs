@@ -242,11 +242,9 @@ async fn rebind(driver: &Driver, app: &App, other: &str) -> anyhow::Result<()> {
     input.send_keys("Ctrl+Alt+K").await?;
     app.click_button("form[aria-label='System-wide shortcut']", "Save")
         .await?;
-    app.wait_text(
-        "[data-testid=shortcut-status]",
-        "Ctrl+Alt+K works in every window through the desktop portal (GlobalShortcuts)",
-    )
-    .await?;
+    let bound = "Ctrl+Alt+K works in every window through the desktop portal (GlobalShortcuts)";
+    app.wait_text("[data-testid=shortcut-status]", bound)
+        .await?;
     app.open_screen("Chat").await?;
     app.wait_text("[data-testid=mic-state]", "Hold to talk")
         .await?;
