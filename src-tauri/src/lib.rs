@@ -21,7 +21,7 @@ mod tray;
 
 use std::sync::Arc;
 
-use outpost_desktop::config::Paths;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, MemorySecrets, SecretStore};
 use outpost_desktop::{Desktop, Notifier};
 use tauri::{Manager, Runtime, WindowEvent};
@@ -79,61 +79,8 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             }
             Ok(())
         })
-        .invoke_handler(tauri::generate_handler![
-            commands::session::session_subscribe,
-            commands::session::session_connect,
-            commands::session::session_start_demo,
-            commands::session::session_disconnect,
-            commands::session::session_new_conversation,
-            commands::session::session_test_connection,
-            commands::chat::chat_send,
-            commands::chat::chat_attach_pick,
-            commands::chat::chat_attach_data,
-            commands::chat::chat_attach_remove,
-            commands::chat::chat_open_link,
-            commands::consent::consent_answer,
-            commands::consent::consent_list_remembered,
-            commands::consent::consent_revoke,
-            commands::settings::settings_get,
-            commands::settings::settings_set,
-            commands::settings::settings_set_secret,
-            commands::settings::settings_clear_secret,
-            commands::settings::settings_pick_folder,
-            commands::settings::settings_about,
-            commands::settings::settings_trust_policy,
-            commands::history::history_list,
-            commands::history::history_search,
-            commands::history::history_get,
-            commands::history::history_continue,
-            commands::history::history_export,
-            commands::history::history_delete_all,
-            commands::tools::tools_list,
-            commands::tools::tools_set,
-            commands::mcp::mcp_servers_list,
-            commands::mcp::mcp_servers_add,
-            commands::mcp::mcp_servers_get,
-            commands::mcp::mcp_servers_update,
-            commands::mcp::mcp_servers_restart,
-            commands::mcp::mcp_servers_set_rule,
-            commands::mcp::mcp_servers_tools,
-            commands::mcp::mcp_servers_set_tool_rule,
-            commands::mcp::mcp_servers_set_enabled,
-            commands::mcp::mcp_servers_remove,
-            commands::mcp::mcp_servers_trust,
-            commands::mcp::mcp_servers_sign_in,
-            commands::mcp::mcp_servers_sign_out,
-            commands::mcp::mcp_servers_log,
-            commands::mcp::mcp_servers_import_preview,
-            commands::mcp::mcp_elicitation_answer,
-            commands::voice::voice_status,
-            commands::voice::voice_start,
-            commands::voice::voice_stop,
-            commands::voice::voice_control,
-            commands::voice::voice_devices,
-            commands::voice::voice_set_devices,
-            commands::system::system_settings,
-            commands::system::system_set,
-        ])
+        // build.rs writes the call from commands.txt, the one list of the app's commands.
+        .invoke_handler(include!(concat!(env!("OUT_DIR"), "/handler.rs")))
 }
 
 fn open_desktop<R: Runtime>(app: &tauri::AppHandle<R>) -> anyhow::Result<Desktop> {

@@ -180,7 +180,7 @@ pub fn claim(dir: &Path) -> Claim {
 
 fn open_lock(dir: &Path) -> std::io::Result<File> {
     // The data folder is the user's alone (it may not exist yet: this runs first).
-    outpost_desktop::config::private_dir(dir).map_err(std::io::Error::other)?;
+    outpost_desktop::paths::private_dir(dir).map_err(std::io::Error::other)?;
     let mut options = File::options();
     options.read(true).write(true).create(true).truncate(false);
     #[cfg(unix)]

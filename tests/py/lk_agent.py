@@ -54,6 +54,7 @@ import outpost_tools  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lk_voice_agent import EspeakTTS  # noqa: E402
+from lkcommon import report, stay, wait_remote  # noqa: E402
 
 URL = os.environ.get("LK_URL", "")
 TOKEN = os.environ.get("LK_TOKEN", "")
@@ -61,10 +62,6 @@ OUTPOST = os.environ.get("OUTPOST_IDENTITY", "app")
 TIMEOUT = float(os.environ.get("LK_TIMEOUT", "150"))
 
 HELLO_CHUNKS = ["Hello", " from", " the", " scripted", " agent", "."]
-
-
-def report(**kv):
-    print(json.dumps(kv), flush=True)
 
 
 class ScriptedStream(llm.LLMStream):
@@ -168,19 +165,10 @@ class ScriptedLLM(llm.LLM):
         return f"The file says: {content.strip()}"
 
 
-async def wait_for_participant(room: rtc.Room, identity: str, timeout: float) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while identity not in room.remote_participants:
-        if loop.time() > deadline:
-            raise SystemExit(f"FAIL: {identity} never joined")
-        await asyncio.sleep(0.05)
-
-
 async def run_agent() -> None:
     room = rtc.Room()
     await room.connect(URL, TOKEN, rtc.RoomOptions(auto_subscribe=False))
-    await wait_for_participant(room, OUTPOST, 60)
+    await wait_remote(room, OUTPOST, 60)
     tools = await outpost_tools.discover_tools(room, OUTPOST)
     report(event="tools", names=[t.info.name for t in tools])
     # With LK_AUDIO_OUT=1 a voice agent's replies, as most LiveKit agents have: its text
@@ -236,12 +224,7 @@ async def run_agent() -> None:
     room.register_byte_stream_handler("images", handler("image"))
     room.register_byte_stream_handler("files", handler("file"))
     report(event="ready")
-    done = asyncio.Event()
-    room.on("disconnected", lambda *_: done.set())
-    try:
-        await asyncio.wait_for(done.wait(), TIMEOUT)
-    except asyncio.TimeoutError:
-        pass
+    await stay(room, TIMEOUT)
     await session.aclose()
     await room.disconnect()
 
@@ -249,7 +232,7 @@ async def run_agent() -> None:
 async def run_stranger() -> None:
     room = rtc.Room()
     await room.connect(URL, TOKEN, rtc.RoomOptions(auto_subscribe=False))
-    await wait_for_participant(room, OUTPOST, 60)
+    await wait_remote(room, OUTPOST, 60)
     try:
         answer = await room.local_participant.perform_rpc(
             destination_identity=OUTPOST,

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import json
 import os
 import wave
 
@@ -44,6 +43,7 @@ from livekit.agents import (
     utils,
 )
 from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN
+from lkcommon import report, stay
 
 URL = os.environ.get("LK_URL", "")
 TOKEN = os.environ.get("LK_TOKEN", "")
@@ -53,9 +53,6 @@ USER_TRANSCRIPT = os.environ.get("LK_USER_TRANSCRIPT", "Hello agent")
 REPLY = os.environ.get("LK_REPLY", "I hear you loud and clear.")
 ESPEAK_RATE = 22050
 
-
-def report(**kv):
-    print(json.dumps(kv), flush=True)
 
 
 class ScriptedSTT(stt.STT):
@@ -160,12 +157,7 @@ async def main() -> None:
         ),
     )
     report(event="ready")
-    done = asyncio.Event()
-    room.on("disconnected", lambda *_: done.set())
-    try:
-        await asyncio.wait_for(done.wait(), TIMEOUT)
-    except asyncio.TimeoutError:
-        pass
+    await stay(room, TIMEOUT)
     await session.aclose()
     await room.disconnect()
 

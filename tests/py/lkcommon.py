@@ -82,6 +82,16 @@ async def wait_remote(room, identity, timeout=10):
     await wait_for(lambda: identity in room.remote_participants, timeout, f"{identity} to appear")
 
 
+async def stay(room, timeout):
+    """Stays in `room` until it disconnects or `timeout` seconds pass."""
+    done = asyncio.Event()
+    room.on("disconnected", lambda *_: done.set())
+    try:
+        await asyncio.wait_for(done.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
+
+
 def run(main):
     try:
         asyncio.run(asyncio.wait_for(main(), timeout=float(os.environ.get("LK_TIMEOUT", "60"))))

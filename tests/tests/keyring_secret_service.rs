@@ -39,8 +39,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail, ensure};
-use outpost_desktop::config::Paths;
 use outpost_desktop::contract::AppEvent;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, SecretStore as _};
 use outpost_desktop::{Desktop, Notifier};
 

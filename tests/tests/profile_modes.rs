@@ -10,7 +10,8 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use outpost_core::{Core, PolicySource, ToolsConfig};
-use outpost_desktop::config::{AppConfig, Paths};
+use outpost_desktop::paths::Paths;
+use outpost_desktop::settings::AppConfig;
 use outpost_store::{ConversationId, NewConversation};
 
 fn mode(p: &Path) -> u32 {

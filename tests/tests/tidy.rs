@@ -2,9 +2,9 @@
 //! test run so they stay true. Every Rust file opens with a `//!` doc; the import rules
 //! (who may name rmp_serde, livekit_protocol, webrtc/rtc, tauri, outpost_tools, and which crates
 //! may depend on which); no crate lists a dependency it does not use; and the app's command
-//! list is the same in its five places (build.rs, lib.rs's `generate_handler!`, the
-//! capability files, backend.ts, ui/CONTRACT.md); and only the core decides a tool call's
-//! status.
+//! list has one source (src-tauri/commands.txt; build.rs makes the handler and the
+//! permissions from it) and agrees with what still spells it (backend.ts's `Commands`,
+//! ui/CONTRACT.md); and only the core decides a tool call's status.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -241,6 +241,13 @@ fn the_crate_graph_follows_architecture_md() {
 const NOT_NAMED_IN_CODE: &[(&str, &str, &str)] = &[
     // tauri-build runs from build.rs; tauri's macros are named there.
     ("src-tauri", "tauri-build", "build.rs calls it"),
+    // outpost_enum::closed_enum!'s `#[ts_if_feature]` derives ts-rs's TS in this crate, under
+    // its `ts` feature.
+    (
+        "outpost-protocol",
+        "ts-rs",
+        "the closed enums' TypeScript, through closed_enum!",
+    ),
     // rmcp's HTTP transport is reqwest; the crate picks its TLS features here.
     (
         "outpost-mcp",
@@ -308,16 +315,13 @@ fn only_the_tauri_backend_imports_tauri_in_the_ui() {
 }
 
 /// A tool call's status has one owner (ARCHITECTURE.md): only outpost-core's machine, and
-/// the desktop's history view for stored calls, turn a result into a status
+/// nothing else (the store keeps the status it decided), turns a result into a status
 /// (`ToolCallStatus::of_result`); the app, the CLI and the UI copy it and never spell the
 /// failure code that decides one (the UI's `words.ts` puts codes into plain words, and the
 /// mock backend stands in for the core).
 #[test]
 fn only_the_core_decides_a_tool_calls_status() {
-    let decides = |r: &str| {
-        r.starts_with("crates/outpost-core/src/")
-            || r == "crates/outpost-desktop/src/history/mod.rs"
-    };
+    let decides = |r: &str| r.starts_with("crates/outpost-core/src/");
     let mut rust = Vec::new();
     for m in members() {
         rust_files(&m.join("src"), &mut rust);
@@ -412,61 +416,24 @@ fn between<'a>(file: &str, text: &'a str, start: &str, end: &str) -> &'a str {
     &rest[..to]
 }
 
-/// The app's commands as each of the five places that list them says: build.rs (the
-/// permissions), lib.rs's `generate_handler!`, the capability files, backend.ts and
-/// ui/CONTRACT.md. Each list in its own order.
+/// The app's commands: `src-tauri/commands.txt`, the one list, first; then the places that
+/// still spell them beside it: backend.ts's typed `Commands` (the type checker also holds it
+/// to the generated list) and ui/CONTRACT.md's sections. Each list in its own order. The
+/// shell's handler, its permissions and the UI's `COMMAND_NAMES` are made from the list
+/// (`the_command_list_has_one_source`).
 fn command_lists() -> Vec<(String, Vec<String>)> {
     let read = |p: &str| fs::read_to_string(repo().join(p)).unwrap();
     let mut lists = Vec::new();
 
-    let build = read("src-tauri/build.rs");
-    let build = between("build.rs", &code(&build), "const COMMANDS", "];").to_owned();
-    lists.push(("src-tauri/build.rs COMMANDS".to_owned(), quoted(&build)));
-
-    let lib = code(&read("src-tauri/src/lib.rs"));
-    let handler = between("lib.rs", &lib, "generate_handler![", "]");
-    let mut handled = Vec::new();
-    for path in handler.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        // `commands::<domain>::<domain>_<verb>`: the module is the command's domain.
-        let segs: Vec<&str> = path.split("::").collect();
-        assert!(
-            segs.len() == 3
-                && segs[0] == "commands"
-                && segs[2].starts_with(&format!("{}_", segs[1])),
-            "lib.rs: `{path}` is not commands::<domain>::<domain>_<verb>"
-        );
-        handled.push(segs[2].to_owned());
-    }
-    lists.push(("src-tauri/src/lib.rs generate_handler!".to_owned(), handled));
-
-    let mut caps: Vec<PathBuf> = fs::read_dir(repo().join("src-tauri/capabilities"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    caps.sort();
-    let mut granted = Vec::new();
-    for cap in &caps {
-        let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(cap).unwrap()).unwrap();
-        for p in v["permissions"].as_array().into_iter().flatten() {
-            // Plugin permissions (`plugin:…`) and other shapes are not app commands.
-            if let Some(name) = p.as_str().and_then(|p| p.strip_prefix("allow-")) {
-                granted.push(name.replace('-', "_"));
-            }
-        }
-    }
-    lists.push(("src-tauri/capabilities/*.json allow-…".to_owned(), granted));
-
-    let ts = read("ui/src/lib/backend.ts");
-    let names = between("backend.ts", &ts, "export const COMMAND_NAMES", "];");
-    let names = names.split_once('=').map_or(names, |(_, v)| v);
-    let names: Vec<String> = names
-        .split('\'')
-        .skip(1)
-        .step_by(2)
+    let source: Vec<String> = read("src-tauri/commands.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(str::to_owned)
         .collect();
-    lists.push(("ui/src/lib/backend.ts COMMAND_NAMES".to_owned(), names));
+    lists.push(("src-tauri/commands.txt".to_owned(), source));
+
+    let ts = read("ui/src/lib/backend.ts");
     // The `Commands` interface types every `call` (all but session_subscribe, which
     // `subscribe` invokes by name).
     let iface = between("backend.ts", &ts, "export interface Commands {", "\n}");
@@ -500,7 +467,7 @@ fn command_lists() -> Vec<(String, Vec<String>)> {
 }
 
 #[test]
-fn the_five_command_lists_agree() {
+fn the_command_lists_agree() {
     let lists = command_lists();
     let (first_name, first) = &lists[0];
     assert!(first.len() >= 20, "{first_name}: only {first:?}");
@@ -518,11 +485,51 @@ fn the_five_command_lists_agree() {
             bad.push(format!("{name} has `{c}`, {first_name} does not"));
         }
     }
-    // build.rs promises the handler's order; keep the others in it too, for reading.
+    // Keep the others in the list's order too, for reading.
     for (name, list) in &lists[1..] {
         if bad.is_empty() && list != first {
             bad.push(format!("{name} is not in {first_name}'s order"));
         }
     }
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// The handler, the permissions and the UI's name list are made from commands.txt, not
+/// written again: lib.rs includes the handler build.rs writes, build.rs reads the list, the
+/// capability grants the set build.rs makes and no command by name, and the UI takes
+/// `COMMAND_NAMES` from the generated contract.
+#[test]
+fn the_command_list_has_one_source() {
+    let read = |p: &str| fs::read_to_string(repo().join(p)).unwrap();
+    let lib = code(&read("src-tauri/src/lib.rs"));
+    assert!(
+        lib.contains(r#"include!(concat!(env!("OUT_DIR"), "/handler.rs"))"#)
+            && !lib.contains("generate_handler!"),
+        "lib.rs must include build.rs's handler, not list the commands"
+    );
+    let build = code(&read("src-tauri/build.rs"));
+    assert!(
+        build.contains(r#"include_str!("commands.txt")"#) && !build.contains("const COMMANDS"),
+        "build.rs must read commands.txt"
+    );
+    let cap: serde_json::Value =
+        serde_json::from_str(&read("src-tauri/capabilities/default.json")).unwrap();
+    let granted: Vec<&str> = cap["permissions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .filter(|p| !p.contains(':'))
+        .collect();
+    assert_eq!(
+        granted,
+        ["app-commands"],
+        "the capability grants the set only"
+    );
+    let ts = read("ui/src/lib/backend.ts");
+    assert!(
+        ts.contains("import { COMMAND_NAMES } from './generated/contract';")
+            && !ts.contains("export const COMMAND_NAMES"),
+        "backend.ts takes COMMAND_NAMES from the generated contract"
+    );
 }

@@ -90,7 +90,7 @@ pub enum ToolCallStatus {
 
 impl ToolCallStatus {
     /// The status a result leads to: the one place a failure's code becomes a status (the
-    /// machine for live calls, the history view for stored ones).
+    /// machine decides with it; the store keeps what it decided).
     pub fn of_result(success: bool, code: Option<&ToolErrorCode>) -> Self {
         if success {
             return Self::Completed;
@@ -109,6 +109,39 @@ impl ToolCallStatus {
             self,
             Self::Initiated | Self::AwaitingConsent | Self::Running
         )
+    }
+}
+
+/// The store's spelling of a status: the same closed set, word for word, so a stored call
+/// reads back as the machine left it.
+impl From<ToolCallStatus> for crate::store::CallStatus {
+    fn from(s: ToolCallStatus) -> Self {
+        match s {
+            ToolCallStatus::Initiated => Self::Initiated,
+            ToolCallStatus::AwaitingConsent => Self::AwaitingConsent,
+            ToolCallStatus::Running => Self::Running,
+            ToolCallStatus::Completed => Self::Completed,
+            ToolCallStatus::Error => Self::Error,
+            ToolCallStatus::Timeout => Self::Timeout,
+            ToolCallStatus::Denied => Self::Denied,
+            ToolCallStatus::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
+impl From<crate::store::CallStatus> for ToolCallStatus {
+    fn from(s: crate::store::CallStatus) -> Self {
+        use crate::store::CallStatus as S;
+        match s {
+            S::Initiated => Self::Initiated,
+            S::AwaitingConsent => Self::AwaitingConsent,
+            S::Running => Self::Running,
+            S::Completed => Self::Completed,
+            S::Error => Self::Error,
+            S::Timeout => Self::Timeout,
+            S::Denied => Self::Denied,
+            S::Cancelled => Self::Cancelled,
+        }
     }
 }
 

@@ -12,6 +12,7 @@
 //! Open sets stay strings: a tool call's `errorCode` (seed 001 allows custom codes) and an
 //! `error` event's `code`.
 
+use outpost_enum::closed_enum;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use ts_rs::TS;
@@ -42,7 +43,7 @@ pub use outpost_core::ProgressState as ToolProgressState;
 pub use outpost_core::FolderAccess;
 
 /// `ConnectionSettings` `authMode`: the settings file's own.
-pub use crate::config::AuthMode;
+pub use crate::settings::AuthMode;
 
 /// What an MCP server claims about its tool (MCP annotations), camelCase; shown as the
 /// server's claims, never a permission.
@@ -1184,202 +1185,215 @@ pub struct AboutInfo {
     pub policy_file: String,
 }
 
-/// Closed sets of the contract (spelled snake_case on the wire).
-macro_rules! closed_set {
-    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident),+ $(,)? }) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, TS)]
-        #[serde(rename_all = "snake_case")]
-        $(#[$meta])*
-        pub enum $name {
-            $($(#[$vmeta])* $variant),+
-        }
-    };
-}
-
-closed_set! {
+closed_enum! {
+    #[ts]
     /// Who ran a tool call.
-    ExecutedBy {
+    pub enum ExecutedBy {
         /// Outpost.
-        Client,
+        Client => "client",
         /// The assistant.
-        Server,
+        Server => "server",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerInfo` `transport`.
-    McpTransport {
+    pub enum McpTransport {
         /// A child process on stdin/stdout.
-        Stdio,
+        Stdio => "stdio",
         /// Streamable HTTP.
-        Http,
+        Http => "http",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerInfo` `signIn`: an HTTP server's OAuth sign-in.
-    McpSignIn {
+    pub enum McpSignIn {
         /// Tokens are stored (they are used at its start).
-        SignedIn,
+        SignedIn => "signed_in",
         /// None stored; the server has not asked for one (it may not use OAuth).
-        NotSignedIn,
+        NotSignedIn => "not_signed_in",
         /// It answered 401 and none is stored: the user must sign in.
-        Needed,
+        Needed => "needed",
         /// The stored sign-in stopped working (revoked, expired): sign in again.
-        Again,
+        Again => "again",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerInfo` `status`.
-    McpServerStatus {
+    pub enum McpServerStatus {
         /// Connected, its tools offered.
-        Running,
+        Running => "running",
         /// Being started (at connect, or after `set_enabled`).
-        Starting,
+        Starting => "starting",
         /// Failed; waiting to restart.
-        Crashed,
+        Crashed => "crashed",
         /// No session, or stopped.
-        Stopped,
+        Stopped => "stopped",
         /// Turned off in `mcp.toml`.
-        Disabled,
+        Disabled => "disabled",
         /// Added or changed in `mcp.toml` outside Outpost: not started until the user
         /// confirms it (`mcp_servers_trust`).
-        Unconfirmed,
+        Unconfirmed => "unconfirmed",
         /// Not started: this computer's kernel cannot sandbox it and the user has not
         /// agreed to run it unsandboxed (`sandbox: if_available`).
-        NoSandbox,
+        NoSandbox => "no_sandbox",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpSandboxInfo` `state`.
-    McpSandboxState {
+    pub enum McpSandboxState {
         /// In its sandbox: it reaches only its grants.
-        Sandboxed,
+        Sandboxed => "sandboxed",
         /// Not sandboxed: it can reach everything the user can.
-        Unsandboxed,
+        Unsandboxed => "unsandboxed",
         /// Not started: no sandbox here and no consent to run without one.
-        Refused,
+        Refused => "refused",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpSandboxGrant` `access`.
-    McpAccess {
+    pub enum McpAccess {
         /// Read (and run programs from it).
-        Read,
+        Read => "read",
         /// Read, write, create, delete.
-        ReadWrite,
+        ReadWrite => "read_write",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpSandboxGrant` `kind`.
-    McpGrantKind {
+    pub enum McpGrantKind {
         /// The server's own program, derived from its command.
-        Program,
+        Program => "program",
         /// A launcher's cache (npx's `~/.npm`, uvx's `~/.cache/uv`).
-        Launcher,
+        Launcher => "launcher",
         /// Its working folder.
-        WorkingFolder,
+        WorkingFolder => "working_folder",
         /// One of the policy's allowed folders.
-        AllowedFolder,
+        AllowedFolder => "allowed_folder",
         /// `read` or `write` in its settings.
-        Extra,
+        Extra => "extra",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerDraft` `sandbox`.
-    McpSandboxMode {
+    pub enum McpSandboxMode {
         /// Sandboxed; not started where the kernel cannot sandbox.
-        On,
+        On => "on",
         /// Sandboxed where the kernel can; unsandboxed where it cannot (the user agreed).
-        IfAvailable,
+        IfAvailable => "if_available",
         /// Never sandboxed.
-        Off,
+        Off => "off",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerDraft` `network`.
-    McpNetwork {
+    pub enum McpNetwork {
         /// On for launchers that download packages (npx, uvx...), off otherwise.
-        Auto,
+        Auto => "auto",
         /// On.
-        On,
+        On => "on",
         /// Off.
-        Off,
+        Off => "off",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `McpServerDraft` `folders`.
-    McpFolderAccess {
+    pub enum McpFolderAccess {
         /// Read and write the allowed folders.
-        ReadWrite,
+        ReadWrite => "read_write",
         /// Read them only.
-        Read,
+        Read => "read",
         /// Not at all.
-        None,
+        None => "none",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// A tool's rule.
-    ToolRule {
+    pub enum ToolRule {
         /// Runs without asking.
-        Allow,
+        Allow => "allow",
         /// Asks each time.
-        Ask,
+        Ask => "ask",
         /// Never runs.
-        Deny,
+        Deny => "deny",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// A remembered answer.
-    RememberedKind {
+    pub enum RememberedKind {
         /// Always run.
-        AlwaysAllow,
+        AlwaysAllow => "always_allow",
         /// Never run.
-        AlwaysDeny,
+        AlwaysDeny => "always_deny",
         /// Run during one conversation.
-        AllowForConversation,
+        AllowForConversation => "allow_for_conversation",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// How a form from an MCP server is answered (`mcp_elicitation_answer`).
-    ElicitationAction {
+    pub enum ElicitationAction {
         /// Send the form's content.
-        Accept,
+        Accept => "accept",
         /// Say no.
-        Decline,
+        Decline => "decline",
         /// Dismiss without an answer.
-        Cancel,
+        Cancel => "cancel",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// `history_export`'s `format`.
-    ExportFormat {
+    pub enum ExportFormat {
         /// JSON.
-        Json,
+        Json => "json",
         /// Markdown.
-        Markdown,
+        Markdown => "markdown",
     }
 }
 
-closed_set! {
+closed_enum! {
+    #[ts]
     /// What a search hit is.
-    SearchHitKind {
+    pub enum SearchHitKind {
         /// A message.
-        Message,
+        Message => "message",
         /// A tool call.
-        ToolCall,
+        ToolCall => "tool_call",
     }
+}
+
+/// The app's commands: src-tauri/commands.txt, the one list (the app's build script makes
+/// their permissions and handler from it; the UI gets it through [`typescript`]).
+pub fn commands() -> Vec<&'static str> {
+    include_str!("../../../src-tauri/commands.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect()
 }
 
 /// The TypeScript of every contract type, in one module: what
@@ -1481,5 +1495,13 @@ pub fn typescript() -> String {
         ExportResult,
         AboutInfo,
     );
+    out.push_str(
+        "\n/** Every app command (src-tauri/commands.txt, the one list), in order. */\n\
+         export const COMMAND_NAMES = [\n",
+    );
+    for name in commands() {
+        out.push_str(&format!("  '{name}',\n"));
+    }
+    out.push_str("] as const;\n\n/** An app command's name. */\nexport type AppCommand = (typeof COMMAND_NAMES)[number];\n");
     out
 }

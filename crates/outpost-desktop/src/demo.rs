@@ -189,7 +189,7 @@ impl Demo {
 
     /// [`Demo::start`] with programs found elsewhere.
     pub async fn start_with(programs: &DemoPrograms, log_dir: &Path) -> Result<Self> {
-        crate::config::private_dir(log_dir).map_err(|e| {
+        crate::paths::private_dir(log_dir).map_err(|e| {
             DesktopError::Internal(format!(
                 "Could not create the demo's log folder {}: {e}",
                 log_dir.display()

@@ -2,43 +2,48 @@
 //! (`src-tauri`) is a list of thin commands over [`Desktop`]; this crate implements
 //! ui/CONTRACT.md on top of `outpost-core` and can be driven headless in tests.
 //!
-//! Layout:
-//! - [`contract`]: the UI contract's types (camelCase JSON, `{type, data}` events).
-//! - [`live`]: the live view: core events → contract events, plus the snapshot a reloaded
-//!   page needs.
-//! - [`attachments`]: files the user gives the assistant: checked (secrets list, size),
-//!   staged and shown before they go.
-//! - [`autostart`]: start at login (the XDG autostart entry).
-//! - [`config`]: where files live and the app's `settings.toml`.
-//! - [`secrets`]: the OS keyring.
-//! - [`demo`]: the local demo (the room server and the reference assistant as child
-//!   processes).
-//! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it.
-//! - [`tray`]: what the tray icon shows (a fold of the UI's events).
+//! Layout: one folder per domain, each its state and (in `commands`) [`Desktop`]'s
+//! commands over it, as in `src-tauri/src/commands/`.
+//! - [`session`]: the one owner of a session's lifetime (the core's session, its MCP
+//!   servers, the demo's children: started and ended together), the live view folded from
+//!   its events (`session::live`), the `session_*` and `chat_*` commands.
+//! - `consent`: the open consent questions as the UI sees them; `consent_*`.
+//! - [`settings`]: the app's `settings.toml`; `settings_*`.
+//! - `history`: store records → contract types; `history_*`.
+//! - [`mcp`]: the user's MCP servers (`mcp.toml`): started with a session, stopped with it;
+//!   `mcp_*`.
 //! - [`voice`]: the microphone and speaker (outpost-audio) joined to the session's audio:
-//!   push-to-talk, open mic, mute, device states, levels.
-//! - `desktop`: [`Desktop`], one method per command, one module per command domain as in
-//!   `src-tauri/src/commands/` (session, chat, consent, settings, history, tools, mcp, voice,
-//!   system).
-//! - `history`: store records → contract types.
-//! - `error`: [`DesktopError`] and its `{code, message}` form.
+//!   push-to-talk, open mic, mute, device states, levels; `voice_*`.
+//! - `desktop`: [`Desktop`], the handle that ties the domains together, and the two small
+//!   command domains that need no folder (`tools_*`, `system_*`).
+//!
+//! Beside them: [`contract`] (the UI contract's types: camelCase JSON, `{type, data}`
+//! events), [`attachments`] (files the user gives the assistant: checked, staged and shown
+//! before they go), [`paths`] (where the app keeps its files), [`autostart`] (start at
+//! login, the XDG autostart entry), [`secrets`] (the OS keyring), [`demo`] (the local demo:
+//! the room server and the reference assistant as child processes), [`tray`] (what the
+//! tray icon shows, a fold of the UI's events), `error`
+//! ([`DesktopError`] and its `{code, message}` form).
 
 pub mod attachments;
 pub mod autostart;
-pub mod config;
+mod consent;
 pub mod contract;
 pub mod demo;
 mod desktop;
 mod error;
 mod history;
-pub mod live;
 pub mod mcp;
+pub mod paths;
 pub mod secrets;
+pub mod session;
+pub mod settings;
 pub mod tray;
 pub mod voice;
 
-pub use desktop::{BACKGROUND_FLAG, Desktop, EventSink, EventWatcher, Notifier, check_link};
+pub use desktop::{BACKGROUND_FLAG, Desktop, EventSink, EventWatcher, Notifier};
 pub use error::{CommandError, DesktopError, Result};
+pub use session::check_link;
 
 /// Locks `m`, the one lock helper of this crate. A lock whose holder panicked is taken as
 /// it is: one failed command must not make every later one panic too.

@@ -7,11 +7,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use outpost_desktop::config::Paths;
 use outpost_desktop::contract::{
     AppEvent, ConsentRequest, Decision, RememberedKind, Settings, ToolResult, ToolRule,
 };
 use outpost_desktop::demo::DemoPrograms;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, Notifier};
 use tokio::sync::mpsc;
@@ -329,6 +329,64 @@ async fn demo_consent_history_settings_and_notifications() {
         .unwrap();
     assert!(!t.enabled);
     assert_eq!(t.rule, ToolRule::Deny);
+}
+
+/// This process's children whose stderr goes to a log in `logs`: the demo's room server
+/// and assistant of the app whose data folder holds `logs` (other tests run their own demos
+/// in this process at the same time).
+fn demo_children(logs: &std::path::Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let writes_there = std::fs::read_link(format!("/proc/{pid}/fd/2"))
+            .is_ok_and(|target| target.starts_with(logs));
+        let running = std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')').next().unwrap_or("").split_whitespace().next() != Some("Z")
+        });
+        if writes_there && running {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// One owner for a session's lifetime: the demo's children are pieces of the demo's
+/// session, so a connection to somewhere else ends them with it (before, they ran on
+/// until a disconnect, a new demo or the app's exit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_session_ends_the_demo_children_with_the_demo_session() {
+    let (_dir, paths) = temp_paths();
+    let (app, _) = with_demo(&paths).await;
+    let logs = paths.data_dir.join("logs");
+    let children = demo_children(&logs);
+    assert_eq!(
+        children.len(),
+        2,
+        "the room server and the assistant: {children:?}"
+    );
+    let mut s = app.desktop.settings();
+    // Nothing listens there: the new session fails, after the old one has ended.
+    s.connection.livekit_url = "ws://127.0.0.1:9".into();
+    app.desktop.set_settings(s).await.unwrap();
+    app.desktop
+        .set_secret("livekit_token", "not-a-token")
+        .unwrap();
+    assert!(app.desktop.connect().await.is_err());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !demo_children(&logs).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the demo's children run on: {:?}",
+            demo_children(&logs)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[test]

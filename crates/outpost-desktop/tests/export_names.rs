@@ -6,7 +6,7 @@
 use std::path::{Component, Path};
 use std::sync::Arc;
 
-use outpost_desktop::config::Paths;
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, Notifier};
 use outpost_store::{ConversationId, NewConversation, now_ms};

@@ -8,8 +8,8 @@
 
 use std::sync::Arc;
 
-use outpost_desktop::config::Paths;
 use outpost_desktop::contract::{DeviceState, VoiceControl, VoiceMode};
+use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::MemorySecrets;
 use outpost_desktop::{Desktop, DesktopError, Notifier};
 

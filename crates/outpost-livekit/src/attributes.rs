@@ -3,8 +3,9 @@
 
 use std::collections::HashMap;
 
+use crate::events::RoomEvent;
 use crate::proto::UpdateParticipantMetadata;
-use crate::types::{Participant, RoomEvent};
+use crate::types::Participant;
 
 /// The attributes that differ between `old` and `new`, with their new values; a
 /// removed key maps to an empty string (as the official SDKs report it).

@@ -15,7 +15,6 @@ use outpost_webrtc::RtpPacket;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::engine::Command;
 use crate::error::{Error, Result};
 
 /// The only sample rate of audio tracks: 48 kHz.
@@ -144,13 +143,33 @@ fn rand_u16() -> u16 {
     (h.finish() & 0xffff) as u16
 }
 
+/// What one of our tracks asks of the room engine.
+#[derive(Debug)]
+pub(crate) enum TrackRequest {
+    /// Mute or unmute track `sid`.
+    Mute {
+        sid: String,
+        muted: bool,
+        done: tokio::sync::oneshot::Sender<Result<()>>,
+    },
+    /// Stop publishing track `sid`.
+    Unpublish {
+        sid: String,
+        done: tokio::sync::oneshot::Sender<Result<()>>,
+    },
+}
+
+/// The way from a track to the room engine (the room's command channel); false once the
+/// engine stopped. The track knows no more of the engine than this.
+pub(crate) type ToEngine = Arc<dyn Fn(TrackRequest) -> bool + Send + Sync>;
+
 /// An audio track we publish. Feed it PCM with [`LocalAudioTrack::push_frame`] in
 /// real time (e.g. 10 or 20 ms at a time); it is Opus-encoded in 20 ms packets.
 #[derive(Clone)]
 pub struct LocalAudioTrack {
     sid: String,
     shared: Arc<LocalShared>,
-    cmd: mpsc::UnboundedSender<Command>,
+    engine: ToEngine,
 }
 
 impl std::fmt::Debug for LocalAudioTrack {
@@ -163,12 +182,21 @@ impl std::fmt::Debug for LocalAudioTrack {
 }
 
 impl LocalAudioTrack {
-    pub(crate) fn new(
-        sid: String,
-        shared: Arc<LocalShared>,
-        cmd: mpsc::UnboundedSender<Command>,
-    ) -> Self {
-        Self { sid, shared, cmd }
+    pub(crate) fn new(sid: String, shared: Arc<LocalShared>, engine: ToEngine) -> Self {
+        Self {
+            sid,
+            shared,
+            engine,
+        }
+    }
+
+    /// Hands `request` to the room engine.
+    fn ask(&self, request: TrackRequest) -> Result<()> {
+        if (self.engine)(request) {
+            Ok(())
+        } else {
+            Err(Error::Closed("the room engine stopped".into()))
+        }
     }
 
     /// The track sid the server gave it.
@@ -253,13 +281,11 @@ impl LocalAudioTrack {
     pub async fn set_muted(&self, muted: bool) -> Result<()> {
         self.shared.muted.store(muted, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cmd
-            .send(Command::MuteTrack {
-                sid: self.sid.clone(),
-                muted,
-                done: tx,
-            })
-            .map_err(|_| Error::Closed("the room engine stopped".into()))?;
+        self.ask(TrackRequest::Mute {
+            sid: self.sid.clone(),
+            muted,
+            done: tx,
+        })?;
         rx.await
             .unwrap_or_else(|_| Err(Error::Closed("the room closed".into())))
     }
@@ -268,12 +294,10 @@ impl LocalAudioTrack {
     /// it; others see it unpublished).
     pub async fn unpublish(&self) -> Result<()> {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        self.cmd
-            .send(Command::UnpublishTrack {
-                sid: self.sid.clone(),
-                done: tx,
-            })
-            .map_err(|_| Error::Closed("the room engine stopped".into()))?;
+        self.ask(TrackRequest::Unpublish {
+            sid: self.sid.clone(),
+            done: tx,
+        })?;
         rx.await
             .unwrap_or_else(|_| Err(Error::Closed("the room closed".into())))
     }

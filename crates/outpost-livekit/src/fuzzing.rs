@@ -152,7 +152,7 @@ pub fn fuzz_rpc(messages: &[&[u8]], cap: usize) -> Result<(), String> {
 
 async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
     use std::collections::{HashMap, HashSet};
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use crate::rpc::{self, RpcInvocation, RpcMethods};
     use crate::types::{ConnectionState, Participant, ParticipantKind, RpcCallers};
@@ -162,19 +162,14 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
     methods.register("outpost.list_tools", |_inv: RpcInvocation| async move {
         Ok("{}".to_owned())
     });
-    let shared = Arc::new(crate::engine::Shared {
-        outbox: Arc::default(),
-        state: tokio::sync::watch::channel(ConnectionState::Connected).0,
-        roster: Mutex::default(),
-        lossy: Mutex::default(),
-        rpc: rpc::Rpc::from_options(&crate::RoomOptions {
-            rpc_methods: methods,
-            rpc_callers: RpcCallers::Assistant,
-            rpc_max_v2_payload: cap,
-            ..crate::RoomOptions::default()
-        }),
-        path: Mutex::default(),
-    });
+    let room = crate::shared::Shared::new(ConnectionState::Connected);
+    let opts = crate::RoomOptions {
+        rpc_methods: methods,
+        rpc_callers: RpcCallers::Assistant,
+        rpc_max_v2_payload: cap,
+        ..crate::RoomOptions::default()
+    };
+    let rpc = Arc::new(rpc::Rpc::new(opts.rpc_settings(), room.clone()));
     let person = |identity: &str| Participant {
         sid: format!("PA_{identity}"),
         identity: identity.to_owned(),
@@ -185,7 +180,7 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
         client_protocol: 1,
     };
     {
-        let mut roster = shared.roster();
+        let mut roster = room.roster();
         roster.local = Some(person("me"));
         roster.assistant = Some(person(FUZZ_ASSISTANT));
     }
@@ -211,10 +206,10 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
             data_packet::Value::RpcRequest(r) => {
                 callers.insert(sender.clone());
                 *made.entry((sender.clone(), r.id.clone())).or_default() += 1;
-                let _ = rpc::on_request(&shared, &sender, r);
+                let _ = rpc::on_request(&rpc, &sender, r);
             }
-            data_packet::Value::RpcAck(a) => shared.rpc.on_ack(&sender, a),
-            data_packet::Value::RpcResponse(r) => shared.rpc.on_response(&sender, r),
+            data_packet::Value::RpcAck(a) => rpc.on_ack(&sender, a),
+            data_packet::Value::RpcResponse(r) => rpc.on_response(&sender, r),
             data_packet::Value::StreamHeader(h) => {
                 if h.topic != rpc::REQUEST_TOPIC && h.topic != rpc::RESPONSE_TOPIC {
                     continue;
@@ -225,7 +220,7 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
                 }
                 let before = receivers.open_count();
                 let assistant = sender == FUZZ_ASSISTANT;
-                let _ = rpc::on_stream_header(&shared, &mut receivers, &sender, assistant, h, now);
+                let _ = rpc::on_stream_header(&rpc, &mut receivers, &sender, assistant, h, now);
                 if !assistant && receivers.open_count() > before {
                     return Err(format!(
                         "a stream from {sender:?}, who may not call, took a slot"
@@ -242,10 +237,10 @@ async fn rpc_run(messages: &[&[u8]], cap: usize) -> Result<(), String> {
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
-    shared.rpc.close();
+    rpc.close();
     let mut to_others: HashMap<String, usize> = HashMap::new();
     let mut answered: HashMap<(String, String), usize> = HashMap::new();
-    for bytes in shared.outbox.take_pending() {
+    for bytes in room.outbox.take_pending() {
         let p = proto::decode_data_packet(&bytes)
             .map_err(|e| format!("we queued a packet that does not decode: {e}"))?;
         let [to] = p.destination_identities.as_slice() else {

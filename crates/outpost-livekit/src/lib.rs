@@ -47,6 +47,7 @@
 
 pub mod audio;
 pub mod error;
+pub mod events;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod room;
@@ -58,21 +59,25 @@ pub mod types;
 
 mod attributes;
 mod engine;
+mod options;
 mod outbox;
 mod proto;
+mod shared;
 mod signal;
 mod tls;
 mod wire;
 
 pub use audio::{AudioFrame, AudioSourceOptions, AudioStream, LocalAudioTrack};
 pub use error::{Error, Result};
-pub use room::{Room, RoomEvents, RoomOptions};
+pub use events::RoomEvent;
+pub use options::RoomOptions;
+pub use room::{Room, RoomEvents};
 pub use rpc::{PerformRpc, RpcError, RpcErrorCode, RpcInvocation, RpcMethods};
 pub use streams::{StreamInfo, StreamKind, StreamOptions, StreamReader, StreamWriter};
 pub use text::TextStreamReader;
 pub use token::{ConnectionDetails, EndpointMethod, TokenEndpoint, TokenRequest, mint_dev_token};
 pub use types::{
     ConnectionPath, ConnectionState, DataMessage, DataOptions, DisconnectReason, Participant,
-    ParticipantKind, PathKind, RoomEvent, RpcCallers, SelectedPath, StreamSenders, TrackInfo,
+    ParticipantKind, PathKind, RpcCallers, SelectedPath, StreamSenders, TrackInfo,
     TrackSubscribers,
 };

@@ -86,6 +86,25 @@ pub(crate) fn mute_track(sid: &str, muted: bool) -> MuteTrackRequest {
     }
 }
 
+/// Our publisher offer `id` as a signal request.
+pub(crate) fn offer(sdp: String, id: u32) -> signal_request::Message {
+    signal_request::Message::Offer(session_description("offer", sdp, id))
+}
+
+/// Our answer to the server's subscriber offer `id` as a signal request.
+pub(crate) fn answer(sdp: String, id: u32) -> signal_request::Message {
+    signal_request::Message::Answer(session_description("answer", sdp, id))
+}
+
+fn session_description(kind: &str, sdp: String, id: u32) -> SessionDescription {
+    SessionDescription {
+        r#type: kind.into(),
+        sdp,
+        id,
+        ..Default::default()
+    }
+}
+
 /// Decodes a `DataPacket` from a data channel message.
 pub(crate) fn decode_data_packet(bytes: &[u8]) -> Result<DataPacket, String> {
     DataPacket::decode(bytes).map_err(|e| e.to_string())

@@ -9,155 +9,17 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::attributes::ProfileUpdate;
 use crate::audio::{AudioSourceOptions, LocalAudioTrack, LocalShared};
-use crate::engine::{Command, Engine, Shared};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::outbox::Outbox;
+use crate::events::RoomEvent;
 use crate::proto;
-use crate::rpc::{PerformRpc, RpcError, RpcInvocation, RpcMethods};
+use crate::rpc::{PerformRpc, Rpc, RpcError, RpcInvocation};
+use crate::shared::{Command, Shared};
 use crate::streams::{CHUNK_SIZE, Sink, StreamKind, StreamOptions, StreamWriter};
 use crate::token::{TokenEndpoint, TokenRequest, fetch_connection_details};
-use crate::types::{
-    ConnectionState, DataOptions, Participant, RoomEvent, RpcCallers, StreamSenders,
-    TrackSubscribers,
-};
+use crate::types::{ConnectionState, DataOptions, Participant};
 
-/// Connection settings. `Default` suits LiveKit Cloud, livekit-server and outpost-room.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct RoomOptions {
-    /// Identity of the assistant to watch for; `None` = the first participant of
-    /// kind AGENT.
-    pub assistant_identity: Option<String>,
-    /// Deadline for each signaling connection attempt (WebSocket + join response).
-    pub connect_timeout: Duration,
-    /// Deadline for the peer connection to come up after joining.
-    pub peer_connection_timeout: Duration,
-    /// Full rejoin attempts after a lost link before giving up.
-    pub reconnect_attempts: u32,
-    /// Incoming data streams larger than this are cut off with an error.
-    pub stream_receive_cap: u64,
-    /// Whose incoming data streams are accepted: everyone's (default) or only the
-    /// assistant's.
-    pub stream_senders: StreamSenders,
-    /// Incoming streams one participant may have open at once; more are refused
-    /// (their reader yields an error).
-    pub max_streams_per_sender: usize,
-    /// Incoming streams open at once across all participants. The assistant's streams
-    /// are accepted beyond it (up to `max_streams_per_sender`), so other participants
-    /// cannot crowd the assistant out.
-    pub max_open_streams: usize,
-    /// An incoming stream that receives no chunk for this long is dropped: its slot is
-    /// freed and its reader gets an error. `Duration::ZERO` turns this off.
-    pub stream_idle_timeout: Duration,
-    /// Largest payload [`Room::send_data`] accepts (LiveKit recommends ≤ 15 KiB;
-    /// larger payloads belong in data streams).
-    pub max_packet_payload: usize,
-    /// Per-channel bound on bytes handed to SCTP and not yet acknowledged.
-    pub send_buffer_limit: usize,
-    /// How long [`Room::leave`] waits for queued packets to reach the server.
-    pub leave_flush_timeout: Duration,
-    /// PEM CA certificates to trust for this server's `wss://` signaling, in addition
-    /// to the built-in webpki (Mozilla) roots: for a self-hosted server with a private
-    /// CA. Each string may hold several certificates. Trust is scoped to the URL's
-    /// host and port. Empty by default.
-    pub extra_root_ca_pem: Vec<String>,
-    /// RPC methods answered from the moment the room is joined (more can be added
-    /// later with [`Room::register_rpc_method`]). Empty by default.
-    pub rpc_methods: RpcMethods,
-    /// Speak RPC version 2 (payloads in data streams, no 15 KiB limit): advertise
-    /// `client_protocol` 1 so that peers call us with it, and call peers that
-    /// advertise it with it. On by default; off, we advertise 0 and use version 1
-    /// only, as clients without it do. Version 1 requests are answered either way.
-    pub rpc_v2: bool,
-    /// Who may call our RPC methods: anyone (default, as the official SDKs), or only
-    /// the assistant ([`RpcCallers::Assistant`]).
-    pub rpc_callers: RpcCallers,
-    /// The answer a refused caller gets (see [`RpcCallers::Assistant`]).
-    pub rpc_refusal: RpcError,
-    /// Largest RPC version 2 payload read, in bytes: a request stream we answer and the
-    /// response stream of a call we made. A header announcing more is refused before a
-    /// byte is read (`REQUEST_PAYLOAD_TOO_LARGE` / `RESPONSE_PAYLOAD_TOO_LARGE`), and a
-    /// stream that brings more is dropped. LiveKit's SDKs set no RPC limit for version 2
-    /// (only their 5 GB data-stream cap); default [`crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES`].
-    pub rpc_max_v2_payload: usize,
-    /// Who may subscribe to the tracks we publish: anyone (default) or only the
-    /// assistant ([`TrackSubscribers::Assistant`], LiveKit's subscription permissions).
-    pub track_subscribers: TrackSubscribers,
-    /// Subscribe to every remote track (audio arrives as
-    /// [`RoomEvent::AudioTrackSubscribed`]). Off by default: a data-only client
-    /// decodes nothing.
-    pub auto_subscribe: bool,
-    /// Subscribe to the assistant's audio tracks even without `auto_subscribe`. On by
-    /// default: a LiveKit Agents voice agent does not speak, nor send the text of what it
-    /// says (that is paced by its audio), until its frontend subscribes to its voice, so a
-    /// client that shows only the text must still subscribe. Drop the stream of
-    /// [`RoomEvent::AudioTrackSubscribed`] to discard the audio.
-    pub subscribe_to_assistant: bool,
-}
-
-impl Default for RoomOptions {
-    fn default() -> Self {
-        Self {
-            assistant_identity: None,
-            connect_timeout: Duration::from_secs(5),
-            peer_connection_timeout: Duration::from_secs(15),
-            reconnect_attempts: 10,
-            stream_receive_cap: 5_000_000_000,
-            stream_senders: StreamSenders::Anyone,
-            max_streams_per_sender: 16,
-            max_open_streams: 64,
-            stream_idle_timeout: Duration::from_secs(60),
-            max_packet_payload: 15 * 1024,
-            send_buffer_limit: 4 * 1024 * 1024,
-            leave_flush_timeout: Duration::from_secs(2),
-            extra_root_ca_pem: Vec::new(),
-            rpc_methods: RpcMethods::default(),
-            rpc_v2: true,
-            rpc_callers: RpcCallers::Anyone,
-            rpc_refusal: RpcError::new(
-                crate::rpc::RpcErrorCode::ApplicationError.code(),
-                "only the assistant may call this participant's methods",
-                None,
-            ),
-            rpc_max_v2_payload: crate::rpc::DEFAULT_MAX_V2_PAYLOAD_BYTES,
-            auto_subscribe: false,
-            subscribe_to_assistant: true,
-            track_subscribers: TrackSubscribers::Anyone,
-        }
-    }
-}
-
-impl RoomOptions {
-    /// Watches for the assistant with this identity.
-    #[must_use]
-    pub fn assistant(mut self, identity: impl Into<String>) -> Self {
-        self.assistant_identity = Some(identity.into());
-        self
-    }
-
-    /// Accepts incoming data streams from the assistant only (see
-    /// [`StreamSenders::Assistant`]).
-    #[must_use]
-    pub fn streams_from_assistant_only(mut self) -> Self {
-        self.stream_senders = StreamSenders::Assistant;
-        self
-    }
-
-    /// Answers RPC calls from the assistant only (see [`RpcCallers::Assistant`]).
-    #[must_use]
-    pub fn rpc_from_assistant_only(mut self) -> Self {
-        self.rpc_callers = RpcCallers::Assistant;
-        self
-    }
-
-    /// Also trusts the CA certificate(s) in `pem` for the server's `wss://` URL
-    /// (see [`RoomOptions::extra_root_ca_pem`]).
-    #[must_use]
-    pub fn trust_root_ca_pem(mut self, pem: impl Into<String>) -> Self {
-        self.extra_root_ca_pem.push(pem.into());
-        self
-    }
-}
+pub use crate::options::RoomOptions;
 
 /// Events from the room, in order. Unbounded: read them promptly.
 pub type RoomEvents = mpsc::UnboundedReceiver<RoomEvent>;
@@ -172,6 +34,7 @@ pub struct Room {
 #[derive(Debug)]
 struct Inner {
     shared: Arc<Shared>,
+    rpc: Arc<Rpc>,
     cmd: mpsc::UnboundedSender<Command>,
     max_payload: usize,
     engine: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -191,21 +54,15 @@ impl Room {
     ) -> Result<(Room, RoomEvents)> {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            outbox: Arc::new(Outbox::default()),
-            state: watch::channel(ConnectionState::Reconnecting).0,
-            roster: Mutex::default(),
-            lossy: Mutex::default(),
-            rpc: crate::rpc::Rpc::from_options(&options),
-            path: Mutex::default(),
-        });
+        let shared = Shared::new(ConnectionState::Reconnecting);
+        let rpc = Arc::new(Rpc::new(options.rpc_settings(), shared.clone()));
         crate::tls::install(url, &options.extra_root_ca_pem)?;
         let max_payload = options.max_packet_payload;
         let mut engine = Engine::new(
             url.to_owned(),
             token.to_owned(),
             options,
-            shared.clone(),
+            rpc.clone(),
             events_tx,
             cmd_rx,
         );
@@ -223,6 +80,7 @@ impl Room {
         let room = Room {
             inner: Arc::new(Inner {
                 shared,
+                rpc,
                 cmd: cmd_tx,
                 max_payload,
                 engine: Mutex::new(Some(handle)),
@@ -452,7 +310,6 @@ impl Room {
         Fut: std::future::Future<Output = std::result::Result<String, RpcError>> + Send + 'static,
     {
         self.inner
-            .shared
             .rpc
             .register(method.into(), crate::rpc::handler(handler));
     }
@@ -460,12 +317,12 @@ impl Room {
     /// The room's RPC method set (the one given in [`RoomOptions::rpc_methods`]):
     /// registering on it is registering on the room.
     pub fn rpc_methods(&self) -> crate::rpc::RpcMethods {
-        self.inner.shared.rpc.methods()
+        self.inner.rpc.methods()
     }
 
     /// Removes the handler for `method`; later calls get `UNSUPPORTED_METHOD`.
     pub fn unregister_rpc_method(&self, method: &str) {
-        self.inner.shared.rpc.unregister(method);
+        self.inner.rpc.unregister(method);
     }
 
     /// Calls an RPC method on another participant and returns its response payload,
@@ -476,7 +333,7 @@ impl Room {
     /// version 2 response stream fails). Uses version 2 (no payload limit) when the
     /// destination advertised `client_protocol` ≥ 1 and [`RoomOptions::rpc_v2`] is on.
     pub async fn perform_rpc(&self, call: PerformRpc) -> std::result::Result<String, RpcError> {
-        crate::rpc::perform(&self.inner.shared, call).await
+        crate::rpc::perform(&self.inner.rpc, call).await
     }
 
     /// Merges `attributes` into our participant attributes (an empty value deletes its
@@ -546,7 +403,11 @@ impl Room {
             })
             .map_err(|_| Error::Closed("the room engine stopped".into()))?;
         match tokio::time::timeout(PUBLISH_TIMEOUT, rx).await {
-            Ok(Ok(Ok(sid))) => Ok(LocalAudioTrack::new(sid, local, self.inner.cmd.clone())),
+            Ok(Ok(Ok(sid))) => {
+                let cmd = self.inner.cmd.clone();
+                let engine = Arc::new(move |r| cmd.send(Command::Track(r)).is_ok());
+                Ok(LocalAudioTrack::new(sid, local, engine))
+            }
             Ok(Ok(Err(e))) => Err(e),
             Ok(Err(_)) => Err(Error::Closed(
                 "the room closed before the track was published".into(),

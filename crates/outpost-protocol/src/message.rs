@@ -1,9 +1,9 @@
 //! The [`Message`] enum: one variant per wire type, with its numeric code and direction.
 
 use crate::error::FieldError;
-use crate::open_enum::closed_enum;
 use crate::types::*;
 use crate::validate::Validate;
+use outpost_enum::closed_enum;
 
 /// Who may send a message type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +17,7 @@ pub enum Direction {
 }
 
 closed_enum! {
+    #[ts_if_feature]
     /// The numeric `type` of every message, by name. Names are the Rust type names.
     pub enum MessageType {
         /// 1: protocol-level fault.

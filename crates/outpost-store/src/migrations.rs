@@ -12,6 +12,7 @@ const STEPS: &[M<'static>] = &[
     M::up(include_str!("../migrations/0001_initial.sql")),
     M::up(include_str!("../migrations/0002_consent_deciders.sql")),
     M::up(include_str!("../migrations/0003_attachments.sql")),
+    M::up(include_str!("../migrations/0004_tool_call_status.sql")),
 ];
 
 /// The migration set.

@@ -5,12 +5,28 @@
 //! match the protocol's (`"server"`, `"client"`, `"either"`, `allow_once`, ...).
 
 use std::fmt;
-use std::str::FromStr;
 
+use outpost_enum::closed_enum;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+
+/// A closed enum stored in a column: reading it back names the column when the value is
+/// not one this build knows.
+pub(crate) trait Column: std::str::FromStr<Err = outpost_enum::Unknown> {
+    /// The column's name, for [`Error::Corrupt`].
+    const COLUMN: &'static str;
+}
+
+/// Reads a stored [`Column`] value.
+pub(crate) fn column<T: Column>(s: &str) -> Result<T> {
+    s.parse()
+        .map_err(|e: outpost_enum::Unknown| Error::Corrupt {
+            column: T::COLUMN,
+            value: e.value,
+        })
+}
 
 /// Milliseconds since the Unix epoch (UTC).
 pub type Millis = i64;
@@ -59,93 +75,106 @@ impl From<String> for ConversationId {
     }
 }
 
-/// Defines a closed string enum with `as_str`, `FromStr` and snake_case serde.
-macro_rules! string_enum {
-    ($(#[$meta:meta])* $name:ident, $column:literal { $($(#[$vmeta:meta])* $variant:ident = $s:literal),+ $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $($(#[$vmeta])* $variant),+
-        }
-
-        impl $name {
-            /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The stored / wire string.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $s),+
-                }
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                match s {
-                    $($s => Ok($name::$variant),)+
-                    other => Err(Error::Corrupt { column: $column, value: other.to_owned() }),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
+closed_enum! {
+    /// Who wrote a message.
+    pub enum Role {
+        /// The person using Outpost.
+        User => "user",
+        /// The AI assistant (deltas folded into the final text).
+        Assistant => "assistant",
+    }
 }
 
-string_enum!(
-    /// Who wrote a message.
-    Role, "role" {
-        /// The person using Outpost.
-        User = "user",
-        /// The AI assistant (deltas folded into the final text).
-        Assistant = "assistant",
-    }
-);
+impl Column for Role {
+    const COLUMN: &'static str = "role";
+}
 
-string_enum!(
+closed_enum! {
     /// Who may execute a tool call (the protocol's `execution` field).
-    Execution, "execution" {
+    pub enum Execution {
         /// The assistant's server executes; the client only observes.
-        Server = "server",
+        Server => "server",
         /// The client (Outpost) must execute.
-        Client = "client",
+        Client => "client",
         /// Whoever can.
-        Either = "either",
+        Either => "either",
     }
-);
+}
 
-string_enum!(
+impl Column for Execution {
+    const COLUMN: &'static str = "execution";
+}
+
+closed_enum! {
     /// Who actually executed a tool call.
-    Executor, "executed_by" {
+    pub enum Executor {
         /// Outpost, on this machine.
-        Client = "client",
+        Client => "client",
         /// The assistant's server.
-        Server = "server",
+        Server => "server",
     }
-);
+}
 
-string_enum!(
+impl Column for Executor {
+    const COLUMN: &'static str = "executed_by";
+}
+
+closed_enum! {
     /// Lifecycle state of a tool call.
-    ToolCallState, "state" {
+    pub enum ToolCallState {
         /// The request was received.
-        Initiated = "initiated",
+        Initiated => "initiated",
         /// Waiting for the user to allow or deny it.
-        AwaitingConsent = "awaiting_consent",
+        AwaitingConsent => "awaiting_consent",
         /// Executing.
-        Running = "running",
+        Running => "running",
         /// Finished successfully.
-        Completed = "completed",
+        Completed => "completed",
         /// Finished with an error (including denial, timeout, unknown tool).
-        Error = "error",
+        Error => "error",
     }
-);
+}
+
+impl Column for ToolCallState {
+    const COLUMN: &'static str = "state";
+}
+
+closed_enum! {
+    /// A tool call's status as the session's state machine (outpost-core's
+    /// `ToolCallStatus`) decided it: the store copies it and never works it out.
+    pub enum CallStatus {
+        /// Arrived; nothing decided yet.
+        Initiated => "initiated",
+        /// Waiting for the user's answer.
+        AwaitingConsent => "awaiting_consent",
+        /// Running.
+        Running => "running",
+        /// Succeeded.
+        Completed => "completed",
+        /// Failed while running, or was refused for a reason other than permission.
+        Error => "error",
+        /// Ran out of time.
+        Timeout => "timeout",
+        /// Refused by the policy or the user.
+        Denied => "denied",
+        /// Cancelled.
+        Cancelled => "cancelled",
+    }
+}
+
+impl Column for CallStatus {
+    const COLUMN: &'static str = "status";
+}
+
+impl CallStatus {
+    /// True for the statuses a failed call ends in.
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            CallStatus::Error | CallStatus::Timeout | CallStatus::Denied | CallStatus::Cancelled
+        )
+    }
+}
 
 impl ToolCallState {
     /// True for `completed` and `error`.
@@ -154,21 +183,25 @@ impl ToolCallState {
     }
 }
 
-string_enum!(
+closed_enum! {
     /// The user's answer to a consent prompt.
-    Decision, "decision" {
+    pub enum Decision {
         /// Allow this one call.
-        AllowOnce = "allow_once",
+        AllowOnce => "allow_once",
         /// Allow this tool (for this scope) for the rest of the conversation.
-        AllowForConversation = "allow_for_conversation",
+        AllowForConversation => "allow_for_conversation",
         /// Allow from now on.
-        AlwaysAllow = "always_allow",
+        AlwaysAllow => "always_allow",
         /// Deny this one call.
-        DenyOnce = "deny_once",
+        DenyOnce => "deny_once",
         /// Deny from now on.
-        AlwaysDeny = "always_deny",
+        AlwaysDeny => "always_deny",
     }
-);
+}
+
+impl Column for Decision {
+    const COLUMN: &'static str = "decision";
+}
 
 impl Decision {
     /// True for the allow decisions.
@@ -180,33 +213,41 @@ impl Decision {
     }
 }
 
-string_enum!(
+closed_enum! {
     /// Who decided whether a tool call runs.
-    DecidedBy, "decided_by" {
+    pub enum DecidedBy {
         /// The user answered a prompt.
-        User = "user",
+        User => "user",
         /// A rule of the user's policy decided without asking.
-        Policy = "policy",
+        Policy => "policy",
         /// The built-in secrets deny list.
-        SecretsList = "secrets_list",
+        SecretsList => "secrets_list",
         /// The user's earlier "allow for this conversation" answer.
-        ConversationGrant = "conversation_grant",
+        ConversationGrant => "conversation_grant",
         /// Nobody answered the prompt before it expired.
-        ConsentTimeout = "consent_timeout",
+        ConsentTimeout => "consent_timeout",
         /// The call needed consent and no prompt was available (a headless client).
-        NoConsentUi = "no_consent_ui",
+        NoConsentUi => "no_consent_ui",
     }
-);
+}
 
-string_enum!(
+impl Column for DecidedBy {
+    const COLUMN: &'static str = "decided_by";
+}
+
+closed_enum! {
     /// Whether a call was allowed to run.
-    Outcome, "outcome" {
+    pub enum Outcome {
         /// It may run.
-        Allowed = "allowed",
+        Allowed => "allowed",
         /// It may not.
-        Denied = "denied",
+        Denied => "denied",
     }
-);
+}
+
+impl Column for Outcome {
+    const COLUMN: &'static str = "outcome";
+}
 
 // ---------------------------------------------------------------------------------------------
 // What callers write.
@@ -338,6 +379,9 @@ pub enum ToolCallEvent {
         id: String,
         /// Machine-readable code (`unknown_tool`, `timeout`, `execution_error`, ...).
         code: String,
+        /// The status the machine gave the call: one of the failures
+        /// ([`CallStatus::is_failure`]).
+        status: CallStatus,
         /// Human-readable message.
         message: String,
         /// Partial result or diagnostics, if any.
@@ -586,6 +630,8 @@ pub struct ToolCall {
     pub arguments: StoredJson,
     /// Current state.
     pub state: ToolCallState,
+    /// The status the session's state machine gave it.
+    pub status: CallStatus,
     /// When the request arrived.
     pub initiated_at: Millis,
     /// When consent was asked.
@@ -826,7 +872,7 @@ mod tests {
 
     #[test]
     fn unknown_enum_string_is_a_clear_error() {
-        let err = "maybe".parse::<Decision>().unwrap_err();
+        let err = column::<Decision>("maybe").unwrap_err();
         assert!(err.to_string().contains("maybe"), "{err}");
         assert!(err.to_string().contains("decision"), "{err}");
     }

@@ -7,7 +7,7 @@ use crate::error::{Error, Result, SqlContext};
 use crate::model::{
     Attachment, AuditEntry, AuditPage, Consent, Conversation, ConversationId, ConversationPage,
     ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, ProtocolError,
-    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation,
+    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation, column,
 };
 
 /// Largest page a query returns, whatever the caller asks for.
@@ -109,14 +109,14 @@ fn message_row(r: &Row<'_>) -> rusqlite::Result<(Message, String)> {
 }
 
 fn finish_message((mut m, role): (Message, String)) -> Result<Message> {
-    m.role = role.parse()?;
+    m.role = column(&role)?;
     Ok(m)
 }
 
 pub(crate) const TOOL_COLS: &str = "conversation_id, id, message_id, tool_name, server_name, \
     execution, arguments, arguments_original_bytes, state, initiated_at, awaiting_consent_at, \
     running_at, finished_at, duration_ms, executed_by, result, result_original_bytes, \
-    error_code, error_message, seq";
+    error_code, error_message, seq, status";
 
 /// Raw tool-call row; parsed into [`ToolCall`] outside the rusqlite callback so parse
 /// errors keep their own type.
@@ -141,6 +141,7 @@ pub(crate) struct RawToolCall {
     error_code: Option<String>,
     error_message: Option<String>,
     seq: i64,
+    status: Option<String>,
 }
 
 pub(crate) fn tool_row(r: &Row<'_>) -> rusqlite::Result<RawToolCall> {
@@ -165,6 +166,7 @@ pub(crate) fn tool_row(r: &Row<'_>) -> rusqlite::Result<RawToolCall> {
         error_code: r.get(17)?,
         error_message: r.get(18)?,
         seq: r.get(19)?,
+        status: r.get(20)?,
     })
 }
 
@@ -176,15 +178,17 @@ impl RawToolCall {
             message_id: self.message_id,
             tool_name: self.tool_name,
             server_name: self.server_name,
-            execution: self.execution.parse()?,
+            execution: column(&self.execution)?,
             arguments: stored_json(self.arguments, self.arguments_original, "arguments")?,
-            state: self.state.parse()?,
+            // Every write sets `status`, and migration 4 filled it in for older rows.
+            status: column(self.status.as_deref().unwrap_or_default())?,
+            state: column(&self.state)?,
             initiated_at: self.initiated_at,
             awaiting_consent_at: self.awaiting_consent_at,
             running_at: self.running_at,
             finished_at: self.finished_at,
             duration_ms: self.duration_ms,
-            executed_by: self.executed_by.map(|e| e.parse()).transpose()?,
+            executed_by: self.executed_by.map(|e| column(&e)).transpose()?,
             result: self
                 .result
                 .map(|r| stored_json(r, self.result_original, "result"))
@@ -223,9 +227,9 @@ fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
 }
 
 fn finish_consent((mut c, decision, by, outcome): RawConsent) -> Result<Consent> {
-    c.decision = decision.map(|d| d.parse()).transpose()?;
-    c.decided_by = by.parse()?;
-    c.outcome = outcome.parse()?;
+    c.decision = decision.map(|d| column(&d)).transpose()?;
+    c.decided_by = column(&by)?;
+    c.outcome = column(&outcome)?;
     Ok(c)
 }
 

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::error::{Error, Result, SqlContext};
 use crate::model::{
-    ConversationId, MAX_ATTACHMENT_DATA, MessageDelta, Millis, NewAttachment, NewConsent,
-    NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport, Role,
-    ToolCallEvent, ToolCallState,
+    CallStatus, ConversationId, MAX_ATTACHMENT_DATA, MessageDelta, Millis, NewAttachment,
+    NewConsent, NewConversation, NewMessage, NewProtocolError, NewStatusChange, RetentionReport,
+    Role, ToolCallEvent, ToolCallState, column,
 };
 
 /// A queued unit of work.
@@ -628,8 +628,8 @@ fn load_call_state(conn: &Connection, conv: &ConversationId, id: &str) -> Result
         .ok_or_else(|| Error::NotFound {
             what: "tool call",
             id: id.to_owned(),
-        })?
-        .parse()
+        })
+        .and_then(|s| column(&s))
 }
 
 fn check_transition(id: &str, from: ToolCallState, to: ToolCallState) -> Result<()> {
@@ -669,8 +669,8 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             conn.prepare_cached(
                 "INSERT INTO tool_calls (conversation_id, id, message_id, seq, tool_name,
                     server_name, execution, arguments, arguments_original_bytes, state,
-                    initiated_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'initiated', ?10)",
+                    status, initiated_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 'initiated', 'initiated', ?10)",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -697,7 +697,8 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
         } => {
             let n = conn
                 .prepare_cached(
-                    "UPDATE tool_calls SET state = 'awaiting_consent', awaiting_consent_at = ?3
+                    "UPDATE tool_calls SET state = 'awaiting_consent', status = 'awaiting_consent',
+                        awaiting_consent_at = ?3
                      WHERE conversation_id = ?1 AND id = ?2
                        AND state IN ('initiated', 'awaiting_consent')",
                 )
@@ -720,7 +721,8 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
         } => {
             let n = conn
                 .prepare_cached(
-                    "UPDATE tool_calls SET state = 'running', running_at = ?3, executed_by = ?4
+                    "UPDATE tool_calls SET state = 'running', status = 'running', running_at = ?3,
+                        executed_by = ?4
                      WHERE conversation_id = ?1 AND id = ?2
                        AND state IN ('initiated', 'awaiting_consent')",
                 )
@@ -747,7 +749,7 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             conn,
             &conversation_id,
             &id,
-            ToolCallState::Completed,
+            (ToolCallState::Completed, CallStatus::Completed),
             result.as_ref(),
             None,
             executed_by,
@@ -758,21 +760,30 @@ fn apply_tool_event(conn: &Connection, ctx: &mut Ctx, event: ToolCallEvent) -> R
             conversation_id,
             id,
             code,
+            status,
             message,
             result,
             executed_by,
             at,
-        } => finish(
-            conn,
-            &conversation_id,
-            &id,
-            ToolCallState::Error,
-            result.as_ref(),
-            Some((code, message)),
-            executed_by,
-            at,
-            cap,
-        )?,
+        } => {
+            if !status.is_failure() {
+                return Err(Error::InvalidArgument {
+                    name: "status",
+                    reason: format!("a failed tool call cannot be {status}"),
+                });
+            }
+            finish(
+                conn,
+                &conversation_id,
+                &id,
+                (ToolCallState::Error, status),
+                result.as_ref(),
+                Some((code, message)),
+                executed_by,
+                at,
+                cap,
+            )?;
+        }
     }
     Ok(())
 }
@@ -799,7 +810,7 @@ fn finish(
     conn: &Connection,
     conv: &ConversationId,
     id: &str,
-    state: ToolCallState,
+    (state, status): (ToolCallState, CallStatus),
     result: Option<&Value>,
     error: Option<(String, String)>,
     executed_by: Option<crate::model::Executor>,
@@ -819,7 +830,7 @@ fn finish(
     };
     let n = conn
         .prepare_cached(
-            "UPDATE tool_calls SET state = ?3, finished_at = ?4,
+            "UPDATE tool_calls SET state = ?3, status = ?10, finished_at = ?4,
                 duration_ms = ?4 - COALESCE(running_at, initiated_at),
                 executed_by = COALESCE(executed_by, ?5), result = ?6, result_original_bytes = ?7,
                 error_code = ?8, error_message = ?9
@@ -836,7 +847,8 @@ fn finish(
                 result_text,
                 result_original,
                 code,
-                message
+                message,
+                status.as_str()
             ])
         })
         .ctx(|| format!("finish tool call {id}"))?;

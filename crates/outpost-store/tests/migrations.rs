@@ -122,6 +122,45 @@ fn version_1_consents_are_carried_over_with_their_real_deciders() {
     assert_eq!(got, want);
 }
 
+/// Version 3 kept one `error` state for every failure: version 4 gives the calls stored
+/// before it the status the session's state machine gives a result with their code.
+#[test]
+fn version_3_tool_calls_get_the_status_their_outcome_had() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    migrations().to_version(&mut conn, 3).unwrap();
+    conn.execute_batch(
+        "INSERT INTO conversations (id, seq, started_at) VALUES ('c', 1, 0);
+         INSERT INTO tool_calls (conversation_id, id, seq, tool_name, execution, arguments,
+                                 state, initiated_at, error_code) VALUES
+           ('c', 'a', 1, 't', 'client', '{}', 'completed', 1, NULL),
+           ('c', 'b', 2, 't', 'client', '{}', 'error', 2, 'timeout'),
+           ('c', 'd', 3, 't', 'client', '{}', 'error', 3, 'permission_denied'),
+           ('c', 'e', 4, 't', 'client', '{}', 'error', 4, 'cancelled'),
+           ('c', 'f', 5, 't', 'client', '{}', 'error', 5, 'unknown_tool'),
+           ('c', 'g', 6, 't', 'client', '{}', 'running', 6, NULL);",
+    )
+    .unwrap();
+    migrate(&mut conn).unwrap();
+    let got: Vec<String> = conn
+        .prepare("SELECT status FROM tool_calls ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert_eq!(
+        got,
+        [
+            "completed",
+            "timeout",
+            "denied",
+            "cancelled",
+            "error",
+            "running"
+        ]
+    );
+}
+
 #[test]
 fn migrating_twice_is_a_no_op() {
     let mut conn = Connection::open_in_memory().unwrap();

@@ -311,11 +311,31 @@ fn tool_call_lifecycle_is_enforced() {
         .wait()
         .unwrap_err();
     assert!(dup.to_string().contains("UNIQUE"), "{dup}");
+    // A failure must carry a failure's status: the store copies the machine's word, it does
+    // not take a contradiction.
+    let contradiction = store
+        .log_tool_event(ToolCallEvent::Failed {
+            conversation_id: cid.clone(),
+            id: "t".into(),
+            code: "timeout".into(),
+            status: CallStatus::Completed,
+            message: String::new(),
+            result: None,
+            executed_by: None,
+            at: T0 + 1,
+        })
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(contradiction, Error::InvalidArgument { name: "status", .. }),
+        "{contradiction}"
+    );
     store
         .log_tool_event(ToolCallEvent::Failed {
             conversation_id: cid.clone(),
             id: "t".into(),
             code: "timeout".into(),
+            status: CallStatus::Timeout,
             message: "Tool execution exceeded timeout of 5000ms".into(),
             result: None,
             executed_by: Some(Executor::Server),
@@ -336,6 +356,11 @@ fn tool_call_lifecycle_is_enforced() {
     let page = store.audit(AuditQuery::default()).wait().unwrap();
     let tc = &page.entries[0].tool_call;
     assert_eq!(tc.state, ToolCallState::Error);
+    assert_eq!(
+        tc.status,
+        CallStatus::Timeout,
+        "the status the caller gave is kept"
+    );
     assert_eq!(tc.error_code.as_deref(), Some("timeout"));
     assert_eq!(tc.duration_ms, Some(5000));
     assert_eq!(tc.executed_by, Some(Executor::Server));
@@ -604,6 +629,7 @@ fn audit_filters_by_tool_decision_state_and_date() {
                 conversation_id: cid.clone(),
                 id: id.clone(),
                 code: "permission_denied".into(),
+                status: CallStatus::Denied,
                 message: "The user denied this tool call".into(),
                 result: None,
                 executed_by: None,

@@ -55,7 +55,9 @@ import type {
   VoiceStatus,
   VoiceControl,
   AudioDevices,
+  AppCommand,
 } from './generated/contract';
+import { COMMAND_NAMES } from './generated/contract';
 
 // Every generated type is part of this module's contract.
 export type * from './generated/contract';
@@ -178,62 +180,15 @@ export interface Commands {
 
 export type CommandName = keyof Commands;
 
-/** The names, for documentation checks and the shell's `generate_handler!` list. */
-export const COMMAND_NAMES: readonly (CommandName | 'session_subscribe')[] = [
-  'session_subscribe',
-  'session_connect',
-  'session_start_demo',
-  'session_disconnect',
-  'session_new_conversation',
-  'session_test_connection',
-  'chat_send',
-  'chat_attach_pick',
-  'chat_attach_data',
-  'chat_attach_remove',
-  'chat_open_link',
-  'consent_answer',
-  'consent_list_remembered',
-  'consent_revoke',
-  'settings_get',
-  'settings_set',
-  'settings_set_secret',
-  'settings_clear_secret',
-  'settings_pick_folder',
-  'settings_about',
-  'settings_trust_policy',
-  'history_list',
-  'history_search',
-  'history_get',
-  'history_continue',
-  'history_export',
-  'history_delete_all',
-  'tools_list',
-  'tools_set',
-  'mcp_servers_list',
-  'mcp_servers_add',
-  'mcp_servers_get',
-  'mcp_servers_update',
-  'mcp_servers_restart',
-  'mcp_servers_set_rule',
-  'mcp_servers_tools',
-  'mcp_servers_set_tool_rule',
-  'mcp_servers_set_enabled',
-  'mcp_servers_remove',
-  'mcp_servers_trust',
-  'mcp_servers_sign_in',
-  'mcp_servers_sign_out',
-  'mcp_servers_log',
-  'mcp_servers_import_preview',
-  'mcp_elicitation_answer',
-  'voice_status',
-  'voice_start',
-  'voice_stop',
-  'voice_control',
-  'voice_devices',
-  'voice_set_devices',
-  'system_settings',
-  'system_set',
-];
+/** The app's commands (src-tauri/commands.txt, the one list), for documentation checks. */
+export { COMMAND_NAMES };
+
+/** True only when `A` and `B` are the same set of names. */
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+/** The typed commands are exactly the app's commands but `session_subscribe` (which
+ * `subscribe` invokes by name): `npm run check` fails when the two lists part. */
+const commandsAreTheAppsCommands: Same<CommandName | 'session_subscribe', AppCommand> = true;
+void commandsAreTheAppsCommands;
 
 export interface Subscription {
   snapshot: SessionSnapshot;

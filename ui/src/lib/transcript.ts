@@ -2,7 +2,7 @@
  * The transcript fold: how backend events build a conversation's entries (messages and tool
  * cards). One implementation for the UI's `SessionStore` (which folds onto its reactive
  * array) and for `MockBackend` (which folds onto a plain one for its snapshots and history),
- * following the same rules as the shell's own fold (outpost-desktop `live.rs`):
+ * following the same rules as the shell's own fold (outpost-desktop `session/live.rs`):
  *
  * - a message or tool call is added once, by id; repeats refresh, never duplicate;
  * - deltas apply in `seq` order, and stop once the whole message arrived (it wins);

@@ -190,6 +190,7 @@ impl Machine {
         fx.record(Record::Tool(final_event(
             conversation_id,
             &r,
+            status,
             store::Executor::Server,
             now,
         )));
@@ -335,7 +336,7 @@ impl Machine {
                 } else {
                     Some(store::Executor::Client)
                 };
-                let mut ev = final_event(conversation_id, &r, store::Executor::Client, now);
+                let mut ev = final_event(conversation_id, &r, status, store::Executor::Client, now);
                 set_executed_by(&mut ev, executed);
                 fx.record(Record::Tool(ev));
                 fx.ui(finished_event(&r, &tool, status, Side::Client));
@@ -382,9 +383,12 @@ pub(super) fn store_decider(by: Decider) -> store::DecidedBy {
     }
 }
 
+/// What the store records of a finished call: the result, and the status the machine gave
+/// the call (copied, never worked out again there).
 pub(super) fn final_event(
     conversation_id: ConversationId,
     r: &ToolUseResult,
+    status: ToolCallStatus,
     by: store::Executor,
     now: Millis,
 ) -> store::ToolCallEvent {
@@ -405,6 +409,7 @@ pub(super) fn final_event(
                 .as_ref()
                 .map_or("execution_error", |c| c.as_str())
                 .into(),
+            status: status.into(),
             message: r.error_message.clone().unwrap_or_default(),
             result: r.result.as_ref().map(map_value),
             executed_by: Some(by),

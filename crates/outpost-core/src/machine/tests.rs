@@ -680,6 +680,16 @@ fn the_machine_gives_every_tool_call_event_its_status() {
         &Some(ToolErrorCode::Timeout),
         "a type, not a string"
     );
+    assert!(
+        matches!(
+            &records(&fx)[..],
+            [Record::Tool(store::ToolCallEvent::Failed {
+                status: store::CallStatus::Timeout,
+                ..
+            })]
+        ),
+        "the store is given the status the machine decided: {fx:?}"
+    );
 
     // A server call: a consent report after running leaves it running; its result ends
     // it; a report after the end shows the end.
@@ -700,6 +710,16 @@ fn the_machine_gives_every_tool_call_event_its_status() {
         113,
     );
     assert_eq!(statuses(&fx), [ToolCallStatus::Denied]);
+    assert!(
+        matches!(
+            &records(&fx)[..],
+            [Record::Tool(store::ToolCallEvent::Failed {
+                status: store::CallStatus::Denied,
+                ..
+            })]
+        ),
+        "{fx:?}"
+    );
     let fx = recv(&mut m, report(ProgressState::Running), 114);
     assert_eq!(statuses(&fx), [ToolCallStatus::Denied]);
 

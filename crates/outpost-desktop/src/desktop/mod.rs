@@ -1,13 +1,11 @@
-//! [`Desktop`]: one method per command of ui/CONTRACT.md.
+//! [`Desktop`]: the handle that ties the domains together, one method per command of
+//! ui/CONTRACT.md. Each domain keeps its commands in its own folder (`session`, `consent`,
+//! `settings`, `history`, `mcp`, `voice`); the two small ones that need no folder are
+//! here (`tools`, `system`).
 
-mod chat;
-mod consent;
-mod session;
-mod settings;
 mod system;
 mod tools;
 
-pub use chat::check_link;
 pub use system::BACKGROUND_FLAG;
 
 use crate::lock;
@@ -15,16 +13,16 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use outpost_core::{Core, PolicySource, Session, ToolsConfig};
+use outpost_core::{Core, PolicySource, ToolsConfig};
 use outpost_protocol::ToolDescriptor;
 use outpost_store::now_ms;
 
-use crate::config::{AppConfig, Paths};
 use crate::contract::AppEvent;
-use crate::demo::{Demo, DemoPrograms};
-use crate::error::{DesktopError, Result};
-use crate::live::LiveState;
+use crate::error::Result;
+use crate::paths::Paths;
 use crate::secrets::SecretStore;
+use crate::session::{Sessions, live::LiveState};
+use crate::settings::AppConfig;
 
 /// Receives the UI events (the Tauri channel of `session_subscribe`).
 pub type EventSink = Box<dyn Fn(AppEvent) + Send + Sync>;
@@ -66,15 +64,11 @@ pub(crate) struct Inner {
     pub(crate) config: Mutex<AppConfig>,
     pub(crate) secrets: Arc<dyn SecretStore>,
     pub(crate) notifier: Arc<dyn Notifier>,
+    /// The live view and where its events go: it outlives a session (the transcript stays
+    /// on screen, and the next session continues its conversation).
     pub(crate) live: Mutex<Live>,
-    pub(crate) session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    pub(crate) demo: tokio::sync::Mutex<Option<Demo>>,
-    /// The MCP servers of the current session (started at connect, stopped at
-    /// disconnect or when the session ends).
-    pub(crate) mcp: Mutex<Option<outpost_mcp::McpHost>>,
-    /// The task that offers the policy's allowed folders to the session's servers as roots
-    /// again whenever the policy changes (`roots/list_changed`); ended with the servers.
-    pub(crate) mcp_roots: Mutex<Option<tokio::task::AbortHandle>>,
+    /// The running session and everything that ends with it (crate::session).
+    pub(crate) sessions: Sessions,
     /// MCP elicitation forms waiting for the user.
     pub(crate) elicitations: Arc<crate::mcp::Elicitations>,
     /// The tools each MCP server listed last (Settings → Tool servers' per-tool rules).
@@ -83,9 +77,6 @@ pub(crate) struct Inner {
     /// or set by a sign-in or sign-out here: the pane's list, polled while it is open, must
     /// not ask the keyring (which may prompt to unlock) every time.
     pub(crate) mcp_sign_ins: crate::mcp::SignIns,
-    /// The demo's programs when set by [`Desktop::set_demo_programs`]; else looked up at
-    /// each start.
-    pub(crate) demo_programs: Mutex<Option<DemoPrograms>>,
     pub(crate) focused: AtomicBool,
     pub(crate) tools: Vec<ToolDescriptor>,
     /// A problem found at start (a damaged settings file), told to the first subscriber.
@@ -176,14 +167,10 @@ impl Desktop {
                     sink: None,
                     watchers: Vec::new(),
                 }),
-                session: tokio::sync::Mutex::new(None),
-                demo: tokio::sync::Mutex::new(None),
-                mcp: Mutex::new(None),
-                mcp_roots: Mutex::new(None),
+                sessions: Sessions::default(),
                 elicitations: Arc::default(),
                 mcp_tools: crate::mcp::ToolLists::default(),
                 mcp_sign_ins: crate::mcp::SignIns::default(),
-                demo_programs: Mutex::new(None),
                 focused: AtomicBool::new(true),
                 tools: catalogue,
                 startup_error: Mutex::new(startup_error),
@@ -211,14 +198,5 @@ impl Desktop {
 
     pub(crate) fn config(&self) -> AppConfig {
         lock(&self.inner.config).clone()
-    }
-
-    pub(crate) async fn session(&self) -> Result<Arc<Session>> {
-        self.inner
-            .session
-            .lock()
-            .await
-            .clone()
-            .ok_or(DesktopError::NotConnected)
     }
 }

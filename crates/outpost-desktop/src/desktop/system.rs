@@ -64,7 +64,7 @@ impl Desktop {
     pub fn shortcut(&self) -> String {
         self.config()
             .voice_shortcut
-            .unwrap_or_else(|| crate::config::DEFAULT_SHORTCUT.to_owned())
+            .unwrap_or_else(|| crate::settings::DEFAULT_SHORTCUT.to_owned())
     }
 
     /// The shell says whether the shortcut works system-wide, and in what words.

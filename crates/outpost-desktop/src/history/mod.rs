@@ -3,7 +3,7 @@
 
 mod commands;
 
-use outpost_store::{Executor, Role, TimelineItem, ToolCallState};
+use outpost_store::{Executor, Role, TimelineItem};
 
 use std::collections::HashMap;
 
@@ -11,7 +11,6 @@ use crate::contract::{
     AttachmentView, ConversationSummary, ExecutedBy, ExecutionMode, ToolCallRecord, ToolCallStatus,
     TranscriptEntry,
 };
-use outpost_core::ToolErrorCode;
 
 /// A conversation's title for lists: its own, else the start time.
 pub fn title(c: &outpost_store::Conversation) -> String {
@@ -88,16 +87,8 @@ pub fn transcript(items: &[TimelineItem]) -> Vec<TranscriptEntry> {
 }
 
 fn tool_call(t: &outpost_store::ToolCall) -> ToolCallRecord {
-    let status = match t.state {
-        ToolCallState::Initiated => ToolCallStatus::Initiated,
-        ToolCallState::AwaitingConsent => ToolCallStatus::AwaitingConsent,
-        ToolCallState::Running => ToolCallStatus::Running,
-        ToolCallState::Completed => ToolCallStatus::Completed,
-        ToolCallState::Error => ToolCallStatus::of_result(
-            false,
-            t.error_code.as_deref().map(ToolErrorCode::from).as_ref(),
-        ),
-    };
+    // The status the machine gave the call, as the store kept it.
+    let status = ToolCallStatus::from(t.status);
     let parameters = match t.arguments.value() {
         Some(serde_json::Value::Object(m)) => m.clone(),
         _ => {

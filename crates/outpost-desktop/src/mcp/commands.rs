@@ -11,10 +11,18 @@ use crate::error::{DesktopError, Result};
 use crate::desktop::Desktop;
 use crate::lock;
 
+/// The MCP servers of one session and the task that offers them the policy's allowed
+/// folders as roots again whenever the policy changes (`roots/list_changed`).
+pub(crate) struct SessionServers {
+    pub(crate) host: outpost_mcp::McpHost,
+    roots: tokio::task::AbortHandle,
+}
+
 impl Desktop {
     /// Starts the enabled servers of `mcp.toml` for a new session (docs/MCP.md, "In the
-    /// app"); problems are told to the UI as non-fatal errors.
-    pub(crate) async fn start_mcp(&self) -> Option<outpost_mcp::McpHost> {
+    /// app"); problems are told to the UI as non-fatal errors. The session's owner keeps
+    /// them and ends them with [`Desktop::stop_mcp`].
+    pub(crate) async fn start_mcp(&self) -> Option<SessionServers> {
         let roots = self.inner.core.mcp_roots().await;
         for why in &roots.left_out {
             tracing::info!("not offered to MCP servers as a root: {why}");
@@ -63,32 +71,30 @@ impl Desktop {
                 }));
             }
         }
-        lock(&self.inner.mcp).clone_from(&started.host);
-        if let Some(host) = started.host.clone() {
-            // The allowed folders change in Settings, by an "always" answer or by editing
-            // policy.toml: every change of the policy re-offers them, and the host tells
-            // its servers when the list differs.
-            let task = self.inner.core.follow_mcp_roots(host);
-            if let Some(old) = lock(&self.inner.mcp_roots).replace(task.abort_handle()) {
-                old.abort();
-            }
-        }
-        started.host
+        let host = started.host?;
+        // The allowed folders change in Settings, by an "always" answer or by editing
+        // policy.toml: every change of the policy re-offers them, and the host tells
+        // its servers when the list differs.
+        let roots = self
+            .inner
+            .core
+            .follow_mcp_roots(host.clone())
+            .abort_handle();
+        Some(SessionServers { host, roots })
     }
 
     /// Stops every MCP server now (their process groups are killed before this returns):
     /// the app's exit path calls it, so no server outlives the app.
     pub fn stop_tool_servers(&self) {
-        self.stop_mcp();
+        let servers = self.inner.sessions.take_servers();
+        self.stop_mcp(servers);
     }
 
-    /// Stops every MCP server of the session, if any.
-    pub(crate) fn stop_mcp(&self) {
-        if let Some(task) = lock(&self.inner.mcp_roots).take() {
-            task.abort();
-        }
-        if let Some(host) = lock(&self.inner.mcp).take() {
-            host.shutdown();
+    /// Stops a session's MCP servers, if it has any, and closes the forms they asked.
+    pub(crate) fn stop_mcp(&self, servers: Option<SessionServers>) {
+        if let Some(s) = servers {
+            s.roots.abort();
+            s.host.shutdown();
         }
         let closed = self.inner.elicitations.close_all();
         let live = lock(&self.inner.live);
@@ -100,7 +106,7 @@ impl Desktop {
     }
 
     fn mcp_host(&self) -> Option<outpost_mcp::McpHost> {
-        lock(&self.inner.mcp).clone()
+        self.inner.sessions.mcp_host()
     }
 
     fn mcp_secrets(&self) -> Arc<dyn outpost_mcp::SecretStore> {
@@ -385,8 +391,8 @@ impl Desktop {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::config::Paths;
     use crate::desktop::Notifier;
+    use crate::paths::Paths;
     use outpost_core::Core;
     use outpost_policy::{FolderAccess, FolderRule};
 
@@ -501,7 +507,9 @@ mod tests {
             Arc::new(Quiet),
         )
         .unwrap();
-        let host = desktop.start_mcp().await.unwrap();
+        let servers = desktop.start_mcp().await.unwrap();
+        let host = servers.host.clone();
+        desktop.inner.sessions.begin(Some(servers), None);
         host.wait_running("helper", std::time::Duration::from_secs(30))
             .await
             .unwrap();

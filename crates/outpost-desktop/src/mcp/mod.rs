@@ -6,6 +6,8 @@
 
 mod commands;
 
+pub(crate) use commands::SessionServers;
+
 use crate::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -24,7 +26,6 @@ use outpost_mcp::{
 };
 use outpost_policy::{Policy, PolicyStore, Rule};
 
-use crate::config::Paths;
 use crate::contract::{
     AppEvent, ElicitationAction, ElicitationClosed, ElicitationEvent, McpAccess, McpFolderAccess,
     McpGrantKind, McpImportPreview, McpNetwork, McpSandboxGrant, McpSandboxInfo, McpSandboxMode,
@@ -32,6 +33,7 @@ use crate::contract::{
     McpToolInfo, McpTransport, ServerClaims, ToolRule,
 };
 use crate::error::{DesktopError, Result};
+use crate::paths::Paths;
 
 /// The end of a server's stderr log that `mcp_servers_log` returns.
 pub const LOG_TAIL_BYTES: u64 = 64 * 1024;

@@ -137,24 +137,20 @@ impl Rpc {
 }
 
 /// A version 2 response: read it and end the call it answers.
-pub(super) fn on_response_stream(
-    shared: &Arc<Shared>,
-    sender: &str,
-    id: String,
-    reader: StreamReader,
-) {
-    let shared = shared.clone();
+pub(super) fn on_response_stream(rpc: &Arc<Rpc>, sender: &str, id: String, reader: StreamReader) {
+    let rpc = rpc.clone();
     let sender = sender.to_owned();
     tokio::spawn(async move {
         let result = read_payload(reader, RpcErrorCode::ResponsePayloadTooLarge).await;
-        shared.rpc.complete(&sender, &id, result);
+        rpc.complete(&sender, &id, result);
     });
 }
 
 /// Whether calls to `destination` go out as version 2.
-fn use_v2(shared: &Shared, destination: &str) -> bool {
-    shared.rpc.v2
-        && shared
+fn use_v2(rpc: &Rpc, destination: &str) -> bool {
+    rpc.v2
+        && rpc
+            .shared
             .roster()
             .remote
             .iter()
@@ -163,13 +159,13 @@ fn use_v2(shared: &Shared, destination: &str) -> bool {
 }
 
 /// Calls `call.method` on `call.destination_identity`; see [`crate::Room::perform_rpc`].
-pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String, RpcError> {
-    if let Some(v) = lock(&shared.rpc.server_version).clone() {
+pub(crate) async fn perform(rpc: &Rpc, call: PerformRpc) -> Result<String, RpcError> {
+    if let Some(v) = lock(&rpc.server_version).clone() {
         if !server_supports_rpc(&v) {
             return Err(RpcError::built_in(RpcErrorCode::UnsupportedServer, None));
         }
     }
-    let v2 = use_v2(shared, &call.destination_identity);
+    let v2 = use_v2(rpc, &call.destination_identity);
     if !v2 && call.payload.len() > MAX_PAYLOAD_BYTES {
         return Err(RpcError::built_in(
             RpcErrorCode::RequestPayloadTooLarge,
@@ -179,7 +175,7 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
     let id = format!("RPC_{}", nanoid::nanoid!(20));
     let (ack_tx, ack_rx) = oneshot::channel();
     let (resp_tx, resp_rx) = oneshot::channel();
-    lock(&shared.rpc.pending).insert(
+    lock(&rpc.pending).insert(
         id.clone(),
         Pending {
             destination: call.destination_identity.clone(),
@@ -193,7 +189,7 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
         .max(Duration::from_secs(1));
     let handler_timeout_ms = u32::try_from(handler_timeout.as_millis()).unwrap_or(u32::MAX);
     let forget = || {
-        lock(&shared.rpc.pending).remove(&id);
+        lock(&rpc.pending).remove(&id);
     };
     let sent = if v2 {
         let attributes = HashMap::from([
@@ -206,7 +202,7 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
             (ATTR_VERSION.to_owned(), VERSION_V2.to_string()),
         ]);
         send_stream(
-            shared,
+            rpc,
             &call.destination_identity,
             REQUEST_TOPIC,
             attributes,
@@ -223,7 +219,7 @@ pub(crate) async fn perform(shared: &Shared, call: PerformRpc) -> Result<String,
             ..Default::default()
         };
         send(
-            shared,
+            rpc,
             data_packet::Value::RpcRequest(req),
             &call.destination_identity,
         )

@@ -49,12 +49,7 @@ impl Rpc {
 }
 
 /// Answers `request_id` from `caller` with an `RpcResponse` packet.
-fn respond_packet(
-    shared: &Shared,
-    caller: &str,
-    request_id: String,
-    result: Result<String, RpcError>,
-) {
+fn respond_packet(rpc: &Rpc, caller: &str, request_id: String, result: Result<String, RpcError>) {
     let value = match result {
         Ok(payload) if payload.len() > MAX_PAYLOAD_BYTES => {
             tracing::info!(request = %request_id, size = payload.len(), "RPC response over the payload limit; answering with an error");
@@ -69,13 +64,13 @@ fn respond_packet(
         request_id,
         value: Some(value),
     };
-    if let Err(e) = send(shared, data_packet::Value::RpcResponse(resp), caller) {
+    if let Err(e) = send(rpc, data_packet::Value::RpcResponse(resp), caller) {
         tracing::debug!("RPC response not sent: {e}");
     }
 }
 /// Answers `request_id` from `caller` in `version`.
 async fn respond(
-    shared: &Shared,
+    rpc: &Rpc,
     caller: &str,
     request_id: String,
     version: Version,
@@ -84,11 +79,10 @@ async fn respond(
     match (version, result) {
         (Version::V2, Ok(payload)) => {
             let attributes = HashMap::from([(ATTR_REQUEST_ID.to_owned(), request_id.clone())]);
-            if let Err(e) = send_stream(shared, caller, RESPONSE_TOPIC, attributes, &payload).await
-            {
+            if let Err(e) = send_stream(rpc, caller, RESPONSE_TOPIC, attributes, &payload).await {
                 tracing::info!(request = %request_id, "RPC response stream not sent: {e}");
                 respond_packet(
-                    shared,
+                    rpc,
                     caller,
                     request_id,
                     Err(RpcError::built_in(
@@ -98,7 +92,7 @@ async fn respond(
                 );
             }
         }
-        (_, result) => respond_packet(shared, caller, request_id, result),
+        (_, result) => respond_packet(rpc, caller, request_id, result),
     }
 }
 
@@ -120,15 +114,15 @@ struct Request {
 }
 
 /// Whether `caller` may call our methods now.
-fn may_call(shared: &Shared, caller: &str) -> bool {
-    match shared.rpc.callers {
+fn may_call(rpc: &Rpc, caller: &str) -> bool {
+    match rpc.callers {
         RpcCallers::Anyone => true,
-        RpcCallers::Assistant => is_assistant(shared, caller),
+        RpcCallers::Assistant => is_assistant(rpc, caller),
     }
 }
 
-fn is_assistant(shared: &Shared, caller: &str) -> bool {
-    shared
+fn is_assistant(rpc: &Rpc, caller: &str) -> bool {
+    rpc.shared
         .roster()
         .assistant
         .as_ref()
@@ -137,15 +131,10 @@ fn is_assistant(shared: &Shared, caller: &str) -> bool {
 
 /// Turns away request `id` of `caller`, who may not call: ack and the refusal while its
 /// budget lasts, then silence.
-fn refuse_caller(shared: &Shared, caller: &str, id: &str, method: &str) -> Refused {
+fn refuse_caller(rpc: &Rpc, caller: &str, id: &str, method: &str) -> Refused {
     tracing::debug!(request = %id, from = caller, "RPC call from a participant that may not call; refused");
-    if shared.rpc.answer_refusal(caller, Instant::now()) && ack(shared, caller, id) {
-        respond_packet(
-            shared,
-            caller,
-            id.to_owned(),
-            Err(shared.rpc.refusal.clone()),
-        );
+    if rpc.answer_refusal(caller, Instant::now()) && ack(rpc, caller, id) {
+        respond_packet(rpc, caller, id.to_owned(), Err(rpc.refusal.clone()));
     }
     Refused {
         caller: caller.to_owned(),
@@ -156,20 +145,20 @@ fn refuse_caller(shared: &Shared, caller: &str, id: &str, method: &str) -> Refus
 /// An incoming version 1 `RpcRequest` from `caller` (the identity the server stamped):
 /// ack at once, then answer from the handler, or with an error when the request cannot
 /// be served. A caller that may not call is refused (and returned).
-pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) -> Option<Refused> {
+pub(crate) fn on_request(rpc: &Arc<Rpc>, caller: &str, req: RpcRequest) -> Option<Refused> {
     if caller.is_empty() || req.id.is_empty() {
         tracing::debug!("RPC request without a caller identity or id; ignored");
         return None;
     }
-    if !may_call(shared, caller) {
-        return Some(refuse_caller(shared, caller, &req.id, &req.method));
+    if !may_call(rpc, caller) {
+        return Some(refuse_caller(rpc, caller, &req.id, &req.method));
     }
-    if !ack(shared, caller, &req.id) {
+    if !ack(rpc, caller, &req.id) {
         return None;
     }
     let refuse = |code: RpcErrorCode, data: Option<String>| {
         respond_packet(
-            shared,
+            rpc,
             caller,
             req.id.clone(),
             Err(RpcError::built_in(code, data)),
@@ -197,7 +186,7 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) ->
         Duration::from_millis(u64::from(req.response_timeout_ms))
     };
     serve(
-        shared,
+        rpc,
         caller,
         Request {
             id: req.id,
@@ -212,11 +201,11 @@ pub(crate) fn on_request(shared: &Arc<Shared>, caller: &str, req: RpcRequest) ->
 
 /// Sends the ack for `request_id`; false when it could not be queued (the room is
 /// closed, so nothing more can be sent either).
-fn ack(shared: &Shared, caller: &str, request_id: &str) -> bool {
+fn ack(rpc: &Rpc, caller: &str, request_id: &str) -> bool {
     let ack = RpcAck {
         request_id: request_id.to_owned(),
     };
-    match send(shared, data_packet::Value::RpcAck(ack), caller) {
+    match send(rpc, data_packet::Value::RpcAck(ack), caller) {
         Ok(()) => true,
         Err(e) => {
             tracing::debug!("RPC ack not sent: {e}");
@@ -234,7 +223,7 @@ fn ack(shared: &Shared, caller: &str, request_id: &str) -> bool {
 /// official SDKs do not show them either. A caller that may not call is refused (and
 /// returned).
 pub(crate) fn on_stream_header(
-    shared: &Arc<Shared>,
+    rpc: &Arc<Rpc>,
     receivers: &mut Receivers,
     sender: &str,
     assistant: bool,
@@ -261,34 +250,34 @@ pub(crate) fn on_stream_header(
         tracing::debug!("RPC stream without a sender identity; ignored");
         return None;
     }
-    let cap = shared.rpc.max_v2_payload;
+    let cap = rpc.max_v2_payload;
     let announced = h.total_length.filter(|t| *t > cap);
     if h.topic == RESPONSE_TOPIC {
-        if !shared.rpc.expects(sender, &request_id) {
+        if !rpc.expects(sender, &request_id) {
             return None;
         }
         if let Some(t) = announced {
             let why = format!("the response announces {t} bytes; this client reads at most {cap}");
             tracing::info!(request = %request_id, "RPC response stream refused: {why}");
             let e = RpcError::built_in(RpcErrorCode::ResponsePayloadTooLarge, Some(why));
-            shared.rpc.complete(sender, &request_id, Err(e));
+            rpc.complete(sender, &request_id, Err(e));
             return None;
         }
         let reader = receivers.on_header_capped(sender, assistant, h, now, cap);
-        on_response_stream(shared, sender, request_id, reader);
+        on_response_stream(rpc, sender, request_id, reader);
         return None;
     }
-    if !may_call(shared, sender) {
+    if !may_call(rpc, sender) {
         let method = h.attributes.get(ATTR_METHOD).map_or("", String::as_str);
-        return Some(refuse_caller(shared, sender, &request_id, method));
+        return Some(refuse_caller(rpc, sender, &request_id, method));
     }
-    if !ack(shared, sender, &request_id) {
+    if !ack(rpc, sender, &request_id) {
         return None;
     }
     let refuse = |code: RpcErrorCode, data: String| {
         tracing::info!(request = %request_id, from = sender, "RPC request stream refused: {data}");
         respond_packet(
-            shared,
+            rpc,
             sender,
             request_id.clone(),
             Err(RpcError::built_in(code, Some(data))),
@@ -307,7 +296,7 @@ pub(crate) fn on_stream_header(
     }
     let reader = receivers.on_header_capped(sender, assistant, h, now, cap);
     serve(
-        shared,
+        rpc,
         sender,
         Request {
             id: request_id,
@@ -368,28 +357,21 @@ fn request_attributes(
 /// when it has no handler or too many are running: [`MAX_RUNNING`] of the assistant's,
 /// [`MAX_RUNNING_PER_CALLER`] of any other caller's, [`MAX_RUNNING`] of all other
 /// callers' together (so they never take the assistant's room).
-fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
+fn serve(rpc: &Arc<Rpc>, caller: &str, req: Request) {
     let refuse = |code: RpcErrorCode, data: Option<String>| {
         respond_packet(
-            shared,
+            rpc,
             caller,
             req.id.clone(),
             Err(RpcError::built_in(code, data)),
         );
     };
-    let Some(handler) = lock(&shared.rpc.handlers.handlers)
-        .get(&req.method)
-        .cloned()
-    else {
+    let Some(handler) = lock(&rpc.handlers.handlers).get(&req.method).cloned() else {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
     let key = (caller.to_owned(), req.id.clone());
-    let assistant = shared
-        .roster()
-        .assistant
-        .as_ref()
-        .map(|a| a.identity.clone());
-    let mut running = lock(&shared.rpc.running);
+    let assistant = rpc.shared.assistant_identity();
+    let mut running = lock(&rpc.running);
     let mine = running.keys().filter(|(c, _)| c == caller).count();
     let full = if assistant.as_deref() == Some(caller) {
         (mine >= MAX_RUNNING).then(|| format!("{MAX_RUNNING} of your RPC requests are in progress"))
@@ -413,7 +395,7 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
         return;
     }
     let deadline = Instant::now() + req.response_timeout;
-    let shared2 = shared.clone();
+    let rpc2 = rpc.clone();
     let caller2 = caller.to_owned();
     let key2 = key.clone();
     let request_id = req.id.clone();
@@ -455,8 +437,8 @@ fn serve(shared: &Arc<Shared>, caller: &str, req: Request) {
         let result = tokio::time::timeout_at(deadline, work)
             .await
             .unwrap_or_else(|_| Err(RpcError::built_in(RpcErrorCode::ResponseTimeout, None)));
-        respond(&shared2, &key2.0, key2.1.clone(), version, result).await;
-        lock(&shared2.rpc.running).remove(&key2);
+        respond(&rpc2, &key2.0, key2.1.clone(), version, result).await;
+        lock(&rpc2.running).remove(&key2);
     });
     running.insert(key, task.abort_handle());
 }

@@ -49,10 +49,10 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::engine::Shared;
 use crate::proto::{
     self, RpcAck, RpcErrorPacket, RpcRequest, RpcResponse, data_packet, data_stream, rpc_response,
 };
+use crate::shared::Shared;
 use crate::streams::{Receivers, Sink, StreamKind, StreamOptions, StreamReader, StreamWriter};
 use crate::types::RpcCallers;
 
@@ -319,8 +319,10 @@ impl std::fmt::Debug for RpcMethods {
     }
 }
 
-/// RPC state of one room, shared by the handle and the engine.
+/// RPC state of one room, shared by the handle and the engine, over the room's shared
+/// state (its send queue and roster).
 pub(crate) struct Rpc {
+    shared: Arc<Shared>,
     handlers: RpcMethods,
     pending: Mutex<HashMap<String, Pending>>,
     /// Incoming requests being handled, by (caller, request id).
@@ -344,15 +346,6 @@ pub(crate) struct Rpc {
 pub(crate) struct Refused {
     pub caller: String,
     pub method: String,
-}
-
-impl Default for Rpc {
-    fn default() -> Self {
-        Self::from_options(&crate::RoomOptions {
-            rpc_v2: false,
-            ..crate::RoomOptions::default()
-        })
-    }
 }
 
 impl std::fmt::Debug for Rpc {
@@ -381,21 +374,38 @@ fn server_supports_rpc(version: &str) -> bool {
     }
 }
 
+/// What of the room's options the RPC layer is built from (see
+/// [`crate::RoomOptions::rpc_methods`] and the options after it).
+#[derive(Debug, Clone)]
+pub(crate) struct RpcSettings {
+    pub methods: RpcMethods,
+    pub v2: bool,
+    pub callers: RpcCallers,
+    pub refusal: RpcError,
+    pub max_v2_payload: usize,
+}
+
 impl Rpc {
-    /// The room's RPC state from its options: answering from `rpc_methods` (shared, not
-    /// copied), calling with version 2 towards peers that take it when `rpc_v2` is set.
-    pub(crate) fn from_options(opts: &crate::RoomOptions) -> Self {
+    /// The room's RPC state from its settings: answering from `methods` (shared, not
+    /// copied), calling with version 2 towards peers that take it when `v2` is set.
+    pub(crate) fn new(settings: RpcSettings, shared: Arc<Shared>) -> Self {
         Self {
-            handlers: opts.rpc_methods.clone(),
+            shared,
+            handlers: settings.methods,
             pending: Mutex::default(),
             running: Mutex::default(),
             server_version: Mutex::default(),
-            v2: opts.rpc_v2,
-            callers: opts.rpc_callers,
-            refusal: opts.rpc_refusal.clone(),
-            max_v2_payload: u64::try_from(opts.rpc_max_v2_payload).unwrap_or(u64::MAX),
+            v2: settings.v2,
+            callers: settings.callers,
+            refusal: settings.refusal,
+            max_v2_payload: u64::try_from(settings.max_v2_payload).unwrap_or(u64::MAX),
             refusals: Mutex::default(),
         }
+    }
+
+    /// The room state this works over.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     /// The method set, shared.
@@ -439,8 +449,8 @@ impl Rpc {
     }
 }
 
-fn local_identity(shared: &Shared) -> String {
-    shared
+fn local_identity(rpc: &Rpc) -> String {
+    rpc.shared
         .roster()
         .local
         .as_ref()
@@ -449,10 +459,10 @@ fn local_identity(shared: &Shared) -> String {
 }
 
 /// Queues an RPC packet to `to` on the reliable channel.
-fn send(shared: &Shared, value: data_packet::Value, to: &str) -> crate::Result<()> {
-    let identity = local_identity(shared);
+fn send(rpc: &Rpc, value: data_packet::Value, to: &str) -> crate::Result<()> {
+    let identity = local_identity(rpc);
     let to = to.to_owned();
-    shared.outbox.push(
+    rpc.shared.outbox.push(
         move |seq| {
             let mut p = proto::rpc_packet(value, &to);
             p.sequence = seq;
@@ -474,15 +484,15 @@ enum Version {
 
 /// Sends `text` as one text stream on `topic` to `to`.
 async fn send_stream(
-    shared: &Shared,
+    rpc: &Rpc,
     to: &str,
     topic: &str,
     attributes: HashMap<String, String>,
     text: &str,
 ) -> crate::Result<()> {
     let sink = Sink {
-        outbox: shared.outbox.clone(),
-        identity: local_identity(shared),
+        outbox: rpc.shared.outbox.clone(),
+        identity: local_identity(rpc),
     };
     let options = StreamOptions {
         topic: topic.to_owned(),

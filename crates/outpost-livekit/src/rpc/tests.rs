@@ -30,15 +30,16 @@ fn errors_are_cut_to_their_limits_at_character_boundaries() {
     assert_eq!(none.data, None);
 }
 
-use crate::engine::Shared;
+use crate::shared::Shared;
 
-fn shared() -> Arc<Shared> {
-    Shared::for_tests()
+/// The RPC state of a connected room (see [`Shared::for_tests`]), version 1 only.
+fn shared() -> Arc<Rpc> {
+    rpc_with(false)
 }
 
 /// What was queued: (destination, packet value).
-fn sent(shared: &Shared) -> Vec<(String, data_packet::Value)> {
-    shared
+fn sent(rpc: &Rpc) -> Vec<(String, data_packet::Value)> {
+    rpc.shared
         .outbox
         .take_pending()
         .iter()
@@ -74,7 +75,7 @@ fn error_code(v: &data_packet::Value) -> Option<u32> {
 #[tokio::test]
 async fn requests_are_acked_at_once_then_answered_or_refused() {
     let s = shared();
-    s.rpc.register(
+    s.register(
         "echo".into(),
         handler(|inv: RpcInvocation| async move {
             Ok(format!("{}:{}", inv.caller_identity, inv.payload))
@@ -129,24 +130,24 @@ async fn only_the_participant_called_can_answer() {
         request_id: req.id.clone(),
         value: Some(rpc_response::Value::Payload(value.into())),
     };
-    s.rpc.on_ack(
+    s.on_ack(
         "mallory",
         RpcAck {
             request_id: req.id.clone(),
         },
     );
-    s.rpc.on_response("mallory", answer("forged"));
+    s.on_response("mallory", answer("forged"));
     assert!(!call.is_finished());
-    s.rpc.on_response("bob", answer("real"));
+    s.on_response("bob", answer("real"));
     assert_eq!(call.await.unwrap(), Ok("real".to_owned()));
     // A late duplicate is ignored.
-    s.rpc.on_response("bob", answer("again"));
+    s.on_response("bob", answer("again"));
 
     // The destination leaves mid-call.
     let s3 = s.clone();
     let call = tokio::spawn(async move { perform(&s3, PerformRpc::new("carol", "m", "p")).await });
     tokio::time::sleep(Duration::from_millis(20)).await;
-    s.rpc.participant_left("carol");
+    s.participant_left("carol");
     let err = call.await.unwrap().unwrap_err();
     assert_eq!(
         err.built_in_code(),
@@ -189,7 +190,7 @@ fn stream_header(id: &str, topic: &str, attrs: &[(&str, &str)], text: bool) -> d
 /// Feeds a whole stream from `from` (content in 15 000-byte chunks, then a trailer
 /// with `reason`) and hands its reader to the RPC layer.
 fn feed(
-    s: &Arc<Shared>,
+    s: &Arc<Rpc>,
     rx: &mut Receivers,
     from: &str,
     h: data_stream::Header,
@@ -284,21 +285,22 @@ fn remote(identity: &str, client_protocol: i32) -> crate::types::Participant {
     }
 }
 
-fn rpc_with(v2: bool) -> Rpc {
-    Rpc::from_options(&crate::RoomOptions {
+fn rpc_with(v2: bool) -> Arc<Rpc> {
+    let opts = crate::RoomOptions {
         rpc_v2: v2,
         ..crate::RoomOptions::default()
-    })
+    };
+    Arc::new(Rpc::new(opts.rpc_settings(), Shared::for_tests()))
 }
 
-fn shared_v2() -> Arc<Shared> {
-    let s = Shared::for_tests_with(rpc_with(true));
-    s.roster().remote = vec![remote("bob", 2), remote("carol", 0)];
+fn shared_v2() -> Arc<Rpc> {
+    let s = rpc_with(true);
+    s.shared.roster().remote = vec![remote("bob", 2), remote("carol", 0)];
     s
 }
 
 /// Collects what was sent until `n` packets are there (a stream is sent from a task).
-async fn sent_n(s: &Shared, n: usize) -> Vec<(String, data_packet::Value)> {
+async fn sent_n(s: &Rpc, n: usize) -> Vec<(String, data_packet::Value)> {
     let mut out = Vec::new();
     for _ in 0..200 {
         out.extend(sent(s));
@@ -313,7 +315,7 @@ async fn sent_n(s: &Shared, n: usize) -> Vec<(String, data_packet::Value)> {
 #[tokio::test]
 async fn v2_requests_are_acked_then_answered_with_a_stream() {
     let s = shared_v2();
-    s.rpc.register(
+    s.register(
         "echo".into(),
         handler(|inv: RpcInvocation| async move {
             assert_eq!(inv.response_timeout, Duration::from_secs(5));
@@ -343,7 +345,7 @@ async fn v2_requests_are_acked_then_answered_with_a_stream() {
     );
     assert_eq!(text, format!("bob:{big}"));
     // A handler error goes back as a version 1 packet.
-    s.rpc.register(
+    s.register(
         "fail".into(),
         handler(|_inv: RpcInvocation| async move { Err(RpcError::new(7, "no", Some("d".into()))) }),
     );
@@ -376,7 +378,7 @@ type MalformedCase<'a> = (
 #[tokio::test]
 async fn malformed_v2_requests_get_a_clear_error_or_are_dropped() {
     let s = shared_v2();
-    s.rpc.register(
+    s.register(
         "echo".into(),
         handler(|inv: RpcInvocation| async move { Ok(inv.payload) }),
     );
@@ -515,7 +517,7 @@ async fn malformed_v2_requests_get_a_clear_error_or_are_dropped() {
 #[tokio::test]
 async fn reading_a_v2_request_counts_against_its_timeout() {
     let s = shared_v2();
-    s.rpc.register(
+    s.register(
         "echo".into(),
         handler(|inv: RpcInvocation| async move { Ok(inv.payload) }),
     );
@@ -554,7 +556,7 @@ async fn calls_use_v2_when_the_callee_advertises_it() {
     assert_eq!(attrs[ATTR_VERSION], "2");
     assert_eq!(attrs[ATTR_RESPONSE_TIMEOUT_MS], "8000");
     let id = attrs[ATTR_REQUEST_ID].clone();
-    s.rpc.on_ack(
+    s.on_ack(
         "bob",
         RpcAck {
             request_id: id.clone(),
@@ -619,8 +621,8 @@ async fn calls_use_v2_when_the_callee_advertises_it() {
     call.abort();
 
     // With version 2 turned off, bob gets version 1 too.
-    let s = Shared::for_tests_with(rpc_with(false));
-    s.roster().remote = vec![remote("bob", 2)];
+    let s = rpc_with(false);
+    s.shared.roster().remote = vec![remote("bob", 2)];
     let err = perform(&s, PerformRpc::new("bob", "m", big))
         .await
         .unwrap_err();
@@ -642,17 +644,18 @@ fn server_version_gate() {
 
 /// A room that answers only `bot`, its assistant, with a version 2 cap of `cap` bytes;
 /// its one method counts the calls it runs.
-fn guarded(cap: usize) -> (Arc<Shared>, Arc<std::sync::atomic::AtomicUsize>) {
-    let s = Shared::for_tests_with(Rpc::from_options(&crate::RoomOptions {
+fn guarded(cap: usize) -> (Arc<Rpc>, Arc<std::sync::atomic::AtomicUsize>) {
+    let opts = crate::RoomOptions {
         rpc_callers: RpcCallers::Assistant,
         rpc_max_v2_payload: cap,
         ..crate::RoomOptions::default()
-    }));
-    s.roster().remote = vec![remote("bot", 2), remote("mallory", 2)];
-    s.roster().assistant = Some(remote("bot", 2));
+    };
+    let s = Arc::new(Rpc::new(opts.rpc_settings(), Shared::for_tests()));
+    s.shared.roster().remote = vec![remote("bot", 2), remote("mallory", 2)];
+    s.shared.roster().assistant = Some(remote("bot", 2));
     let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = runs.clone();
-    s.rpc.register(
+    s.register(
         "outpost.list_tools".into(),
         handler(move |inv: RpcInvocation| {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -665,7 +668,7 @@ fn guarded(cap: usize) -> (Arc<Shared>, Arc<std::sync::atomic::AtomicUsize>) {
 /// Feeds a whole request stream from `from` (stream `stream`, request `id`) calling
 /// `outpost.list_tools` with `content`.
 fn list_tools_stream(
-    s: &Arc<Shared>,
+    s: &Arc<Rpc>,
     rx: &mut Receivers,
     from: &str,
     stream: &str,
@@ -745,7 +748,7 @@ async fn a_caller_that_may_not_call_is_refused_at_the_header_and_nothing_is_read
 #[tokio::test]
 async fn refusal_answers_are_rate_limited_per_caller() {
     let (s, _) = guarded(DEFAULT_MAX_V2_PAYLOAD_BYTES);
-    s.roster().remote.push(remote("carol", 0));
+    s.shared.roster().remote.push(remote("carol", 0));
     let mut reported = 0;
     for i in 0..1000 {
         reported +=
@@ -762,7 +765,7 @@ async fn refusal_answers_are_rate_limited_per_caller() {
     assert_eq!(sent(&s).len(), 2, "carol's budget is her own");
     // The budget refills with time.
     let later = Instant::now() + Duration::from_secs(1);
-    assert!(s.rpc.answer_refusal("mallory", later));
+    assert!(s.answer_refusal("mallory", later));
 }
 
 /// Issue 30, finding 1: a version 2 payload is capped, at the header when it announces
@@ -819,15 +822,15 @@ async fn v2_payloads_are_capped_at_the_header_and_while_reading() {
 #[tokio::test]
 async fn other_callers_cannot_lock_the_assistant_out() {
     let s = shared_v2();
-    s.roster().assistant = Some(remote("bot", 2));
-    s.rpc.register(
+    s.shared.roster().assistant = Some(remote("bot", 2));
+    s.register(
         "hold".into(),
         handler(|_inv: RpcInvocation| async move {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok(String::new())
         }),
     );
-    s.rpc.register(
+    s.register(
         "tools".into(),
         handler(|_inv: RpcInvocation| async move { Ok("the tools".into()) }),
     );
@@ -855,5 +858,5 @@ async fn other_callers_cannot_lock_the_assistant_out() {
             value: Some(rpc_response::Value::Payload(p)), .. }) if p == "the tools"),
         "{out:?}"
     );
-    s.rpc.close();
+    s.close();
 }

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::FieldError;
-use crate::open_enum::closed_enum;
 use crate::validate::{self, Validate};
+use outpost_enum::closed_enum;
 
 /// Type 4: something the user said. Client → server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -68,6 +68,7 @@ impl Validate for AssistantDelta {
 }
 
 closed_enum! {
+    #[ts_if_feature]
     /// What the assistant is doing, for the UI's state indicator.
     pub enum AssistantState {
         /// Waiting for the user.

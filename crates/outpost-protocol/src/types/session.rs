@@ -6,9 +6,9 @@ use crate::error::FieldError;
 use crate::limits::{
     MAX_CAPABILITIES, MAX_HISTORY_MESSAGES, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
-use crate::open_enum::closed_enum;
 use crate::validate::{self, Validate};
 use crate::{Map, Version};
+use outpost_enum::closed_enum;
 
 /// One tool the client offers, so the assistant can describe it to its model and knows which
 /// `either` tools the client will run.
@@ -90,6 +90,7 @@ pub struct ClientHello {
 }
 
 closed_enum! {
+    #[ts_if_feature]
     /// Who said a message of a conversation's earlier part.
     pub enum HistoryRole {
         /// The user.

@@ -6,10 +6,12 @@ use serde::{Deserialize, Serialize};
 use crate::Map;
 use crate::error::FieldError;
 use crate::limits::DEFAULT_TIMEOUT_MS;
-use crate::open_enum::{closed_enum, open_enum};
+use crate::open_enum::open_enum;
 use crate::validate::{self, Validate};
+use outpost_enum::closed_enum;
 
 closed_enum! {
+    #[ts_if_feature]
     /// Who runs a tool (seed 000). REQUIRED on every ToolUseRequest; any other value is
     /// rejected.
     #[cfg_attr(feature = "ts", ts(rename = "ExecutionMode"))]
@@ -223,6 +225,7 @@ impl Validate for ToolUseCancel {
 }
 
 closed_enum! {
+    #[ts_if_feature]
     /// Where a tool call stands before its result.
     #[cfg_attr(feature = "ts", ts(rename = "ToolProgressState"))]
     pub enum ProgressState {

@@ -1,23 +1,19 @@
-//! [`Desktop`]'s session commands (`session_*`): connect, the local demo, disconnect, a new
-//! conversation, a connection test; and the session's core events → UI events.
+//! [`Desktop`]'s session commands (`session_*`): connect (with the credentials the
+//! settings name), the local demo, disconnect, a new conversation, a connection test.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use outpost_core::{ConnectOptions, Credentials};
+use outpost_core::Credentials;
 use outpost_livekit::{Room, RoomOptions, TokenEndpoint, TokenRequest};
-use outpost_store::now_ms;
 
-use crate::config::{AuthMode, ConnectionConfig};
 use crate::contract::{
     AppEvent, ConnectionSettings, ConnectionTestResult, ErrorEvent, SessionInfo, SessionSnapshot,
 };
 use crate::demo::{Demo, DemoPrograms};
+use crate::desktop::{Desktop, EventSink, TOKEN_ENV};
 use crate::error::{DesktopError, Result};
-
-use super::settings::connection_config;
-use super::{Desktop, EventSink, TOKEN_ENV, lock};
+use crate::lock;
+use crate::settings::{AuthMode, ConnectionConfig, connection_config};
 
 impl Desktop {
     /// `session_subscribe`: registers the sink (replacing an earlier one) and returns the
@@ -53,7 +49,7 @@ impl Desktop {
         }
     }
 
-    pub(super) fn token(&self) -> Result<Option<String>> {
+    pub(crate) fn token(&self) -> Result<Option<String>> {
         let from_env = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
         match self.inner.secrets.get("livekit_token") {
             Ok(Some(t)) => Ok(Some(t)),
@@ -63,7 +59,7 @@ impl Desktop {
     }
 
     /// The API key's secret: the keyring's, else `$LIVEKIT_API_SECRET`.
-    pub(super) fn api_secret(&self) -> Result<Option<String>> {
+    pub(crate) fn api_secret(&self) -> Result<Option<String>> {
         let from_env = std::env::var("LIVEKIT_API_SECRET")
             .ok()
             .filter(|t| !t.is_empty());
@@ -154,13 +150,14 @@ impl Desktop {
         let config = self.config();
         let creds = self.credentials(&config.connection, None)?;
         let room = (!config.connection.room.is_empty()).then(|| config.connection.room.clone());
-        self.start_session(creds, room, config.disabled_tools).await
+        self.start_session(creds, room, config.disabled_tools, None)
+            .await
     }
 
     /// Uses these demo programs instead of looking them up (tests, whose executables do
     /// not sit next to the programs).
     pub fn set_demo_programs(&self, programs: DemoPrograms) {
-        *lock(&self.inner.demo_programs) = Some(programs);
+        self.inner.sessions.set_demo_programs(programs);
     }
 
     /// `session_start_demo`: the local demo (`outpost-room` and `outpost-agent` as child
@@ -168,8 +165,7 @@ impl Desktop {
     pub async fn start_demo(&self) -> Result<()> {
         self.disconnect().await;
         let logs = self.inner.paths.data_dir.join("logs");
-        let programs = lock(&self.inner.demo_programs).clone();
-        let demo = match programs {
+        let demo = match self.inner.sessions.demo_programs() {
             Some(p) => Demo::start_with(&p, &logs).await?,
             None => Demo::start(&logs).await?,
         };
@@ -177,137 +173,29 @@ impl Desktop {
             url: demo.url.clone(),
             token: demo.token.clone(),
         };
-        *self.inner.demo.lock().await = Some(demo);
-        {
+        let saved = {
             let mut c = lock(&self.inner.config);
             c.configured = true;
             c.demo = true;
-            c.save(&self.inner.paths.settings_file())?;
+            c.save(&self.inner.paths.settings_file())
+        };
+        if let Err(e) = saved {
+            demo.stop().await;
+            return Err(e);
         }
         let disabled = self.config().disabled_tools;
-        self.start_session(creds, Some(crate::demo::DEMO_ROOM.into()), disabled)
-            .await
-    }
-
-    async fn start_session(
-        &self,
-        creds: Credentials,
-        room: Option<String>,
-        disabled_tools: Vec<String>,
-    ) -> Result<()> {
-        let mut slot = self.inner.session.lock().await;
-        if let Some(old) = slot.take() {
-            let _ = old.leave().await;
-        }
-        self.stop_mcp();
-        {
-            let mut live = lock(&self.inner.live);
-            let ev = live.state.connecting(None);
-            live.emit(ev);
-        }
-        let mcp = self.start_mcp().await;
-        let conversation_id = lock(&self.inner.live)
-            .state
-            .conversation_id()
-            .map(str::to_owned);
-        let mut opts = ConnectOptions::new(creds);
-        opts.consent_ui = true;
-        opts.room_name = room;
-        opts.conversation_id = conversation_id;
-        opts.disabled_tools = disabled_tools;
-        opts.client_version = env!("CARGO_PKG_VERSION").into();
-        opts.mcp = mcp;
-        // The assistant's audio is subscribed; it plays only while voice is on.
-        opts.voice = true;
-        let (session, mut events) = match self.inner.core.connect(opts).await {
-            Ok(x) => x,
-            Err(e) => {
-                self.stop_mcp();
-                let msg = format!("Could not connect: {e}");
-                let mut live = lock(&self.inner.live);
-                let ev = live.state.failed(msg.clone());
-                live.emit(ev);
-                return Err(DesktopError::Internal(msg));
-            }
-        };
-        let session = Arc::new(session);
-        *slot = Some(Arc::clone(&session));
-        drop(slot);
-        self.inner.voice.attach(Arc::clone(&session));
-        let me = self.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                me.on_core_event(ev);
-            }
-            // The session ended (left, refused, or the link gave up).
-            let mut slot = me.inner.session.lock().await;
-            if slot.as_ref().is_some_and(|s| Arc::ptr_eq(s, &session)) {
-                *slot = None;
-                me.inner.voice.detach().await;
-                // The servers live as long as the session that offers their tools.
-                me.stop_mcp();
-            }
-        });
-        Ok(())
-    }
-
-    fn on_core_event(&self, ev: outpost_core::UiEvent) {
-        let now = now_ms();
-        // The question's deadline goes with it: a user away from the window (or with it
-        // closed to the tray) learns how long it waits before it is denied.
-        let consent_summary = match &ev {
-            outpost_core::UiEvent::ConsentRequested(p) => Some(format!(
-                "{} — denied in {} s unless you answer.",
-                p.summary,
-                p.expires_in_ms.div_ceil(1000)
-            )),
-            _ => None,
-        };
-        let finished = {
-            let mut live = lock(&self.inner.live);
-            let (out, finished) = live.state.apply(ev, now);
-            for e in out {
-                live.emit(e);
-            }
-            finished
-        };
-        if self.inner.focused.load(Ordering::Relaxed) {
-            return;
-        }
-        let n = self.config().notifications;
-        if !n.enabled {
-            return;
-        }
-        if let Some(summary) = consent_summary.filter(|_| n.on_consent) {
-            self.inner
-                .notifier
-                .notify("Outpost needs your permission", &summary);
-        }
-        if let Some(f) =
-            finished.filter(|f| n.on_long_task && f.took_ms >= i64::from(n.long_task_secs) * 1000)
-        {
-            let how = if f.success { "finished" } else { "failed" };
-            self.inner.notifier.notify(
-                &format!("{} {how}", f.tool),
-                &format!("It took {} s.", f.took_ms / 1000),
-            );
-        }
+        self.start_session(
+            creds,
+            Some(crate::demo::DEMO_ROOM.into()),
+            disabled,
+            Some(demo),
+        )
+        .await
     }
 
     /// `session_disconnect`: leaves the room (and stops the demo).
     pub async fn disconnect(&self) {
-        self.inner.voice.stop().await;
-        let session = self.inner.session.lock().await.take();
-        if let Some(s) = session {
-            let _ = s.leave().await;
-        }
-        self.stop_mcp();
-        if let Some(d) = self.inner.demo.lock().await.take() {
-            d.stop().await;
-        }
-        let mut live = lock(&self.inner.live);
-        let ev = live.state.disconnected(None);
-        live.emit(ev);
+        self.end_session().await;
     }
 
     /// `session_new_conversation`: sends a new hello. Returns `None`: the new conversation's

@@ -8,11 +8,12 @@ use outpost_core::{LinkState, Side, UiEvent};
 use outpost_protocol::ToolDescriptor;
 use serde_json::Value;
 
+use crate::consent;
 use crate::contract::{
     AppEvent, AssistantDelta, AssistantMessage, AssistantState, AttachmentView, ConnectionEvent,
-    ConnectionStatus, ConsentRequest, ConsentWithdrawn, ErrorEvent, ExecutedBy, Millis,
-    SessionInfo, SessionSnapshot, SpeechText, StatusEvent, ToolCallRecord, ToolCallStatus,
-    ToolInitiated, ToolProgress, ToolResult, TranscriptEntry, UserMessage, UserTranscript,
+    ConnectionStatus, ErrorEvent, ExecutedBy, Millis, SessionInfo, SessionSnapshot, SpeechText,
+    StatusEvent, ToolCallRecord, ToolCallStatus, ToolInitiated, ToolProgress, ToolResult,
+    TranscriptEntry, UserMessage, UserTranscript,
 };
 
 /// What a finished call means for notifications.
@@ -40,7 +41,8 @@ pub struct LiveState {
     index: HashMap<String, usize>,
     /// Highest delta seq applied per assistant message.
     seqs: HashMap<String, u32>,
-    consents: Vec<ConsentRequest>,
+    /// The consent questions open now.
+    consents: consent::OpenQuestions,
     hints: HashMap<String, (bool, bool, bool)>,
     /// Images the transcript shows with the next user messages, by SHA-256 (small ones
     /// only, as the history keeps them); taken when their message is shown.
@@ -64,7 +66,7 @@ impl Default for LiveState {
             transcript: Vec::new(),
             index: HashMap::new(),
             seqs: HashMap::new(),
-            consents: Vec::new(),
+            consents: consent::OpenQuestions::default(),
             hints: HashMap::new(),
             images: HashMap::new(),
             attempts: 0,
@@ -97,7 +99,7 @@ impl LiveState {
             status: self.status.clone(),
             session: self.session.clone(),
             transcript: self.transcript.clone(),
-            pending_consents: self.consents.clone(),
+            pending_consents: self.consents.list(),
         }
     }
 
@@ -566,7 +568,7 @@ impl LiveState {
             }
             UiEvent::ToolCallCancelRequested { .. } => {}
             UiEvent::ConsentRequested(p) => {
-                let (read_only, destructive, open_world) = if p.server.is_some() {
+                let hints = if p.server.is_some() {
                     (None, None, None)
                 } else {
                     self.hints(&p.tool)
@@ -578,37 +580,15 @@ impl LiveState {
                             Some(TranscriptEntry::Tool { call }) => Some(call.execution),
                             _ => None,
                         });
-                let req = ConsentRequest {
-                    consent_id: p.consent_id,
-                    request_id: p.request_id,
+                let known = consent::Known {
                     conversation_id: self.conversation_id().unwrap_or_default().to_owned(),
-                    tool: p.tool,
-                    server_name: p.server,
-                    description: (!p.description.is_empty()).then_some(p.description),
-                    claims: p.claims,
                     execution,
-                    parameters: p.parameters,
-                    summary: p.summary,
-                    paths: p.paths,
-                    folder: p.folder,
-                    reason: p.reason,
-                    options: p.options,
-                    expires_in_ms: p.expires_in_ms,
-                    read_only,
-                    destructive: Some(p.destructive || destructive.unwrap_or(false)),
-                    open_world,
+                    hints,
                 };
-                if !self.consents.iter().any(|c| c.consent_id == req.consent_id) {
-                    self.consents.push(req.clone());
-                    out.push(AppEvent::ConsentRequest(req));
-                }
+                out.extend(self.consents.ask(consent::request(p, known)));
             }
             UiEvent::ConsentWithdrawn { consent_id, reason } => {
-                self.consents.retain(|c| c.consent_id != consent_id);
-                out.push(AppEvent::ConsentWithdrawn(ConsentWithdrawn {
-                    consent_id,
-                    reason,
-                }));
+                out.push(self.consents.withdraw(consent_id, reason));
             }
             UiEvent::ProtocolError {
                 code,

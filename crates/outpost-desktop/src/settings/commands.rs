@@ -3,12 +3,13 @@
 use outpost_policy::FolderRule;
 use outpost_store::now_ms;
 
-use crate::config::{ConnectionConfig, NotificationConfig};
+use super::{ConnectionConfig, NotificationConfig};
 use crate::contract::{AboutInfo, ConnectionSettings, FolderScope, NotificationSettings, Settings};
 use crate::error::{DesktopError, Result};
 use crate::secrets::check_name;
 
-use super::{Desktop, lock};
+use crate::desktop::Desktop;
+use crate::lock;
 
 impl Desktop {
     /// `settings_get`.
@@ -166,7 +167,7 @@ impl Desktop {
 }
 
 /// Validates the connection part of the settings.
-pub(super) fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
+pub(crate) fn connection_config(c: &ConnectionSettings) -> Result<ConnectionConfig> {
     let auth_mode = c.auth_mode;
     let url = c.livekit_url.trim();
     if !url.is_empty()

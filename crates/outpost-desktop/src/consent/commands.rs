@@ -5,7 +5,7 @@ use outpost_policy::{FolderAccess, FolderRule, Rule};
 use crate::contract::{Decision, RememberedDecision, RememberedKind};
 use crate::error::{DesktopError, Result};
 
-use super::Desktop;
+use crate::desktop::Desktop;
 
 impl Desktop {
     /// `consent_answer`.

@@ -9,7 +9,8 @@ use crate::attachments;
 use crate::contract::{AppEvent, AttachmentView, ErrorEvent, StagedAttachments, UserMessage};
 use crate::error::{DesktopError, Result};
 
-use super::{Desktop, lock};
+use crate::desktop::Desktop;
+use crate::lock;
 
 impl Desktop {
     /// `chat_send`: the text, with the staged files first. Text may be empty when files go.
