@@ -395,15 +395,6 @@ fn the_name_matcher_sees_paths_uses_and_macros_but_not_lookalikes() {
     assert!(!names("\"livekit_token\"", "livekit_token"));
 }
 
-/// The quoted strings in `text`.
-fn quoted(text: &str) -> Vec<String> {
-    text.split('"')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
-}
-
 /// The text of `file` from the first `start` on to the first `end` after it.
 fn between<'a>(file: &str, text: &'a str, start: &str, end: &str) -> &'a str {
     let from = text
