@@ -146,9 +146,12 @@ setup_livekit_server() {
 # the app (src-tauri/tests/attach_app_e2e.rs, tests/py/drag_source.py); python3-gi also
 # plays the desktop panel the tray registers with, and python3-xlib closes the window as a
 # window manager does (tray_app_e2e.rs, tests/py/sni_host.py, close_window.py).
+# The real desktop portal with KDE's backend and shortcut daemon: the shortcut through the
+# portal's GlobalShortcuts (shortcut_app_e2e.rs; about 29 MB with their Qt/KF5 libraries).
 setup_app_test_tools() {
   apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst \
     gnome-keyring dbus-daemon dbus-bin xdotool python3-gi gir1.2-gtk-3.0 python3-xlib \
+    xdg-desktop-portal xdg-desktop-portal-kde libkf5globalaccel-bin \
     rpm  # scripts/check-rpm.sh: Debian's rpm tool reads and installs the .rpm into an empty root
   if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
     log "installing tauri-driver (cargo install, about 2 minutes)"

@@ -42,7 +42,7 @@ pub fn build<R: Runtime>(builder: tauri::Builder<R>) -> tauri::Builder<R> {
             if let Err(e) = tray::install(app.handle(), &desktop) {
                 tracing::warn!(error = %e, "no tray icon");
             }
-            shortcut::apply(app.handle(), &desktop);
+            let _ = shortcut::apply(app.handle(), &desktop);
             if let Some(window) = app.get_webview_window(MAIN_WINDOW) {
                 let d = desktop.clone();
                 let w = window.clone();

@@ -194,3 +194,22 @@ impl Drop for Proc {
         }
     }
 }
+
+/// Whether `name` has an owner on the session bus that `dbus_send` (a `dbus-send` command,
+/// already given the bus's address or a namespace to run in) reaches. False when dbus-send
+/// cannot run.
+pub fn bus_name_owned(mut dbus_send: Command, name: &str) -> bool {
+    dbus_send
+        .args([
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.NameHasOwner",
+            &format!("string:{name}"),
+        ])
+        .stdin(Stdio::null())
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("boolean true"))
+}

@@ -161,18 +161,9 @@ impl SecretService {
         // call before that would make the bus activate a second, locked daemon.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let out = Command::new("dbus-send")
-                .args([
-                    "--session",
-                    "--print-reply",
-                    "--dest=org.freedesktop.DBus",
-                    "/org/freedesktop/DBus",
-                    "org.freedesktop.DBus.NameHasOwner",
-                    "string:org.freedesktop.secrets",
-                ])
-                .env("DBUS_SESSION_BUS_ADDRESS", &me.address)
-                .output()?;
-            if String::from_utf8_lossy(&out.stdout).contains("boolean true") {
+            let mut dbus_send = Command::new("dbus-send");
+            dbus_send.env("DBUS_SESSION_BUS_ADDRESS", &me.address);
+            if outpost_tests::proc::bus_name_owned(dbus_send, "org.freedesktop.secrets") {
                 break;
             }
             ensure!(

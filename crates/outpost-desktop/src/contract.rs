@@ -819,9 +819,9 @@ pub struct SystemSettings {
     /// microphone is live; pressed otherwise, Outpost comes forward with the message box
     /// focused. An accelerator like `Ctrl+Alt+Space`; empty = off.
     pub shortcut: String,
-    /// Whether the shortcut works system-wide, in plain words (read-only): registered
-    /// through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
-    /// GlobalShortcuts is not used yet).
+    /// Whether the shortcut works system-wide, in plain words (read-only): bound through
+    /// the desktop portal's GlobalShortcuts (Wayland) or an X11 key grab, or why not (no
+    /// portal and no X11 display, or held by another program).
     pub shortcut_status: String,
     /// The shortcut is registered and works in every window (read-only).
     pub shortcut_active: bool,

@@ -14,9 +14,10 @@ pub fn system_settings(desktop: State<'_, Desktop>) -> SystemSettings {
 }
 
 /// Saves them; start at login writes or removes the autostart entry for this executable;
-/// the shortcut is registered again.
+/// the shortcut is registered again (through the desktop portal, its outcome is waited
+/// for a moment: the portal answers at once unless the desktop asks the user first).
 #[tauri::command]
-pub fn system_set<R: Runtime>(
+pub async fn system_set<R: Runtime>(
     app: AppHandle<R>,
     desktop: State<'_, Desktop>,
     settings: SystemSettings,
@@ -27,6 +28,8 @@ pub fn system_set<R: Runtime>(
         )))
     })?;
     desktop.set_system(&settings, &program).map_err(err)?;
-    crate::shortcut::apply(&app, &desktop);
+    if let Some(settled) = crate::shortcut::apply(&app, &desktop) {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), settled).await;
+    }
     Ok(desktop.system_settings())
 }

@@ -863,9 +863,9 @@ autostartFile: string,
  */
 shortcut: string, 
 /**
- * Whether the shortcut works system-wide, in plain words (read-only): registered
- * through an X11 key grab, or why not (no X11 display: on Wayland the desktop portal's
- * GlobalShortcuts is not used yet).
+ * Whether the shortcut works system-wide, in plain words (read-only): bound through
+ * the desktop portal's GlobalShortcuts (Wayland) or an X11 key grab, or why not (no
+ * portal and no X11 display, or held by another program).
  */
 shortcutStatus: string, 
 /**
