@@ -93,6 +93,29 @@ pub fn leave(reason: DisconnectReason) -> SignalResponse {
     }))
 }
 
+/// Our offer (of the subscriber connection) for the client, numbered `id`.
+pub fn offer(sdp: String, id: u32) -> SignalResponse {
+    response(signal_response::Message::Offer(description(
+        "offer", sdp, id,
+    )))
+}
+
+/// Our answer to the client's publisher offer `id`.
+pub fn answer(sdp: String, id: u32) -> SignalResponse {
+    response(signal_response::Message::Answer(description(
+        "answer", sdp, id,
+    )))
+}
+
+fn description(kind: &str, sdp: String, id: u32) -> SessionDescription {
+    SessionDescription {
+        r#type: kind.to_owned(),
+        sdp,
+        id,
+        ..Default::default()
+    }
+}
+
 /// Short human-readable name of a request, for logs.
 pub fn request_kind(msg: &signal_request::Message) -> &'static str {
     use signal_request::Message as M;

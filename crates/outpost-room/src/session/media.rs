@@ -11,8 +11,8 @@ use outpost_webrtc::{MediaKind, RemoteTrack};
 use super::{Lost, Session, Subscription};
 use crate::media::{self, PublishedTrack};
 use crate::proto::{
-    self, AddTrackRequest, MuteTrackRequest, RequestResponse, SessionDescription,
-    TrackPublishedResponse, TrackUnpublishedResponse, request_response, signal_response,
+    self, AddTrackRequest, MuteTrackRequest, RequestResponse, TrackPublishedResponse,
+    TrackUnpublishedResponse, request_response, signal_response,
 };
 use crate::wire::{Peer, Role, WireEvent};
 
@@ -41,14 +41,7 @@ impl Session {
         for s in self.subscriptions.values_mut() {
             s.offered = true;
         }
-        let offer = SessionDescription {
-            r#type: "offer".to_owned(),
-            sdp,
-            id: self.offer_id,
-            ..Default::default()
-        };
-        self.say(&proto::response(signal_response::Message::Offer(offer)))
-            .await
+        self.say(&proto::offer(sdp, self.offer_id)).await
     }
 
     /// `AddTrackRequest`: an audio track gets its sid and a `TrackPublishedResponse`

@@ -80,15 +80,8 @@ impl Session {
         };
         tracing::trace!(identity = %self.participant.identity(), %sdp, "publisher answer");
         self.answered = true;
-        let answer = SessionDescription {
-            r#type: "answer".to_owned(),
-            sdp,
-            id: offer.id,
-            ..Default::default()
-        };
         let candidates = std::mem::take(&mut self.early_candidates);
-        self.say(&proto::response(signal_response::Message::Answer(answer)))
-            .await?;
+        self.say(&proto::answer(sdp, offer.id)).await?;
         if let Some(publisher) = &self.publisher {
             for c in candidates {
                 if let Err(e) = publisher.add_candidate(&c).await {
