@@ -93,27 +93,28 @@ pub fn leave(reason: DisconnectReason) -> SignalResponse {
     }))
 }
 
-/// Our offer (of the subscriber connection) for the client, numbered `id`.
+/// Our offer of the subscriber connection, numbered `id`.
 pub fn offer(sdp: String, id: u32) -> SignalResponse {
-    response(signal_response::Message::Offer(description(
-        "offer", sdp, id,
-    )))
+    description("offer", signal_response::Message::Offer, sdp, id)
 }
 
 /// Our answer to the client's publisher offer `id`.
 pub fn answer(sdp: String, id: u32) -> SignalResponse {
-    response(signal_response::Message::Answer(description(
-        "answer", sdp, id,
-    )))
+    description("answer", signal_response::Message::Answer, sdp, id)
 }
 
-fn description(kind: &str, sdp: String, id: u32) -> SessionDescription {
-    SessionDescription {
-        r#type: kind.to_owned(),
+fn description(
+    r#type: &str,
+    message: fn(SessionDescription) -> signal_response::Message,
+    sdp: String,
+    id: u32,
+) -> SignalResponse {
+    response(message(SessionDescription {
+        r#type: r#type.to_owned(),
         sdp,
         id,
         ..Default::default()
-    }
+    }))
 }
 
 /// Short human-readable name of a request, for logs.
