@@ -12,8 +12,9 @@
 //! Layout:
 //! - [`server`]: HTTP routes, token checks, and the [`Server`] handle (start in-process
 //!   on a bound listener, [`Server::shutdown`] to tell clients to leave and stop).
-//! - `session`: one participant's signaling loop (join, offer/answer, trickle, ping,
-//!   leave, timeouts, resume) and its data-channel reader/writer tasks.
+//! - `session`: one participant's session: its state and lifecycle, the signaling loop
+//!   (join, timeouts, resume), the requests (offer/answer, trickle, ping, leave), its
+//!   published and subscribed tracks, and its data-channel reader/writer tasks.
 //! - [`room`]: rooms, participants, participant updates, and the relay.
 //! - [`media`]: published audio tracks, `AddTrackRequest` checks, and the per-subscriber
 //!   forwarding task.

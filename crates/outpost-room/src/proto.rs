@@ -93,6 +93,30 @@ pub fn leave(reason: DisconnectReason) -> SignalResponse {
     }))
 }
 
+/// Our offer of the subscriber connection, numbered `id`.
+pub fn offer(sdp: String, id: u32) -> SignalResponse {
+    description("offer", signal_response::Message::Offer, sdp, id)
+}
+
+/// Our answer to the client's publisher offer `id`.
+pub fn answer(sdp: String, id: u32) -> SignalResponse {
+    description("answer", signal_response::Message::Answer, sdp, id)
+}
+
+fn description(
+    r#type: &str,
+    message: fn(SessionDescription) -> signal_response::Message,
+    sdp: String,
+    id: u32,
+) -> SignalResponse {
+    response(message(SessionDescription {
+        r#type: r#type.to_owned(),
+        sdp,
+        id,
+        ..Default::default()
+    }))
+}
+
 /// Short human-readable name of a request, for logs.
 pub fn request_kind(msg: &signal_request::Message) -> &'static str {
     use signal_request::Message as M;
