@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use outpost_livekit::{
-    ConnectionState, DataOptions, DisconnectReason, Error, Room, RoomEvent, RoomEvents,
-    RoomOptions, StreamOptions,
+    ConnectionState, DataOptions, DisconnectReason, Error, Room, RoomEvent, RoomOptions,
+    StreamOptions,
 };
 use outpost_tests::cutproxy::CutProxy;
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
@@ -41,8 +41,7 @@ outpost_tests::both_servers!(
 /// The Rust client plus the events it has not looked at yet.
 struct Client {
     room: Room,
-    events: RoomEvents,
-    backlog: Vec<RoomEvent>,
+    events: lkclient::Events,
 }
 
 impl Client {
@@ -74,8 +73,7 @@ impl Client {
             .unwrap_or_else(|e| panic!("connect {url}: {e}"));
         Client {
             room,
-            events,
-            backlog: Vec::new(),
+            events: lkclient::Events::new(events),
         }
     }
 
@@ -84,71 +82,27 @@ impl Client {
         &mut self,
         what: &str,
         timeout: Duration,
-        mut pred: impl FnMut(&RoomEvent) -> bool,
+        pred: impl FnMut(&RoomEvent) -> bool,
     ) -> RoomEvent {
-        if let Some(i) = self.backlog.iter().position(&mut pred) {
-            return self.backlog.remove(i);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv())
-                .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "timed out after {timeout:?} waiting for {what}; backlog: {:?}",
-                        self.backlog
-                    )
-                })
-                .unwrap_or_else(|| panic!("event channel closed waiting for {what}"));
-            if pred(&ev) {
-                return ev;
-            }
-            self.backlog.push(ev);
-        }
+        self.events.wait_for(what, timeout, pred).await
     }
 
     /// Sends a command to a Python peer.
     async fn cmd(&self, to: &str, cmd: Value) {
-        self.room
-            .send_data(
-                cmd.to_string().into_bytes(),
-                DataOptions::topic("cmd").to(to),
-            )
-            .await
-            .unwrap();
+        lkclient::send_cmd(&self.room, to, &cmd).await;
     }
 
     /// Waits for a JSON reply with `op` from `from`.
     async fn reply(&mut self, from: &str, op: &str, timeout: Duration) -> Value {
-        let from = from.to_owned();
-        let op = op.to_owned();
-        let ev = self
-            .wait_for(&format!("{op} from {from}"), timeout, |ev| match ev {
-                RoomEvent::Data(m)
-                    if m.topic.as_deref() == Some("reply") && m.sender_identity == from =>
-                {
-                    serde_json::from_slice::<Value>(&m.payload)
-                        .map(|v| v["op"] == op.as_str())
-                        .unwrap_or(false)
-                }
-                _ => false,
-            })
-            .await;
-        let RoomEvent::Data(m) = ev else {
-            unreachable!()
-        };
-        serde_json::from_slice(&m.payload).unwrap()
+        self.events.reply(from, op, timeout).await
     }
 
     /// Payloads (as strings) of every data message on `topic` seen so far, draining
     /// the event channel for `settle` first.
     async fn collect(&mut self, topic: &str, settle: Duration) -> Vec<(String, String)> {
-        let deadline = tokio::time::Instant::now() + settle;
-        while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, self.events.recv()).await {
-            self.backlog.push(ev);
-        }
+        self.events.settle(settle).await;
         let mut out = Vec::new();
-        self.backlog.retain(|ev| match ev {
+        self.events.backlog.retain(|ev| match ev {
             RoomEvent::Data(m) if m.topic.as_deref() == Some(topic) => {
                 out.push((
                     m.sender_identity.clone(),
@@ -484,8 +438,7 @@ fn data_streams_10mib_both_ways_files_text_cancel_and_cap(kind: ServerKind) {
         let (room, events) = Room::connect(&url, &token, opts).await.unwrap();
         let mut small = Client {
             room,
-            events,
-            backlog: Vec::new(),
+            events: lkclient::Events::new(events),
         };
         small
             .cmd(
@@ -956,7 +909,7 @@ async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
     })
     .await;
     let mut out = Vec::new();
-    c.backlog.retain(|ev| match ev {
+    c.events.backlog.retain(|ev| match ev {
         RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) => {
             out.push(String::from_utf8_lossy(&m.payload).into_owned());
             false
@@ -969,7 +922,8 @@ async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
 
 /// Presence and reconnect events in the backlog that concern `identity`.
 fn presence_events(c: &Client, identity: &str) -> Vec<String> {
-    c.backlog
+    c.events
+        .backlog
         .iter()
         .filter_map(|ev| match ev {
             RoomEvent::ParticipantJoined(p) if p.identity == identity => {
@@ -1115,7 +1069,7 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                     presence_events(&c, "assistant"),
                     Vec::<String>::new(),
                     "backlog: {:?}",
-                    c.backlog
+                    c.events.backlog
                 );
                 assert_eq!(c.room.assistant().unwrap().sid, assistant_sid);
                 c.room.leave().await.unwrap();
