@@ -598,6 +598,21 @@ impl Events {
     }
 }
 
+/// The Rust client joined to `room` as `identity` (a token signed with [`DEV_SECRET`]),
+/// and its events; panics when it cannot join.
+pub async fn join(
+    url: &str,
+    room: &str,
+    identity: &str,
+    opts: outpost_livekit::RoomOptions,
+) -> (outpost_livekit::Room, Events) {
+    let token = token(room, identity, DEV_SECRET).unwrap_or_else(|e| panic!("token: {e:#}"));
+    let (room, events) = outpost_livekit::Room::connect(url, &token, opts)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    (room, Events::new(events))
+}
+
 /// Sends the JSON command `cmd` to the Python peer `to` (topic `cmd`).
 pub async fn send_cmd(room: &outpost_livekit::Room, to: &str, cmd: &serde_json::Value) {
     room.send_data(

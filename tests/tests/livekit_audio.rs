@@ -142,25 +142,10 @@ struct Client {
 
 impl Client {
     async fn connect(url: &str, identity: &str) -> Client {
-        let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
         let mut opts = RoomOptions::default();
         opts.auto_subscribe = true;
-        let (room, events) = Room::connect(url, &token, opts)
-            .await
-            .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Client {
-            room,
-            events: lkclient::Events::new(events),
-        }
-    }
-
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl FnMut(&RoomEvent) -> bool,
-    ) -> RoomEvent {
-        self.events.wait_for(what, timeout, pred).await
+        let (room, events) = lkclient::join(url, ROOM, identity, opts).await;
+        Client { room, events }
     }
 
     async fn cmd(&self, to: &str, cmd: Value) {
@@ -293,6 +278,7 @@ fn a_track_the_server_unpublishes_stops_and_is_reported() {
                 published_tx.send(())?;
                 let sid = track.sid().to_owned();
                 let ev = c
+                    .events
                     .wait_for("the server's unpublish", Duration::from_secs(20), |e| {
                         matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid)
                     })
@@ -301,7 +287,7 @@ fn a_track_the_server_unpublishes_stops_and_is_reported() {
                     matches!(ev, RoomEvent::LocalTrackUnpublished { by_server: true, .. }),
                     "{ev:?}"
                 );
-                c.wait_for("our new permissions", Duration::from_secs(5), |e| {
+                c.events.wait_for("our new permissions", Duration::from_secs(5), |e| {
                     matches!(e, RoomEvent::LocalPermissionsChanged { can_publish: false, .. })
                 })
                 .await;
@@ -589,6 +575,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             .await;
         let sid = r["sid"].as_str().unwrap().to_owned();
         let ev = c
+            .events
             .wait_for(
                 "TrackPublished",
                 Duration::from_secs(10),
@@ -601,6 +588,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
         assert_eq!(participant.identity, "assistant");
         assert!(track.audio && !track.muted, "{track:?}");
         let ev = c
+            .events
             .wait_for("AudioTrackSubscribed", Duration::from_secs(10), |e| {
                 matches!(e, RoomEvent::AudioTrackSubscribed { track_sid, .. } if *track_sid == sid)
             })
@@ -634,7 +622,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             Duration::from_secs(5),
         )
         .await;
-        c.wait_for(
+        c.events.wait_for(
             "TrackMuted",
             Duration::from_secs(10),
             |e| matches!(e, RoomEvent::TrackMuted { track, .. } if track.sid == sid && track.muted),
@@ -647,12 +635,13 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             Duration::from_secs(10),
         )
         .await;
-        c.wait_for(
-            "TrackUnpublished",
-            Duration::from_secs(10),
-            |e| matches!(e, RoomEvent::TrackUnpublished { track, .. } if track.sid == sid),
-        )
-        .await;
+        c.events
+            .wait_for(
+                "TrackUnpublished",
+                Duration::from_secs(10),
+                |e| matches!(e, RoomEvent::TrackUnpublished { track, .. } if track.sid == sid),
+            )
+            .await;
         // The stream ends with the track.
         let ended = tokio::time::timeout(Duration::from_secs(5), async {
             while stream.recv().await.is_some() {}
@@ -694,6 +683,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         )
         .await;
         let ev = c
+            .events
             .wait_for("AudioTrackSubscribed", Duration::from_secs(10), |e| {
                 matches!(e, RoomEvent::AudioTrackSubscribed { .. })
             })
@@ -706,7 +696,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         // Kill the server and start a new one: no resume is possible.
         env.restart_server(Path::new(BIN))?;
         let sid = track.sid().to_owned();
-        c.wait_for(
+        c.events.wait_for(
             "LocalTrackUnpublished",
             Duration::from_secs(20),
             |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, by_server: false } if *s == sid),
@@ -722,10 +712,11 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         })
         .await;
         assert!(ended.is_ok(), "the remote audio stream did not end");
-        c.wait_for("Reconnected", Duration::from_secs(40), |e| {
-            matches!(e, RoomEvent::Reconnected { resumed: false })
-        })
-        .await;
+        c.events
+            .wait_for("Reconnected", Duration::from_secs(40), |e| {
+                matches!(e, RoomEvent::Reconnected { resumed: false })
+            })
+            .await;
         let again = c
             .room
             .publish_audio(AudioSourceOptions::default())
@@ -865,6 +856,7 @@ async fn record_timed(
 async fn subscribed_stream(c: &mut Client, sid: &str) -> AudioStream {
     let sid = sid.to_owned();
     let ev = c
+        .events
         .wait_for(
             "AudioTrackSubscribed",
             Duration::from_secs(10),
@@ -934,15 +926,17 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
                    "seconds": clip_s + 5.0}),
         )
         .await;
-        c.wait_for("the SDK to listen", Duration::from_secs(20), |e| {
-            matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
+        c.events
+            .wait_for("the SDK to listen", Duration::from_secs(20), |e| {
+                matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                     && m.payload.windows(11).any(|w| w == b"\"listening\"" || w == b"heard_speech"))
-        })
-        .await;
+            })
+            .await;
         // Silence first: the SDK's playout settles.
         tokio::time::sleep(Duration::from_millis(2000)).await;
         play.send(clip.clone()).unwrap();
         let ev = c
+            .events
             .wait_for("the SDK's verdict", Duration::from_secs(30), |e| {
                 matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                     && serde_json::from_slice::<Value>(&m.payload)
@@ -980,6 +974,7 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
             c.cmd("bob", json!({"op": "play_speech", "ref": reference}))
                 .await;
             let ev = c
+                .events
                 .wait_for("the SDK's verdict", Duration::from_secs(30), |e| {
                     matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                         && serde_json::from_slice::<Value>(&m.payload)

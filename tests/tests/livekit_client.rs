@@ -66,25 +66,8 @@ impl Client {
     }
 
     async fn connect_with(url: &str, identity: &str, opts: RoomOptions) -> Client {
-        let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
-        let opts = opts.assistant("assistant");
-        let (room, events) = Room::connect(url, &token, opts)
-            .await
-            .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Client {
-            room,
-            events: lkclient::Events::new(events),
-        }
-    }
-
-    /// The first event (backlog first) that `pred` accepts; others stay in the backlog.
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        pred: impl FnMut(&RoomEvent) -> bool,
-    ) -> RoomEvent {
-        self.events.wait_for(what, timeout, pred).await
+        let (room, events) = lkclient::join(url, ROOM, identity, opts.assistant("assistant")).await;
+        Client { room, events }
     }
 
     /// Sends a command to a Python peer.
@@ -146,12 +129,13 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
             Some("assistant")
         );
         assert_eq!(c.room.connection_state(), ConnectionState::Connected);
-        c.wait_for(
-            "assistant joined",
-            Duration::from_secs(5),
-            |e| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant"),
-        )
-        .await;
+        c.events
+            .wait_for(
+                "assistant joined",
+                Duration::from_secs(5),
+                |e| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant"),
+            )
+            .await;
 
         // Rust → Python: 200 numbered packets to the assistant only.
         for i in 0..200 {
@@ -205,6 +189,7 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
         let mut from = Vec::new();
         while from.len() < 2 {
             let ev = c
+                .events
                 .wait_for(
                     "broadcast echoes",
                     Duration::from_secs(10),
@@ -232,15 +217,16 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
 
         // Clean leave: the event, then sends are refused.
         c.room.leave().await.unwrap();
-        c.wait_for("disconnected", Duration::from_secs(5), |e| {
-            matches!(
-                e,
-                RoomEvent::Disconnected {
-                    reason: DisconnectReason::ClientLeft
-                }
-            )
-        })
-        .await;
+        c.events
+            .wait_for("disconnected", Duration::from_secs(5), |e| {
+                matches!(
+                    e,
+                    RoomEvent::Disconnected {
+                        reason: DisconnectReason::ClientLeft
+                    }
+                )
+            })
+            .await;
         assert_eq!(c.room.connection_state(), ConnectionState::Disconnected);
         let err = c
             .room
@@ -270,6 +256,7 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
 async fn next_stream(c: &mut Client, topic: &str) -> outpost_livekit::StreamReader {
     let topic = topic.to_owned();
     let ev = c
+        .events
         .wait_for(
             &format!("a stream on {topic}"),
             Duration::from_secs(30),
@@ -477,7 +464,7 @@ async fn send_numbers(c: &Client, topic: &str, range: std::ops::Range<usize>) {
 async fn wait_echo(c: &mut Client, topic: &str, n: usize) {
     let want = n.to_string();
     let topic = format!("echo:{topic}");
-    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+    c.events.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
         matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
     })
     .await;
@@ -485,6 +472,7 @@ async fn wait_echo(c: &mut Client, topic: &str, n: usize) {
 
 async fn wait_reconnect(c: &mut Client) -> (String, bool) {
     let ev = c
+        .events
         .wait_for("reconnecting", Duration::from_secs(20), |e| {
             matches!(e, RoomEvent::Reconnecting { .. })
         })
@@ -493,6 +481,7 @@ async fn wait_reconnect(c: &mut Client) -> (String, bool) {
         unreachable!()
     };
     let ev = c
+        .events
         .wait_for("reconnected", Duration::from_secs(40), |e| {
             matches!(e, RoomEvent::Reconnected { .. })
         })
@@ -632,13 +621,15 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
     let url = env.server.url.clone();
     in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
-        c.wait_for("assistant joined", Duration::from_secs(5), |e| {
-            matches!(e, RoomEvent::AssistantJoined(_))
-        })
-        .await;
+        c.events
+            .wait_for("assistant joined", Duration::from_secs(5), |e| {
+                matches!(e, RoomEvent::AssistantJoined(_))
+            })
+            .await;
         c.cmd("assistant", json!({"op": "leave_rejoin", "delay": 1.5}))
             .await;
         let ev = c
+            .events
             .wait_for("assistant left", Duration::from_secs(15), |e| {
                 matches!(e, RoomEvent::AssistantLeft(_))
             })
@@ -656,6 +647,7 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
             assert!(c.room.participants().is_empty());
         }
         let ev = c
+            .events
             .wait_for("assistant back", Duration::from_secs(20), |e| {
                 matches!(e, RoomEvent::AssistantJoined(_))
             })
@@ -667,12 +659,13 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
         assert_ne!(back.sid, p.sid, "a rejoin gets a new sid");
         assert_eq!(c.room.assistant().map(|a| a.sid), Some(back.sid));
         // The plain participant events came too.
-        c.wait_for(
-            "participant left",
-            Duration::from_secs(1),
-            |e| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant"),
-        )
-        .await;
+        c.events
+            .wait_for(
+                "participant left",
+                Duration::from_secs(1),
+                |e| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant"),
+            )
+            .await;
         // And data flows to the new session.
         c.cmd("assistant", json!({"op": "ping", "n": 7})).await;
         let r = c.reply("assistant", "pong", Duration::from_secs(10)).await;
@@ -904,7 +897,7 @@ fn connects_through_a_token_endpoint(kind: ServerKind) {
 async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
     let want = last.to_string();
     let topic = format!("echo:{topic}");
-    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+    c.events.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
         matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
     })
     .await;
@@ -977,14 +970,16 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                 let mut c = Client::connect(&url, "app").await;
                 let me = c.room.local_participant().unwrap().sid;
                 let assistant_sid = c.room.assistant().unwrap().sid;
-                c.wait_for("assistant joined", Duration::from_secs(5), |e| {
-                    matches!(e, RoomEvent::AssistantJoined(_))
-                })
-                .await;
-                c.wait_for("participant joined", Duration::from_secs(5), |e| {
-                    matches!(e, RoomEvent::ParticipantJoined(_))
-                })
-                .await;
+                c.events
+                    .wait_for("assistant joined", Duration::from_secs(5), |e| {
+                        matches!(e, RoomEvent::AssistantJoined(_))
+                    })
+                    .await;
+                c.events
+                    .wait_for("participant joined", Duration::from_secs(5), |e| {
+                        matches!(e, RoomEvent::ParticipantJoined(_))
+                    })
+                    .await;
                 send_numbers(&c, "seq", 0..50).await;
                 let echoed = echoes_until(&mut c, "seq", 49).await;
                 assert_eq!(echoed, numbers(50));
@@ -1316,6 +1311,7 @@ async fn next_stream_from(
 ) -> outpost_livekit::StreamReader {
     let (topic, sender) = (topic.to_owned(), sender.to_owned());
     let ev = c
+        .events
         .wait_for(
             &format!("a stream on {topic} from {sender}"),
             Duration::from_secs(30),
