@@ -149,17 +149,7 @@ fn start_agent(env: &Env, fx: &Fixture, steps: &Value) -> Proc {
 }
 
 fn cli(args: &[&str], data_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(CLI_BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outpost_tests::cli::run(CLI_BIN, args, data_dir).unwrap()
 }
 
 /// How many ToolsChanged the assistant had received at its step `name`.

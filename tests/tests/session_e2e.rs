@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use outpost_tests::connect::Connect;
@@ -125,17 +124,7 @@ fn agent_steps(agent: Proc, env: &Env, connect: &Connect) -> Vec<Value> {
 }
 
 fn cli(args: &[&str], data_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(CLI_BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outpost_tests::cli::run(CLI_BIN, args, data_dir).unwrap()
 }
 
 fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {
