@@ -129,12 +129,10 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
             Some("assistant")
         );
         assert_eq!(c.room.connection_state(), ConnectionState::Connected);
+        let joined =
+            |e: &RoomEvent| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant");
         c.events
-            .wait_for(
-                "assistant joined",
-                Duration::from_secs(5),
-                |e| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant"),
-            )
+            .wait_for("assistant joined", Duration::from_secs(5), joined)
             .await;
 
         // Rust → Python: 200 numbered packets to the assistant only.
@@ -659,12 +657,10 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
         assert_ne!(back.sid, p.sid, "a rejoin gets a new sid");
         assert_eq!(c.room.assistant().map(|a| a.sid), Some(back.sid));
         // The plain participant events came too.
+        let left =
+            |e: &RoomEvent| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant");
         c.events
-            .wait_for(
-                "participant left",
-                Duration::from_secs(1),
-                |e| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant"),
-            )
+            .wait_for("participant left", Duration::from_secs(1), left)
             .await;
         // And data flows to the new session.
         c.cmd("assistant", json!({"op": "ping", "n": 7})).await;
