@@ -1,10 +1,11 @@
 //! `outpost connect` as a child process in a test's client namespace, with a throw-away
 //! profile (policy, data and config folders), no MCP servers, and every byte of its
-//! stdout kept: for tests that judge what it prints or how much memory it holds.
+//! stdout kept: for tests that judge what it prints or how much memory it holds. Also
+//! [`run`]: one `outpost` command on a data folder, to completion.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -125,4 +126,20 @@ impl Drop for OutpostCli {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Runs `cli ARGS… --data-dir DATA_DIR` to its end: its exit code (-1 when a signal ended
+/// it), stdout and stderr.
+pub fn run(cli: &str, args: &[&str], data_dir: &Path) -> anyhow::Result<(i32, String, String)> {
+    let out = Command::new(cli)
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .with_context(|| format!("running {cli}"))?;
+    Ok((
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }

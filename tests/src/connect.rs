@@ -2,12 +2,16 @@
 //! collected as they come: what the end-to-end tests of the headless client share.
 
 use std::io::{BufRead as _, BufReader, Write as _};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::lkclient::{self, Env};
+use crate::proc::Proc;
+use crate::python;
 
 /// A running `outpost connect --json`; killed on drop.
 #[derive(Debug)]
@@ -180,4 +184,37 @@ impl Drop for Connect {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The example assistant (`examples/python-agent/agent.py`, official LiveKit SDK) joining
+/// `room` as `assistant` in `env`'s server namespace and running `steps` (written to
+/// `dir/scenario.json`); it gives up after `timeout_secs`.
+pub fn example_agent(
+    env: &Env,
+    room: &str,
+    dir: &Path,
+    steps: &Value,
+    timeout_secs: u32,
+) -> anyhow::Result<Proc> {
+    let py = python::python()?;
+    let scenario = dir.join("scenario.json");
+    std::fs::write(&scenario, serde_json::to_vec_pretty(steps)?)?;
+    let script = python::workspace_root().join("examples/python-agent/agent.py");
+    let mut cmd = env.pair.server_command(&py);
+    cmd.arg(script)
+        .args([
+            "--url",
+            &env.server.url,
+            "--room",
+            room,
+            "--identity",
+            "assistant",
+        ])
+        .arg("--scenario")
+        .arg(&scenario)
+        .args(["--timeout", &timeout_secs.to_string()])
+        .env("LK_API_KEY", lkclient::DEV_KEY)
+        .env("LK_API_SECRET", lkclient::DEV_SECRET)
+        .env("PYTHONWARNINGS", "ignore");
+    Proc::spawn("python agent", cmd)
 }

@@ -11,7 +11,8 @@
 //! - [`netns`]: a namespace with a veth pair, deleted on drop.
 //! - [`pki`]: a throw-away CA and server certificate for `wss://` tests.
 //! - [`proc`]: child processes killed on drop, with their stderr kept for failures.
-//! - [`pulse`]: a private PulseAudio daemon with null sinks for the voice tests.
+//! - [`pulse`]: a private PulseAudio daemon with null sinks for the voice tests and
+//!   outpost-audio's device tests; tones and their level and pitch.
 //! - [`python`]: the venv with the official LiveKit SDK.
 //! - [`room`]: an `outpost-room` server inside a namespace, and a minimal Rust
 //!   signaling client (join, ping, leave) for tests that need many participants.

@@ -514,3 +514,111 @@ impl Env {
         Ok(())
     }
 }
+
+/// A Rust client's room events, with those a test has not taken yet kept aside (in arrival
+/// order): what each `outpost-livekit` test's client waits on.
+#[derive(Debug)]
+pub struct Events {
+    rx: outpost_livekit::RoomEvents,
+    /// Events received and not taken, oldest first.
+    pub backlog: Vec<outpost_livekit::RoomEvent>,
+}
+
+impl Events {
+    /// Events from `rx`, none kept yet.
+    pub fn new(rx: outpost_livekit::RoomEvents) -> Self {
+        Self {
+            rx,
+            backlog: Vec::new(),
+        }
+    }
+
+    /// The first event (backlog first) that `pred` accepts; others stay in the backlog.
+    /// Panics after `timeout`, naming `what` and the backlog, or when the channel closes.
+    pub async fn wait_for(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut pred: impl FnMut(&outpost_livekit::RoomEvent) -> bool,
+    ) -> outpost_livekit::RoomEvent {
+        if let Some(i) = self.backlog.iter().position(&mut pred) {
+            return self.backlog.remove(i);
+        }
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let ev = tokio::time::timeout_at(deadline, self.rx.recv())
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "timed out after {timeout:?} waiting for {what}; backlog: {:?}",
+                        self.backlog
+                    )
+                })
+                .unwrap_or_else(|| panic!("event channel closed waiting for {what}"));
+            if pred(&ev) {
+                return ev;
+            }
+            self.backlog.push(ev);
+        }
+    }
+
+    /// The JSON reply with `op` that the Python peer `from` sent on the `reply` topic.
+    pub async fn reply(&mut self, from: &str, op: &str, timeout: Duration) -> serde_json::Value {
+        let ev = self
+            .wait_for(&format!("{op} from {from}"), timeout, |ev| match ev {
+                outpost_livekit::RoomEvent::Data(m)
+                    if m.topic.as_deref() == Some("reply") && m.sender_identity == from =>
+                {
+                    serde_json::from_slice::<serde_json::Value>(&m.payload)
+                        .map(|v| v["op"] == op)
+                        .unwrap_or(false)
+                }
+                _ => false,
+            })
+            .await;
+        let outpost_livekit::RoomEvent::Data(m) = ev else {
+            unreachable!("wait_for returned an event its predicate refused")
+        };
+        serde_json::from_slice(&m.payload).unwrap_or_else(|e| panic!("{op} from {from}: {e}"))
+    }
+
+    /// Moves what has already arrived into the backlog.
+    pub fn take_queued(&mut self) {
+        while let Ok(ev) = self.rx.try_recv() {
+            self.backlog.push(ev);
+        }
+    }
+
+    /// Moves what arrives within `settle` into the backlog.
+    pub async fn settle(&mut self, settle: Duration) {
+        let deadline = tokio::time::Instant::now() + settle;
+        while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, self.rx.recv()).await {
+            self.backlog.push(ev);
+        }
+    }
+}
+
+/// The Rust client joined to `room` as `identity` (a token signed with [`DEV_SECRET`]),
+/// and its events; panics when it cannot join.
+pub async fn join(
+    url: &str,
+    room: &str,
+    identity: &str,
+    opts: outpost_livekit::RoomOptions,
+) -> (outpost_livekit::Room, Events) {
+    let token = token(room, identity, DEV_SECRET).unwrap_or_else(|e| panic!("token: {e:#}"));
+    let (room, events) = outpost_livekit::Room::connect(url, &token, opts)
+        .await
+        .unwrap_or_else(|e| panic!("connect {url}: {e}"));
+    (room, Events::new(events))
+}
+
+/// Sends the JSON command `cmd` to the Python peer `to` (topic `cmd`).
+pub async fn send_cmd(room: &outpost_livekit::Room, to: &str, cmd: &serde_json::Value) {
+    room.send_data(
+        cmd.to_string().into_bytes(),
+        outpost_livekit::DataOptions::topic("cmd").to(to),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("sending {cmd} to {to}: {e}"));
+}

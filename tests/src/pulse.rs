@@ -1,11 +1,16 @@
-//! A private PulseAudio daemon for a voice test: two null sinks, `mic_in` (what a test
-//! plays into it is the default source, its monitor: the app's microphone) and `speaker`
-//! (the default sink: what the app plays, recorded from `speaker.monitor`). The daemon
-//! runs with its own runtime folder and socket; the process that uses it points
-//! `PULSE_SERVER` at [`Pulse::server`] before any audio code runs. Killed on drop.
-//! (outpost-audio's own tests keep a one-sink copy: that crate cannot depend on this one.)
+//! A private PulseAudio daemon for a sound test, wired one of two ways:
+//! - [`Pulse::start`], for the voice tests: two null sinks, `mic_in` (what a test plays
+//!   into it is the default source, its monitor: the app's microphone) and `speaker` (the
+//!   default sink: what the app plays, recorded from `speaker.monitor`);
+//! - [`Pulse::start_loopback`], for outpost-audio's device tests: one null sink, `speaker`,
+//!   whose monitor is the default source (what the speaker plays, the microphone hears).
+//!
+//! The daemon runs with its own runtime folder and socket; the process that uses it points
+//! `PULSE_SERVER` at [`Pulse::server`] before any audio code runs. Killed on drop. Also
+//! the sound a test plays and measures: [`tone`], [`rms`], [`peak_hz`].
 
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -19,31 +24,60 @@ pub struct Pulse {
     child: Child,
     _dir: tempfile::TempDir,
     socket: PathBuf,
+    wiring: Wiring,
 }
 
-fn spawn_daemon(dir: &std::path::Path, socket: &std::path::Path) -> anyhow::Result<Child> {
-    Command::new("pulseaudio")
-        .args([
-            "-n",
-            "--daemonize=no",
-            "--exit-idle-time=-1",
-            "--disable-shm=yes",
-            "--use-pid-file=no",
-            "--system=no",
-        ])
-        .arg("-L")
-        .arg(format!(
-            "module-native-protocol-unix auth-anonymous=1 socket={}",
-            socket.display()
-        ))
-        .args(["-L", "module-null-sink sink_name=mic_in rate=48000"])
-        .args(["-L", "module-null-sink sink_name=speaker rate=48000"])
-        .env("HOME", dir)
-        .env("XDG_RUNTIME_DIR", dir)
-        .env("PULSE_RUNTIME_PATH", dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+/// The null sinks a daemon starts with, and which sink and source are the defaults.
+#[derive(Debug, Clone, Copy)]
+struct Wiring {
+    sinks: &'static [&'static str],
+    default_sink: &'static str,
+    default_source: &'static str,
+}
+
+/// The voice tests': a microphone sink and a speaker.
+const VOICE: Wiring = Wiring {
+    sinks: &["mic_in", "speaker"],
+    default_sink: "speaker",
+    default_source: "mic_in.monitor",
+};
+
+/// outpost-audio's device tests': the speaker's monitor is the microphone.
+const LOOPBACK: Wiring = Wiring {
+    sinks: &["speaker"],
+    default_sink: "speaker",
+    default_source: "speaker.monitor",
+};
+
+fn spawn_daemon(
+    dir: &std::path::Path,
+    socket: &std::path::Path,
+    wiring: Wiring,
+) -> anyhow::Result<Child> {
+    let mut cmd = Command::new("pulseaudio");
+    cmd.args([
+        "-n",
+        "--daemonize=no",
+        "--exit-idle-time=-1",
+        "--disable-shm=yes",
+        "--use-pid-file=no",
+        "--system=no",
+    ])
+    .arg("-L")
+    .arg(format!(
+        "module-native-protocol-unix auth-anonymous=1 socket={}",
+        socket.display()
+    ))
+    .env("HOME", dir)
+    .env("XDG_RUNTIME_DIR", dir)
+    .env("PULSE_RUNTIME_PATH", dir)
+    .stdout(Stdio::null())
+    .stderr(Stdio::null());
+    for sink in wiring.sinks {
+        cmd.arg("-L")
+            .arg(format!("module-null-sink sink_name={sink} rate=48000"));
+    }
+    cmd.spawn()
         .context("starting pulseaudio (Debian's pulseaudio; scripts/setup.sh installs it)")
 }
 
@@ -52,7 +86,16 @@ impl Pulse {
     /// daemon and points this process's `PULSE_SERVER` at it (ALSA's pulse plugin reads it
     /// later, from any thread). Exits the process with the reason when it cannot start.
     pub fn start_for_this_process() -> Self {
-        let pulse = match Self::start() {
+        Self::for_this_process(VOICE)
+    }
+
+    /// [`Pulse::start_loopback`] as [`Pulse::start_for_this_process`] does it.
+    pub fn start_loopback_for_this_process() -> Self {
+        Self::for_this_process(LOOPBACK)
+    }
+
+    fn for_this_process(wiring: Wiring) -> Self {
+        let pulse = match Self::start_wired(wiring) {
             Ok(p) => p,
             Err(e) => {
                 #[allow(clippy::print_stderr)]
@@ -71,15 +114,26 @@ impl Pulse {
         pulse
     }
 
-    /// Starts it and waits until it answers.
+    /// Starts it (the voice tests' two sinks) and waits until it answers.
     pub fn start() -> anyhow::Result<Self> {
+        Self::start_wired(VOICE)
+    }
+
+    /// Starts it with one sink, `speaker`, whose monitor is the default source, and waits
+    /// until it answers.
+    pub fn start_loopback() -> anyhow::Result<Self> {
+        Self::start_wired(LOOPBACK)
+    }
+
+    fn start_wired(wiring: Wiring) -> anyhow::Result<Self> {
         let dir = tempfile::tempdir()?;
         let socket = dir.path().join("native");
-        let child = spawn_daemon(dir.path(), &socket)?;
+        let child = spawn_daemon(dir.path(), &socket, wiring)?;
         let me = Self {
             child,
             _dir: dir,
             socket,
+            wiring,
         };
         me.wait_ready()?;
         Ok(me)
@@ -89,11 +143,22 @@ impl Pulse {
     /// `PULSE_SERVER` names it keeps working): for a test that killed it, before its
     /// next scenario.
     pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        let _ = std::fs::remove_file(&self.socket);
+        self.child = spawn_daemon(self._dir.path(), &self.socket, self.wiring)?;
+        self.wait_ready()
+    }
+
+    /// Kills the daemon (a sound server that goes away mid-call).
+    pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.socket);
-        self.child = spawn_daemon(self._dir.path(), &self.socket)?;
-        self.wait_ready()
+    }
+
+    fn set_defaults(&self) -> anyhow::Result<()> {
+        self.pactl(&["set-default-sink", self.wiring.default_sink])?;
+        self.pactl(&["set-default-source", self.wiring.default_source])?;
+        Ok(())
     }
 
     fn wait_ready(&self) -> anyhow::Result<()> {
@@ -104,9 +169,7 @@ impl Pulse {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        self.pactl(&["set-default-sink", "speaker"])?;
-        self.pactl(&["set-default-source", "mic_in.monitor"])?;
-        Ok(())
+        self.set_defaults()
     }
 
     /// The daemon's process id (a test kills it to take the sound away mid-call).
@@ -153,8 +216,8 @@ impl Pulse {
         Ok(())
     }
 
-    /// Plugs `sink` back in (a null sink of that name, as at start) and makes `speaker`
-    /// and `mic_in.monitor` the defaults again once both are there.
+    /// Plugs `sink` back in (a null sink of that name, as at start) and makes the
+    /// defaults what they were at start again once all the sinks are there.
     pub fn plug(&self, sink: &str) -> anyhow::Result<()> {
         self.pactl(&[
             "load-module",
@@ -163,9 +226,8 @@ impl Pulse {
             "rate=48000",
         ])?;
         let sinks = self.pactl(&["list", "short", "sinks"])?;
-        if sinks.contains("speaker") && sinks.contains("mic_in") {
-            self.pactl(&["set-default-sink", "speaker"])?;
-            self.pactl(&["set-default-source", "mic_in.monitor"])?;
+        if self.wiring.sinks.iter().all(|s| sinks.contains(s)) {
+            self.set_defaults()?;
         }
         Ok(())
     }
@@ -245,19 +307,40 @@ impl Pulse {
 
 impl Drop for Pulse {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
+}
+
+/// A sine tone: `n` samples at `rate`, amplitude `amp`.
+pub fn tone(hz: f32, rate: u32, n: usize, amp: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| amp * (2.0 * std::f32::consts::PI * hz * i as f32 / rate as f32).sin())
+        .collect()
+}
+
+/// RMS of `x`.
+pub fn rms(x: &[f32]) -> f64 {
+    if x.is_empty() {
+        return 0.0;
+    }
+    (x.iter().map(|v| f64::from(*v) * f64::from(*v)).sum::<f64>() / x.len() as f64).sqrt()
 }
 
 /// The strongest frequency of `x` (48 kHz) between 100 Hz and 2 kHz, in 2 Hz steps.
 pub fn peak_hz(x: &[f64]) -> f64 {
+    peak_hz_in(x, 48_000, 100.0..2000.0)
+}
+
+/// The strongest frequency of `x` (sampled at `rate`) in `band`, in 2 Hz steps (a direct
+/// DFT at each).
+pub fn peak_hz_in<T: Copy + Into<f64>>(x: &[T], rate: u32, band: Range<f64>) -> f64 {
     let mut best = (0.0, 0.0);
-    let mut f = 100.0;
-    while f < 2000.0 {
-        let w = 2.0 * std::f64::consts::PI * f / 48_000.0;
+    let mut f = band.start;
+    while f < band.end {
+        let w = 2.0 * std::f64::consts::PI * f / f64::from(rate);
         let (mut re, mut im) = (0.0, 0.0);
         for (i, v) in x.iter().enumerate() {
+            let v: f64 = (*v).into();
             re += v * (w * i as f64).cos();
             im += v * (w * i as f64).sin();
         }

@@ -9,8 +9,13 @@ use anyhow::{Context as _, bail, ensure};
 
 /// `espeak-ng`'s audio for `text` as a WAV file at `path` (22.05 kHz mono).
 pub fn espeak(text: &str, path: &Path) -> anyhow::Result<()> {
+    espeak_voice(text, "en", path)
+}
+
+/// [`espeak`] in the voice `voice` (`en+f3`: a second talker).
+pub fn espeak_voice(text: &str, voice: &str, path: &Path) -> anyhow::Result<()> {
     let st = Command::new("espeak-ng")
-        .args(["-v", "en", "-s", "150", "-w"])
+        .args(["-v", voice, "-s", "150", "-w"])
         .arg(path)
         .arg(text)
         .status()
@@ -41,8 +46,21 @@ pub fn read_wav(path: &Path) -> anyhow::Result<(Vec<f64>, u32)> {
     bail!("no data chunk")
 }
 
+/// [`espeak_voice`]'s audio for `text` as 48 kHz samples in -1..1 (the WAV it wrote stays
+/// at `path`), for a test that plays it through outpost-audio's speaker.
+pub fn speech_48k(text: &str, voice: &str, path: &Path) -> anyhow::Result<Vec<f32>> {
+    espeak_voice(text, voice, path)?;
+    let (wav, rate) = read_wav(path)?;
+    ensure!(!wav.is_empty(), "no samples in {}", path.display());
+    let samples: Vec<f32> = wav.iter().map(|v| (v / 32768.0) as f32).collect();
+    let mut r = outpost_audio::MonoResampler::new(rate, 48_000)?;
+    let mut out = Vec::new();
+    r.process(&samples, &mut out);
+    Ok(out)
+}
+
 /// Loudness per 10 ms (RMS).
-pub fn envelope(x: &[f64], rate: u32) -> Vec<f64> {
+pub fn envelope<T: Copy + Into<f64>>(x: &[T], rate: u32) -> Vec<f64> {
     let mut out = Vec::new();
     let mut k = 0usize;
     loop {
@@ -52,7 +70,14 @@ pub fn envelope(x: &[f64], rate: u32) -> Vec<f64> {
             return out;
         }
         let w = &x[a..b];
-        out.push((w.iter().map(|v| v * v).sum::<f64>() / w.len() as f64).sqrt());
+        let power = w
+            .iter()
+            .map(|v| {
+                let v: f64 = (*v).into();
+                v * v
+            })
+            .sum::<f64>();
+        out.push((power / w.len() as f64).sqrt());
         k += 1;
     }
 }

@@ -15,8 +15,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use outpost_livekit::{
-    AudioSourceOptions, AudioStream, DataOptions, LocalAudioTrack, Room, RoomEvent, RoomEvents,
-    RoomOptions,
+    AudioSourceOptions, AudioStream, LocalAudioTrack, Room, RoomEvent, RoomOptions,
 };
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
 use outpost_tests::server::ServerKind;
@@ -122,78 +121,40 @@ fn spawn_level(track: LocalAudioTrack, amplitude: f64) -> tokio::task::JoinHandl
     })
 }
 
+/// Runs `make`'s future in `env`'s client namespace; when it fails, prints the server's
+/// log and panics.
+fn in_client_ns<F, Fut>(env: &Env, make: F)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let res = in_netns(&env.pair.client_ns, make);
+    if res.is_err() {
+        eprintln!("server log:\n{}", env.server.proc.stderr());
+    }
+    res.unwrap();
+}
+
 struct Client {
     room: Room,
-    events: RoomEvents,
-    backlog: Vec<RoomEvent>,
+    events: lkclient::Events,
 }
 
 impl Client {
     async fn connect(url: &str, identity: &str) -> Client {
-        let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
         let mut opts = RoomOptions::default();
         opts.auto_subscribe = true;
-        let (room, events) = Room::connect(url, &token, opts)
-            .await
-            .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Client {
-            room,
-            events,
-            backlog: Vec::new(),
-        }
-    }
-
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        mut pred: impl FnMut(&RoomEvent) -> bool,
-    ) -> RoomEvent {
-        if let Some(i) = self.backlog.iter().position(&mut pred) {
-            return self.backlog.remove(i);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv())
-                .await
-                .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting for {what}"))
-                .unwrap_or_else(|| panic!("event channel closed waiting for {what}"));
-            if pred(&ev) {
-                return ev;
-            }
-            self.backlog.push(ev);
-        }
+        let (room, events) = lkclient::join(url, ROOM, identity, opts).await;
+        Client { room, events }
     }
 
     async fn cmd(&self, to: &str, cmd: Value) {
-        self.room
-            .send_data(
-                cmd.to_string().into_bytes(),
-                DataOptions::topic("cmd").to(to),
-            )
-            .await
-            .unwrap();
+        lkclient::send_cmd(&self.room, to, &cmd).await;
     }
 
     async fn ask(&mut self, to: &str, cmd: Value, op: &str, timeout: Duration) -> Value {
         self.cmd(to, cmd).await;
-        let from = to.to_owned();
-        let ev = self
-            .wait_for(&format!("{op} from {from}"), timeout, |ev| match ev {
-                RoomEvent::Data(m)
-                    if m.topic.as_deref() == Some("reply") && m.sender_identity == from =>
-                {
-                    serde_json::from_slice::<Value>(&m.payload)
-                        .map(|v| v["op"] == op)
-                        .unwrap_or(false)
-                }
-                _ => false,
-            })
-            .await;
-        let RoomEvent::Data(m) = ev else {
-            unreachable!()
-        };
-        serde_json::from_slice(&m.payload).unwrap()
+        self.events.reply(to, op, timeout).await
     }
 
     /// Polls the peer's track events until `[what, identity, sid]` is among them.
@@ -317,6 +278,7 @@ fn a_track_the_server_unpublishes_stops_and_is_reported() {
                 published_tx.send(())?;
                 let sid = track.sid().to_owned();
                 let ev = c
+                    .events
                     .wait_for("the server's unpublish", Duration::from_secs(20), |e| {
                         matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid)
                     })
@@ -325,7 +287,7 @@ fn a_track_the_server_unpublishes_stops_and_is_reported() {
                     matches!(ev, RoomEvent::LocalTrackUnpublished { by_server: true, .. }),
                     "{ev:?}"
                 );
-                c.wait_for("our new permissions", Duration::from_secs(5), |e| {
+                c.events.wait_for("our new permissions", Duration::from_secs(5), |e| {
                     matches!(e, RoomEvent::LocalPermissionsChanged { can_publish: false, .. })
                 })
                 .await;
@@ -378,7 +340,7 @@ fn a_track_the_server_unpublishes_stops_and_is_reported() {
 fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
     let env = Env::on(kind, Path::new(BIN)).expect("namespaces and server");
     let url = env.server.url.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let token =
             livekit_token::AccessToken::with_api_key(lkclient::DEV_KEY, lkclient::DEV_SECRET)
                 .with_identity("listener")
@@ -409,10 +371,6 @@ fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
         room.leave().await?;
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 /// Three tracks published and two unpublished back to back: five renegotiations of the
@@ -422,7 +380,7 @@ fn a_track_the_server_refuses_fails_at_once_with_its_reason(kind: ServerKind) {
 fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         let room = c.room.clone();
         let publish = |name: &str| {
@@ -454,6 +412,7 @@ fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) 
         let f = heard["freq_hz"].as_f64().unwrap();
         assert!((f - 440.0).abs() <= 440.0 * 0.02, "{heard}");
         let rejoins: Vec<&RoomEvent> = c
+            .events
             .backlog
             .iter()
             .filter(|e| {
@@ -469,16 +428,12 @@ fn tracks_published_and_unpublished_in_a_burst_need_no_rejoin(kind: ServerKind) 
         c.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         let track = c
             .room
@@ -563,10 +518,6 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) 
         d.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 /// A track is announced when the offer carrying it is applied, before any of its audio,
@@ -576,7 +527,7 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) 
 fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         let track = c
             .room
@@ -607,16 +558,12 @@ fn a_track_is_announced_and_subscribed_before_its_first_packet(kind: ServerKind)
         c.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         let r = c
             .ask(
@@ -628,6 +575,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             .await;
         let sid = r["sid"].as_str().unwrap().to_owned();
         let ev = c
+            .events
             .wait_for(
                 "TrackPublished",
                 Duration::from_secs(10),
@@ -640,6 +588,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
         assert_eq!(participant.identity, "assistant");
         assert!(track.audio && !track.muted, "{track:?}");
         let ev = c
+            .events
             .wait_for("AudioTrackSubscribed", Duration::from_secs(10), |e| {
                 matches!(e, RoomEvent::AudioTrackSubscribed { track_sid, .. } if *track_sid == sid)
             })
@@ -673,7 +622,7 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             Duration::from_secs(5),
         )
         .await;
-        c.wait_for(
+        c.events.wait_for(
             "TrackMuted",
             Duration::from_secs(10),
             |e| matches!(e, RoomEvent::TrackMuted { track, .. } if track.sid == sid && track.muted),
@@ -686,12 +635,13 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
             Duration::from_secs(10),
         )
         .await;
-        c.wait_for(
-            "TrackUnpublished",
-            Duration::from_secs(10),
-            |e| matches!(e, RoomEvent::TrackUnpublished { track, .. } if track.sid == sid),
-        )
-        .await;
+        c.events
+            .wait_for(
+                "TrackUnpublished",
+                Duration::from_secs(10),
+                |e| matches!(e, RoomEvent::TrackUnpublished { track, .. } if track.sid == sid),
+            )
+            .await;
         // The stream ends with the track.
         let ended = tokio::time::timeout(Duration::from_secs(5), async {
             while stream.recv().await.is_some() {}
@@ -701,10 +651,6 @@ fn the_sdks_tone_is_decoded_with_mute_and_unpublish_events(kind: ServerKind) {
         c.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 /// A full rejoin (the server restarts): our track is reported unpublished and stops
@@ -737,6 +683,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         )
         .await;
         let ev = c
+            .events
             .wait_for("AudioTrackSubscribed", Duration::from_secs(10), |e| {
                 matches!(e, RoomEvent::AudioTrackSubscribed { .. })
             })
@@ -749,7 +696,7 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         // Kill the server and start a new one: no resume is possible.
         env.restart_server(Path::new(BIN))?;
         let sid = track.sid().to_owned();
-        c.wait_for(
+        c.events.wait_for(
             "LocalTrackUnpublished",
             Duration::from_secs(20),
             |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, by_server: false } if *s == sid),
@@ -765,10 +712,11 @@ fn a_full_rejoin_tears_audio_down_and_allows_publishing_again(kind: ServerKind) 
         })
         .await;
         assert!(ended.is_ok(), "the remote audio stream did not end");
-        c.wait_for("Reconnected", Duration::from_secs(40), |e| {
-            matches!(e, RoomEvent::Reconnected { resumed: false })
-        })
-        .await;
+        c.events
+            .wait_for("Reconnected", Duration::from_secs(40), |e| {
+                matches!(e, RoomEvent::Reconnected { resumed: false })
+            })
+            .await;
         let again = c
             .room
             .publish_audio(AudioSourceOptions::default())
@@ -908,6 +856,7 @@ async fn record_timed(
 async fn subscribed_stream(c: &mut Client, sid: &str) -> AudioStream {
     let sid = sid.to_owned();
     let ev = c
+        .events
         .wait_for(
             "AudioTrackSubscribed",
             Duration::from_secs(10),
@@ -962,7 +911,7 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
     .expect("peer");
     let url = env.server.url.clone();
     let dir_path = dir.path().to_owned();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         // Outpost speaks, the SDK listens.
         let track = c
@@ -977,15 +926,17 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
                    "seconds": clip_s + 5.0}),
         )
         .await;
-        c.wait_for("the SDK to listen", Duration::from_secs(20), |e| {
-            matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
+        c.events
+            .wait_for("the SDK to listen", Duration::from_secs(20), |e| {
+                matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                     && m.payload.windows(11).any(|w| w == b"\"listening\"" || w == b"heard_speech"))
-        })
-        .await;
+            })
+            .await;
         // Silence first: the SDK's playout settles.
         tokio::time::sleep(Duration::from_millis(2000)).await;
         play.send(clip.clone()).unwrap();
         let ev = c
+            .events
             .wait_for("the SDK's verdict", Duration::from_secs(30), |e| {
                 matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                     && serde_json::from_slice::<Value>(&m.payload)
@@ -1023,6 +974,7 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
             c.cmd("bob", json!({"op": "play_speech", "ref": reference}))
                 .await;
             let ev = c
+                .events
                 .wait_for("the SDK's verdict", Duration::from_secs(30), |e| {
                     matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some("reply")
                         && serde_json::from_slice::<Value>(&m.payload)
@@ -1068,10 +1020,6 @@ fn speech_round_trips_both_ways_with_high_correlation(kind: ServerKind) {
         c.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }
 
 /// Drops `percent` % of the UDP packets arriving on the client's end of the veth
@@ -1141,7 +1089,7 @@ fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let ns = env.pair.client_ns.clone();
-    let res = in_netns(&env.pair.client_ns.clone(), move || async move {
+    in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
         let r = c
             .ask(
@@ -1198,8 +1146,4 @@ fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
         c.room.leave().await.unwrap();
         Ok(())
     });
-    if res.is_err() {
-        eprintln!("server log:\n{}", env.server.proc.stderr());
-    }
-    res.unwrap();
 }

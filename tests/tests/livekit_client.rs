@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use outpost_livekit::{
-    ConnectionState, DataOptions, DisconnectReason, Error, Room, RoomEvent, RoomEvents,
-    RoomOptions, StreamOptions,
+    ConnectionState, DataOptions, DisconnectReason, Error, Room, RoomEvent, RoomOptions,
+    StreamOptions,
 };
 use outpost_tests::cutproxy::CutProxy;
 use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
@@ -41,8 +41,7 @@ outpost_tests::both_servers!(
 /// The Rust client plus the events it has not looked at yet.
 struct Client {
     room: Room,
-    events: RoomEvents,
-    backlog: Vec<RoomEvent>,
+    events: lkclient::Events,
 }
 
 impl Client {
@@ -67,88 +66,26 @@ impl Client {
     }
 
     async fn connect_with(url: &str, identity: &str, opts: RoomOptions) -> Client {
-        let token = lkclient::token(ROOM, identity, lkclient::DEV_SECRET).unwrap();
-        let opts = opts.assistant("assistant");
-        let (room, events) = Room::connect(url, &token, opts)
-            .await
-            .unwrap_or_else(|e| panic!("connect {url}: {e}"));
-        Client {
-            room,
-            events,
-            backlog: Vec::new(),
-        }
-    }
-
-    /// The first event (backlog first) that `pred` accepts; others stay in the backlog.
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        timeout: Duration,
-        mut pred: impl FnMut(&RoomEvent) -> bool,
-    ) -> RoomEvent {
-        if let Some(i) = self.backlog.iter().position(&mut pred) {
-            return self.backlog.remove(i);
-        }
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv())
-                .await
-                .unwrap_or_else(|_| {
-                    panic!(
-                        "timed out after {timeout:?} waiting for {what}; backlog: {:?}",
-                        self.backlog
-                    )
-                })
-                .unwrap_or_else(|| panic!("event channel closed waiting for {what}"));
-            if pred(&ev) {
-                return ev;
-            }
-            self.backlog.push(ev);
-        }
+        let (room, events) = lkclient::join(url, ROOM, identity, opts.assistant("assistant")).await;
+        Client { room, events }
     }
 
     /// Sends a command to a Python peer.
     async fn cmd(&self, to: &str, cmd: Value) {
-        self.room
-            .send_data(
-                cmd.to_string().into_bytes(),
-                DataOptions::topic("cmd").to(to),
-            )
-            .await
-            .unwrap();
+        lkclient::send_cmd(&self.room, to, &cmd).await;
     }
 
     /// Waits for a JSON reply with `op` from `from`.
     async fn reply(&mut self, from: &str, op: &str, timeout: Duration) -> Value {
-        let from = from.to_owned();
-        let op = op.to_owned();
-        let ev = self
-            .wait_for(&format!("{op} from {from}"), timeout, |ev| match ev {
-                RoomEvent::Data(m)
-                    if m.topic.as_deref() == Some("reply") && m.sender_identity == from =>
-                {
-                    serde_json::from_slice::<Value>(&m.payload)
-                        .map(|v| v["op"] == op.as_str())
-                        .unwrap_or(false)
-                }
-                _ => false,
-            })
-            .await;
-        let RoomEvent::Data(m) = ev else {
-            unreachable!()
-        };
-        serde_json::from_slice(&m.payload).unwrap()
+        self.events.reply(from, op, timeout).await
     }
 
     /// Payloads (as strings) of every data message on `topic` seen so far, draining
     /// the event channel for `settle` first.
     async fn collect(&mut self, topic: &str, settle: Duration) -> Vec<(String, String)> {
-        let deadline = tokio::time::Instant::now() + settle;
-        while let Ok(Some(ev)) = tokio::time::timeout_at(deadline, self.events.recv()).await {
-            self.backlog.push(ev);
-        }
+        self.events.settle(settle).await;
         let mut out = Vec::new();
-        self.backlog.retain(|ev| match ev {
+        self.events.backlog.retain(|ev| match ev {
             RoomEvent::Data(m) if m.topic.as_deref() == Some(topic) => {
                 out.push((
                     m.sender_identity.clone(),
@@ -192,12 +129,11 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
             Some("assistant")
         );
         assert_eq!(c.room.connection_state(), ConnectionState::Connected);
-        c.wait_for(
-            "assistant joined",
-            Duration::from_secs(5),
-            |e| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant"),
-        )
-        .await;
+        let joined =
+            |e: &RoomEvent| matches!(e, RoomEvent::AssistantJoined(p) if p.identity == "assistant");
+        c.events
+            .wait_for("assistant joined", Duration::from_secs(5), joined)
+            .await;
 
         // Rust → Python: 200 numbered packets to the assistant only.
         for i in 0..200 {
@@ -251,6 +187,7 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
         let mut from = Vec::new();
         while from.len() < 2 {
             let ev = c
+                .events
                 .wait_for(
                     "broadcast echoes",
                     Duration::from_secs(10),
@@ -278,15 +215,16 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
 
         // Clean leave: the event, then sends are refused.
         c.room.leave().await.unwrap();
-        c.wait_for("disconnected", Duration::from_secs(5), |e| {
-            matches!(
-                e,
-                RoomEvent::Disconnected {
-                    reason: DisconnectReason::ClientLeft
-                }
-            )
-        })
-        .await;
+        c.events
+            .wait_for("disconnected", Duration::from_secs(5), |e| {
+                matches!(
+                    e,
+                    RoomEvent::Disconnected {
+                        reason: DisconnectReason::ClientLeft
+                    }
+                )
+            })
+            .await;
         assert_eq!(c.room.connection_state(), ConnectionState::Disconnected);
         let err = c
             .room
@@ -316,6 +254,7 @@ fn data_packets_both_ways_with_topics_destinations_and_order(kind: ServerKind) {
 async fn next_stream(c: &mut Client, topic: &str) -> outpost_livekit::StreamReader {
     let topic = topic.to_owned();
     let ev = c
+        .events
         .wait_for(
             &format!("a stream on {topic}"),
             Duration::from_secs(30),
@@ -484,8 +423,7 @@ fn data_streams_10mib_both_ways_files_text_cancel_and_cap(kind: ServerKind) {
         let (room, events) = Room::connect(&url, &token, opts).await.unwrap();
         let mut small = Client {
             room,
-            events,
-            backlog: Vec::new(),
+            events: lkclient::Events::new(events),
         };
         small
             .cmd(
@@ -524,7 +462,7 @@ async fn send_numbers(c: &Client, topic: &str, range: std::ops::Range<usize>) {
 async fn wait_echo(c: &mut Client, topic: &str, n: usize) {
     let want = n.to_string();
     let topic = format!("echo:{topic}");
-    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+    c.events.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
         matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
     })
     .await;
@@ -532,6 +470,7 @@ async fn wait_echo(c: &mut Client, topic: &str, n: usize) {
 
 async fn wait_reconnect(c: &mut Client) -> (String, bool) {
     let ev = c
+        .events
         .wait_for("reconnecting", Duration::from_secs(20), |e| {
             matches!(e, RoomEvent::Reconnecting { .. })
         })
@@ -540,6 +479,7 @@ async fn wait_reconnect(c: &mut Client) -> (String, bool) {
         unreachable!()
     };
     let ev = c
+        .events
         .wait_for("reconnected", Duration::from_secs(40), |e| {
             matches!(e, RoomEvent::Reconnected { .. })
         })
@@ -679,13 +619,15 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
     let url = env.server.url.clone();
     in_netns(&env.pair.client_ns.clone(), move || async move {
         let mut c = Client::connect(&url, "app").await;
-        c.wait_for("assistant joined", Duration::from_secs(5), |e| {
-            matches!(e, RoomEvent::AssistantJoined(_))
-        })
-        .await;
+        c.events
+            .wait_for("assistant joined", Duration::from_secs(5), |e| {
+                matches!(e, RoomEvent::AssistantJoined(_))
+            })
+            .await;
         c.cmd("assistant", json!({"op": "leave_rejoin", "delay": 1.5}))
             .await;
         let ev = c
+            .events
             .wait_for("assistant left", Duration::from_secs(15), |e| {
                 matches!(e, RoomEvent::AssistantLeft(_))
             })
@@ -703,6 +645,7 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
             assert!(c.room.participants().is_empty());
         }
         let ev = c
+            .events
             .wait_for("assistant back", Duration::from_secs(20), |e| {
                 matches!(e, RoomEvent::AssistantJoined(_))
             })
@@ -714,12 +657,11 @@ fn assistant_leave_and_rejoin_are_reported(kind: ServerKind) {
         assert_ne!(back.sid, p.sid, "a rejoin gets a new sid");
         assert_eq!(c.room.assistant().map(|a| a.sid), Some(back.sid));
         // The plain participant events came too.
-        c.wait_for(
-            "participant left",
-            Duration::from_secs(1),
-            |e| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant"),
-        )
-        .await;
+        let left =
+            |e: &RoomEvent| matches!(e, RoomEvent::ParticipantLeft(p) if p.identity == "assistant");
+        c.events
+            .wait_for("participant left", Duration::from_secs(1), left)
+            .await;
         // And data flows to the new session.
         c.cmd("assistant", json!({"op": "ping", "n": 7})).await;
         let r = c.reply("assistant", "pong", Duration::from_secs(10)).await;
@@ -951,12 +893,12 @@ fn connects_through_a_token_endpoint(kind: ServerKind) {
 async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
     let want = last.to_string();
     let topic = format!("echo:{topic}");
-    c.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
+    c.events.wait_for(&format!("echo of {want}"), Duration::from_secs(30), |e| {
         matches!(e, RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) && m.payload == want.as_bytes())
     })
     .await;
     let mut out = Vec::new();
-    c.backlog.retain(|ev| match ev {
+    c.events.backlog.retain(|ev| match ev {
         RoomEvent::Data(m) if m.topic.as_deref() == Some(topic.as_str()) => {
             out.push(String::from_utf8_lossy(&m.payload).into_owned());
             false
@@ -969,7 +911,8 @@ async fn echoes_until(c: &mut Client, topic: &str, last: usize) -> Vec<String> {
 
 /// Presence and reconnect events in the backlog that concern `identity`.
 fn presence_events(c: &Client, identity: &str) -> Vec<String> {
-    c.backlog
+    c.events
+        .backlog
         .iter()
         .filter_map(|ev| match ev {
             RoomEvent::ParticipantJoined(p) if p.identity == identity => {
@@ -1023,14 +966,16 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                 let mut c = Client::connect(&url, "app").await;
                 let me = c.room.local_participant().unwrap().sid;
                 let assistant_sid = c.room.assistant().unwrap().sid;
-                c.wait_for("assistant joined", Duration::from_secs(5), |e| {
-                    matches!(e, RoomEvent::AssistantJoined(_))
-                })
-                .await;
-                c.wait_for("participant joined", Duration::from_secs(5), |e| {
-                    matches!(e, RoomEvent::ParticipantJoined(_))
-                })
-                .await;
+                c.events
+                    .wait_for("assistant joined", Duration::from_secs(5), |e| {
+                        matches!(e, RoomEvent::AssistantJoined(_))
+                    })
+                    .await;
+                c.events
+                    .wait_for("participant joined", Duration::from_secs(5), |e| {
+                        matches!(e, RoomEvent::ParticipantJoined(_))
+                    })
+                    .await;
                 send_numbers(&c, "seq", 0..50).await;
                 let echoed = echoes_until(&mut c, "seq", 49).await;
                 assert_eq!(echoed, numbers(50));
@@ -1115,7 +1060,7 @@ fn resume_after_signal_cut(kind: ServerKind, extra: &[&str]) {
                     presence_events(&c, "assistant"),
                     Vec::<String>::new(),
                     "backlog: {:?}",
-                    c.backlog
+                    c.events.backlog
                 );
                 assert_eq!(c.room.assistant().unwrap().sid, assistant_sid);
                 c.room.leave().await.unwrap();
@@ -1362,6 +1307,7 @@ async fn next_stream_from(
 ) -> outpost_livekit::StreamReader {
     let (topic, sender) = (topic.to_owned(), sender.to_owned());
     let ev = c
+        .events
         .wait_for(
             &format!("a stream on {topic} from {sender}"),
             Duration::from_secs(30),

@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use outpost_livekit::{
-    DataOptions, Error, PerformRpc, Room, RoomEvent, RoomEvents, RoomOptions, RpcError,
-    RpcErrorCode, StreamOptions,
+    DataOptions, Error, PerformRpc, Room, RoomEvent, RoomOptions, RpcError, RpcErrorCode,
+    StreamOptions,
 };
 use outpost_tests::lkclient::{self, Env, in_netns};
 use outpost_tests::proc::Proc;
@@ -52,8 +52,7 @@ fn token(identity: &str, update_own_metadata: bool) -> String {
 
 struct Client {
     room: Room,
-    events: RoomEvents,
-    backlog: Vec<RoomEvent>,
+    events: lkclient::Events,
 }
 
 impl Client {
@@ -72,33 +71,15 @@ impl Client {
         .unwrap_or_else(|e| panic!("connect {url}: {e}"));
         Client {
             room,
-            events,
-            backlog: Vec::new(),
+            events: lkclient::Events::new(events),
         }
     }
 
     /// The first event (backlog first) that `pred` accepts; others stay in the backlog.
-    async fn wait_for(
-        &mut self,
-        what: &str,
-        mut pred: impl FnMut(&RoomEvent) -> bool,
-    ) -> RoomEvent {
-        if let Some(i) = self.backlog.iter().position(&mut pred) {
-            return self.backlog.remove(i);
-        }
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let ev = tokio::time::timeout_at(deadline, self.events.recv())
-                .await
-                .unwrap_or_else(|_| {
-                    panic!("timed out waiting for {what}; backlog: {:?}", self.backlog)
-                })
-                .unwrap_or_else(|| panic!("event channel closed waiting for {what}"));
-            if pred(&ev) {
-                return ev;
-            }
-            self.backlog.push(ev);
-        }
+    async fn wait_for(&mut self, what: &str, pred: impl FnMut(&RoomEvent) -> bool) -> RoomEvent {
+        self.events
+            .wait_for(what, Duration::from_secs(30), pred)
+            .await
     }
 
     async fn ctl(&self, op: &str) {
@@ -466,11 +447,9 @@ fn run(kind: ServerKind, v2: bool) {
         );
         other.room.leave().await.unwrap();
         // RPC streams are never shown to the application.
-        while let Ok(ev) = c.events.try_recv() {
-            c.backlog.push(ev);
-        }
+        c.events.take_queued();
         assert!(
-            !c.backlog.iter().any(
+            !c.events.backlog.iter().any(
                 |e| matches!(e, RoomEvent::StreamOpened(r) if r.info.topic.starts_with("lk.rpc_"))
             ),
             "an RPC stream reached the application"

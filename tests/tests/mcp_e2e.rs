@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use outpost_tests::connect::Connect;
-use outpost_tests::lkclient::{self, Env};
+use outpost_tests::lkclient::Env;
 use outpost_tests::proc::Proc;
 use outpost_tests::python;
 use serde_json::{Value, json};
@@ -145,41 +145,11 @@ fn spawn_connect(env: &Env, stderr_path: &Path, setup: impl FnOnce(&mut Command)
 }
 
 fn start_agent(env: &Env, fx: &Fixture, steps: &Value) -> Proc {
-    let py = python::python().unwrap();
-    let scenario = fx.dir.path().join("scenario.json");
-    std::fs::write(&scenario, serde_json::to_vec_pretty(steps).unwrap()).unwrap();
-    let script = python::workspace_root().join("examples/python-agent/agent.py");
-    let mut cmd = env.pair.server_command(&py);
-    cmd.arg(script)
-        .args([
-            "--url",
-            &env.server.url,
-            "--room",
-            ROOM,
-            "--identity",
-            "assistant",
-        ])
-        .arg("--scenario")
-        .arg(&scenario)
-        .args(["--timeout", "170"])
-        .env("LK_API_KEY", lkclient::DEV_KEY)
-        .env("LK_API_SECRET", lkclient::DEV_SECRET)
-        .env("PYTHONWARNINGS", "ignore");
-    Proc::spawn("python agent", cmd).unwrap()
+    outpost_tests::connect::example_agent(env, ROOM, fx.dir.path(), steps, 170).unwrap()
 }
 
 fn cli(args: &[&str], data_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(CLI_BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outpost_tests::cli::run(CLI_BIN, args, data_dir).unwrap()
 }
 
 /// How many ToolsChanged the assistant had received at its step `name`.

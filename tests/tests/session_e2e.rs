@@ -10,13 +10,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use outpost_tests::connect::Connect;
 use outpost_tests::lkclient::{self, Env};
 use outpost_tests::proc::Proc;
-use outpost_tests::python;
 use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -104,27 +102,7 @@ fn start_connect(env: &Env, fx: &Fixture) -> Connect {
 
 /// The example assistant running `steps`, in the server namespace.
 fn start_agent(env: &Env, fx: &Fixture, steps: &Value) -> Proc {
-    let py = python::python().unwrap();
-    let scenario = fx.dir.path().join("scenario.json");
-    std::fs::write(&scenario, serde_json::to_vec_pretty(steps).unwrap()).unwrap();
-    let script = python::workspace_root().join("examples/python-agent/agent.py");
-    let mut cmd = env.pair.server_command(&py);
-    cmd.arg(script)
-        .args([
-            "--url",
-            &env.server.url,
-            "--room",
-            ROOM,
-            "--identity",
-            "assistant",
-        ])
-        .arg("--scenario")
-        .arg(&scenario)
-        .args(["--timeout", "150"])
-        .env("LK_API_KEY", lkclient::DEV_KEY)
-        .env("LK_API_SECRET", lkclient::DEV_SECRET)
-        .env("PYTHONWARNINGS", "ignore");
-    Proc::spawn("python agent", cmd).unwrap()
+    outpost_tests::connect::example_agent(env, ROOM, fx.dir.path(), steps, 150).unwrap()
 }
 
 /// Waits for the assistant's scenario; fails with every step's outcome on a mismatch.
@@ -146,17 +124,7 @@ fn agent_steps(agent: Proc, env: &Env, connect: &Connect) -> Vec<Value> {
 }
 
 fn cli(args: &[&str], data_dir: &Path) -> (i32, String, String) {
-    let out = Command::new(CLI_BIN)
-        .args(args)
-        .arg("--data-dir")
-        .arg(data_dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    outpost_tests::cli::run(CLI_BIN, args, data_dir).unwrap()
 }
 
 fn of_type<'a>(events: &'a [Value], ty: &str) -> Vec<&'a Value> {

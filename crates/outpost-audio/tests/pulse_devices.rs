@@ -1,5 +1,5 @@
 //! The real capture and playback code (cpal → ALSA → the pulse ALSA plugin) against a
-//! private PulseAudio daemon with a null sink: a tone played to the sink is recorded
+//! private PulseAudio daemon with a null sink (outpost-tests' `Pulse::start_loopback`): a tone played to the sink is recorded
 //! from its monitor at the right frequency and level, at 48 kHz and through the
 //! resampler at 44.1 kHz; device listing and choice; an unknown device; the null sink
 //! unplugged mid-call and plugged back (`pactl unload-module` / `load-module`: the streams
@@ -17,16 +17,17 @@
     clippy::type_complexity
 )]
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{Pulse, peak_hz, tone};
 use outpost_audio::{
     AudioError, Capture, CaptureOptions, FRAME_SAMPLES, Health, Playback, PlaybackOptions,
     SAMPLE_RATE, list_devices,
 };
+use outpost_tests::pulse::{Pulse, peak_hz_in, tone};
 use tokio::sync::mpsc;
+
+/// Where the tones' frequency is looked for.
+const BAND: std::ops::Range<f64> = 100.0..4000.0;
 
 /// Plays `hz` to the null sink for ~2.5 s and records the monitor meanwhile; returns
 /// the recording's last second and the capture's highest level reading.
@@ -109,7 +110,7 @@ fn loop_tone(hz: f32, rate: Option<u32>) -> (Vec<f32>, f32, Capture, Playback) {
 
 fn tone_round_trip_at_48k() {
     let (tail, level, cap, play) = loop_tone(440.0, None);
-    let f = peak_hz(&tail[..24_000], SAMPLE_RATE);
+    let f = peak_hz_in(&tail[..24_000], SAMPLE_RATE, BAND);
     assert!((f - 440.0).abs() <= 440.0 * 0.02, "heard {f} Hz");
     let rms = (tail.iter().map(|s| s * s).sum::<f32>() / tail.len() as f32).sqrt();
     // A 0.5 sine has an RMS of 0.354; the null sink passes it unchanged (±1 dB).
@@ -123,7 +124,7 @@ fn tone_round_trip_at_48k() {
 fn tone_round_trip_through_the_resampler() {
     let (tail, _, cap, _play) = loop_tone(660.0, Some(44_100));
     assert_eq!(cap.device_rate(), 44_100);
-    let f = peak_hz(&tail[..24_000], SAMPLE_RATE);
+    let f = peak_hz_in(&tail[..24_000], SAMPLE_RATE, BAND);
     assert!((f - 660.0).abs() <= 660.0 * 0.02, "heard {f} Hz");
 }
 
@@ -199,7 +200,7 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(cap.health(), Health::Running);
-    pulse.unplug();
+    pulse.unplug("speaker").unwrap();
     let unplugged = Instant::now();
     let deadline = unplugged + Duration::from_secs(6);
     while cap.health() == Health::Running || play.health() == Health::Running {
@@ -244,7 +245,7 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         "opened a device that is gone"
     );
     assert!(started.elapsed() < Duration::from_secs(10));
-    pulse.plug();
+    pulse.plug("speaker").unwrap();
     // The owner tries again with a backoff; the first tries may still fail while the
     // sound server settles.
     let started = Instant::now();
@@ -269,7 +270,7 @@ fn an_unplugged_device_ends_its_streams_and_opens_again_when_back(pulse: &mut Pu
         started.elapsed().as_millis()
     );
     let (tail, level, _c, _p) = loop_tone(523.0, None);
-    let f = peak_hz(&tail, SAMPLE_RATE);
+    let f = peak_hz_in(&tail, SAMPLE_RATE, BAND);
     assert!(
         (f - 523.0).abs() <= 523.0 * 0.02,
         "heard {f} Hz after the replug"
@@ -284,7 +285,7 @@ fn a_suspended_sink_is_reported_and_plays_again(pulse: &mut Pulse) {
     let play = Playback::start(&PlaybackOptions::default()).unwrap();
     std::thread::sleep(Duration::from_millis(800));
     assert_eq!(play.health(), Health::Running);
-    pulse.pactl(&["suspend-sink", "outpost_null", "1"]);
+    pulse.pactl(&["suspend-sink", "speaker", "1"]).unwrap();
     let mut seen = Vec::new();
     for _ in 0..8 {
         std::thread::sleep(Duration::from_millis(500));
@@ -294,7 +295,7 @@ fn a_suspended_sink_is_reported_and_plays_again(pulse: &mut Pulse) {
         "suspended: {seen:?}, {} stream errors",
         play.stream_errors()
     );
-    pulse.pactl(&["suspend-sink", "outpost_null", "0"]);
+    pulse.pactl(&["suspend-sink", "speaker", "0"]).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     println!("resumed: {:?}", play.health());
     // The stream stops calling back (the owner, seeing it stalled, would open it again;
@@ -310,7 +311,7 @@ fn a_suspended_sink_is_reported_and_plays_again(pulse: &mut Pulse) {
     );
     drop(play);
     let (tail, _, _c, _p) = loop_tone(587.0, None);
-    let f = peak_hz(&tail, SAMPLE_RATE);
+    let f = peak_hz_in(&tail, SAMPLE_RATE, BAND);
     assert!(
         (f - 587.0).abs() <= 587.0 * 0.02,
         "heard {f} Hz after the resume"
@@ -355,13 +356,7 @@ fn the_sound_server_dying_is_reported(pulse: &mut Pulse) {
 }
 
 fn main() {
-    let mut pulse = Pulse::start();
-    // SAFETY: no other thread exists yet (no test harness), and nothing has read the
-    // environment concurrently; ALSA's pulse plugin reads PULSE_SERVER later.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+    let mut pulse = Pulse::start_loopback_for_this_process();
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let scenarios: Vec<(&str, Box<dyn FnOnce(&mut Pulse)>)> = vec![
         (

@@ -1,6 +1,6 @@
 //! Echo cancellation through a real echo path: the real capture and playback code
 //! (cpal → ALSA → the pulse ALSA plugin) against a private PulseAudio daemon wired like a
-//! room. What the speaker plays goes to a null sink (`outpost_null`); its monitor is
+//! room. What the speaker plays goes to a null sink (`speaker`); its monitor is
 //! looped (module-loopback: its own latency and clock adjustment, as a real device path
 //! has) into a "room" null sink, whose monitor is the microphone (the default source).
 //! A near-end talker (`paplay` into a third null sink, looped into the room as well)
@@ -29,16 +29,15 @@
     clippy::cast_precision_loss
 )]
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Pulse, best_match, envelope, rms, speech};
 use outpost_audio::{
     Capture, CaptureOptions, EchoCanceller, FRAME_SAMPLES, Playback, PlaybackOptions, SAMPLE_RATE,
 };
+use outpost_tests::pulse::{Pulse, rms};
+use outpost_tests::speech::{best_match, envelope, speech_48k};
 use tokio::sync::mpsc;
 
 const SECS: usize = 24;
@@ -197,31 +196,34 @@ fn echo_rms(r: &Run) -> (f64, f64) {
 fn near_match(r: &Run, near: &[f32]) -> f64 {
     let from = r.near_at.saturating_sub(RATE / 2);
     let to = (r.near_at + near.len() + RATE * 2).min(r.recorded.len());
-    best_match(&envelope(&r.recorded[from..to]), &envelope(near)).0
+    best_match(
+        &envelope(&r.recorded[from..to], SAMPLE_RATE),
+        &envelope(near, SAMPLE_RATE),
+    )
+    .0
 }
 
 fn main() {
-    let pulse = Pulse::start();
-    // SAFETY: no other thread runs yet (no harness), so nothing reads the environment.
-    #[allow(unsafe_code)]
-    unsafe {
-        std::env::set_var("PULSE_SERVER", pulse.server());
-    }
+    let pulse = Pulse::start_loopback_for_this_process();
     for m in [
         "module-null-sink sink_name=near rate=48000",
         "module-null-sink sink_name=room rate=48000",
-        "module-loopback source=outpost_null.monitor sink=room latency_msec=30 adjust_time=0",
+        "module-loopback source=speaker.monitor sink=room latency_msec=30 adjust_time=0",
         "module-loopback source=near.monitor sink=room latency_msec=30 adjust_time=0",
     ] {
         let args: Vec<&str> = std::iter::once("load-module").chain(m.split(' ')).collect();
-        let out = pulse.pactl(&args);
+        let out = pulse
+            .pactl(&args)
+            .unwrap_or_else(|e| panic!("pactl load-module {m}: {e:#}"));
         assert!(!out.trim().is_empty(), "pactl load-module {m} failed");
     }
-    pulse.pactl(&["set-default-sink", "outpost_null"]);
-    pulse.pactl(&["set-default-source", "room.monitor"]);
+    pulse.pactl(&["set-default-sink", "speaker"]).unwrap();
+    pulse
+        .pactl(&["set-default-source", "room.monitor"])
+        .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let far = speech(
+    let far = speech_48k(
         "The weather tomorrow will be mostly sunny, with a light breeze from the west \
          and temperatures around twenty degrees in the afternoon, rising slowly towards \
          the evening, when clouds coming in from the sea bring a chance of light rain \
@@ -230,13 +232,15 @@ fn main() {
          dawn, so that the morning after will feel much cooler everywhere.",
         "en",
         &dir.path().join("far.wav"),
-    );
+    )
+    .unwrap();
     let near_wav = dir.path().join("near.wav");
-    let near = speech(
+    let near = speech_48k(
         "Please book a table for four people at seven o'clock.",
         "en+f3",
         &near_wav,
-    );
+    )
+    .unwrap();
     println!(
         "far end {} ms (rms {:.3}), near end {} ms",
         far.len() * 1000 / RATE,

@@ -98,14 +98,12 @@ fn answered(dir: &Path, id: &Value) -> bool {
 async fn cancel_timeout_and_drop_each_send_notifications_cancelled() {
     let logs = tempfile::tempdir().unwrap();
     let wire = tempfile::tempdir().unwrap();
-    let conn = Connection::open(
+    let conn = open(
         "ev",
         &teed_everything(wire.path()),
-        &MemorySecrets::shared(),
         &connect_options(logs.path()),
     )
-    .await
-    .unwrap();
+    .await;
     let long = || args(json!({"duration": 2, "steps": 4}));
 
     // 1. The caller's token fires after the first progress step.

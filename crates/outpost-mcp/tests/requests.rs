@@ -11,8 +11,7 @@ use std::time::Duration;
 use common::*;
 use outpost_mcp::requests::SAMPLING_REFUSED;
 use outpost_mcp::{
-    CallOptions, Connection, ElicitationAnswer, ElicitationRequest, MemorySecrets, Root,
-    ServerRequests,
+    CallOptions, Connection, ElicitationAnswer, ElicitationRequest, Root, ServerRequests,
 };
 use serde_json::json;
 
@@ -62,30 +61,32 @@ impl ServerRequests for Recorder {
     }
 }
 
+/// The connection's tools once `name` is among them: server-everything registers some of
+/// its tools after `initialized`.
+async fn tools_once(conn: &Connection, name: &str) -> Vec<outpost_mcp::McpTool> {
+    let mut changed = conn.tools_changed();
+    let deadline = tokio::time::Instant::now() + START;
+    loop {
+        let tools = conn.list_tools(START).await.unwrap();
+        if tools.iter().any(|t| t.name == name) {
+            return tools;
+        }
+        tokio::time::timeout_at(deadline, changed.changed())
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
 #[tokio::test]
 async fn elicitation_goes_to_the_callers_handler() {
     let logs = tempfile::tempdir().unwrap();
     let recorder = Arc::new(Recorder::default());
     let mut opts = connect_options(logs.path());
     opts.requests = recorder.clone();
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
-        .await
-        .unwrap();
+    let conn = open("ev", &everything(), &opts).await;
     // The tool is registered after `initialized`; wait for it.
-    let mut changed = conn.tools_changed();
-    let deadline = tokio::time::Instant::now() + START;
-    while !conn
-        .list_tools(START)
-        .await
-        .unwrap()
-        .iter()
-        .any(|t| t.name == "trigger-elicitation-request")
-    {
-        tokio::time::timeout_at(deadline, changed.changed())
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    tools_once(&conn, "trigger-elicitation-request").await;
     let out = conn
         .call(
             "trigger-elicitation-request",
@@ -135,30 +136,15 @@ impl ServerRequests for UrlOpener {
 #[tokio::test]
 async fn url_elicitation_is_offered_only_when_declared_and_reaches_the_handler() {
     let logs = tempfile::tempdir().unwrap();
+    // server-everything registers its elicitation tools in one step: once the form one is
+    // there, the URL one would be too.
     let tools_of = |conn: Connection| async move {
-        // server-everything registers its elicitation tools after `initialized`: wait for
-        // the form one, which it registers in the same step as the URL one.
-        let mut changed = conn.tools_changed();
-        let deadline = tokio::time::Instant::now() + START;
-        loop {
-            let tools = conn.list_tools(START).await.unwrap();
-            if tools
-                .iter()
-                .any(|t| t.name == "trigger-elicitation-request")
-            {
-                return (conn, tools);
-            }
-            tokio::time::timeout_at(deadline, changed.changed())
-                .await
-                .unwrap()
-                .unwrap();
-        }
+        let tools = tools_once(&conn, "trigger-elicitation-request").await;
+        (conn, tools)
     };
     // Not declared (the default): the server does not offer its URL tool.
     let opts = connect_options(logs.path());
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
-        .await
-        .unwrap();
+    let conn = open("ev", &everything(), &opts).await;
     let (conn, tools) = tools_of(conn).await;
     assert!(
         !tools.iter().any(|t| t.name == "trigger-url-elicitation"),
@@ -170,9 +156,7 @@ async fn url_elicitation_is_offered_only_when_declared_and_reaches_the_handler()
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
     opts.requests = opener.clone();
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
-        .await
-        .unwrap();
+    let conn = open("ev", &everything(), &opts).await;
     let (conn, tools) = tools_of(conn).await;
     assert!(tools.iter().any(|t| t.name == "trigger-url-elicitation"));
     let out = conn
@@ -209,23 +193,8 @@ async fn sampling_is_refused_with_a_clear_error() {
     let mut opts = connect_options(logs.path());
     // Declared so the server offers its sampling tool; the default handler still refuses.
     opts.sampling = true;
-    let conn = Connection::open("ev", &everything(), &MemorySecrets::shared(), &opts)
-        .await
-        .unwrap();
-    let mut changed = conn.tools_changed();
-    let deadline = tokio::time::Instant::now() + START;
-    while !conn
-        .list_tools(START)
-        .await
-        .unwrap()
-        .iter()
-        .any(|t| t.name == "trigger-sampling-request")
-    {
-        tokio::time::timeout_at(deadline, changed.changed())
-            .await
-            .unwrap()
-            .unwrap();
-    }
+    let conn = open("ev", &everything(), &opts).await;
+    tools_once(&conn, "trigger-sampling-request").await;
     let out = conn
         .call(
             "trigger-sampling-request",
@@ -416,14 +385,7 @@ async fn url_elicitation_required_shows_the_link_and_retries_once_it_completed()
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
     opts.requests = user.clone();
-    let conn = Connection::open(
-        "urlel",
-        &url_elicitation_server(),
-        &MemorySecrets::shared(),
-        &opts,
-    )
-    .await
-    .unwrap();
+    let conn = open("urlel", &url_elicitation_server(), &opts).await;
     // The first attempt fails with -32042; the user opens the link; the call is sent again.
     let out = conn
         .call(
@@ -479,14 +441,7 @@ async fn url_elicitation_required_fails_when_declined_or_never_completed() {
     // The default handler (no UI, e.g. `outpost connect`) declines: no retry.
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
-    let conn = Connection::open(
-        "urlel",
-        &url_elicitation_server(),
-        &MemorySecrets::shared(),
-        &opts,
-    )
-    .await
-    .unwrap();
+    let conn = open("urlel", &url_elicitation_server(), &opts).await;
     let err = conn
         .call(
             "read_account",
@@ -509,14 +464,7 @@ async fn url_elicitation_required_fails_when_declined_or_never_completed() {
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
     opts.requests = user.clone();
-    let conn = Connection::open(
-        "urlel",
-        &url_elicitation_server(),
-        &MemorySecrets::shared(),
-        &opts,
-    )
-    .await
-    .unwrap();
+    let conn = open("urlel", &url_elicitation_server(), &opts).await;
     let started = std::time::Instant::now();
     let err = conn
         .call(

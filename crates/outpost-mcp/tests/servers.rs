@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use outpost_mcp::{CallOptions, Connection, MemorySecrets, ServerConfig, ServerStatus};
+use outpost_mcp::{CallOptions, ServerConfig, ServerStatus};
 use serde_json::json;
 
 #[tokio::test]
@@ -176,14 +176,7 @@ async fn filesystem_reads_a_file_in_its_folder() {
     let dir = tempfile::tempdir().unwrap();
     let dir_path = dir.path().canonicalize().unwrap();
     std::fs::write(dir_path.join("note.txt"), "hello from outpost").unwrap();
-    let conn = Connection::open(
-        "fs",
-        &filesystem(&dir_path),
-        &MemorySecrets::shared(),
-        &connect_options(logs.path()),
-    )
-    .await
-    .unwrap();
+    let conn = open("fs", &filesystem(&dir_path), &connect_options(logs.path())).await;
     let tools = conn.list_tools(START).await.unwrap();
     assert!(
         tools.iter().any(|t| t.name == "read_text_file"),
@@ -211,14 +204,7 @@ async fn memory_stores_and_reads_back_an_entity() {
     let logs = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("memory.jsonl");
-    let conn = Connection::open(
-        "memory",
-        &memory(&file),
-        &MemorySecrets::shared(),
-        &connect_options(logs.path()),
-    )
-    .await
-    .unwrap();
+    let conn = open("memory", &memory(&file), &connect_options(logs.path())).await;
     let tools = conn.list_tools(START).await.unwrap();
     assert!(
         tools.iter().any(|t| t.name == "create_entities"),
@@ -251,14 +237,7 @@ async fn memory_stores_and_reads_back_an_entity() {
 #[tokio::test]
 async fn time_server_from_pypi_answers() {
     let logs = tempfile::tempdir().unwrap();
-    let conn = Connection::open(
-        "time",
-        &time_server(),
-        &MemorySecrets::shared(),
-        &connect_options(logs.path()),
-    )
-    .await
-    .unwrap();
+    let conn = open("time", &time_server(), &connect_options(logs.path())).await;
     let tools = conn.list_tools(START).await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(
@@ -336,14 +315,7 @@ async fn a_stdio_server_sees_only_safe_variables_and_its_own() {
             outpost_mcp::ConfigValue::Plain("42".into()),
         );
     }
-    let conn = Connection::open(
-        "ev",
-        &config,
-        &MemorySecrets::shared(),
-        &connect_options(logs.path()),
-    )
-    .await
-    .unwrap();
+    let conn = open("ev", &config, &connect_options(logs.path())).await;
     let out = conn
         .call("get-env", None, CallOptions::with_timeout(CALL))
         .await

@@ -34,6 +34,11 @@ fn msg(cid: &ConversationId, id: &str, role: Role, text: &str, at: Millis) -> Ne
     }
 }
 
+/// Logs `m` and waits until it is written.
+fn say(store: &Store, m: NewMessage) {
+    store.log_message(m).wait().unwrap();
+}
+
 fn initiated(cid: &ConversationId, id: &str, tool: &str, args: Value, at: Millis) -> ToolCallEvent {
     ToolCallEvent::Initiated {
         conversation_id: cid.clone(),
@@ -213,14 +218,8 @@ fn equal_times_keep_logging_order() {
 fn logging_a_message_again_replaces_its_text() {
     let store = Store::open_in_memory().unwrap();
     let cid = conv(&store, "c", T0);
-    store
-        .log_message(msg(&cid, "m", Role::Assistant, "partial", T0))
-        .wait()
-        .unwrap();
-    store
-        .log_message(msg(&cid, "m", Role::Assistant, "final answer", T0))
-        .wait()
-        .unwrap();
+    say(&store, msg(&cid, "m", Role::Assistant, "partial", T0));
+    say(&store, msg(&cid, "m", Role::Assistant, "final answer", T0));
     let t = store.timeline(cid).wait().unwrap();
     assert_eq!(t.items.len(), 1);
     let TimelineItem::Message(m) = &t.items[0] else {
@@ -425,14 +424,14 @@ fn search_finds_messages_and_tool_arguments() {
 fn phrase_and_prefix_queries() {
     let store = Store::open_in_memory().unwrap();
     let cid = conv(&store, "c", T0);
-    store
-        .log_message(msg(&cid, "a", Role::User, "pizza in new york tonight", T0))
-        .wait()
-        .unwrap();
-    store
-        .log_message(msg(&cid, "b", Role::User, "york is new to me", T0 + 1))
-        .wait()
-        .unwrap();
+    say(
+        &store,
+        msg(&cid, "a", Role::User, "pizza in new york tonight", T0),
+    );
+    say(
+        &store,
+        msg(&cid, "b", Role::User, "york is new to me", T0 + 1),
+    );
     let ids = |q: &str| -> Vec<String> {
         let mut v: Vec<String> = store
             .search(SearchQuery::new(q))
@@ -455,20 +454,20 @@ fn phrase_and_prefix_queries() {
 fn hits_come_newest_first_or_by_relevance() {
     let store = Store::open_in_memory().unwrap();
     let cid = conv(&store, "c", T0);
-    store
-        .log_message(msg(&cid, "old", Role::User, "zebra zebra zebra zebra", T0))
-        .wait()
-        .unwrap();
-    store
-        .log_message(msg(
+    say(
+        &store,
+        msg(&cid, "old", Role::User, "zebra zebra zebra zebra", T0),
+    );
+    say(
+        &store,
+        msg(
             &cid,
             "new",
             Role::User,
             "one zebra among many other words here",
             T0 + 9,
-        ))
-        .wait()
-        .unwrap();
+        ),
+    );
     store
         .log_tool_event(initiated(
             &cid,
@@ -571,14 +570,8 @@ fn search_can_be_limited_to_one_conversation_and_one_kind() {
     let store = Store::open_in_memory().unwrap();
     let a = conv(&store, "a", T0);
     let b = conv(&store, "b", T0 + 1);
-    store
-        .log_message(msg(&a, "m", Role::User, "shared word", T0))
-        .wait()
-        .unwrap();
-    store
-        .log_message(msg(&b, "m", Role::User, "shared word", T0))
-        .wait()
-        .unwrap();
+    say(&store, msg(&a, "m", Role::User, "shared word", T0));
+    say(&store, msg(&b, "m", Role::User, "shared word", T0));
     let mut q = SearchQuery::new("shared");
     q.conversation_id = Some(b.clone());
     let hits = store.search(q).wait().unwrap();
@@ -805,10 +798,7 @@ fn delete_cascades_to_everything_and_the_search_index() {
     let store = Store::open_in_memory().unwrap();
     let cid = populate(&store);
     let keep = conv(&store, "keep", T0);
-    store
-        .log_message(msg(&keep, "k", Role::User, "notes to keep", T0))
-        .wait()
-        .unwrap();
+    say(&store, msg(&keep, "k", Role::User, "notes to keep", T0));
     assert!(store.delete_conversation(cid.clone()).wait().unwrap());
     assert!(!store.delete_conversation(cid.clone()).wait().unwrap());
     for table in [
@@ -910,16 +900,10 @@ fn retention_deletes_only_what_is_old() {
     let day = 86_400_000;
     let now = T0 + 100 * day;
     let old = conv(&store, "old", T0);
-    store
-        .log_message(msg(&old, "m", Role::User, "ancient", T0 + day))
-        .wait()
-        .unwrap();
+    say(&store, msg(&old, "m", Role::User, "ancient", T0 + day));
     // Started long ago but still active recently.
     let active = conv(&store, "active", T0);
-    store
-        .log_message(msg(&active, "m", Role::User, "fresh", now - day))
-        .wait()
-        .unwrap();
+    say(&store, msg(&active, "m", Role::User, "fresh", now - day));
     let recent = conv(&store, "recent", now - 2 * day);
     drop(recent);
     store
@@ -991,10 +975,7 @@ fn large_values_are_capped_with_a_visible_note() {
         })
         .wait()
         .unwrap();
-    store
-        .log_message(msg(&cid, "m", Role::Assistant, &big, T0 + 2))
-        .wait()
-        .unwrap();
+    say(&store, msg(&cid, "m", Role::Assistant, &big, T0 + 2));
     let t = store.timeline(cid.clone()).wait().unwrap();
     let TimelineItem::ToolCall(tc) = &t.items[0] else {
         panic!()

@@ -706,6 +706,27 @@ impl outpost_tools::Tool for Sluggish {
     }
 }
 
+/// A harness with [`Sluggish`] among its tools.
+fn sluggish_harness(prepare_ms: u64, job_ms: u64) -> Harness {
+    let h = Harness::new(probe_policy);
+    let mut extra = outpost_tools::Registry::new();
+    extra.register(Sluggish { prepare_ms, job_ms }).unwrap();
+    h.dispatcher.set_extra_tools(extra);
+    h
+}
+
+/// Calls `sluggish` as `id` with a deadline of `deadline_ms`.
+fn send_sluggish(h: &mut Harness, id: &str, deadline_ms: u32) {
+    h.send_full(
+        "c",
+        id,
+        "sluggish",
+        Execution::Client,
+        json!({"tag": "x"}),
+        Some(deadline_ms),
+    );
+}
+
 /// Asserts that `id`'s lifecycle is one of the orders the stream promises: Decided before
 /// Started before Progress, all before the one Result, and nothing after it.
 fn assert_ordered(h: &Harness, id: &str) {
@@ -737,25 +758,10 @@ fn assert_ordered(h: &Harness, id: &str) {
 /// `timeout`, and its Decided and Started never follow that answer (the job does not run).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_answered_by_its_deadline_before_it_started_never_reports_starting() {
-    let mut h = Harness::new(probe_policy);
-    let mut extra = outpost_tools::Registry::new();
-    extra
-        .register(Sluggish {
-            prepare_ms: 30,
-            job_ms: 0,
-        })
-        .unwrap();
-    h.dispatcher.set_extra_tools(extra);
+    let mut h = sluggish_harness(30, 0);
     for i in 0..10 {
         let id = format!("early{i}");
-        h.send_full(
-            "c",
-            &id,
-            "sluggish",
-            Execution::Client,
-            json!({"tag": "x"}),
-            Some(1),
-        );
+        send_sluggish(&mut h, &id, 1);
         assert_eq!(code(&h.result(&id).await), "timeout");
     }
     // Long enough for every blocking phase to end and report whatever it would.
@@ -771,25 +777,10 @@ async fn a_call_answered_by_its_deadline_before_it_started_never_reports_startin
 /// the result, and reopened the finished call in the session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_past_its_deadline_reports_nothing_after_the_answer() {
-    let mut h = Harness::new(probe_policy);
-    let mut extra = outpost_tools::Registry::new();
-    extra
-        .register(Sluggish {
-            prepare_ms: 0,
-            job_ms: 60,
-        })
-        .unwrap();
-    h.dispatcher.set_extra_tools(extra);
+    let mut h = sluggish_harness(0, 60);
     for i in 0..5 {
         let id = format!("late{i}");
-        h.send_full(
-            "c",
-            &id,
-            "sluggish",
-            Execution::Client,
-            json!({"tag": "x"}),
-            Some(20),
-        );
+        send_sluggish(&mut h, &id, 20);
         assert_eq!(code(&h.result(&id).await), "timeout");
     }
     h.drain(Duration::from_millis(300)).await;
@@ -812,25 +803,10 @@ async fn a_job_past_its_deadline_reports_nothing_after_the_answer() {
 /// answer takes.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_calls_lifecycle_is_in_order_whatever_wins_the_race() {
-    let mut h = Harness::new(probe_policy);
-    let mut extra = outpost_tools::Registry::new();
-    extra
-        .register(Sluggish {
-            prepare_ms: 1,
-            job_ms: 2,
-        })
-        .unwrap();
-    h.dispatcher.set_extra_tools(extra);
+    let mut h = sluggish_harness(1, 2);
     let ids: Vec<String> = (0..200).map(|i| format!("race{i}")).collect();
     for id in &ids {
-        h.send_full(
-            "c",
-            id,
-            "sluggish",
-            Execution::Client,
-            json!({"tag": "x"}),
-            Some(1),
-        );
+        send_sluggish(&mut h, id, 1);
     }
     let deadline = Instant::now() + Duration::from_secs(20);
     while ids.iter().any(|id| h.results_for(id).is_empty()) {

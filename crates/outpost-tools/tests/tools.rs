@@ -183,6 +183,16 @@ async fn bad_parameters_are_answered_with_the_field_named() {
     }
 }
 
+/// The string `key` of each object in the result's list `list`.
+fn column(r: &outpost_protocol::ToolUseResult, list: &str, key: &str) -> Vec<String> {
+    field(r, list)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
 #[tokio::test]
 async fn missing_files_are_execution_errors() {
     let mut h = Harness::new(docs_policy);
@@ -207,12 +217,7 @@ async fn list_directory_lists_sorted_recursive_hidden_and_withholds_secrets() {
     h.write("docs/sub/server.key", "k");
     h.send("r1", "list_directory", json!({"path": "~/docs"}));
     let r = h.result("r1").await;
-    let names: Vec<_> = field(&r, "entries")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap().to_owned())
-        .collect();
+    let names = column(&r, "entries", "name");
     assert_eq!(names, ["a.txt", "b.txt", "sub"]);
     assert_eq!(field(&r, "entries")[2]["kind"], json!("directory"));
     assert_eq!(field(&r, "entries")[1]["size"], json!(2));
@@ -224,12 +229,7 @@ async fn list_directory_lists_sorted_recursive_hidden_and_withholds_secrets() {
         json!({"path": "~/docs", "recursive": true, "includeHidden": true}),
     );
     let r = h.result("r2").await;
-    let names: Vec<_> = field(&r, "entries")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["name"].as_str().unwrap().to_owned())
-        .collect();
+    let names = column(&r, "entries", "name");
     assert_eq!(names, [".hidden", "a.txt", "b.txt", "sub", "sub/c.txt"]);
     assert_eq!(field(&r, "withheld"), &json!(2));
 
@@ -259,12 +259,7 @@ async fn search_files_globs_greps_honours_gitignore_and_skips_secrets() {
         json!({"root": "~/docs", "glob": "*.rs"}),
     );
     let r = h.result("r1").await;
-    let paths: Vec<_> = field(&r, "results")
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
-        .collect();
+    let paths = column(&r, "results", "path");
     let mut sorted = paths.clone();
     sorted.sort();
     assert_eq!(sorted, ["src/lib.rs", "src/other.rs"]);
@@ -276,10 +271,7 @@ async fn search_files_globs_greps_honours_gitignore_and_skips_secrets() {
     );
     let r = h.result("r2").await;
     let results = field(&r, "results").as_array().unwrap().clone();
-    let mut paths: Vec<_> = results
-        .iter()
-        .map(|e| e["path"].as_str().unwrap().to_owned())
-        .collect();
+    let mut paths = column(&r, "results", "path");
     paths.sort();
     assert_eq!(paths, ["readme.md", "src/lib.rs"], "{r:?}");
     let readme = results.iter().find(|e| e["path"] == "readme.md").unwrap();

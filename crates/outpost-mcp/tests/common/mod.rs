@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use outpost_mcp::{
-    ConnectOptions, HostOptions, McpHost, MemorySecrets, Root, ServerConfig, ServerRequests,
+    ConnectOptions, Connection, HostOptions, McpHost, MemorySecrets, Root, ServerConfig,
+    ServerRequests,
 };
 
 pub fn repo() -> PathBuf {
@@ -142,6 +143,14 @@ pub fn time_server() -> ServerConfig {
 }
 
 /// Options whose sandbox takes a server's `read`/`write` folders as they are (no policy).
+/// A connection to `config` under `name` with `opts` and no stored secrets; panics when it
+/// does not open.
+pub async fn open(name: &str, config: &ServerConfig, opts: &ConnectOptions) -> Connection {
+    Connection::open(name, config, &MemorySecrets::shared(), opts)
+        .await
+        .unwrap()
+}
+
 pub fn connect_options(log_dir: &Path) -> ConnectOptions {
     ConnectOptions {
         log_dir: Some(log_dir.to_owned()),
