@@ -149,9 +149,11 @@ impl Engine {
     /// participant is never named). Once a session has packets held, every later packet
     /// of it waits behind them, whatever its kind: let through first, it would raise the
     /// session's last reliable sequence and the held ones would be dropped as replays.
+    /// Unreliable packets never move that sequence, so only reliable ones wait behind.
     /// Bounded: [`MAX_HELD_SESSIONS`] sessions, [`MAX_HELD_BYTES`] each; a packet of
-    /// another session is handled at once, one beyond a session's bytes is dropped.
-    /// True when held (or dropped).
+    /// another session is handled at once, and one beyond a session's bytes first lets
+    /// that session's held packets go, in order, as the [`HOLD_FOR`] timeout would, then
+    /// is handled itself (nothing is dropped here). True when held.
     pub(super) fn hold(
         &mut self,
         packet: &proto::DataPacket,
@@ -171,7 +173,7 @@ impl Engine {
             )
         );
         let waiting = self.held.iter().position(|h| h.sid == sid);
-        if !strict || !(kind || waiting.is_some()) || sid.is_empty() {
+        if !strict || !(kind || (reliable && waiting.is_some())) || sid.is_empty() {
             return false;
         }
         {
@@ -196,11 +198,13 @@ impl Engine {
             }
             None => return false,
         };
-        let h = &mut self.held[at];
-        if h.bytes + bytes.len() > MAX_HELD_BYTES {
-            tracing::debug!(%sid, "too much data from a session not announced yet; dropped");
-            return true;
+        if self.held[at].bytes + bytes.len() > MAX_HELD_BYTES {
+            tracing::debug!(%sid, "too much data from a session not announced yet; let go");
+            let h = self.held.remove(at);
+            self.release(h);
+            return false;
         }
+        let h = &mut self.held[at];
         h.bytes += bytes.len();
         h.packets.push((reliable, bytes.to_vec()));
         true
@@ -219,9 +223,14 @@ impl Engine {
             ready
         };
         for h in ready {
-            for (reliable, bytes) in h.packets {
-                self.on_data_now(reliable, &bytes, false);
-            }
+            self.release(h);
+        }
+    }
+
+    /// Handles a session's held packets, in the order they came.
+    fn release(&mut self, h: Held) {
+        for (reliable, bytes) in h.packets {
+            self.on_data_now(reliable, &bytes, false);
         }
     }
 

@@ -417,6 +417,28 @@ async fn packets_behind_a_held_one_wait_in_order() {
     assert!(e.held.is_empty());
 }
 
+/// What waits behind a held packet is bounded, and never lost for it: past the session's
+/// held bytes the held packets go first, in order, then the new one, as at the timeout.
+#[tokio::test]
+async fn data_behind_a_held_packet_past_the_cap_is_let_go_in_order_not_dropped() {
+    let (mut e, mut rx) = engine(RoomOptions::default().rpc_from_assistant_only());
+    let call = list_tools_call(&e);
+    let call = proto::rpc_packet(data_packet::Value::RpcRequest(call), "me");
+    e.on_data(true, &numbered("bot", "PA_b", 1, call));
+    for seq in 2..=4 {
+        let big = proto::user_packet(vec![seq as u8; 100 * 1024], None, Vec::new(), true);
+        e.on_data(true, &numbered("bot", "PA_b", seq, big));
+    }
+    let got: Vec<u8> = std::iter::from_fn(|| rx.try_recv().ok())
+        .filter_map(|ev| match ev {
+            RoomEvent::Data(m) => m.payload.first().copied(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(got, [2, 3, 4], "every user packet, in order");
+    assert!(e.held.is_empty(), "nothing stays held past the cap");
+}
+
 /// Issue 30, finding 4: audio whose publisher no participant update names (a hidden
 /// participant's) is never reported, so nobody can take it for the assistant's; audio
 /// that merely came before the update is reported once the update names its owner.
