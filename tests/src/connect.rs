@@ -144,6 +144,26 @@ impl Connect {
         mut self,
         timeout: Duration,
     ) -> anyhow::Result<(std::process::ExitStatus, Vec<Value>)> {
+        let status = self.leave(timeout)?;
+        Ok((status, self.events()?))
+    }
+
+    /// [`Connect::finish`], and an error unless it exited with success.
+    pub fn finish_ok(mut self, timeout: Duration) -> anyhow::Result<Vec<Value>> {
+        let status = self.leave(timeout)?;
+        if !status.success() {
+            anyhow::bail!(
+                "outpost connect exited with {status}; stderr:\n{}\nevents:\n{}",
+                self.stderr(),
+                self.raw_lines().join("\n")
+            );
+        }
+        self.events()
+    }
+
+    /// Closes stdin and waits up to `timeout` for the exit, then a moment for the reader
+    /// thread to take the last lines.
+    fn leave(&mut self, timeout: Duration) -> anyhow::Result<std::process::ExitStatus> {
         drop(self.child.stdin.take());
         let deadline = Instant::now() + timeout;
         let status = loop {
@@ -158,24 +178,8 @@ impl Connect {
             }
             std::thread::sleep(Duration::from_millis(50));
         };
-        // Let the reader thread take the last lines.
         std::thread::sleep(Duration::from_millis(200));
-        Ok((status, self.events()?))
-    }
-
-    /// [`Connect::finish`], and an error unless it exited with success.
-    pub fn finish_ok(self, timeout: Duration) -> anyhow::Result<Vec<Value>> {
-        let stderr_path = self.stderr_path.clone();
-        let lines = Arc::clone(&self.lines);
-        let (status, events) = self.finish(timeout)?;
-        if !status.success() {
-            anyhow::bail!(
-                "outpost connect exited with {status}; stderr:\n{}\nevents:\n{}",
-                std::fs::read_to_string(&stderr_path).unwrap_or_default(),
-                lines.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
-            );
-        }
-        Ok(events)
+        Ok(status)
     }
 }
 

@@ -161,6 +161,17 @@ fn tools_changed(outcomes: &[Value], name: &str) -> u64 {
         .unwrap_or_else(|| panic!("no outcome for {name}"))
 }
 
+/// Waits for the scenario's closing words, "MCP checks are done.", in `connect`'s events.
+fn wait_for_the_last_word(connect: &Connect) {
+    connect
+        .wait_for(
+            "the final assistant message",
+            Duration::from_secs(10),
+            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
+        )
+        .unwrap();
+}
+
 fn jsonl(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -317,13 +328,7 @@ fn mcp_tools_are_offered_gated_run_cancelled_and_logged() {
         connect.raw_lines().join("\n"),
         connect.stderr(),
     );
-    connect
-        .wait_for(
-            "the final assistant message",
-            Duration::from_secs(10),
-            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-        )
-        .unwrap();
+    wait_for_the_last_word(&connect);
     let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
 
     // The assistant (protocol 2) was told of the crash and of the restart.
@@ -596,13 +601,7 @@ fn an_allowed_filesystem_server_reaches_only_what_the_policy_allows() {
         connect.raw_lines().join("\n"),
         connect.stderr(),
     );
-    connect
-        .wait_for(
-            "the final assistant message",
-            Duration::from_secs(10),
-            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-        )
-        .unwrap();
+    wait_for_the_last_word(&connect);
     let stderr = connect.stderr();
     let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     // The server's own account of its roots: home's documents, nothing denied.
@@ -828,13 +827,7 @@ fn a_hostile_servers_floods_reach_the_assistant_paced() {
         .find(|o| o["name"] == "progress flood")
         .and_then(|o| o["ms"].as_u64())
         .unwrap();
-    connect
-        .wait_for(
-            "the final assistant message",
-            Duration::from_secs(10),
-            |e| e["type"] == "assistant_message" && e["data"]["text"] == "MCP checks are done.",
-        )
-        .unwrap();
+    wait_for_the_last_word(&connect);
     let events = connect.finish_ok(Duration::from_secs(20)).unwrap();
     let progress: Vec<&Value> = events
         .iter()
