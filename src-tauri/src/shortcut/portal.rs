@@ -15,7 +15,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt as _;
@@ -57,44 +56,81 @@ pub enum PortalError {
     },
 }
 
-/// Counts binds, so a bind that `stop` made stale does not fall back or report.
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-/// Ends the running portal session (its task closes the session).
-static RUNNING: Mutex<Option<tokio::sync::oneshot::Sender<()>>> = Mutex::new(None);
+/// The bind now in force: its number (a bind `stop` or a newer `start` made stale does not
+/// fall back or report) and what ends its session. One lock, so two overlapping starts
+/// cannot leave the older one's session in place of the newer.
+struct Running {
+    generation: u64,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+static RUNNING: Mutex<Running> = Mutex::new(Running {
+    generation: 0,
+    stop: None,
+});
+
+fn running() -> std::sync::MutexGuard<'static, Running> {
+    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Running {
+    /// Makes every bind so far stale and ends the running session; the new generation.
+    fn end(&mut self) -> u64 {
+        self.generation += 1;
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        self.generation
+    }
+}
 
 /// Ends the current portal session, if any, and makes any bind still under way stale.
 pub fn stop() {
-    GENERATION.fetch_add(1, Ordering::SeqCst);
-    let running = RUNNING.lock().unwrap_or_else(|p| p.into_inner()).take();
-    if let Some(tx) = running {
-        let _ = tx.send(());
-    }
+    running().end();
 }
 
 /// Binds `accel` through the portal in the background. The outcome goes to the desktop's
 /// settings (the receiver hears when it is there); if the portal is missing or refuses,
-/// the X11 key grab is tried instead.
+/// the X11 key grab is tried instead. A bind still waiting for the desktop (which may be
+/// asking the user) ends when `stop` or a newer `start` comes.
 pub fn start<R: Runtime>(
     app: AppHandle<R>,
     desktop: Desktop,
     accel: String,
 ) -> tokio::sync::oneshot::Receiver<()> {
-    stop();
     let (settled, on_settled) = tokio::sync::oneshot::channel();
-    let generation = GENERATION.load(Ordering::SeqCst);
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    *RUNNING.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+    let (tx, mut rx) = tokio::sync::oneshot::channel();
+    let generation = {
+        let mut r = running();
+        let generation = r.end();
+        r.stop = Some(tx);
+        generation
+    };
     desktop.set_shortcut_status(
         false,
         format!("Asking the desktop portal (GlobalShortcuts) for {accel}…"),
     );
     tauri::async_runtime::spawn(async move {
-        let current = || GENERATION.load(Ordering::SeqCst) == generation;
-        match Bound::bind(&accel).await {
+        let current = || running().generation == generation;
+        // Dropping the bind drops its bus connection, which ends a half-made session.
+        let bound = tokio::select! {
+            b = Bound::bind(&accel) => b,
+            _ = &mut rx => return,
+        };
+        match bound {
             Ok(bound) if current() => {
                 report(&desktop, &accel, bound.trigger.as_deref());
                 let _ = settled.send(());
-                bound.listen(&app, Keys::new(desktop), rx).await;
+                let stopped = bound.listen(&app, Keys::new(desktop.clone()), rx).await;
+                if !stopped && current() {
+                    desktop.set_shortcut_status(
+                        false,
+                        format!(
+                            "The desktop portal's session for {accel} ended (its bus \
+                             connection closed): save the shortcut in Settings to bind it again."
+                        ),
+                    );
+                }
             }
             Ok(bound) => bound.close().await,
             Err(e) if current() => {
@@ -209,19 +245,19 @@ impl Bound {
     }
 
     /// Turns the session's `Activated`/`Deactivated` into key down/up until `stop` (or the
-    /// bus connection ends), then closes the session.
+    /// bus connection ends), then closes the session. True when `stop` ended it.
     async fn listen<R: Runtime>(
         mut self,
         app: &AppHandle<R>,
         keys: Keys,
         mut stop: tokio::sync::oneshot::Receiver<()>,
-    ) {
-        loop {
+    ) -> bool {
+        let stopped = loop {
             let msg = tokio::select! {
-                _ = &mut stop => break,
+                _ = &mut stop => break true,
                 msg = self.signals.next() => msg,
             };
-            let Some(Ok(msg)) = msg else { break };
+            let Some(Ok(msg)) = msg else { break false };
             let header = msg.header();
             let Some(member) = header.member().map(|m| m.as_str().to_owned()) else {
                 continue;
@@ -240,10 +276,11 @@ impl Bound {
                 "Deactivated" => keys.up(),
                 _ => {}
             }
-        }
+        };
         // A key still held when the session ends must not leave the microphone live.
         keys.up();
         self.close().await;
+        stopped
     }
 
     async fn close(self) {
