@@ -509,6 +509,13 @@ mod tests {
     #[test]
     fn the_session_token_is_stable_and_valid() {
         assert_eq!(session_token("CTRL+ALT+space"), "outpost_CTRL_ALT_space");
-        assert_eq!(session_token("F9"), session_token("F9"));
+        // A D-Bus object path element: ASCII letters, digits and `_` only, whatever the key.
+        for trigger in ["SHIFT+ä", "CTRL+minus", "LOGO+.", "F9"] {
+            let token = session_token(trigger);
+            assert!(
+                token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{trigger}: {token}"
+            );
+        }
     }
 }
