@@ -23,7 +23,7 @@ apt_install_missing() {
 }
 apt_packages=(
   build-essential pkg-config ca-certificates curl git
-  iproute2           # network namespaces for WebRTC tests (libwebrtc ignores loopback)
+  iproute2           # network namespaces for WebRTC tests (libwebrtc ignores loopback), tc for a slow link
   nftables           # packet loss on a test veth (kernels without netem, like CI's)
   espeak-ng          # speech for the audio interop tests and the voice benchmark
   python3 python3-venv python3-pip

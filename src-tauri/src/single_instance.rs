@@ -57,7 +57,7 @@ impl Shared {
         match self.phase.load(Ordering::Acquire) {
             EXITING => "exiting",
             RUNNING => {
-                let focus = self.focus.lock().unwrap_or_else(|p| p.into_inner());
+                let focus = outpost_sync::lock(&self.focus);
                 match focus.as_ref() {
                     Some(f) if f() => "shown",
                     Some(_) => "exiting",
@@ -96,7 +96,7 @@ impl Instance {
 
     /// The app is up: from now on a later start is answered by calling `focus`.
     pub fn running(&self, focus: Focus) {
-        *self.shared.focus.lock().unwrap_or_else(|p| p.into_inner()) = Some(focus);
+        *outpost_sync::lock(&self.shared.focus) = Some(focus);
         // Never back from EXITING.
         let _ = self
             .shared

@@ -89,13 +89,13 @@ pub fn install<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) -> tauri::Resu
         clicked(app, &d, ev.id().as_ref());
         // A check item flips itself when clicked; show the state as it is (a voice event
         // corrects it again once the command took effect).
-        let view = m.lock().unwrap_or_else(|p| p.into_inner()).view(now_ms());
+        let view = outpost_sync::lock(&m).view(now_ms());
         i.show(&view);
     });
     let (m, i, h) = (Arc::clone(&model), Arc::clone(&items), app.clone());
     desktop.watch(Box::new(move |ev| {
         let now = now_ms();
-        let mut model = m.lock().unwrap_or_else(|p| p.into_inner());
+        let mut model = outpost_sync::lock(&m);
         if model.apply(ev, now) {
             let view = model.view(now);
             let i = Arc::clone(&i);
@@ -110,7 +110,7 @@ pub fn install<R: Runtime>(app: &AppHandle<R>, desktop: &Desktop) -> tauri::Resu
         loop {
             tick.tick().await;
             let view = {
-                let model = model.lock().unwrap_or_else(|p| p.into_inner());
+                let model = outpost_sync::lock(&model);
                 model.counting_down().then(|| model.view(now_ms()))
             };
             if let Some(view) = view {

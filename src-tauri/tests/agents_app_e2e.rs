@@ -15,11 +15,9 @@
 
 mod common;
 
-use std::ffi::OsString;
-
 use anyhow::ensure;
-use common::{App, Assistant, Driver, RoomServer, start_lk_agent};
-use outpost_tests::lkclient::{NsPair, in_netns};
+use common::{App, Assistant, Bed, Driver, start_lk_agent};
+use outpost_tests::lkclient::in_netns;
 use outpost_tests::server::ServerKind;
 
 const ROOM: &str = "agents-app-e2e";
@@ -29,44 +27,20 @@ outpost_tests::both_servers!(livekit_agents_agent_through_the_app);
 
 fn livekit_agents_agent_through_the_app(kind: ServerKind) {
     let _one = common::serial();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
+    let bed = Bed::new(kind, ROOM).unwrap();
+    let root = bed.root.clone();
+    let config = bed.profile.config.clone();
     let outside = root.join("outside");
-    for d in [&config, &data, &home, &outside] {
-        std::fs::create_dir_all(d).unwrap();
-    }
+    std::fs::create_dir_all(&outside).unwrap();
     let notes = outside.join("heron-notes.txt");
     std::fs::write(&notes, format!("{NOTE}\n")).unwrap();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start_on(kind, &pair).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    std::fs::write(config.join("policy.toml"), "consent_timeout_secs = 600\n").unwrap();
-    let env: Vec<(&'static str, OsString)> = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
+    let env = bed.profile.env(Some(&bed.token));
+    let server_ns = bed.pair.server_ns.clone();
+    let client_ns = bed.pair.client_ns.clone();
+    let url = bed.server.url.clone();
     let notes = notes.display().to_string();
     let logs = root.join("logs");
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+    let outcome = in_netns(&client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
         let agent = start_lk_agent(&server_ns, &url, ROOM, &root)?;
         let r = scenario(&agent, &notes, &config).await;
@@ -82,13 +56,8 @@ fn livekit_agents_agent_through_the_app(kind: ServerKind) {
             ))
         })
     });
-    drop(server);
-    drop(pair);
-    drop(dir);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    }
+    drop(bed);
+    outcome.unwrap_or_else(|e| common::fail(&e));
 }
 
 async fn scenario(

@@ -26,11 +26,10 @@
 
 mod common;
 
-use std::ffi::OsString;
-
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, wait_for};
-use outpost_tests::lkclient::{NsPair, in_netns};
+use common::{App, Assistant, Bed, Driver, wait_for};
+use outpost_tests::lkclient::in_netns;
+use outpost_tests::server::ServerKind;
 use serde_json::json;
 
 const ROOM: &str = "mcp-app-e2e";
@@ -49,26 +48,10 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
         "{} is missing: run scripts/setup.sh and setup_test_peers (npm ci in tests/mcp)",
         everything.display()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
-    for d in [&config, &data, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n",
-            server.url
-        ),
-    )
-    .unwrap();
-    // No rule for the server or the tool: an MCP tool asks.
-    std::fs::write(config.join("policy.toml"), "consent_timeout_secs = 600\n").unwrap();
+    // No rule for the server or the tool in its policy: an MCP tool asks.
+    let bed = Bed::new(ServerKind::Room, ROOM).unwrap();
+    let (root, profile) = (bed.root.clone(), bed.profile.clone());
+    let config = profile.config.clone();
     std::fs::write(
         config.join("mcp.toml"),
         format!(
@@ -111,22 +94,13 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
                     "errorMessageContains": SUM}},
         {"op": "say", "text": "The rules worked."}
     ]);
-    let env: Vec<(&'static str, OsString)> = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.clone().into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
+    let env = profile.env(Some(&bed.token));
+    let server_ns = bed.pair.server_ns.clone();
+    let client_ns = bed.pair.client_ns.clone();
+    let url = bed.server.url.clone();
     let logs = root.join("logs");
-    let mcp_log = data.join("mcp-logs/everything.log");
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+    let mcp_log = profile.data.join("mcp-logs/everything.log");
+    let outcome = in_netns(&client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
         let mut assistant = Assistant::start(&server_ns, &url, ROOM, &steps, &root)?;
         let r = scenario(&mut assistant, &config).await;
@@ -143,13 +117,8 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
             ))
         })
     });
-    drop(server);
-    drop(pair);
-    drop(dir);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    }
+    drop(bed);
+    outcome.unwrap_or_else(|e| common::fail(&e));
 }
 
 /// Chooses `value` in the `<select>` matching `css`, as a user does (a `change` event).
@@ -276,6 +245,8 @@ async fn scenario(assistant: &mut Assistant, config: &std::path::Path) -> anyhow
     app.click_button(".subnav", "Tool servers").await?;
     let row = "[data-testid=mcp-server][data-name=everything]";
     app.wait_css(&format!("{row}[data-status=running]")).await?;
+    // The TypeScript reference server does not speak 2026-07-28: the row says what it got.
+    app.wait_text(row, "MCP 2025-11-25").await?;
     app.click_button(row, "Tools").await?;
     let tool = |name: &str| {
         format!("[aria-label='Tools of everything'] [data-testid=mcp-tool][data-name={name}]")

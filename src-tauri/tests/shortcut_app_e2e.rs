@@ -27,9 +27,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, Profile, RoomServer, agent_command, wait_for};
-use outpost_tests::lkclient::{NsPair, in_netns};
+use common::{App, Assistant, Bed, Driver, Profile, agent_command, wait_for};
+use outpost_tests::lkclient::in_netns;
 use outpost_tests::pulse::Pulse;
+use outpost_tests::server::ServerKind;
 
 const ROOM: &str = "shortcut-app-e2e";
 
@@ -54,17 +55,12 @@ fn through_the_desktop_portal_the_shortcut_held_in_another_window_is_the_only_ti
 fn held_only(backend: Backend) {
     let _one = common::serial();
     let pulse = Pulse::start().expect("pulseaudio");
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let profile = Profile::new(&root).unwrap();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    profile.save_connection(&server.url, ROOM).unwrap();
+    let bed = Bed::new(ServerKind::Room, ROOM).unwrap();
+    let (root, profile, token) = (bed.root.clone(), bed.profile.clone(), bed.token.clone());
     let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
-    let (server_ns, client_ns) = (pair.server_ns.clone(), pair.client_ns.clone());
-    let (url, pulse_server) = (server.url.clone(), pulse.server());
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
+    let (server_ns, client_ns) = (bed.pair.server_ns.clone(), bed.pair.client_ns.clone());
+    let (url, pulse_server) = (bed.server.url.clone(), pulse.server());
+    let outcome = in_netns(&client_ns.clone(), move || async move {
         let mut env = profile.env(Some(&token));
         env.push(("PULSE_SERVER", pulse_server.into()));
         let stack_env = env.clone();
@@ -99,8 +95,7 @@ fn held_only(backend: Backend) {
     });
     let _ = mic.kill();
     let _ = mic.wait();
-    drop(server);
-    drop(pair);
+    drop(bed);
     outcome.unwrap_or_else(|e| common::fail(&e));
 }
 

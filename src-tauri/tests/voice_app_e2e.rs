@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, ensure};
-use common::{App, Assistant, Driver, RoomServer, agent_command, press, wait_for};
+use common::{App, Assistant, Driver, Profile, RoomServer, agent_command, press, wait_for};
 use outpost_tests::lkclient::{NsPair, in_netns};
 use outpost_tests::pulse::{Pulse, peak_hz};
 use outpost_tests::server::ServerKind;
@@ -58,30 +58,11 @@ fn app_profile(
     token: String,
     pulse_server: OsString,
 ) -> (std::path::PathBuf, Vec<(&'static str, OsString)>) {
-    let (config, data, home) = (root.join("config"), root.join("data"), root.join("home"));
-    for d in [&config, &data, &home] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    std::fs::write(
-        config.join("settings.toml"),
-        format!(
-            "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{url}\"\n\
-             room = \"{ROOM}\"\nidentity = \"outpost-app\"\n"
-        ),
-    )
-    .unwrap();
-    let env = vec![
-        ("OUTPOST_CONFIG_DIR", config.clone().into_os_string()),
-        ("OUTPOST_DATA_DIR", data.into_os_string()),
-        ("OUTPOST_SECRETS", "memory".into()),
-        ("OUTPOST_LIVEKIT_TOKEN", token.into()),
-        ("PULSE_SERVER", pulse_server),
-        ("HOME", home.clone().into_os_string()),
-        ("XDG_CONFIG_HOME", home.join(".config").into_os_string()),
-        ("XDG_DATA_HOME", home.join(".local/share").into_os_string()),
-        ("XDG_CACHE_HOME", home.join(".cache").into_os_string()),
-    ];
-    (config, env)
+    let profile = Profile::new(root).unwrap();
+    profile.save_settings(url, ROOM).unwrap();
+    let mut env = profile.env(Some(&token));
+    env.push(("PULSE_SERVER", pulse_server));
+    (profile.config, env)
 }
 
 fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts(kind: ServerKind) {

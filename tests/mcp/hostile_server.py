@@ -90,7 +90,11 @@ async def flood(count: int, pause_ms: int, ctx: Context) -> str:
     """Sends `count` tools/list_changed notifications, the list changing each time."""
     for _ in range(count):
         state["generation"] += 1
-        await ctx.session.send_tool_list_changed()
+        if ctx.protocol_version == "2026-07-28":
+            # That revision announces changes only on the client's subscriptions/listen stream.
+            await ctx.notify_tools_changed()
+        else:
+            await ctx.session.send_tool_list_changed()
         await anyio.sleep(pause_ms / 1000)
     return f"flooded {count}"
 

@@ -39,19 +39,21 @@ async def join(identity, auto_subscribe):
 class Tone:
     """A sine (440 Hz by default) pushed into an AudioSource in real time, phase-continuous."""
 
-    def __init__(self, source, freq=FREQ):
+    def __init__(self, source, freq=FREQ, frame=FRAME):
         self.source = source
         self.freq = freq
+        self.frame = frame
         self.n = 0
         self.task = asyncio.create_task(self.run())
 
     async def run(self):
-        frame = rtc.AudioFrame.create(RATE, 1, FRAME)
+        size = self.frame
+        frame = rtc.AudioFrame.create(RATE, 1, size)
         buf = np.frombuffer(frame.data, dtype=np.int16)
         while True:
-            t = (self.n + np.arange(FRAME)) / RATE
+            t = (self.n + np.arange(size)) / RATE
             buf[:] = (0.5 * 32767 * np.sin(2 * math.pi * self.freq * t)).astype(np.int16)
-            self.n += FRAME
+            self.n += size
             # capture_frame waits while the source's queue is full: real-time pacing.
             await self.source.capture_frame(frame)
 

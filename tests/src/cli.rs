@@ -51,9 +51,7 @@ impl OutpostCli {
                 if n == 0 {
                     break;
                 }
-                sink.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .extend_from_slice(&buf[..n]);
+                outpost_sync::lock(&sink).extend_from_slice(&buf[..n]);
             }
         });
         Ok(Self { child, out, dir })
@@ -84,7 +82,7 @@ impl OutpostCli {
 
     /// A copy of what it printed so far.
     pub fn stdout(&self) -> Vec<u8> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        outpost_sync::lock(&self.out).clone()
     }
 
     /// Waits up to `timeout` until stdout holds `needle`.
@@ -116,7 +114,7 @@ impl OutpostCli {
         }
         // Let the reader thread take the last bytes.
         std::thread::sleep(Duration::from_millis(200));
-        let out = std::mem::take(&mut *self.out.lock().unwrap_or_else(|p| p.into_inner()));
+        let out = std::mem::take(&mut *outpost_sync::lock(&self.out));
         Ok((out, std::mem::replace(&mut self.dir, tempfile::tempdir()?)))
     }
 }

@@ -69,7 +69,7 @@ impl Connect {
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
-                sink.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                outpost_sync::lock(&sink).push(line);
             }
         });
         Ok(Connect {
@@ -102,7 +102,7 @@ impl Connect {
 
     /// Every stdout line so far.
     pub fn raw_lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        outpost_sync::lock(&self.lines).clone()
     }
 
     /// Waits until an event satisfies `pred`; fails with everything seen after `timeout`.

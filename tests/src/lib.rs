@@ -6,9 +6,12 @@
 //! - [`connect`]: the real `outpost connect --json` as a child, its events collected.
 //! - [`cutproxy`]: a TCP forwarder whose connections a test can cut (drops a
 //!   signaling WebSocket while the peer connections stay up).
+//! - [`keyring`]: a private D-Bus session with an unlocked GNOME Keyring (Secret Service).
 //! - [`lkclient`]: two namespaces, room server and official-SDK peer for the
 //!   `outpost-livekit` tests, and running the Rust client inside a namespace.
 //! - [`netns`]: a namespace with a veth pair, deleted on drop.
+//! - [`oauth`]: oidc-provider and an MCP server that requires its tokens, and a Chromium
+//!   browser program that signs in through them.
 //! - [`pki`]: a throw-away CA and server certificate for `wss://` tests.
 //! - [`proc`]: child processes killed on drop, with their stderr kept for failures.
 //! - [`pulse`]: a private PulseAudio daemon with null sinks for the voice tests and
@@ -24,8 +27,10 @@ pub mod bench;
 pub mod cli;
 pub mod connect;
 pub mod cutproxy;
+pub mod keyring;
 pub mod lkclient;
 pub mod netns;
+pub mod oauth;
 pub mod pki;
 pub mod proc;
 pub mod pulse;

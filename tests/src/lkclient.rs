@@ -622,3 +622,23 @@ pub async fn send_cmd(room: &outpost_livekit::Room, to: &str, cmd: &serde_json::
     .await
     .unwrap_or_else(|e| panic!("sending {cmd} to {to}: {e}"));
 }
+
+/// Holds the link from the server namespace `server_ns` (of an [`NsPair`]) to the client to
+/// `rate` (a `tc` rate such as "1mbit": a token bucket on `v0`), or lifts the limit
+/// (`None`): a slow reader as the server sees one. Takes the namespace's name, not the
+/// pair, so a test body on another thread can call it.
+pub fn set_server_link_rate(server_ns: &str, rate: Option<&str>) -> anyhow::Result<()> {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", server_ns, "tc", "qdisc"]);
+    match rate {
+        Some(r) => cmd.args([
+            "add", "dev", "v0", "root", "tbf", "rate", r, "burst", "16kb", "latency", "2s",
+        ]),
+        None => cmd.args(["del", "dev", "v0", "root"]),
+    };
+    let out = cmd.output().context("running tc (Debian's iproute2)")?;
+    if !out.status.success() {
+        bail!("tc: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}

@@ -110,7 +110,7 @@ fn update_ca_certificates() -> anyhow::Result<()> {
 impl SystemCa {
     /// Adds `pki`'s CA to the system's store.
     pub fn install(pki: &TestPki) -> anyhow::Result<Self> {
-        let lock = SYSTEM_STORE.lock().unwrap_or_else(|p| p.into_inner());
+        let lock = outpost_sync::lock(&SYSTEM_STORE);
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let path = PathBuf::from("/usr/local/share/ca-certificates")

@@ -293,7 +293,7 @@ impl Pulse {
                 if n == 0 {
                     return;
                 }
-                let mut b = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let mut b = outpost_sync::lock(&sink);
                 b.extend(
                     chunk[..n - n % 2]
                         .chunks_exact(2)

@@ -21,7 +21,9 @@
 //! bearer-auth MCP server (tests/mcp/oauth) with Chromium as the browser: the tokens land
 //! in the keyring, a second process lists the server's tools with them, removing the
 //! server revokes and deletes them, and the final search looks for them too (rmcp's own
-//! log at debug level included).
+//! log at debug level included). The CLI does the same: `outpost mcp login` through the
+//! browser, `outpost mcp tools` with the stored sign-in, `outpost mcp logout` revoking it,
+//! after which the server needs a sign-in again; its tokens are searched for as well.
 //!
 //! Needs `dbus-daemon`, `dbus-send` and `gnome-keyring-daemon` (scripts/setup.sh installs
 //! them); without them the test fails and says so.
@@ -32,7 +34,7 @@
     clippy::print_stderr
 )]
 
-use std::io::{BufRead as _, BufReader, Write as _};
+use std::io::{BufReader, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::sync::Arc;
@@ -43,6 +45,8 @@ use outpost_desktop::contract::AppEvent;
 use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::{Keyring, SecretStore as _};
 use outpost_desktop::{Desktop, Notifier};
+use outpost_tests::keyring::SecretService;
+use outpost_tests::oauth::OAuthServers;
 
 const STEP_ENV: &str = "OUTPOST_KEYRING_STEP";
 const PROFILE_ENV: &str = "OUTPOST_KEYRING_PROFILE";
@@ -50,7 +54,6 @@ const TOKEN_A_ENV: &str = "OUTPOST_KEYRING_TOKEN_A";
 const TOKEN_B_ENV: &str = "OUTPOST_KEYRING_TOKEN_B";
 const SECRET: &str = "livekit_token";
 const ROOM: &str = "keyring-e2e";
-const PASSWORD: &str = "outpost-test-password";
 
 fn main() -> ExitCode {
     let r = match std::env::var(STEP_ENV) {
@@ -72,136 +75,6 @@ fn main() -> ExitCode {
 }
 
 // --- the parent: bus, daemon, steps, grep ------------------------------------------------
-
-/// A private D-Bus session with GNOME Keyring's secrets component in it, unlocked. Both
-/// daemons are killed on drop (gnome-keyring also quits when its bus goes away).
-struct SecretService {
-    bus: Child,
-    keyring: Child,
-    address: String,
-    home: PathBuf,
-}
-
-fn need(program: &str) -> anyhow::Result<()> {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
-        .unwrap_or(false);
-    ensure!(
-        found,
-        "`{program}` is not installed: this test needs a Secret Service daemon in a private \
-         D-Bus session (Debian packages gnome-keyring, dbus-daemon and dbus-bin; \
-         scripts/setup.sh installs them)"
-    );
-    Ok(())
-}
-
-impl SecretService {
-    fn start(home: &Path) -> anyhow::Result<Self> {
-        for p in ["dbus-daemon", "dbus-send", "gnome-keyring-daemon"] {
-            need(p)?;
-        }
-        let runtime = home.join("run");
-        std::fs::create_dir_all(&runtime)?;
-        std::fs::set_permissions(
-            &runtime,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )?;
-        let env = |c: &mut Command| {
-            c.env("HOME", home)
-                .env("XDG_DATA_HOME", home.join("data"))
-                .env("XDG_CONFIG_HOME", home.join("config"))
-                .env("XDG_RUNTIME_DIR", &runtime)
-                .env_remove("DBUS_SESSION_BUS_ADDRESS")
-                .env_remove("GNOME_KEYRING_CONTROL");
-        };
-        let mut cmd = Command::new("dbus-daemon");
-        cmd.args(["--session", "--nofork", "--print-address=1"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        env(&mut cmd);
-        let mut bus = cmd.spawn().context("starting dbus-daemon --session")?;
-        let mut line = String::new();
-        BufReader::new(bus.stdout.take().context("dbus-daemon stdout")?)
-            .read_line(&mut line)
-            .context("reading the bus address")?;
-        let address = line.trim().to_owned();
-        if !address.starts_with("unix:") {
-            let _ = bus.kill();
-            bail!("dbus-daemon printed no address (got {address:?})");
-        }
-        // `--unlock` reads the login keyring's password from stdin and creates the
-        // "login" collection (the default alias) with it when there is none yet.
-        let mut cmd = Command::new("gnome-keyring-daemon");
-        env(&mut cmd);
-        cmd.args(["--foreground", "--unlock", "--components=secrets"])
-            .env("DBUS_SESSION_BUS_ADDRESS", &address)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(home.join("gnome-keyring.log"))?);
-        let mut keyring = match cmd.spawn() {
-            Ok(k) => k,
-            Err(e) => {
-                let _ = bus.kill();
-                let _ = bus.wait();
-                bail!("starting gnome-keyring-daemon: {e}");
-            }
-        };
-        {
-            let mut stdin = keyring.stdin.take().context("gnome-keyring stdin")?;
-            stdin.write_all(PASSWORD.as_bytes())?;
-        }
-        let me = Self {
-            bus,
-            keyring,
-            address,
-            home: home.to_owned(),
-        };
-        // Wait for the daemon to own the Secret Service name before anyone calls it: a
-        // call before that would make the bus activate a second, locked daemon.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let mut dbus_send = Command::new("dbus-send");
-            dbus_send.env("DBUS_SESSION_BUS_ADDRESS", &me.address);
-            if outpost_tests::proc::bus_name_owned(dbus_send, "org.freedesktop.secrets") {
-                break;
-            }
-            ensure!(
-                Instant::now() < deadline,
-                "gnome-keyring-daemon did not take org.freedesktop.secrets within 20 s; its \
-                 log:\n{}",
-                std::fs::read_to_string(home.join("gnome-keyring.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let out = Command::new("dbus-send")
-            .args([
-                "--session",
-                "--print-reply",
-                "--dest=org.freedesktop.secrets",
-                "/org/freedesktop/secrets",
-                "org.freedesktop.Secret.Service.ReadAlias",
-                "string:default",
-            ])
-            .env("DBUS_SESSION_BUS_ADDRESS", &me.address)
-            .output()?;
-        let alias = String::from_utf8_lossy(&out.stdout);
-        ensure!(
-            alias.contains("/org/freedesktop/secrets/collection/"),
-            "the Secret Service has no default collection after --unlock: {alias}"
-        );
-        Ok(me)
-    }
-}
-
-impl Drop for SecretService {
-    fn drop(&mut self) {
-        let _ = self.keyring.kill();
-        let _ = self.keyring.wait();
-        let _ = self.bus.kill();
-        let _ = self.bus.wait();
-    }
-}
 
 /// Runs one step in a child process; returns what it printed. Its stderr (the tracing log)
 /// goes into the profile's `logs/`, so the final search covers it.
@@ -247,6 +120,46 @@ fn step(
         );
     }
     Ok(out.1)
+}
+
+/// The server `outpost mcp login` signs in to.
+const CLI_SERVER: &str = "cliremote";
+
+/// One `outpost` command on the profile, with the keyring's bus: whether it succeeded,
+/// its stdout and stderr (also kept, with its debug log, under the profile's `logs/`, which
+/// the final search covers).
+fn cli_step(
+    ss: &SecretService,
+    profile: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<(bool, String, String)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_outpost_cli"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(profile.join("data"))
+        .env("OUTPOST_CONFIG_DIR", profile.join("config"))
+        .env("DBUS_SESSION_BUS_ADDRESS", &ss.address)
+        .env("HOME", profile.join("home"))
+        .env("XDG_RUNTIME_DIR", ss.home.join("run"))
+        .env("RUST_LOG", "outpost_mcp=debug,rmcp=debug,info")
+        .env_remove("OUTPOST_SECRETS")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("outpost {}", args.join(" ")))?;
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    let logs = profile.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(logs.join("cli.log"))?;
+    writeln!(log, "$ outpost {}\n{stdout}{stderr}", args.join(" "))?;
+    Ok((out.status.success(), stdout, stderr))
 }
 
 fn wait_output(mut child: Child, limit: Duration) -> anyhow::Result<(bool, String)> {
@@ -351,6 +264,58 @@ fn parent() -> anyhow::Result<()> {
         "the oauth_use step printed no access and refresh token: {out}"
     );
     step(&ss, &profile, "oauth_remove", &oauth_env)?;
+    // A sign-in the user cancels while the browser shows the login (this browser never
+    // logs in): the command ends at once and stores nothing.
+    let idle_browser = [
+        oauth_env[0],
+        oauth_env[1],
+        oauth_env[2],
+        ("OUTPOST_BROWSER", "true"),
+    ];
+    step(&ss, &profile, "oauth_cancel", &idle_browser)?;
+
+    // The same through the CLI: `outpost mcp login` with the browser, the tools listed with
+    // the stored sign-in, `outpost mcp logout` revoking it, and a start without it.
+    let cli = |args: &[&str]| cli_step(&ss, &profile, args, &oauth_env);
+    let (ok, _, err) = cli(&["mcp", "add", CLI_SERVER, "--url", &oauth.mcp_url])?;
+    ensure!(ok, "mcp add: {err}");
+    let (ok, _, err) = cli(&["mcp", "login", CLI_SERVER, "--timeout", "90"])?;
+    ensure!(
+        ok && err.contains(&format!(
+            "signed in to '{CLI_SERVER}' through http://127.0.0.1:"
+        )),
+        "mcp login: {err}"
+    );
+    let (ok, out, err) = cli(&["mcp", "tools", CLI_SERVER])?;
+    ensure!(ok && out.contains("whoami"), "mcp tools: {out}\n{err}");
+    let with_cli = [
+        oauth_env[0],
+        oauth_env[1],
+        oauth_env[2],
+        oauth_env[3],
+        ("OUTPOST_OAUTH_SERVER", CLI_SERVER),
+    ];
+    let out = step(&ss, &profile, "oauth_use", &with_cli)?;
+    let cli_tokens: Vec<String> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("OAUTH_TOKEN="))
+        .map(str::to_owned)
+        .collect();
+    ensure!(
+        cli_tokens.len() == 2,
+        "no tokens stored by `mcp login`: {out}"
+    );
+    let (ok, _, err) = cli(&["mcp", "logout", CLI_SERVER])?;
+    ensure!(
+        ok && err.contains("its tokens were revoked and deleted"),
+        "mcp logout: {err}"
+    );
+    let (ok, out, err) = cli(&["mcp", "tools", CLI_SERVER])?;
+    let said = out + &err;
+    ensure!(
+        said.contains("needs you to sign in") && !said.contains("whoami"),
+        "after the logout (exit ok: {ok}): {said}"
+    );
     drop(oauth);
 
     // The session really ran and logged (so the search below covers a real log).
@@ -361,6 +326,7 @@ fn parent() -> anyhow::Result<()> {
     );
     let mut needles = vec![token_a.clone(), token_b.clone(), session_token.clone()];
     needles.extend(oauth_tokens);
+    needles.extend(cli_tokens);
     // A JWT's signature alone is secret enough to look for (a partial write).
     if let Some(sig) = session_token.rsplit('.').next() {
         needles.push(sig.to_owned());
@@ -413,90 +379,6 @@ fn walk(dir: &Path) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// oidc-provider and the TypeScript SDK's bearer-auth MCP server (tests/mcp/oauth) on
-/// loopback, and a browser program for `OUTPOST_BROWSER` that runs Chromium through them.
-struct OAuthServers {
-    children: Vec<Child>,
-    mcp_url: String,
-    browser: PathBuf,
-}
-
-impl OAuthServers {
-    fn start(dir: &Path) -> anyhow::Result<Self> {
-        let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("mcp/oauth");
-        let port = || -> anyhow::Result<u16> {
-            Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port())
-        };
-        let (as_port, rs_port) = (port()?, port()?);
-        let mcp_url = format!("http://127.0.0.1:{rs_port}/mcp");
-        let mut me = Self {
-            children: Vec::new(),
-            mcp_url: mcp_url.clone(),
-            browser: dir.join("browser.sh"),
-        };
-        for (script, env) in [
-            (
-                "as.mjs",
-                vec![
-                    ("AS_PORT", as_port.to_string()),
-                    ("RESOURCE", mcp_url.clone()),
-                ],
-            ),
-            (
-                "rs.mjs",
-                vec![
-                    ("RS_PORT", rs_port.to_string()),
-                    ("AS_URL", format!("http://127.0.0.1:{as_port}")),
-                ],
-            ),
-        ] {
-            let mut cmd = Command::new("node");
-            cmd.arg(scripts.join(script))
-                .current_dir(&scripts)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
-            for (k, v) in env {
-                cmd.env(k, v);
-            }
-            let mut child = cmd.spawn().with_context(|| format!("node {script}"))?;
-            let mut line = String::new();
-            let mut out = BufReader::new(child.stdout.take().context("stdout")?);
-            out.read_line(&mut line)?;
-            // Read on (each request is a line), so its writes never meet a closed pipe.
-            std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-            me.children.push(child);
-            ensure!(
-                line.starts_with("ready"),
-                "{script} did not start: {line:?}"
-            );
-        }
-        std::fs::write(
-            &me.browser,
-            format!(
-                "#!/bin/sh\nexec node {:?} \"$1\" >/dev/null 2>&1\n",
-                scripts.join("browser.mjs")
-            ),
-        )?;
-        std::fs::set_permissions(
-            &me.browser,
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )?;
-        Ok(me)
-    }
-}
-
-impl Drop for OAuthServers {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 const OAUTH_SERVER: &str = "remote";
 
 /// Adds the HTTP server in the settings pane's way and signs in through the backend's
@@ -531,8 +413,9 @@ async fn oauth_sign_in() -> anyhow::Result<()> {
 /// for the parent's search.
 async fn oauth_use() -> anyhow::Result<()> {
     use outpost_mcp::SecretStore as _;
+    let server = env("OUTPOST_OAUTH_SERVER").unwrap_or_else(|_| OAUTH_SERVER.to_owned());
     let d = open_desktop()?;
-    let tools = d.mcp_server_tools(OAUTH_SERVER, true).await?;
+    let tools = d.mcp_server_tools(&server, true).await?;
     ensure!(
         tools.tools.iter().any(|t| t.name == "whoami"),
         "no whoami among {:?} ({:?})",
@@ -541,7 +424,7 @@ async fn oauth_use() -> anyhow::Result<()> {
     );
     let stored: serde_json::Value = serde_json::from_str(
         &outpost_mcp::Keyring
-            .get(&outpost_mcp::oauth::credentials_entry(OAUTH_SERVER))?
+            .get(&outpost_mcp::oauth::credentials_entry(&server))?
             .context("no stored sign-in")?,
     )?;
     for t in ["access_token", "refresh_token"] {
@@ -550,6 +433,54 @@ async fn oauth_use() -> anyhow::Result<()> {
             .with_context(|| format!("no {t}"))?;
         println!("OAUTH_TOKEN={token}");
     }
+    Ok(())
+}
+
+/// A sign-in waiting for the browser, cancelled as the pane's Cancel does: it fails with
+/// `cancelled` within a second and the keyring holds nothing for the server.
+async fn oauth_cancel() -> anyhow::Result<()> {
+    const NAME: &str = "cancelled";
+    let d = Arc::new(open_desktop()?);
+    let draft = outpost_desktop::contract::McpServerDraft {
+        url: env("OUTPOST_OAUTH_MCP_URL")?,
+        ..outpost_desktop::mcp::empty_draft(NAME, true)
+    };
+    d.mcp_server_add(&draft)?;
+    let signing_in = {
+        let d = Arc::clone(&d);
+        tokio::spawn(async move { d.mcp_server_sign_in(NAME, Duration::from_secs(90)).await })
+    };
+    // Discovery and registration first; then it waits for the browser, and can be cancelled.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !d.mcp_server_sign_in_cancel(NAME) {
+        ensure!(
+            Instant::now() < deadline && !signing_in.is_finished(),
+            "the sign-in never waited for the browser"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let cancelled_at = Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(5), signing_in)
+        .await
+        .context("the cancelled sign-in did not end")??
+        .expect_err("a cancelled sign-in succeeded");
+    ensure!(
+        err.code() == "cancelled" && cancelled_at.elapsed() < Duration::from_secs(1),
+        "{err} ({}, after {:?})",
+        err.code(),
+        cancelled_at.elapsed()
+    );
+    ensure!(
+        !outpost_mcp::oauth::signed_in(NAME, &outpost_mcp::Keyring)?,
+        "a cancelled sign-in stored tokens"
+    );
+    // Nothing waits any more.
+    ensure!(
+        !d.mcp_server_sign_in_cancel(NAME),
+        "still waiting after the cancel"
+    );
+    d.mcp_server_remove(NAME).await?;
+    println!("oauth: a sign-in waiting for the browser was cancelled");
     Ok(())
 }
 
@@ -616,6 +547,7 @@ fn child(step: &str) -> anyhow::Result<()> {
             "oauth_sign_in" => oauth_sign_in().await,
             "oauth_use" => oauth_use().await,
             "oauth_remove" => oauth_remove().await,
+            "oauth_cancel" => oauth_cancel().await,
             other => bail!("unknown step {other}"),
         }
     })

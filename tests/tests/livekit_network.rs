@@ -7,10 +7,15 @@
 //! in the client namespace) against `tests/py/net_assistant.py`: an Outpost-protocol
 //! tool call, a LiveKit RPC tool call, and voice both ways.
 //!
+//! Two tests hold the server's link to the client to 1 Mbit/s with `tc` instead (the
+//! slow reader, issue 25's finding 8): what livekit-server does with reliable data to a
+//! receiver that slow, with and without its slow threshold, and that Outpost never takes
+//! a stream with a hole as complete.
+//!
 //! livekit-server only: outpost-room offers no ICE/TCP candidates (`webrtc` 0.21 has no
 //! shared TCP listener to advertise) and runs no TURN server, so with UDP blocked there
 //! is nothing there for any client to fall back to.
-//! Needs root, iproute2, nftables, the venv and livekit-server.
+//! Needs root, iproute2 (with `tc`), nftables, the venv and livekit-server.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 use std::path::Path;
@@ -42,6 +47,21 @@ const OUR_TONE_HZ: f64 = 660.0;
 /// An official-SDK scenario (`tests/py/<script>`, two participants in one process) run
 /// in the client namespace, so both go through the client's restrictions; its verdict.
 fn sdk_baseline(env: &Env, script: &str, extra: &[(&str, &str)]) -> Value {
+    sdk_baseline_or_timeout(env, script, extra).unwrap_or_else(|err| {
+        panic!(
+            "the official SDK did not get through ({script}):\n{err}\n--- server ---\n{}",
+            env.server.proc.stderr()
+        )
+    })
+}
+
+/// [`sdk_baseline`], but when the SDK's connection timed out on both goes, its stderr
+/// as `Err` (every other failure still panics).
+fn sdk_baseline_or_timeout(
+    env: &Env,
+    script: &str,
+    extra: &[(&str, &str)],
+) -> Result<Value, String> {
     let py = python::python().unwrap();
     let run = || {
         let mut cmd = env.pair.client_command(&py);
@@ -65,6 +85,9 @@ fn sdk_baseline(env: &Env, script: &str, extra: &[(&str, &str)]) -> Value {
     if !status.success() && err.contains("wait_pc_connection timed out") {
         eprintln!("the official SDK's connection timed out; once more:\n{err}");
         (status, out, err) = run();
+        if !status.success() && err.contains("wait_pc_connection timed out") {
+            return Err(err);
+        }
     }
     assert!(
         status.success(),
@@ -78,7 +101,7 @@ fn sdk_baseline(env: &Env, script: &str, extra: &[(&str, &str)]) -> Value {
         .unwrap_or_else(|| panic!("{script} printed no verdict:\n{out}"));
     assert_eq!(verdict["ok"], true, "{script}: {verdict}");
     eprintln!("official SDK baseline, {script}: {verdict}");
-    verdict
+    Ok(verdict)
 }
 
 /// The assistant, in the server namespace.
@@ -568,9 +591,30 @@ fn only_turn_tls_gets_through_and_outpost_relays_over_it() {
 /// Outpost both relay through the server's TURN over UDP (`webrtc`'s own TURN client).
 #[test]
 fn only_turn_udp_gets_through_and_both_relay_over_it() {
-    let (env, _pki) = turn_env();
-    set_only_turn_udp(&env.pair.client_ns).unwrap();
-    sdk_baseline(&env, "streams_rpc.py", &[]);
+    // About one fresh server in eight, the SDK's relayed ICE never completes: both of
+    // its goes (eight connection attempts over two minutes) time out, the server's
+    // checks to the SDK's relay candidate go unanswered and none arrive through the
+    // relay, while every other server passes at the first go (2026-11-27: 2 of 12 runs
+    // alone, and one CI run; each time a fresh server passed). Not understood. The SDK is this test's control,
+    // not what it tests, so a server where the control cannot connect is replaced by a
+    // fresh one, once; Outpost is then tested where the control got through.
+    let (env, _pki) = {
+        let (env, pki) = turn_env();
+        set_only_turn_udp(&env.pair.client_ns).unwrap();
+        match sdk_baseline_or_timeout(&env, "streams_rpc.py", &[]) {
+            Ok(_) => (env, pki),
+            Err(err) => {
+                eprintln!(
+                    "the SDK could not connect through this server at all; a fresh one:\n{err}"
+                );
+                drop(env);
+                let (env, pki) = turn_env();
+                set_only_turn_udp(&env.pair.client_ns).unwrap();
+                sdk_baseline(&env, "streams_rpc.py", &[]);
+                (env, pki)
+            }
+        }
+    };
     echo_session(&env, move |url, _| async move {
         let (room, mut events) = join(&url, RoomOptions::default()).await?;
         eprintln!("path: {}", room.connection_path().describe());
@@ -814,4 +858,152 @@ fn when_nothing_gets_through_the_failure_names_every_path_tried() {
         )),
         "{text}"
     );
+}
+
+/// livekit-server's slow-reader drop (issue 25, finding 8), with Outpost as the slow
+/// reader: `rtc.datachannel_slow_threshold` set to 4 Mbit/s and the server's link to the
+/// client held to 1 Mbit/s (a token bucket on the server's end of the veth), the
+/// official-SDK peer streams 1 MiB to Outpost. The server drops reliable packets to it
+/// (its log says so), and Outpost's read fails saying a chunk is missing (or, had the
+/// stream's header been the packet dropped, no stream opens: its chunks are ignored): a
+/// stream with a hole is never taken as complete. The session carries data afterwards.
+#[test]
+fn a_stream_the_server_cuts_for_a_slow_reader_fails_saying_a_chunk_is_missing() {
+    let (outcome, log) = slow_reader(Some(4_000_000));
+    assert!(
+        matches!(outcome, SlowRead::ChunkMissing | SlowRead::NeverOpened),
+        "{outcome:?}\n{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("dropped by slow reader")),
+        "the server dropped nothing, so this test showed nothing:\n{log}"
+    );
+}
+
+/// The same slow link with livekit-server's default settings (no slow threshold): its
+/// writes to the client do not block, nothing is dropped, and all 1 MiB arrives intact,
+/// only later (what docs/ROOM.md's conformance table says of the default).
+#[test]
+fn a_slow_reader_gets_the_whole_stream_from_a_server_with_default_settings() {
+    let (outcome, log) = slow_reader(None);
+    assert_eq!(outcome, SlowRead::Intact, "{log}");
+    assert!(
+        !log.lines().any(|l| l.contains("dropped by slow reader")),
+        "{log}"
+    );
+}
+
+/// How a 1 MiB stream to a slow Outpost ended.
+#[derive(Debug, PartialEq)]
+enum SlowRead {
+    /// Every byte, checksum equal to what the peer sent.
+    Intact,
+    /// The read failed saying a chunk is missing.
+    ChunkMissing,
+    /// No stream opened within 60 s.
+    NeverOpened,
+}
+
+/// The scenario of the two tests above, with `threshold` as the server's
+/// `rtc.datachannel_slow_threshold`; how the read ended, and the server's log.
+fn slow_reader(threshold: Option<u32>) -> (SlowRead, String) {
+    const SIZE: usize = 1024 * 1024;
+    let opts = ServerOptions {
+        rtc_extra: threshold
+            .map(|t| format!("datachannel_slow_threshold: {t}"))
+            .into_iter()
+            .collect(),
+        ..ServerOptions::default()
+    };
+    let env = Env::on_with_opts(ServerKind::LiveKit, Path::new(ROOM_BIN), &[], opts)
+        .expect("namespaces and server");
+    let server_ns = env.pair.server_ns.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let log = echo_session(&env, move |url, _| async move {
+        let (room, mut events) = join(&url, RoomOptions::default()).await?;
+        echo_round(&room, &mut events, "before", 3).await?;
+        lkclient::set_server_link_rate(&server_ns, Some("1mbit"))?;
+        lkclient::send_cmd(
+            &room,
+            "peer",
+            &serde_json::json!({"op": "stream_bytes", "size": SIZE, "topic": "bytes"}),
+        )
+        .await;
+        let mut sent = None;
+        let mut outcome = None;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while outcome.is_none() {
+            let ev = match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(ev)) => ev,
+                Ok(None) => bail!("the room closed"),
+                Err(_) => break,
+            };
+            match ev {
+                RoomEvent::StreamOpened(r) if r.info.topic == "bytes" => {
+                    let read = tokio::time::timeout_at(deadline, r.read_all()).await;
+                    outcome = Some(read);
+                }
+                RoomEvent::Data(m) if m.topic.as_deref() == Some("reply") => {
+                    let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
+                    if v["op"] == "sent_stream" {
+                        sent = Some(v);
+                    }
+                }
+                _ => {}
+            }
+        }
+        lkclient::set_server_link_rate(&server_ns, None)?;
+        match outcome {
+            None => {
+                eprintln!("no stream opened within 60 s");
+                let _ = tx.send(SlowRead::NeverOpened);
+            }
+            Some(Err(_)) => bail!("the read neither ended nor failed within 60 s"),
+            Some(Ok(Err(e))) => {
+                eprintln!("the read failed: {e}");
+                anyhow::ensure!(
+                    e.to_string().contains("is missing"),
+                    "the error does not say a chunk is missing: {e}"
+                );
+                let _ = tx.send(SlowRead::ChunkMissing);
+            }
+            Some(Ok(Ok(got))) => {
+                // All of it arrived after all: it must be the very bytes sent.
+                while sent.is_none() {
+                    let ev = tokio::time::timeout(WAIT, events.recv())
+                        .await
+                        .context("no sent_stream from the peer")?
+                        .context("the room closed")?;
+                    if let RoomEvent::Data(m) = ev
+                        && m.topic.as_deref() == Some("reply")
+                    {
+                        let v: Value = serde_json::from_slice(&m.payload).unwrap_or(Value::Null);
+                        if v["op"] == "sent_stream" {
+                            sent = Some(v);
+                        }
+                    }
+                }
+                let sent = sent.unwrap_or_default();
+                anyhow::ensure!(
+                    got.len() == SIZE && sent["sha256"] == sha_hex(&got).as_str(),
+                    "a stream taken as complete is not what was sent ({} bytes)",
+                    got.len()
+                );
+                eprintln!("all {SIZE} bytes arrived intact");
+                let _ = tx.send(SlowRead::Intact);
+            }
+        }
+        echo_round(&room, &mut events, "after", 3).await?;
+        Ok(())
+    });
+    let outcome = rx.try_recv().expect("the scenario ended with an outcome");
+    (outcome, log)
+}
+
+fn sha_hex(data: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -4,7 +4,8 @@
 //! may depend on which); no crate lists a dependency it does not use; and the app's command
 //! list has one source (src-tauri/commands.txt; build.rs makes the handler and the
 //! permissions from it) and agrees with what still spells it (backend.ts's `Commands`,
-//! ui/CONTRACT.md); and only the core decides a tool call's status.
+//! ui/CONTRACT.md); only the core decides a tool call's status; and locks are taken through
+//! the one helper, `outpost_sync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -379,6 +380,40 @@ fn only_the_core_decides_a_tool_calls_status() {
     assert!(
         bad.is_empty(),
         "a front end spells a failure code (copy the core's status instead): {bad:#?}"
+    );
+}
+
+/// One lock helper: every program takes its `std::sync` locks through `outpost_sync`
+/// (`lock`, `read`, `write`), which alone decides what a poisoned lock means. A lock taken
+/// with `.unwrap()` in test code is fine: a test may panic.
+#[test]
+fn locks_are_taken_through_the_one_helper() {
+    let mut bad = Vec::new();
+    for m in members() {
+        if m.ends_with("outpost-sync") {
+            continue;
+        }
+        for f in sources(&m, &["src", "build.rs"]) {
+            let flat: String = code(&fs::read_to_string(&f).unwrap())
+                .chars()
+                .filter(|c| !c.is_whitespace())
+                .collect();
+            for spelled in [
+                "PoisonError",
+                ".lock().unwrap_or_else(",
+                ".read().unwrap_or_else(",
+                ".write().unwrap_or_else(",
+                "Err(poisoned)",
+            ] {
+                if flat.contains(spelled) {
+                    bad.push(format!("{} spells `{spelled}`", rel(&f)));
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "poison handled outside outpost_sync (use outpost_sync::lock/read/write): {bad:#?}"
     );
 }
 

@@ -51,32 +51,11 @@ pub async fn run(cli: Cli, joined: impl FnOnce(&str)) -> Result<()> {
             tracing::info!("interrupted; leaving");
             Ok(())
         }
-        () = stdin_closed(), if cli.exit_on_stdin_close => {
+        () = outpost_sync::stdin_closed(), if cli.exit_on_stdin_close => {
             tracing::info!("standard input closed; leaving");
             Ok(())
         }
     };
     let _ = room.leave().await;
     result
-}
-
-/// Resolves when standard input reaches its end (or cannot be read); whatever arrives
-/// before is ignored. A plain thread reads it: a blocking read cannot be cancelled, and
-/// the process ends soon after anyway.
-async fn stdin_closed() {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("stdin-watch".into())
-        .spawn(move || {
-            use std::io::Read as _;
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = [0u8; 256];
-            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-            let _ = tx.send(());
-        });
-    if spawned.is_err() {
-        // Without the watcher the tie cannot hold: leave rather than outlive the parent.
-        return;
-    }
-    let _ = rx.await;
 }

@@ -122,10 +122,7 @@ impl Shared {
     /// asked for one this agent does not hold (it restarted since), that id with the
     /// hello's `history` as what was said so far; else a new one.
     fn conversation(&self, id: Option<&str>, earlier: &[HistoryMessage]) -> (String, History) {
-        let mut map = self
-            .conversations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut map = outpost_sync::lock(&self.conversations);
         if let Some((id, h)) = id.and_then(|id| map.get(id).map(|h| (id, h))) {
             return (id.to_owned(), h.clone());
         }

@@ -35,6 +35,12 @@ pub struct CaptureOptions {
 /// same error about a million times a second.
 pub(crate) const ERROR_STREAK: u64 = 1000;
 
+/// Before a stream's first audio, how long a streak of errors must also have lasted to
+/// fail it: a stream still being opened by a slow sound server gets the same I/O error
+/// from the pulse plugin, over a thousand times in under 2 s (seen on a busy machine, its
+/// first frame after 1.9 s), and then plays normally.
+pub(crate) const SETTLING_STREAK_MS: u64 = 3_000;
+
 /// State shared with the device callback.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -50,6 +56,10 @@ pub(crate) struct Shared {
     errors: AtomicU64,
     /// Errors since the last callback with audio (see [`ERROR_STREAK`]).
     streak: AtomicU64,
+    /// Milliseconds since `start` at the first error of the current streak.
+    streak_from_ms: AtomicU64,
+    /// An error streak failed the stream (once).
+    gave_up: AtomicBool,
     stopped: AtomicBool,
     /// "microphone" or "speaker", for the log.
     what: &'static str,
@@ -66,14 +76,20 @@ impl Shared {
             dropped: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             streak: AtomicU64::new(0),
+            streak_from_ms: AtomicU64::new(0),
+            gave_up: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
         }
     }
 
     pub(crate) fn touch(&self) {
         self.streak.store(0, Ordering::Relaxed);
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.store(ms.max(1), Ordering::Relaxed);
+        self.last_ms.store(self.now_ms().max(1), Ordering::Relaxed);
+    }
+
+    /// Milliseconds since `start`.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
     /// A stream error from the device. cpal's ALSA worker ends a stream only when the
@@ -84,7 +100,9 @@ impl Shared {
     /// reports it stalled within 2 s. A stream whose worker reports [`ERROR_STREAK`] errors
     /// in a row with no audio between them fails at once: that is the pulse plugin's
     /// stream killed under it (the device unplugged), and cpal's worker would otherwise
-    /// spin on the error, a core busy, until the stream is dropped.
+    /// spin on the error, a core busy, until the stream is dropped. Before the stream's
+    /// first audio the streak must also have lasted [`SETTLING_STREAK_MS`]: a slow sound
+    /// server opening the stream looks the same for a while.
     pub(crate) fn report(&self, e: &cpal::Error) {
         use cpal::ErrorKind as K;
         match e.kind() {
@@ -93,7 +111,17 @@ impl Shared {
                 tracing::debug!(stream = self.what, "audio stream glitch: {e}");
             }
             _ => {
-                if self.streak.fetch_add(1, Ordering::Relaxed) + 1 == ERROR_STREAK {
+                let now = self.now_ms();
+                let streak = self.streak.fetch_add(1, Ordering::Relaxed) + 1;
+                if streak == 1 {
+                    self.streak_from_ms.store(now, Ordering::Relaxed);
+                }
+                let settling = self.last_ms.load(Ordering::Relaxed) == 0;
+                let lasted = now.saturating_sub(self.streak_from_ms.load(Ordering::Relaxed));
+                if streak >= ERROR_STREAK
+                    && (!settling || lasted >= SETTLING_STREAK_MS)
+                    && !self.gave_up.swap(true, Ordering::Relaxed)
+                {
                     self.fail(format!("it keeps reporting errors: {e}"));
                 }
                 if self.errors.fetch_add(1, Ordering::Relaxed) == 0 {
@@ -117,7 +145,7 @@ impl Shared {
     }
 
     pub(crate) fn fail(&self, why: String) {
-        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        let mut f = outpost_sync::lock(&self.failed);
         if f.is_none() {
             tracing::warn!(stream = self.what, "audio stream failed: {why}");
             *f = Some(why);
@@ -126,12 +154,7 @@ impl Shared {
 
     /// Running, stalled (no callback for 2 s once started, or never within 10 s), or failed.
     pub(crate) fn health(&self) -> Health {
-        if let Some(f) = self
-            .failed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
+        if let Some(f) = outpost_sync::lock(&self.failed).clone() {
             return Health::Failed(f);
         }
         let now = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -377,4 +400,63 @@ where
         move |e| err_shared.report(&e),
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::Duration;
+
+    use super::*;
+
+    fn io_error() -> cpal::Error {
+        cpal::Error::with_message(cpal::ErrorKind::BackendError, "I/O error (5)")
+    }
+
+    /// A stream still being opened by a slow sound server gets a burst of I/O errors and
+    /// then plays: the burst alone does not fail it.
+    #[test]
+    fn errors_while_a_stream_settles_do_not_fail_it_at_once() {
+        let s = Shared::new("test");
+        for _ in 0..3 * ERROR_STREAK {
+            s.report(&io_error());
+        }
+        assert_eq!(s.health(), Health::Running);
+        s.touch();
+        assert_eq!(s.health(), Health::Running);
+        assert_eq!(s.errors(), 3 * ERROR_STREAK);
+    }
+
+    /// Once audio has flowed, the streak fails the stream at once (the device unplugged).
+    #[test]
+    fn an_error_streak_after_audio_fails_the_stream() {
+        let s = Shared::new("test");
+        s.touch();
+        for _ in 0..ERROR_STREAK - 1 {
+            s.report(&io_error());
+        }
+        assert_eq!(s.health(), Health::Running);
+        s.report(&io_error());
+        assert!(
+            matches!(s.health(), Health::Failed(ref why) if why.contains("keeps reporting errors")),
+            "{:?}",
+            s.health()
+        );
+    }
+
+    /// Before any audio, a streak that has lasted [`SETTLING_STREAK_MS`] fails it.
+    #[test]
+    fn a_streak_that_outlasts_the_settling_fails_a_stream_that_never_played() {
+        let mut s = Shared::new("test");
+        s.start = Instant::now()
+            .checked_sub(Duration::from_millis(2 * SETTLING_STREAK_MS))
+            .unwrap();
+        s.report(&io_error());
+        // As if the streak had begun when the stream was opened.
+        s.streak_from_ms.store(0, Ordering::Relaxed);
+        for _ in 0..ERROR_STREAK {
+            s.report(&io_error());
+        }
+        assert!(matches!(s.health(), Health::Failed(_)), "{:?}", s.health());
+    }
 }

@@ -161,12 +161,7 @@ impl EchoCanceller {
     /// How many calls into the module failed, and the last failure.
     pub fn last_error(&self) -> Option<(u64, String)> {
         let n = self.state.errors.load(Ordering::Relaxed);
-        let e = self
-            .state
-            .last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let e = outpost_sync::lock(&self.state.last_error).clone();
         e.map(|e| (n, e))
     }
 
@@ -188,11 +183,7 @@ impl EchoCanceller {
         if self.state.errors.fetch_add(1, Ordering::Relaxed) == 0 {
             tracing::warn!("{why} (audio passes unprocessed)");
         }
-        *self
-            .state
-            .last_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(why);
+        *outpost_sync::lock(&self.state.last_error) = Some(why);
     }
 }
 

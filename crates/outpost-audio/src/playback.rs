@@ -118,11 +118,8 @@ impl Playback {
     /// Queues 48 kHz mono audio (-1.0..=1.0) for playing.
     pub fn push(&self, samples: &[f32]) {
         let mut out = Vec::with_capacity(samples.len() * self.rate as usize / 48_000 + 8);
-        self.resampler
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .process(samples, &mut out);
-        let mut q = self.queue.samples.lock().unwrap_or_else(|p| p.into_inner());
+        outpost_sync::lock(&self.resampler).process(samples, &mut out);
+        let mut q = outpost_sync::lock(&self.queue.samples);
         q.extend(out);
         let over = q.len().saturating_sub(self.queue.cap);
         if over > 0 {
@@ -139,12 +136,7 @@ impl Playback {
 
     /// Audio queued and not yet handed to the device, in milliseconds.
     pub fn queued_ms(&self) -> u64 {
-        let n = self
-            .queue
-            .samples
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len();
+        let n = outpost_sync::lock(&self.queue.samples).len();
         n as u64 * 1000 / u64::from(self.rate.max(1))
     }
 
@@ -181,11 +173,7 @@ impl Playback {
 
     /// Drops whatever is queued (e.g. the assistant was interrupted).
     pub fn clear(&self) {
-        self.queue
-            .samples
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        outpost_sync::lock(&self.queue.samples).clear();
     }
 
     /// Stops the device (also done on drop).
@@ -222,7 +210,7 @@ where
             cb_shared.touch();
             played.clear();
             {
-                let mut samples = q.samples.lock().unwrap_or_else(|p| p.into_inner());
+                let mut samples = outpost_sync::lock(&q.samples);
                 let cut = playout.before_callback(&mut samples, data.len() / channels);
                 if cut > 0 {
                     q.cut.fetch_add(cut as u64, Ordering::Relaxed);

@@ -431,6 +431,7 @@ fn add(path: &std::path::Path, data_dir: &std::path::Path, a: AddArgs) -> Result
     let server = ServerConfig {
         enabled: !a.disabled,
         transport,
+        protocol: None,
     };
     let what = server.describe();
     cfg.servers.insert(a.name.clone(), server);

@@ -143,22 +143,25 @@ pub fn spawn_transcript_reader(
             .cloned()
             .unwrap_or_else(|| info.id.clone());
         let mut reader = reader.into_text();
-        let mut first = true;
+        // A stream's first text replaces the segment's text so far (agents send each
+        // interim transcript as a new stream); until text has come, pieces replace
+        // nothing, so a stream that brings none (ended empty, or cut off before its
+        // first chunk) ends the segment with the text it had instead of erasing it.
+        let mut replaced = false;
         let mut read = 0usize;
         // False once the session is gone.
         let mut send = |text: String, is_final: bool| {
-            let sent = tx
-                .send(AgentsInput::Input(Input::Transcript {
-                    sender: info.sender_identity.clone(),
-                    segment_id: segment_id.clone(),
-                    text,
-                    first,
-                    is_final,
-                    user_speech,
-                }))
-                .is_ok();
-            first = false;
-            sent
+            let first = !replaced && !text.is_empty();
+            replaced |= first;
+            tx.send(AgentsInput::Input(Input::Transcript {
+                sender: info.sender_identity.clone(),
+                segment_id: segment_id.clone(),
+                text,
+                first,
+                is_final,
+                user_speech,
+            }))
+            .is_ok()
         };
         while read < MAX_SEGMENT_BYTES {
             match reader.next_text().await {

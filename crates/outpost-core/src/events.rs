@@ -183,7 +183,6 @@ pub struct ConsentPrompt {
     pub expires_in_ms: u64,
 }
 
-/// One thing for the UI to show.
 /// A file the user gave the assistant, as the UI shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -328,10 +328,7 @@ impl Session {
     /// The voice events (the assistant's audio, lost tracks), once: later calls get
     /// `None`. Without [`ConnectOptions::voice`] the channel stays empty.
     pub fn take_voice_events(&self) -> Option<mpsc::UnboundedReceiver<VoiceEvent>> {
-        self.voice_events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
+        outpost_sync::lock(&self.voice_events).take()
     }
 
     fn command(&self, c: Command) -> Result<()> {

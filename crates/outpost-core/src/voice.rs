@@ -51,7 +51,7 @@ impl std::fmt::Debug for LocalTracks {
 
 impl LocalTracks {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(String, Published)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.0)
     }
 
     /// Whether `sid` is one of ours, published now.

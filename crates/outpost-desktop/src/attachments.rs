@@ -68,7 +68,7 @@ pub struct StagedFiles {
 
 impl StagedFiles {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Staged>> {
-        self.items.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.items)
     }
 
     /// Adds one; refused when [`MAX_STAGED`] wait already.

@@ -897,6 +897,9 @@ pub struct McpServerInfo {
     pub status: McpServerStatus,
     /// Tools it offers now.
     pub tool_count: u32,
+    /// The MCP revision it speaks while it runs (`2026-07-28`, `2025-11-25`...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
     /// Why it last failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,

@@ -47,6 +47,9 @@ pub enum DesktopError {
     /// A file the user wanted to give the assistant was refused (secrets list, size).
     #[error("{0}")]
     Refused(String),
+    /// The user cancelled what the command was waiting for.
+    #[error("{0}")]
+    Cancelled(String),
     /// Anything else.
     #[error("{0}")]
     Internal(String),
@@ -62,6 +65,7 @@ impl DesktopError {
             DesktopError::NotFound(_) => "not_found",
             DesktopError::KeyringUnavailable(_) => "keyring_unavailable",
             DesktopError::Refused(_) => "attachment_refused",
+            DesktopError::Cancelled(_) => "cancelled",
             DesktopError::Core(outpost_core::CoreError::InvalidArgument { .. }) => {
                 "invalid_argument"
             }

@@ -44,9 +44,3 @@ pub mod voice;
 pub use desktop::{BACKGROUND_FLAG, Desktop, EventSink, EventWatcher, Notifier};
 pub use error::{CommandError, DesktopError, Result};
 pub use session::check_link;
-
-/// Locks `m`, the one lock helper of this crate. A lock whose holder panicked is taken as
-/// it is: one failed command must not make every later one panic too.
-pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}

@@ -98,18 +98,18 @@ pub struct MemorySecrets {
 
 impl SecretStore for MemorySecrets {
     fn get(&self, name: &str) -> Result<Option<String>> {
-        let g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let g = outpost_sync::lock(&self.values);
         Ok(g.get(name).cloned())
     }
 
     fn set(&self, name: &str, value: &str) -> Result<()> {
-        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = outpost_sync::lock(&self.values);
         g.insert(name.to_owned(), value.to_owned());
         Ok(())
     }
 
     fn delete(&self, name: &str) -> Result<()> {
-        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = outpost_sync::lock(&self.values);
         g.remove(name);
         Ok(())
     }

@@ -314,6 +314,14 @@ async fn demo_consent_history_settings_and_notifications() {
     );
 
     app.desktop.disconnect().await;
+    // Voice let go of the session that left: it says so rather than publishing there.
+    assert!(
+        matches!(
+            app.desktop.voice_start().await,
+            Err(outpost_desktop::DesktopError::NotConnected)
+        ),
+        "voice after a disconnect"
+    );
     drop(app);
     let again = open(&paths);
     let s2 = again.desktop.settings();

@@ -128,11 +128,11 @@ impl LocalShared {
     }
 
     pub(crate) fn set_out(&self, out: Option<outpost_webrtc::LocalAudioTrack>) {
-        *self.out.lock().unwrap_or_else(|p| p.into_inner()) = out;
+        *outpost_sync::lock(&self.out) = out;
     }
 
     pub(crate) fn out(&self) -> Option<outpost_webrtc::LocalAudioTrack> {
-        self.out.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        outpost_sync::lock(&self.out).clone()
     }
 }
 

@@ -45,9 +45,7 @@ pub(crate) struct Outbox {
 
 impl Outbox {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        // A panic while holding this lock cannot leave the queues half-updated in a
-        // way that matters more than losing the room, so recover the guard.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.inner)
     }
 
     /// Assigns the next sequence number, lets `encode` build the packet with it, and

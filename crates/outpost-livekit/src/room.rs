@@ -108,12 +108,7 @@ impl Room {
     /// The network path the room's traffic took when the link last came up: direct
     /// (UDP or ICE/TCP) or relayed by a TURN server, per peer connection.
     pub fn connection_path(&self) -> crate::types::ConnectionPath {
-        self.inner
-            .shared
-            .path
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        outpost_sync::lock(&self.inner.shared.path).clone()
     }
 
     /// The other participants, in the order they joined.
@@ -141,30 +136,11 @@ impl Room {
     /// queued. Lossy packets are dropped while reconnecting or when the channel's
     /// buffer is full.
     pub async fn send_data(&self, payload: impl Into<Vec<u8>>, options: DataOptions) -> Result<()> {
-        let payload = payload.into();
-        if payload.len() > self.inner.max_payload {
-            return Err(Error::PayloadTooLarge {
-                size: payload.len(),
-                limit: self.inner.max_payload,
-            });
-        }
-        let identity = self.identity();
+        let payload = self.checked_payload(payload.into())?;
         if options.reliable {
-            self.inner.shared.outbox.push(
-                move |seq| {
-                    let mut p = proto::user_packet(
-                        payload,
-                        options.topic,
-                        options.destination_identities,
-                        true,
-                    );
-                    p.sequence = seq;
-                    p.participant_identity = identity;
-                    proto::encode_data_packet(&p)
-                },
-                None,
-            )
+            self.queue_reliable(payload, options, None)
         } else {
+            let identity = self.identity();
             if self.connection_state() == ConnectionState::Disconnected {
                 return Err(Error::Closed("the room is disconnected".into()));
             }
@@ -191,15 +167,32 @@ impl Room {
         payload: impl Into<Vec<u8>>,
         options: DataOptions,
     ) -> Result<()> {
-        let payload = payload.into();
+        let payload = self.checked_payload(payload.into())?;
+        let (tx, rx) = oneshot::channel();
+        self.queue_reliable(payload, options, Some(tx))?;
+        rx.await
+            .map_err(|_| Error::Closed("send queue dropped".into()))?
+    }
+
+    /// `payload` if it fits in one packet.
+    fn checked_payload(&self, payload: Vec<u8>) -> Result<Vec<u8>> {
         if payload.len() > self.inner.max_payload {
             return Err(Error::PayloadTooLarge {
                 size: payload.len(),
                 limit: self.inner.max_payload,
             });
         }
+        Ok(payload)
+    }
+
+    /// Queues a reliable user packet; `done` hears when the transport took it.
+    fn queue_reliable(
+        &self,
+        payload: Vec<u8>,
+        options: DataOptions,
+        done: Option<oneshot::Sender<Result<()>>>,
+    ) -> Result<()> {
         let identity = self.identity();
-        let (tx, rx) = oneshot::channel();
         self.inner.shared.outbox.push(
             move |seq| {
                 let mut p = proto::user_packet(
@@ -212,10 +205,8 @@ impl Room {
                 p.participant_identity = identity;
                 proto::encode_data_packet(&p)
             },
-            Some(tx),
-        )?;
-        rx.await
-            .map_err(|_| Error::Closed("send queue dropped".into()))?
+            done,
+        )
     }
 
     fn sink(&self) -> Sink {
@@ -426,12 +417,7 @@ impl Room {
         if self.inner.cmd.send(Command::Leave(tx)).is_ok() {
             let _ = rx.await;
         }
-        let handle = self
-            .inner
-            .engine
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        let handle = outpost_sync::lock(&self.inner.engine).take();
         if let Some(h) = handle {
             let _ = h.await;
         }

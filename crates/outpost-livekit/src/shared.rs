@@ -83,7 +83,7 @@ impl Shared {
     }
 
     pub(crate) fn roster(&self) -> std::sync::MutexGuard<'_, Roster> {
-        self.roster.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.roster)
     }
 
     /// The assistant's identity, while one is in the room.
@@ -92,10 +92,10 @@ impl Shared {
     }
 
     pub(crate) fn lossy(&self) -> Option<Channel> {
-        self.lossy.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        outpost_sync::lock(&self.lossy).clone()
     }
 
     pub(crate) fn set_lossy(&self, ch: Option<Channel>) {
-        *self.lossy.lock().unwrap_or_else(|p| p.into_inner()) = ch;
+        *outpost_sync::lock(&self.lossy) = ch;
     }
 }

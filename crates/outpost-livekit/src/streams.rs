@@ -364,8 +364,10 @@ impl Receivers {
             let _ = s.tx.send(Err(stream_error(
                 &c.stream_id,
                 format!(
-                    "chunk {} arrived where chunk {} was due",
-                    c.chunk_index, s.next_index
+                    "chunk {} is missing (chunk {} came next): the sender skipped it, or the \
+                     server dropped it (livekit-server drops reliable data to a receiver slower \
+                     than its rtc.datachannel_slow_threshold)",
+                    s.next_index, c.chunk_index
                 ),
             )));
             return;
@@ -789,7 +791,8 @@ mod tests {
         let mut r = Rx::new(limits(1000));
         let reader = r.header("bob", "c", None);
         r.chunk("bob", "c", 1, 10);
-        assert!(error_of(reader).await.contains("due"));
+        let e = error_of(reader).await;
+        assert!(e.contains("chunk 0 is missing (chunk 1 came next)"), "{e}");
 
         let reader = r.header("bob", "d", Some(30));
         r.chunk("bob", "d", 0, 10);

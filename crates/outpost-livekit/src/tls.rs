@@ -55,13 +55,7 @@ fn tls_key(url: &str) -> Option<String> {
 /// CAs registered for its host and port.
 fn config_for(url: &str) -> std::result::Result<Arc<outpost_tls::rustls::ClientConfig>, String> {
     let extra = tls_key(url)
-        .and_then(|k| {
-            extras()
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&k)
-                .cloned()
-        })
+        .and_then(|k| outpost_sync::lock(extras()).get(&k).cloned())
         .unwrap_or_default();
     outpost_tls::client_config(&extra).map_err(|e| e.to_string())
 }
@@ -103,10 +97,7 @@ pub(crate) fn install(url: &str, pems: &[String]) -> Result<()> {
     if !pems.is_empty() {
         tracing::debug!(%key, "extra root CAs trusted");
     }
-    extras()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key, pems.to_vec());
+    outpost_sync::lock(extras()).insert(key, pems.to_vec());
     Ok(())
 }
 

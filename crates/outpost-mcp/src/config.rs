@@ -28,6 +28,10 @@
 //! write = ["~/out"]          # more it may read and write
 //! sandbox = "on"             # "on" (default), "if-available", "off"
 //! ```
+//!
+//! Any server may pin its MCP revision with `protocol = "2025-11-25"` (one of
+//! [`crate::connection::PROTOCOL_VERSIONS`]); without it the host offers the newest and
+//! takes what the server answers.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +65,10 @@ pub struct ServerConfig {
     pub enabled: bool,
     /// How to reach it.
     pub transport: Transport,
+    /// The MCP revision to speak, when the user pins one (`protocol = "2025-11-25"`);
+    /// otherwise the newest, negotiated down for an older server
+    /// ([`crate::connection::PROTOCOL_VERSIONS`]).
+    pub protocol: Option<String>,
 }
 
 /// How to reach a server.
@@ -131,6 +139,9 @@ struct RawServer {
     read: Vec<PathBuf>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     write: Vec<PathBuf>,
+    // Written only when pinned, like the sandbox's settings, for the same reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    protocol: Option<String>,
 }
 
 fn yes() -> bool {
@@ -196,9 +207,18 @@ impl TryFrom<RawServer> for ServerConfig {
                 }
             }
         };
+        if let Some(v) = &raw.protocol
+            && !crate::connection::PROTOCOL_VERSIONS.contains(&v.as_str())
+        {
+            return Err(format!(
+                "`protocol` is '{v}'; Outpost speaks {}",
+                crate::connection::PROTOCOL_VERSIONS.join(", ")
+            ));
+        }
         Ok(Self {
             enabled: raw.enabled,
             transport,
+            protocol: raw.protocol,
         })
     }
 }
@@ -207,6 +227,7 @@ impl From<ServerConfig> for RawServer {
     fn from(s: ServerConfig) -> Self {
         let mut raw = RawServer {
             enabled: s.enabled,
+            protocol: s.protocol,
             ..RawServer::default()
         };
         match s.transport {
@@ -509,6 +530,7 @@ impl ServerConfig {
                 cwd: None,
                 sandbox: Sandbox::default(),
             },
+            protocol: None,
         }
     }
 
@@ -520,6 +542,7 @@ impl ServerConfig {
                 url: url.into(),
                 headers: BTreeMap::new(),
             },
+            protocol: None,
         }
     }
 
@@ -637,6 +660,21 @@ enabled = false
         assert_eq!(env["MODE"], ConfigValue::Plain("fast".into()));
         let again = McpConfig::parse(&toml::to_string(&c).unwrap()).unwrap();
         assert_eq!(again, c);
+    }
+
+    #[test]
+    fn a_pinned_revision_is_kept_checked_and_written_only_when_set() {
+        let c = McpConfig::parse("[servers.a]\nurl='http://h/'\nprotocol='2025-11-25'").unwrap();
+        assert_eq!(c.servers["a"].protocol.as_deref(), Some("2025-11-25"));
+        assert_eq!(McpConfig::parse(&toml::to_string(&c).unwrap()).unwrap(), c);
+        let e = McpConfig::parse("[servers.a]\ncommand='x'\nprotocol='2030-01-01'").unwrap_err();
+        assert!(
+            e.contains("'2030-01-01'") && e.contains("2026-07-28"),
+            "{e}"
+        );
+        // Unset, it is not written: entries from before keep their fingerprint.
+        let plain = McpConfig::parse("[servers.a]\ncommand='x'").unwrap();
+        assert!(!toml::to_string(&plain).unwrap().contains("protocol"));
     }
 
     #[test]

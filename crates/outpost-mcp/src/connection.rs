@@ -10,14 +10,18 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::model::CancelledNotificationParam;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientConfig, ClientRequest, ListToolsRequest,
-    PaginatedRequestParams, ProgressToken, RequestId, ServerResult,
+    CallToolRequest, CallToolRequestParams, ClientConfig, ClientRequest, InputRequiredResult,
+    ListToolsRequest, PaginatedRequestParams, ProgressToken, ProtocolVersion, RequestId,
+    ServerResult,
 };
-use rmcp::service::{Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError};
+use rmcp::service::{
+    ClientLifecycleMode, Peer, PeerRequestOptions, QuitReason, RoleClient, ServiceError,
+    serve_client_with_lifecycle_and_ct,
+};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ServiceExt, model::CancelledNotificationParam};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +29,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{Resolved, ServerConfig};
 use crate::error::{McpError, Result};
 use crate::handler::{Handler, Shared};
+use crate::input::{self, Retry};
+use crate::listen;
 use crate::naming;
 use crate::process::{self, LogFile, ServerProcess, SpawnSpec};
 use crate::requests::{
@@ -34,9 +40,16 @@ use crate::result::map_call_result;
 use crate::sandbox::{self, Reach, ReachState, SandboxOptions};
 use crate::secrets::SecretStore;
 
-/// The MCP versions this host speaks (newest first). The handshake offers the first; the
-/// server may answer with an older one from this list.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The MCP versions this host speaks (newest first). The host offers the first with
+/// `server/discover`; a server that does not know it gets `initialize` with the second,
+/// and may answer with an older one from this list.
+pub const PROTOCOL_VERSIONS: &[&str] = &[
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
+];
 
 /// Most `tools/list` pages read from one server (a guard against a server whose cursor
 /// never ends).
@@ -254,8 +267,10 @@ pub struct Connection {
     protocol_version: String,
     server_info: Value,
     process: Mutex<Option<ServerProcessSlot>>,
-    /// Who shows a `-32042` error's links to the user (the elicitation handler).
-    requests: Arc<dyn ServerRequests>,
+    /// What answers the server's needs: a `-32042` error's links, the `input_required`
+    /// rounds of 2026-07-28 (the same handler rmcp gives the server requests of older
+    /// revisions).
+    handler: Handler,
     /// What a stdio server may touch (none for an HTTP server).
     reach: Option<Arc<Reach>>,
     /// An HTTP server reached with a stored OAuth sign-in.
@@ -292,10 +307,12 @@ fn url_asks(data: Option<&Value>) -> Vec<UrlAsk> {
         .collect()
 }
 
-/// One `tools/call` attempt: its outcome, or the server's "URL elicitation required".
+/// One `tools/call` round: its outcome, the server's "URL elicitation required", or what
+/// it needs before it can answer (2026-07-28).
 enum Attempt {
     Done(CallOutcome),
     NeedsUrls { message: String, asks: Vec<UrlAsk> },
+    NeedsInput(Box<InputRequiredResult>),
 }
 
 /// Holds the child so dropping the connection stops it.
@@ -307,7 +324,24 @@ impl std::fmt::Debug for ServerProcessSlot {
     }
 }
 
-fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
+/// How the session starts: the newest revision first, falling back to `initialize` (rmcp
+/// waits 10 s for an answer to `server/discover` before it does), unless `mcp.toml` pins a
+/// revision.
+fn lifecycle(pinned: Option<&str>) -> ClientLifecycleMode {
+    let newest = ProtocolVersion::V_2026_07_28;
+    match pinned {
+        None => ClientLifecycleMode::Auto {
+            preferred_versions: vec![newest],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
+        Some(v) if v == newest.as_str() => ClientLifecycleMode::Discover {
+            preferred_versions: vec![newest],
+        },
+        Some(_) => ClientLifecycleMode::Initialize,
+    }
+}
+
+fn client_info(opts: &ConnectOptions, version: &str) -> Result<ClientConfig> {
     let mut caps = Map::new();
     caps.insert("roots".into(), json!({"listChanged": true}));
     if opts.elicitation {
@@ -322,7 +356,7 @@ fn client_info(opts: &ConnectOptions) -> Result<ClientConfig> {
         caps.insert("sampling".into(), json!({}));
     }
     serde_json::from_value(json!({
-        "protocolVersion": PROTOCOL_VERSIONS[0],
+        "protocolVersion": version,
         "capabilities": caps,
         "clientInfo": {"name": "Outpost", "version": env!("CARGO_PKG_VERSION")},
     }))
@@ -480,14 +514,21 @@ impl Connection {
     ) -> Result<Self> {
         let resolved = config.resolve(server, secrets.as_ref())?;
         let shared = Shared::new();
+        let pinned = config.protocol.as_deref();
+        let lifecycle = lifecycle(pinned);
         let handler = Handler {
             server: server.to_owned(),
-            info: client_info(opts)?,
+            info: client_info(opts, pinned.unwrap_or(PROTOCOL_VERSIONS[0]))?,
             roots: opts.roots.clone(),
             requests: opts.requests.clone(),
             shared: shared.clone(),
         };
+        // The handshake and the first listen acknowledgement share one budget.
+        let deadline = tokio::time::Instant::now() + opts.start_timeout;
         let stop = CancellationToken::new();
+        // Until the connection exists, giving up (an error, or this future dropped at any
+        // await) ends the session it started: a live rmcp service is never left behind.
+        let unfinished = stop.clone().drop_guard();
         let start_err = |message: String| McpError::Start {
             server: server.to_owned(),
             message,
@@ -547,17 +588,17 @@ impl Connection {
                     sandbox: confinement,
                 })?;
                 let evidence = process.evidence.clone();
-                let said = move || -> String {
-                    evidence
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .describe()
-                };
+                let said = move || -> String { outpost_sync::lock(&evidence).describe() };
                 let mut exit = process.exit.clone();
                 let mut exit_seen = process.exit.clone();
-                let serve = handler.serve_with_ct((stdout, stdin), stop.clone());
+                let serve = serve_client_with_lifecycle_and_ct(
+                    handler.clone(),
+                    (stdout, stdin),
+                    lifecycle,
+                    stop.clone(),
+                );
                 let service = tokio::select! {
-                    r = tokio::time::timeout(opts.start_timeout, serve) => match r {
+                    r = tokio::time::timeout_at(deadline, serve) => match r {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => {
                             let how = wait_closed(&mut exit, Duration::from_millis(500)).await;
@@ -566,7 +607,7 @@ impl Connection {
                         }
                         Err(_) => {
                             return Err(start_err(format!(
-                                "no answer to `initialize` within {timeout_ms} ms{}",
+                                "no answer to `server/discover` or `initialize` within {timeout_ms} ms{}",
                                 said()
                             )));
                         }
@@ -575,7 +616,7 @@ impl Connection {
                         let how = how.ok().flatten().unwrap_or_default();
                         // Let the stderr reader catch up with the last lines.
                         tokio::time::sleep(Duration::from_millis(100)).await;
-                        return Err(start_err(format!("{how} before completing `initialize`{}", said())));
+                        return Err(start_err(format!("{how} before completing the handshake{}", said())));
                     }
                 };
                 (service, Some(process), Some(exit))
@@ -589,6 +630,7 @@ impl Connection {
                 let stored = crate::oauth::stored_manager(server, &url, secrets).await?;
                 signed_in = stored.is_some();
                 let stop_serve = stop.clone();
+                let handler = handler.clone();
                 let serve = async move {
                     match stored {
                         Some(manager) => {
@@ -600,21 +642,23 @@ impl Connection {
                                 rmcp::transport::auth::AuthClient::new(client, manager),
                                 config,
                             );
-                            handler
-                                .serve_with_ct(transport, stop_serve)
-                                .await
-                                .map_err(Handshake::from)
+                            serve_client_with_lifecycle_and_ct(
+                                handler, transport, lifecycle, stop_serve,
+                            )
+                            .await
+                            .map_err(Handshake::from)
                         }
                         None => {
                             let transport = StreamableHttpClientTransport::from_config(config);
-                            handler
-                                .serve_with_ct(transport, stop_serve)
-                                .await
-                                .map_err(Handshake::from)
+                            serve_client_with_lifecycle_and_ct(
+                                handler, transport, lifecycle, stop_serve,
+                            )
+                            .await
+                            .map_err(Handshake::from)
                         }
                     }
                 };
-                let service = match tokio::time::timeout(opts.start_timeout, serve).await {
+                let service = match tokio::time::timeout_at(deadline, serve).await {
                     Ok(Ok(s)) => s,
                     Ok(Err(Handshake::SignIn)) => {
                         return Err(crate::oauth::sign_in_error(
@@ -634,7 +678,7 @@ impl Connection {
                     }
                     Err(_) => {
                         return Err(start_err(format!(
-                            "{url} did not answer `initialize` within {timeout_ms} ms"
+                            "{url} did not answer `server/discover` or `initialize` within {timeout_ms} ms"
                         )));
                     }
                 };
@@ -660,6 +704,18 @@ impl Connection {
             .and_then(|i| i.server_info.as_ref())
             .and_then(|s| serde_json::to_value(s).ok())
             .unwrap_or(Value::Null);
+        // 2026-07-28 has no session: no `initialize`, no notifications from the host, and
+        // a changed tool list only on a stream the host opens for it (crate::listen).
+        let sessionless = info
+            .as_ref()
+            .is_some_and(|i| !i.protocol_version.has_initialize());
+        let announces_tools = info.as_ref().is_some_and(|i| {
+            i.capabilities
+                .tools
+                .as_ref()
+                .and_then(|t| t.list_changed)
+                .unwrap_or(false)
+        });
 
         // One task notices the end of the session and says why.
         let (closed_tx, closed_rx) = watch::channel(None);
@@ -677,17 +733,44 @@ impl Connection {
                     reason = how;
                 }
                 if let Some(ev) = evidence {
-                    reason.push_str(&ev.lock().unwrap_or_else(|p| p.into_inner()).describe());
+                    reason.push_str(&outpost_sync::lock(&ev).describe());
                 }
             }
             let _ = closed_tx.send(Some(reason));
         });
 
-        // Roots changes reach the server as notifications/roots/list_changed.
+        if sessionless && announces_tools {
+            // Opened before the host's first `tools/list`, so no change falls between.
+            let opened = tokio::time::timeout_at(deadline, listen::open(&peer)).await;
+            match opened {
+                Ok(Ok(first)) => listen::follow(
+                    server.to_owned(),
+                    peer.clone(),
+                    first,
+                    shared.clone(),
+                    stop.clone(),
+                    closed_rx.clone(),
+                ),
+                Ok(Err(e)) => tracing::warn!(
+                    server,
+                    "subscriptions/listen refused, so changes of its tool list are not seen: {e}"
+                ),
+                Err(_) => tracing::warn!(
+                    server,
+                    "no answer to subscriptions/listen, so changes of its tool list are not seen"
+                ),
+            }
+        }
+
+        // Roots changes reach the server as notifications/roots/list_changed. A server on
+        // 2026-07-28 asks for the roots within each call instead (crate::input).
         let mut roots = opts.roots.clone();
         let notify_peer = peer.clone();
         let until = stop.clone();
         tokio::spawn(async move {
+            if sessionless {
+                return;
+            }
             loop {
                 tokio::select! {
                     _ = until.cancelled() => break,
@@ -700,6 +783,7 @@ impl Connection {
             }
         });
 
+        unfinished.disarm();
         Ok(Self {
             server: server.to_owned(),
             pid: process.as_ref().and_then(|p| p.pid),
@@ -710,7 +794,7 @@ impl Connection {
             stop,
             protocol_version: version,
             server_info,
-            requests: opts.requests.clone(),
+            handler,
             reach,
             signed_in,
         })
@@ -759,12 +843,7 @@ impl Connection {
     /// Ends the session and stops a stdio server's process group.
     pub fn close(&self) {
         self.stop.cancel();
-        if let Some(mut p) = self
-            .process
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
+        if let Some(mut p) = outpost_sync::lock(&self.process).take() {
             p.0.stop();
         }
     }
@@ -906,23 +985,61 @@ impl Connection {
         opts: CallOptions,
     ) -> Result<CallOutcome> {
         let deadline = tokio::time::Instant::now() + opts.timeout;
-        let (message, asks) = match self
-            .call_once(tool, arguments.clone(), &opts, opts.timeout)
-            .await?
-        {
-            Attempt::Done(outcome) => return Ok(outcome),
-            Attempt::NeedsUrls { message, asks } => (message, asks),
-        };
-        self.complete_urls(tool, &message, &asks, deadline, &opts)
-            .await?;
-        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-        match self.call_once(tool, arguments, &opts, left).await? {
-            Attempt::Done(outcome) => Ok(outcome),
-            Attempt::NeedsUrls { message, .. } => Err(self.url_error(
-                tool,
-                format!("it asked again after the link was opened ({message})"),
-            )),
+        let mut retry = Retry::default();
+        let mut links_opened = false;
+        let mut state_only_rounds = 0;
+        for _ in 0..input::MAX_ROUNDS {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            match self
+                .call_once(tool, arguments.clone(), retry, &opts, left)
+                .await?
+            {
+                Attempt::Done(outcome) => return Ok(outcome),
+                Attempt::NeedsUrls { message, .. } if links_opened => {
+                    return Err(self.url_error(
+                        tool,
+                        format!("it asked again after the link was opened ({message})"),
+                    ));
+                }
+                Attempt::NeedsUrls { message, asks } => {
+                    self.complete_urls(tool, &message, &asks, deadline, &opts)
+                        .await?;
+                    links_opened = true;
+                    retry = Retry::default();
+                }
+                Attempt::NeedsInput(needs) => {
+                    let answered = tokio::select! {
+                        a = input::answer(&self.handler, *needs, &mut state_only_rounds) => a,
+                        () = tokio::time::sleep_until(deadline) => {
+                            return Err(McpError::Timeout {
+                                server: self.server.clone(),
+                                tool: tool.to_owned(),
+                                timeout: opts.timeout,
+                            });
+                        }
+                        () = opts.cancel.cancelled() => {
+                            return Err(McpError::Cancelled {
+                                server: self.server.clone(),
+                                tool: tool.to_owned(),
+                            });
+                        }
+                    };
+                    retry = answered.map_err(|message| McpError::Protocol {
+                        server: self.server.clone(),
+                        method: format!("tools/call {tool}"),
+                        message,
+                    })?;
+                }
+            }
         }
+        Err(McpError::Protocol {
+            server: self.server.clone(),
+            method: format!("tools/call {tool}"),
+            message: format!(
+                "it still asked for input after {} rounds",
+                input::MAX_ROUNDS
+            ),
+        })
     }
 
     fn url_error(&self, tool: &str, message: String) -> McpError {
@@ -963,7 +1080,7 @@ impl Connection {
                 elicitation_id: ask.elicitation_id.clone(),
             };
             let answer = tokio::select! {
-                a = self.requests.elicit(&self.server, request) => a,
+                a = self.handler.requests.elicit(&self.server, request) => a,
                 () = tokio::time::sleep_until(deadline) => return Err(timeout()),
                 () = opts.cancel.cancelled() => return Err(cancelled()),
             };
@@ -1001,12 +1118,15 @@ impl Connection {
         &self,
         tool: &str,
         arguments: Option<Map<String, Value>>,
+        retry: Retry,
         opts: &CallOptions,
         timeout: Duration,
     ) -> Result<Attempt> {
         let method = format!("tools/call {tool}");
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        params.input_responses = retry.input_responses;
+        params.request_state = retry.request_state;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let mut handle = self
             .peer
@@ -1031,6 +1151,9 @@ impl Connection {
                         let wire = serde_json::to_value(&r).unwrap_or(Value::Null);
                         let result = map_call_result(&wire);
                         Ok(Attempt::Done(CallOutcome { is_error: r.is_error.unwrap_or(false), result }))
+                    }
+                    Ok(Ok(ServerResult::InputRequiredResult(needs))) => {
+                        Ok(Attempt::NeedsInput(Box::new(needs)))
                     }
                     Ok(Ok(_)) => Err(self.gone(&method, ServiceError::UnexpectedResponse)),
                     Ok(Err(ServiceError::McpError(data))) if data.code.0 == URL_ELICITATION_REQUIRED => {

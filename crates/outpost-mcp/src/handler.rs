@@ -61,7 +61,7 @@ impl Shared {
 
     /// Sends `token`'s progress to `sink` from now on (and any that came early).
     pub fn route(&self, token: ProgressToken, sink: mpsc::UnboundedSender<Progress>) {
-        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = outpost_sync::lock(&self.routes);
         let early = std::mem::take(&mut r.early);
         // Of the early ones, the latest is enough.
         let mut latest = None;
@@ -81,7 +81,7 @@ impl Shared {
     }
 
     pub fn unroute(&self, token: &ProgressToken) {
-        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = outpost_sync::lock(&self.routes);
         r.live.remove(token);
         r.early.retain(|(t, _)| t != token);
     }
@@ -98,7 +98,7 @@ impl Shared {
             total: params.total,
             message,
         };
-        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = outpost_sync::lock(&self.routes);
         if let Some((sink, last)) = r.live.get_mut(&params.progress_token) {
             let now = std::time::Instant::now();
             if last.is_none_or(|l| now.duration_since(l) >= PROGRESS_INTERVAL) {
@@ -114,6 +114,9 @@ impl Shared {
     }
 }
 
+/// Cheap to clone: the connection keeps one to answer the `input_required` rounds of MCP
+/// 2026-07-28 (crate::input) the same way as the server requests of older revisions.
+#[derive(Debug, Clone)]
 pub(crate) struct Handler {
     pub server: String,
     pub info: ClientConfig,
@@ -138,24 +141,15 @@ fn internal(message: String) -> ErrorData {
     ErrorData::new(ErrorCode::INTERNAL_ERROR, message, None)
 }
 
-impl ClientHandler for Handler {
-    fn get_info(&self) -> ClientConfig {
-        self.info.clone()
-    }
-
-    async fn list_roots(
-        &self,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ListRootsResult, ErrorData> {
+impl Handler {
+    /// The roots offered now (`roots/list`).
+    pub fn roots_now(&self) -> ListRootsResult {
         let roots = self.roots.borrow().clone();
-        Ok(wire_roots(&roots))
+        wire_roots(&roots)
     }
 
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
+    /// Asks the user through [`ServerRequests::elicit`] (`elicitation/create`).
+    pub async fn elicit(&self, request: ElicitRequestParams) -> Result<ElicitResult, ErrorData> {
         let ours = match request {
             ElicitRequestParams::FormElicitationParams {
                 message,
@@ -195,10 +189,10 @@ impl ClientHandler for Handler {
         serde_json::from_value(wire).map_err(|e| internal(format!("elicitation answer: {e}")))
     }
 
-    async fn create_message(
+    /// Passes a sampling request to [`ServerRequests::sample`] (`sampling/createMessage`).
+    pub async fn sample(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
         let params = serde_json::to_value(params).unwrap_or(Value::Null);
         match self.requests.sample(&self.server, params).await {
@@ -207,6 +201,35 @@ impl ClientHandler for Handler {
             }),
             Err(message) => Err(ErrorData::new(ErrorCode::INVALID_REQUEST, message, None)),
         }
+    }
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Ok(self.roots_now())
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.elicit(request).await
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.sample(params).await
     }
 
     async fn on_progress(

@@ -235,17 +235,13 @@ impl McpHost {
         }
         let stop = self.inner.all.child_token();
         let (conn_tx, conn_rx) = watch::channel(None);
-        self.inner
-            .servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(
-                name.to_owned(),
-                Slot {
-                    stop: stop.clone(),
-                    conn: conn_rx,
-                },
-            );
+        outpost_sync::lock(&self.inner.servers).insert(
+            name.to_owned(),
+            Slot {
+                stop: stop.clone(),
+                conn: conn_rx,
+            },
+        );
         tokio::spawn(supervise(
             self.inner.clone(),
             name.to_owned(),
@@ -293,12 +289,7 @@ impl McpHost {
     }
 
     fn stop_slot(&self, name: &str) -> bool {
-        let slot = self
-            .inner
-            .servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(name);
+        let slot = outpost_sync::lock(&self.inner.servers).remove(name);
         match slot {
             Some(s) => {
                 s.stop.cancel();
@@ -443,11 +434,7 @@ impl McpHost {
     }
 
     async fn connection(&self, server: &str, opts: &CallOptions) -> Result<Arc<Connection>> {
-        let mut conn = self
-            .inner
-            .servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        let mut conn = outpost_sync::lock(&self.inner.servers)
             .get(server)
             .map(|s| s.conn.clone())
             .ok_or_else(|| self.not_running(server))?;

@@ -152,6 +152,7 @@ fn one(name: &str, entry: &Value) -> std::result::Result<ServerConfig, String> {
     Ok(ServerConfig {
         enabled: !disabled,
         transport,
+        protocol: None,
     })
 }
 

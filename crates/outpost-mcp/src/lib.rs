@@ -25,7 +25,11 @@
 //! - [`edit`]: Outpost's own edits of `mcp.toml`, the CLI's and the app's alike: each write
 //!   recorded for [`trust`], a removed server's own keyring entries deleted with it.
 //!
-//! Internals: `handler` is the rmcp client handler; `text` cuts a server's text to a bound;
+//! - [`input`]: the `input_required` rounds of MCP 2026-07-28 (a tool's need of the user,
+//!   the roots or a model, answered as the same server request of older revisions).
+//!
+//! Internals: `handler` is the rmcp client handler; `listen` keeps the `subscriptions/listen`
+//! stream a 2026-07-28 server announces tool-list changes on; `text` cuts a server's text to a bound;
 //! `tls` installs rustls's crypto provider; `process` spawns stdio servers (no
 //! shell), captures their stderr to a bounded per-server log and watches their stdout for
 //! output that is not MCP. docs/MCP.md is the user-facing manual.
@@ -37,6 +41,8 @@ mod error;
 mod handler;
 pub mod host;
 pub mod import;
+pub mod input;
+mod listen;
 pub mod naming;
 pub mod oauth;
 mod process;

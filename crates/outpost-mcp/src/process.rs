@@ -270,7 +270,7 @@ fn keep_line(line: &str, log: Option<&mut LogFile>, evidence: &Mutex<Evidence>) 
     if let Some(l) = log {
         l.write_line(line);
     }
-    let mut e = evidence.lock().unwrap_or_else(|p| p.into_inner());
+    let mut e = outpost_sync::lock(evidence);
     if e.stderr_tail.len() >= STDERR_TAIL {
         e.stderr_tail.pop_front();
     }
@@ -512,7 +512,7 @@ impl SniffedStdout {
         let text = String::from_utf8_lossy(&self.line);
         let trimmed = text.trim_start_matches('\u{feff}').trim();
         if !trimmed.is_empty() && !trimmed.starts_with('{') {
-            let mut e = self.evidence.lock().unwrap_or_else(|p| p.into_inner());
+            let mut e = outpost_sync::lock(&self.evidence);
             if e.garbage.is_none() {
                 e.garbage = Some(truncate(trimmed, QUOTE));
             }
@@ -539,10 +539,7 @@ impl AsyncRead for SniffedStdout {
                 None => this.open_line.saturating_add(new.len()),
             };
             if this.open_line > this.max_message {
-                this.evidence
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .oversized = Some(this.max_message);
+                outpost_sync::lock(&this.evidence).oversized = Some(this.max_message);
                 return Poll::Ready(Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
                     format!("a message longer than {} bytes", this.max_message),

@@ -108,18 +108,18 @@ impl MemorySecrets {
 
 impl SecretStore for MemorySecrets {
     fn get(&self, entry: &str) -> Result<Option<String>> {
-        let g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let g = outpost_sync::lock(&self.values);
         Ok(g.get(entry).cloned())
     }
 
     fn set(&self, entry: &str, value: &str) -> Result<()> {
-        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = outpost_sync::lock(&self.values);
         g.insert(entry.to_owned(), value.to_owned());
         Ok(())
     }
 
     fn delete(&self, entry: &str) -> Result<()> {
-        let mut g = self.values.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = outpost_sync::lock(&self.values);
         g.remove(entry);
         Ok(())
     }

@@ -292,7 +292,7 @@ async fn garbage_on_stdout_fails_the_start_clearly_and_in_time() {
     assert!(started.elapsed() < Duration::from_secs(4));
     let text = err.to_string();
     assert!(
-        text.contains("no answer to `initialize` within 2000 ms"),
+        text.contains("no answer to `server/discover` or `initialize` within 2000 ms"),
         "{text}"
     );
     assert!(
@@ -320,7 +320,8 @@ async fn a_server_that_never_answers_initialize_fails_in_time() {
         "{text}"
     );
     assert!(
-        text.contains("no answer to `initialize`") && text.contains("starting up"),
+        text.contains("no answer to `server/discover` or `initialize`")
+            && text.contains("starting up"),
         "{text}"
     );
 }

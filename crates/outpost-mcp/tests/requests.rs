@@ -375,8 +375,15 @@ fn attempts(log_dir: &std::path::Path, tool: &str) -> usize {
         .count()
 }
 
+/// `-32042` is an error of 2025-11-25 that 2026-07-28 keeps: the same on both.
 #[tokio::test]
 async fn url_elicitation_required_shows_the_link_and_retries_once_it_completed() {
+    for protocol in ["2026-07-28", "2025-11-25"] {
+        link_then_retry(protocol).await;
+    }
+}
+
+async fn link_then_retry(protocol: &str) {
     let logs = tempfile::tempdir().unwrap();
     let user = Arc::new(SignIn {
         visit: true,
@@ -385,7 +392,10 @@ async fn url_elicitation_required_shows_the_link_and_retries_once_it_completed()
     let mut opts = connect_options(logs.path());
     opts.elicitation_url = true;
     opts.requests = user.clone();
-    let conn = open("urlel", &url_elicitation_server(), &opts).await;
+    let mut config = url_elicitation_server();
+    config.protocol = Some(protocol.into());
+    let conn = open("urlel", &config, &opts).await;
+    assert_eq!(conn.protocol_version(), protocol);
     // The first attempt fails with -32042; the user opens the link; the call is sent again.
     let out = conn
         .call(

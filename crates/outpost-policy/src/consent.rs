@@ -149,7 +149,7 @@ impl ConsentBroker {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.inner)
     }
 
     /// Attaches a UI, replacing any earlier one.

@@ -185,10 +185,7 @@ impl PolicyStore {
 
     /// The policy in force.
     pub fn current(&self) -> Arc<CompiledPolicy> {
-        match self.inner.current.read() {
-            Ok(g) => Arc::clone(&g),
-            Err(poisoned) => Arc::clone(&poisoned.into_inner()),
-        }
+        Arc::clone(&outpost_sync::read(&self.inner.current))
     }
 
     /// The current status; subscribe to learn of reloads and errors.
@@ -202,10 +199,7 @@ impl PolicyStore {
 
     fn install_gated(&self, policy: Policy, unconfirmed: Option<String>) {
         let compiled = Arc::new(CompiledPolicy::new(policy, &self.inner.ctx));
-        match self.inner.current.write() {
-            Ok(mut g) => *g = compiled,
-            Err(poisoned) => *poisoned.into_inner() = compiled,
-        }
+        *outpost_sync::write(&self.inner.current) = compiled;
         self.inner.status.send_modify(|s| {
             s.generation += 1;
             s.error = None;
@@ -286,7 +280,7 @@ impl PolicyStore {
         let Some(path) = self.inner.path.clone() else {
             return Ok(());
         };
-        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = outpost_sync::lock(&self.inner.edit);
         let text = std::fs::read_to_string(&path).map_err(|source| PolicyError::Io {
             path: path.clone(),
             source,
@@ -391,7 +385,7 @@ impl PolicyStore {
     /// Remembers an "always allow" or "always deny" answer: for a folder, a `[[folders]]`
     /// entry limited to `tool`; without one, the tool's rule. The file keeps its comments.
     pub fn remember(&self, tool: &str, folder: Option<&Path>, access: FolderAccess) -> Result<()> {
-        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = outpost_sync::lock(&self.inner.edit);
         let mut policy = self.current().policy().clone();
         apply(&mut policy, tool, folder, access);
         self.rewrite(policy, |doc| edit_document(doc, tool, folder, access))?;
@@ -446,7 +440,7 @@ impl PolicyStore {
     /// scopes) with `edit`'s result, after [`Policy::check`]. The file keeps its comments and
     /// every other key; the new policy is in force when this returns.
     pub fn update(&self, edit: impl FnOnce(&mut Policy)) -> Result<Policy> {
-        let _guard = self.inner.edit.lock().unwrap_or_else(|p| p.into_inner());
+        let _guard = outpost_sync::lock(&self.inner.edit);
         let mut policy = self.current().policy().clone();
         edit(&mut policy);
         let path_for_errors = self.inner.path.clone().unwrap_or_default();

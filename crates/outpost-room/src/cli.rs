@@ -198,30 +198,9 @@ async fn serve(bind: SocketAddr, config: Config, dev: bool, stdin_tie: bool) -> 
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.map_err(|source| Error::Io { what: "waiting for ctrl-c".into(), source })?,
         _ = term.recv() => {}
-        () = stdin_closed(), if stdin_tie => tracing::info!("standard input closed; stopping"),
+        () = outpost_sync::stdin_closed(), if stdin_tie => tracing::info!("standard input closed; stopping"),
     }
     let left = server.shutdown().await;
     tracing::info!(?left, "bye");
     Ok(())
-}
-
-/// Resolves when standard input reaches its end (or cannot be read); whatever arrives
-/// before is ignored. A plain thread reads it (a blocking read cannot be cancelled, and
-/// the process ends right after anyway).
-async fn stdin_closed() {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let spawned = std::thread::Builder::new()
-        .name("stdin-watch".into())
-        .spawn(move || {
-            use std::io::Read as _;
-            let mut stdin = std::io::stdin().lock();
-            let mut buf = [0u8; 256];
-            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
-            let _ = tx.send(());
-        });
-    if spawned.is_err() {
-        // Without the watcher the tie cannot hold: stop rather than outlive the parent.
-        return;
-    }
-    let _ = rx.await;
 }

@@ -40,7 +40,6 @@ pub mod room;
 pub mod server;
 mod session;
 mod shared;
-mod sync;
 pub mod tasks;
 pub mod tls;
 mod wire;

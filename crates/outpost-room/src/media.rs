@@ -25,7 +25,7 @@ use outpost_webrtc::{LocalAudioTrack, Rewriter, RtpPacket};
 use tokio::sync::broadcast;
 
 use crate::proto::{AddTrackRequest, TrackInfo, TrackSource, TrackType, request_response};
-use crate::sync::lock;
+use outpost_sync::lock;
 
 /// Packets queued per published track for its subscribers (50 × 20 ms = 1 s).
 pub const FORWARD_QUEUE: usize = 50;
@@ -148,23 +148,27 @@ pub fn track_info_for(
     })
 }
 
-/// Copies a published track's packets onto a subscriber's local track, once the
-/// subscriber connection is `connected`, until the track is unpublished (the queue
-/// closes) or the task is aborted (unsubscribe). A subscriber that lags skips the
-/// packets it missed.
+/// Copies a published track's packets onto a subscriber's local track, once `may_send`
+/// says so (the subscriber's answer bound the track and its connection is up), until
+/// the track is unpublished (the queue closes) or the task is aborted (unsubscribe). A
+/// subscriber that lags skips the packets it missed.
 pub async fn forward(
     mut rx: broadcast::Receiver<RtpPacket>,
     local: LocalAudioTrack,
-    mut connected: tokio::sync::watch::Receiver<bool>,
+    mut may_send: tokio::sync::watch::Receiver<bool>,
     track_sid: String,
 ) {
+    // Every field spelled out: `..ForwardStats::default()` would make (and drop, so
+    // log) a second, empty record.
     let mut stats = ForwardStats {
         track_sid,
-        ..ForwardStats::default()
+        sent: 0,
+        failed: 0,
+        skipped: 0,
+        stale: 0,
     };
-    // Nothing can be sent before the subscriber connection is up; what is queued
-    // meanwhile is skipped (Lagged) rather than sent late.
-    if connected.wait_for(|up| *up).await.is_err() {
+    // What is queued meanwhile is skipped (Lagged) rather than sent late.
+    if may_send.wait_for(|go| *go).await.is_err() {
         return;
     }
     let mut rewriter = Rewriter::new();
@@ -182,8 +186,7 @@ pub async fn forward(
                     continue;
                 }
                 let packet = rewriter.rewrite(packet);
-                // Fails until the subscriber's answer has bound the track; those
-                // packets are simply not delivered.
+                // Fails once the connection has closed.
                 match local.write(&packet).await {
                     Ok(()) => stats.sent += 1,
                     Err(e) => {
@@ -206,7 +209,7 @@ pub async fn forward(
 }
 
 /// What one forwarding task did, logged when it ends (also when aborted).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct ForwardStats {
     track_sid: String,
     sent: u64,
@@ -220,6 +223,10 @@ impl Drop for ForwardStats {
     fn drop(&mut self) {
         if self.skipped > 0 {
             tracing::info!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, skipped = self.skipped, stale = self.stale, "forwarding ended; the subscriber lagged");
+        } else if self.sent == 0 || self.failed > 0 {
+            // Worth seeing in a test's log: a subscriber that was sent nothing, or
+            // packets the connection refused.
+            tracing::info!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, stale = self.stale, "forwarding ended");
         } else {
             tracing::debug!(track = %self.track_sid, sent = self.sent, not_sent = self.failed, stale = self.stale, "forwarding ended");
         }

@@ -7,7 +7,7 @@
 //! into the receivers' queues and a writer task per channel drains each queue in order,
 //! which is what keeps every sender's reliable packets in order at every receiver.
 
-use crate::sync::lock;
+use outpost_sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};

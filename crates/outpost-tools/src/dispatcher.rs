@@ -256,7 +256,7 @@ impl Dispatcher {
         for n in &clashes {
             extra.remove(n);
         }
-        *self.inner.extra.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(extra);
+        *outpost_sync::write(&self.inner.extra) = Arc::new(extra);
         clashes
     }
 
@@ -359,7 +359,7 @@ impl Dispatcher {
 
 impl Inner {
     fn extra(&self) -> Arc<Registry> {
-        Arc::clone(&self.extra.read().unwrap_or_else(|p| p.into_inner()))
+        Arc::clone(&outpost_sync::read(&self.extra))
     }
 
     /// The tool called `name` (fixed tools first), its spec, and its parameters checked
@@ -377,7 +377,7 @@ impl Inner {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.state)
     }
 
     fn emit(&self, event: DispatchEvent) {

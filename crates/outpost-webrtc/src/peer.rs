@@ -469,7 +469,7 @@ impl Peer {
     /// Replaces the STUN/TURN servers (LiveKit hands out new TURN credentials with each
     /// resume). They are used from the next ICE gathering on: the next ICE restart.
     pub async fn set_ice_servers(&self, servers: &[IceServer]) -> Result<()> {
-        *self.ice_servers.lock().unwrap_or_else(|p| p.into_inner()) = servers.to_vec();
+        *outpost_sync::lock(&self.ice_servers) = servers.to_vec();
         self.pc
             .set_configuration(ice_configuration(
                 &self.relays.rewrite(servers),
@@ -563,11 +563,7 @@ impl Peer {
                 _ => {}
             }
         }
-        let servers = self
-            .ice_servers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let servers = outpost_sync::lock(&self.ice_servers).clone();
         facts.turn = crate::turn_tunnel::turn_servers(&servers);
         crate::paths::judge(&facts)
     }
@@ -587,7 +583,7 @@ impl Peer {
 
     fn remember_section(&self, local_sdp: &str) {
         if let Some(found) = sdp::candidate_section(local_sdp) {
-            *self.section.lock().unwrap_or_else(|p| p.into_inner()) = found;
+            *outpost_sync::lock(&self.section) = found;
         }
     }
 }

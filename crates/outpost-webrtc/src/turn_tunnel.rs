@@ -162,7 +162,7 @@ pub(crate) fn turn_servers(servers: &[IceServer]) -> Vec<(PathKind, String)> {
 
 impl Relays {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Target>> {
-        self.targets.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.targets)
     }
 
     /// `servers` with every TURN URL over TCP or TLS replaced by a UDP URL naming a
@@ -233,12 +233,7 @@ impl Relays {
     /// How the relay candidate with relayed address `addr` reaches its TURN server:
     /// over a stream when a stream's Allocate answer named it, else over UDP.
     pub(crate) fn kind_of_relay(&self, addr: SocketAddr) -> PathKind {
-        let kind = self
-            .relayed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&addr)
-            .copied();
+        let kind = outpost_sync::lock(&self.relayed).get(&addr).copied();
         match kind {
             Some(StreamKind::Tls) => PathKind::TurnTls,
             Some(StreamKind::Tcp) => PathKind::TurnTcp,
@@ -260,7 +255,7 @@ impl Relays {
         let mut relayed = rtc::turn::proto::relayaddr::RelayedAddress::default();
         use rtc::stun::message::Getter as _;
         if relayed.get_from(&m).is_ok() {
-            let mut map = self.relayed.lock().unwrap_or_else(|p| p.into_inner());
+            let mut map = outpost_sync::lock(&self.relayed);
             if map.len() < 64 {
                 map.insert(SocketAddr::new(relayed.ip, relayed.port), kind);
             }
@@ -285,7 +280,7 @@ pub(crate) struct Failures(Mutex<VecDeque<TunnelFailure>>);
 
 impl Failures {
     fn push(&self, f: TunnelFailure) {
-        let mut q = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = outpost_sync::lock(&self.0);
         if q.len() >= 16 {
             q.pop_front();
         }
@@ -293,12 +288,7 @@ impl Failures {
     }
 
     pub(crate) fn all(&self) -> Vec<TunnelFailure> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect()
+        outpost_sync::lock(&self.0).iter().cloned().collect()
     }
 }
 
@@ -350,7 +340,7 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.state)
     }
 }
 

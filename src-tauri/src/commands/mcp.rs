@@ -120,6 +120,13 @@ pub async fn mcp_servers_sign_in(
         .map_err(err)
 }
 
+/// Cancels a sign-in waiting for the browser (its `mcp_servers_sign_in` fails with
+/// `cancelled`).
+#[tauri::command]
+pub fn mcp_servers_sign_in_cancel(desktop: State<'_, Desktop>, name: String) {
+    desktop.mcp_server_sign_in_cancel(&name);
+}
+
 /// Signs out of an HTTP server: revokes and deletes its tokens.
 #[tauri::command]
 pub async fn mcp_servers_sign_out(

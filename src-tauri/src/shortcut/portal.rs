@@ -70,7 +70,7 @@ static RUNNING: Mutex<Running> = Mutex::new(Running {
 });
 
 fn running() -> std::sync::MutexGuard<'static, Running> {
-    RUNNING.lock().unwrap_or_else(|p| p.into_inner())
+    outpost_sync::lock(&RUNNING)
 }
 
 impl Running {

@@ -143,6 +143,14 @@ pub struct Driver {
     bus: String,
 }
 
+impl Driver {
+    /// The session bus the app runs with (dbus-run-session's: an abstract socket in the
+    /// namespace, so a daemon joining it must start there too).
+    pub fn bus(&self) -> &str {
+        &self.bus
+    }
+}
+
 /// Started inside `dbus-run-session`: note the display, watch notifications, become
 /// tauri-driver (its pid is this shell's, so it can be asked to stop first).
 const INNER: &str = r#"set -e
@@ -1012,16 +1020,22 @@ impl Profile {
     /// from the environment: [`Profile::env`]), and a consent timeout long enough for a
     /// test to answer.
     pub fn save_connection(&self, url: &str, room: &str) -> anyhow::Result<()> {
+        self.save_settings(url, room)?;
+        std::fs::write(
+            self.config.join("policy.toml"),
+            "consent_timeout_secs = 600\n",
+        )?;
+        Ok(())
+    }
+
+    /// [`Profile::save_connection`] without the policy (the app's defaults).
+    pub fn save_settings(&self, url: &str, room: &str) -> anyhow::Result<()> {
         std::fs::write(
             self.config.join("settings.toml"),
             format!(
                 "configured = true\n\n[connection]\nauth_mode = \"token\"\nlivekit_url = \"{url}\"\n\
                  room = \"{room}\"\nidentity = \"outpost-app\"\n"
             ),
-        )?;
-        std::fs::write(
-            self.config.join("policy.toml"),
-            "consent_timeout_secs = 600\n",
         )?;
         Ok(())
     }
@@ -1048,6 +1062,55 @@ impl Profile {
             env.push(("OUTPOST_LIVEKIT_TOKEN", t.into()));
         }
         env
+    }
+
+    /// [`Profile::env`] with the system keyring (the session bus's Secret Service) in
+    /// place of secrets in memory.
+    pub fn keyring_env(&self, token: Option<&str>) -> Vec<(&'static str, OsString)> {
+        let mut env = self.env(token);
+        env.retain(|(k, _)| *k != "OUTPOST_SECRETS");
+        env
+    }
+}
+
+/// A connected app's test bed: a throw-away root whose [`Profile`] is saved to connect to
+/// a LiveKit server of `kind` in a fresh namespace pair, as `outpost-app` with `token`.
+/// Fields drop in order: the server, the namespaces, then the folders.
+#[derive(Debug)]
+pub struct Bed {
+    /// The server (`url`).
+    pub server: RoomServer,
+    /// The namespaces: the app runs in `client_ns`.
+    pub pair: outpost_tests::lkclient::NsPair,
+    /// The app's token for the room.
+    pub token: String,
+    /// The app's folders, under `root`.
+    pub profile: Profile,
+    /// The folder everything of the test goes under (logs too).
+    pub root: PathBuf,
+    /// `root` itself, removed last.
+    pub dir: tempfile::TempDir,
+}
+
+impl Bed {
+    /// A bed for `room` on a server of `kind` ([`Profile::save_connection`]).
+    pub fn new(kind: outpost_tests::server::ServerKind, room: &str) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let root = dir.path().to_path_buf();
+        let profile = Profile::new(&root)?;
+        let pair = outpost_tests::lkclient::NsPair::create()
+            .context("network namespaces (run as root)")?;
+        let server = RoomServer::start_on(kind, &pair)?;
+        let token = server.token(room, "outpost-app")?;
+        profile.save_connection(&server.url, room)?;
+        Ok(Bed {
+            server,
+            pair,
+            token,
+            profile,
+            root,
+            dir,
+        })
     }
 }
 

@@ -12,6 +12,12 @@
 //! comparison take the same path through the server and the veth pair; what differs is
 //! what answers: the official SDK's handler, or Outpost's dispatcher, policy, tool and
 //! history. Prints a Markdown table of the medians over BENCH_TURNS callers.
+//!
+//! Then the same for Outpost's own protocol: Outpost joins again with the caller as its
+//! assistant ("proto", a plain participant), the caller answers its ClientHello with a
+//! ServerWelcome and times, round after round, the SDK `echo` against a `calculator`
+//! ToolUseRequest (type 6, execution "client") answered by Outpost's ToolUseResult, both
+//! with the same expression (`rpc_bench.py`, KINDS=echo,proto).
 //! `agents_bench serve …` runs the room server itself (same build profile).
 
 use std::path::Path;
@@ -31,10 +37,12 @@ fn token(identity: &str, kind: &str) -> anyhow::Result<String> {
     outpost_tests::lkclient::dev_token(ROOM, identity, kind)
 }
 
-/// Outpost in the client namespace until `stop` fires (or is dropped).
+/// Outpost in the client namespace, with `assistant` as its assistant, until `stop`
+/// fires (or is dropped).
 fn start_outpost(
     env: &Env,
     dir: &Path,
+    assistant: &'static str,
 ) -> anyhow::Result<(
     tokio::sync::oneshot::Sender<()>,
     std::thread::JoinHandle<anyhow::Result<()>>,
@@ -55,7 +63,7 @@ fn start_outpost(
             let core = Core::open(Some(data_dir), tools)?;
             let mut opts = ConnectOptions::new(Credentials::Token { url, token });
             opts.room_name = Some(ROOM.into());
-            opts.assistant_identity = Some("agent".into());
+            opts.assistant_identity = Some(assistant.into());
             let (session, mut events) = core.connect(opts).await?;
             let _ = ready_tx.send(());
             // Read the UI events as the app would, until told to stop.
@@ -102,6 +110,32 @@ fn caller(env: &Env, read_path: &Path, rounds: usize) -> anyhow::Result<Value> {
     bench::rpc_bench_caller(cmd)
 }
 
+/// The caller as Outpost's protocol assistant ("proto"): `echo` against the protocol's
+/// `calculator` tool call.
+fn proto_caller(env: &Env, rounds: usize) -> anyhow::Result<Value> {
+    let py = python::python()?;
+    let mut cmd = env.pair.server_command(&py);
+    cmd.env("LK_URL", &env.server.url)
+        .env("LK_ROOM", ROOM)
+        .env("LK_TOKEN", token("proto", "")?)
+        .env("KINDS", "echo,proto")
+        .env("BENCH_ROUNDS", rounds.to_string());
+    bench::rpc_bench_caller(cmd)
+}
+
+/// The medians of `key` over the turns' results.
+fn median_of(runs: &[Value], key: &str) -> anyhow::Result<f64> {
+    let v = runs
+        .iter()
+        .map(|r| {
+            r[key]
+                .as_f64()
+                .with_context(|| format!("{key} missing in {r}"))
+        })
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    Ok(median(v))
+}
+
 fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("serve") {
         return outpost_room::cli::main().map_err(Into::into);
@@ -124,28 +158,29 @@ fn main() -> anyhow::Result<()> {
     let me = std::env::current_exe().context("locating myself")?;
     let (env, _pki) = outpost_tests::bench::bench_env(Path::new(&me))?;
     let _echo = start_echo(&env)?;
-    let (stop, outpost) = start_outpost(&env, dir.path())?;
     let mut runs = Vec::new();
-    for turn in 0..turns {
-        let v = caller(&env, &read_path, rounds)?;
-        #[allow(clippy::print_stderr)]
-        {
-            eprintln!("turn {turn}: {v}");
+    let mut proto_runs = Vec::new();
+    for (assistant, runs) in [("agent", &mut runs), ("proto", &mut proto_runs)] {
+        let (stop, outpost) = start_outpost(&env, dir.path(), assistant)?;
+        for turn in 0..turns {
+            let v = if assistant == "agent" {
+                caller(&env, &read_path, rounds)?
+            } else {
+                proto_caller(&env, rounds)?
+            };
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("{assistant} turn {turn}: {v}");
+            }
+            runs.push(v);
         }
-        runs.push(v);
+        let _ = stop.send(());
+        outpost
+            .join()
+            .map_err(|_| anyhow::anyhow!("Outpost's thread panicked"))??;
     }
-    let _ = stop.send(());
-    outpost
-        .join()
-        .map_err(|_| anyhow::anyhow!("Outpost's thread panicked"))??;
 
-    let m = |k: &str| -> anyhow::Result<f64> {
-        let v = runs
-            .iter()
-            .map(|r| r[k].as_f64().with_context(|| format!("{k} missing in {r}")))
-            .collect::<anyhow::Result<Vec<f64>>>()?;
-        Ok(median(v))
-    };
+    let m = |k: &str| median_of(&runs, k);
     let mut report = format!(
         "| RPC round trip (median of {turns} callers × {rounds} rounds) | plain SDK echo | through Outpost | ratio (goal ≤ 1.1 at p50) |\n|---|---|---|---|\n"
     );
@@ -156,6 +191,22 @@ fn main() -> anyhow::Result<()> {
         ("4 KiB file read, p95", "echo4k_p95_ms", "read4k_p95_ms"),
     ] {
         let (a, b) = (m(echo)?, m(outpost)?);
+        report.push_str(&format!(
+            "| {name} | {a:.2} ms | {b:.2} ms | {:.2} |\n",
+            b / a
+        ));
+    }
+    report.push_str(&format!(
+        "\n| Outpost protocol tool round trip (median of {turns} callers × {rounds} rounds) | plain SDK RPC echo | ToolUseRequest → ToolUseResult | ratio (goal ≤ 0.9) |\n|---|---|---|---|\n"
+    ));
+    for (name, echo, outpost) in [
+        ("calculator, p50", "echo_p50_ms", "proto_p50_ms"),
+        ("calculator, p95", "echo_p95_ms", "proto_p95_ms"),
+    ] {
+        let (a, b) = (
+            median_of(&proto_runs, echo)?,
+            median_of(&proto_runs, outpost)?,
+        );
         report.push_str(&format!(
             "| {name} | {a:.2} ms | {b:.2} ms | {:.2} |\n",
             b / a

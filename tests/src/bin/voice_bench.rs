@@ -333,7 +333,7 @@ impl Recording {
                 if bytes.len() % 2 == 1 {
                     odd = bytes.pop();
                 }
-                let mut d = sink.lock().unwrap_or_else(|p| p.into_inner());
+                let mut d = outpost_sync::lock(&sink);
                 d.0.extend(
                     bytes
                         .chunks_exact(2)
@@ -351,7 +351,7 @@ impl Recording {
     fn onsets(mut self) -> Vec<Instant> {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let d = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        let d = outpost_sync::lock(&self.data);
         let (samples, marks) = (&d.0, &d.1);
         let quiet = (RATE * 0.1) as usize;
         let mut out = Vec::new();

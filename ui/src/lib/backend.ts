@@ -162,6 +162,7 @@ export interface Commands {
   mcp_servers_remove: { args: { name: string }; returns: null };
   mcp_servers_trust: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_sign_in: { args: { name: string }; returns: McpServerInfo };
+  mcp_servers_sign_in_cancel: { args: { name: string }; returns: null };
   mcp_servers_sign_out: { args: { name: string }; returns: McpServerInfo };
   mcp_servers_log: { args: { name: string }; returns: string };
   mcp_servers_import_preview: { args: { text: string }; returns: McpImportPreview };

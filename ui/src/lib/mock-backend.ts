@@ -181,7 +181,7 @@ export class MockBackend implements Backend {
   ]);
   readonly mcpToolRules = new Map<string, ToolRule>();
   mcpServers: McpServerInfo[] = [
-    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, hasLog: true, rule: 'ask',
+    { name: 'web-tools', transport: 'stdio', target: 'npx -y web-tools-mcp', enabled: true, status: 'running', toolCount: 1, protocol: '2026-07-28', hasLog: true, rule: 'ask',
       sandbox: mockSandbox(stdioDraft('web-tools', 'npx', ['-y', 'web-tools-mcp'])) },
     { name: 'notes', transport: 'http', target: 'http://127.0.0.1:8765/mcp', enabled: false, status: 'disabled', toolCount: 0, hasLog: false, rule: 'ask', signIn: 'not_signed_in' },
   ];
@@ -245,6 +245,16 @@ export class MockBackend implements Backend {
   #scale: number;
   #timers = new Set<ReturnType<typeof setTimeout>>();
   #folderPick = 0;
+  /** When set, a sign-in waits (as one waiting for the browser) for finishSignIn or a cancel. */
+  holdSignIns = false;
+  #signIns = new Map<string, { done: () => void; cancel: () => void }>();
+
+  /** The user finished the login in the browser (with holdSignIns). */
+  finishSignIn(name: string): void {
+    const waiting = this.#signIns.get(name);
+    this.#signIns.delete(name);
+    waiting?.done();
+  }
 
   constructor(opts: MockOptions = {}) {
     this.#configured = opts.configured ?? false;
@@ -612,12 +622,26 @@ export class MockBackend implements Backend {
       s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'running' : 'stopped';
       return s;
     },
-    mcp_servers_sign_in: ({ name }) => {
+    mcp_servers_sign_in: async ({ name }) => {
       const s = this.#httpServer(name);
+      if (this.holdSignIns) {
+        // Waits as the real one does for the browser: until finishSignIn or a cancel.
+        this.#signIns.get(name)?.cancel();
+        await new Promise<void>((done, refuse) => {
+          const cancel = () => refuse(fail('cancelled', `The sign-in to ${name} was cancelled; nothing was stored.`));
+          this.#signIns.set(name, { done, cancel });
+        });
+      }
       s.signIn = 'signed_in';
       delete s.lastError;
       s.status = !s.enabled ? 'disabled' : this.#connection.state === 'connected' ? 'starting' : 'stopped';
       return s;
+    },
+    mcp_servers_sign_in_cancel: ({ name }) => {
+      const waiting = this.#signIns.get(name);
+      this.#signIns.delete(name);
+      waiting?.cancel();
+      return null;
     },
     mcp_servers_sign_out: ({ name }) => {
       const s = this.#httpServer(name);

@@ -431,9 +431,7 @@ impl Executor {
 
     /// The server claims of the MCP tools on offer.
     pub fn mcp_claims(&self) -> McpClaims {
-        self.offered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+        outpost_sync::lock(&self.offered)
             .iter()
             .map(|t| (t.outpost_name.clone(), mcp::claims(t)))
             .collect()
@@ -447,7 +445,7 @@ impl Executor {
             return false;
         };
         let tools = host.tools();
-        let mut offered = self.offered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut offered = outpost_sync::lock(&self.offered);
         if *offered == tools {
             return false;
         }
@@ -468,7 +466,7 @@ impl Executor {
     /// grants.
     pub fn run(&self, scope: &str, request: ToolUseRequest) {
         {
-            let mut current = self.scope.lock().unwrap_or_else(|p| p.into_inner());
+            let mut current = outpost_sync::lock(&self.scope);
             if current.as_deref() != Some(scope) {
                 if let Some(old) = current.replace(scope.to_owned()) {
                     self.dispatcher.end_conversation(&old);

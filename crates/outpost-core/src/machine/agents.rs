@@ -358,6 +358,10 @@ impl Machine {
         }
         let (seg, added, done) = self.agents.assemble(piece);
         let id = piece.segment_id;
+        if done && seg.text.is_empty() {
+            // Nothing was said (its deltas, if any, were empty too): no empty bubble.
+            return;
+        }
         if !done {
             if !seg.again && !added.is_empty() {
                 self.agents.delta_seq = self.agents.delta_seq.wrapping_add(1);
@@ -406,6 +410,10 @@ impl Machine {
         }
         let (mut seg, _, done) = self.agents.assemble(piece);
         let id = piece.segment_id;
+        if done && seg.text.is_empty() {
+            // Nothing heard: no empty "said aloud" message is kept or shown.
+            return;
+        }
         if done {
             fx.record(Record::Message(store::NewMessage {
                 conversation_id: self.conv(),
@@ -1362,6 +1370,37 @@ mod tests {
         // Someone else's transcription is ignored.
         let other = m.handle(piece("intruder", "SG_x", "hi", true, true, true), 22);
         assert!(uis(&other).is_empty());
+    }
+
+    /// A segment's later stream that brings no text (the reader then sends only its end,
+    /// replacing nothing) keeps the words already heard; a segment with no words at
+    /// all is neither shown nor recorded as an empty "said aloud" message.
+    #[test]
+    fn an_empty_stream_neither_erases_the_users_words_nor_makes_an_empty_message() {
+        let mut m = agents();
+        for user in [true, false] {
+            let id = if user { "SG_u" } else { "SG_a" };
+            let recorded = |fx: &[Effect]| -> Vec<String> {
+                fx.iter()
+                    .filter_map(|e| match e {
+                        Effect::Record(Record::Message(msg)) => Some(msg.text.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            // A stream's text, then its end.
+            m.handle(piece(AGENT, id, "Hello agent", true, false, user), 20);
+            let fx = m.handle(piece(AGENT, id, "", false, true, user), 21);
+            assert_eq!(recorded(&fx), ["Hello agent"], "user speech: {user}");
+            // A later stream of the same segment that brought nothing.
+            let again = m.handle(piece(AGENT, id, "", false, true, user), 22);
+            assert!(recorded(&again).is_empty(), "{again:?}");
+            assert!(uis(&again).is_empty(), "{again:?}");
+            // A segment that never had words.
+            let none = m.handle(piece(AGENT, "SG_none", "", false, true, user), 23);
+            assert!(recorded(&none).is_empty(), "{none:?}");
+            assert!(uis(&none).is_empty(), "{none:?}");
+        }
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod tools;
 
 pub use system::BACKGROUND_FLAG;
 
-use crate::lock;
+use outpost_sync::lock;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -10,7 +10,7 @@ use crate::contract::{
 use crate::error::{DesktopError, Result};
 
 use crate::desktop::Desktop;
-use crate::lock;
+use outpost_sync::lock;
 
 impl Desktop {
     /// Waits until every write queued so far is committed (for tests and before exit).

@@ -9,7 +9,7 @@ use crate::contract::{AppEvent, ErrorEvent};
 use crate::error::{DesktopError, Result};
 
 use crate::desktop::Desktop;
-use crate::lock;
+use outpost_sync::lock;
 
 /// The MCP servers of one session and the task that offers them the policy's allowed
 /// folders as roots again whenever the policy changes (`roots/list_changed`).
@@ -155,20 +155,27 @@ impl Desktop {
         }
     }
 
-    /// Fills in what the Desktop knows of a server: its rule in the policy and what it
-    /// may touch (its sandbox).
-    fn with_rule(
+    /// Fills in what the Desktop knows of a server: its rule in the policy, what it may
+    /// touch (its sandbox) and its sign-in.
+    fn with_rule(&self, info: crate::contract::McpServerInfo) -> crate::contract::McpServerInfo {
+        let host = self.mcp_host();
+        let cfg = outpost_mcp::McpConfig::load(&crate::mcp::config_file(&self.inner.paths)).ok();
+        let opts = self.mcp_sandbox(host.as_ref());
+        self.fill(info, cfg.as_ref(), host.as_ref(), &opts)
+    }
+
+    /// [`Self::with_rule`] with the config, host and sandbox options read once for a list.
+    fn fill(
         &self,
         mut info: crate::contract::McpServerInfo,
+        cfg: Option<&outpost_mcp::McpConfig>,
+        host: Option<&outpost_mcp::McpHost>,
+        opts: &outpost_mcp::SandboxOptions,
     ) -> crate::contract::McpServerInfo {
         info.rule = self.mcp_rule(&info.name);
-        if let Ok(cfg) = outpost_mcp::McpConfig::load(&crate::mcp::config_file(&self.inner.paths))
-            && let Some(server) = cfg.servers.get(&info.name)
-        {
-            let host = self.mcp_host();
-            let opts = self.mcp_sandbox(host.as_ref());
-            info.sandbox = crate::mcp::sandbox_of(&info.name, server, host.as_ref(), &opts);
-            info.sign_in = crate::mcp::sign_in_of(&info.name, server, host.as_ref(), || {
+        if let Some(server) = cfg.and_then(|c| c.servers.get(&info.name)) {
+            info.sandbox = crate::mcp::sandbox_of(&info.name, server, host, opts);
+            info.sign_in = crate::mcp::sign_in_of(&info.name, server, host, || {
                 self.inner
                     .mcp_sign_ins
                     .stored(&info.name, &*self.mcp_secrets())
@@ -184,13 +191,7 @@ impl Desktop {
         let opts = self.mcp_sandbox(host.as_ref());
         Ok(crate::mcp::list(&self.inner.paths, host.as_ref())?
             .into_iter()
-            .map(|mut i| {
-                i.rule = self.mcp_rule(&i.name);
-                if let Some(server) = cfg.as_ref().and_then(|c| c.servers.get(&i.name)) {
-                    i.sandbox = crate::mcp::sandbox_of(&i.name, server, host.as_ref(), &opts);
-                }
-                i
-            })
+            .map(|i| self.fill(i, cfg.as_ref(), host.as_ref(), &opts))
             .collect())
     }
 
@@ -331,12 +332,24 @@ impl Desktop {
             &self.inner.paths,
             host.as_ref(),
             self.mcp_secrets(),
+            &self.inner.mcp_sign_ins,
             name,
             within,
         )
         .await?;
         self.inner.mcp_sign_ins.set(name, true);
         Ok(self.with_rule(info))
+    }
+
+    /// `mcp_servers_sign_in_cancel`: ends the sign-in of `name` that waits for the browser
+    /// (its `mcp_servers_sign_in` fails with `cancelled`); whether one was waiting (none:
+    /// nothing to do).
+    pub fn mcp_server_sign_in_cancel(&self, name: &str) -> bool {
+        let cancelled = self.inner.mcp_sign_ins.cancel(name);
+        if cancelled {
+            tracing::info!(server = %name, "sign-in cancelled by the user");
+        }
+        cancelled
     }
 
     /// `mcp_servers_sign_out`: revokes and deletes the server's tokens.
@@ -588,6 +601,28 @@ mod tests {
                 .code(),
             "not_found"
         );
+    }
+
+    /// The pane's list says an HTTP server's sign-in, as each command's answer does (the
+    /// list used to leave it out, so the pane lost "Sign in" at its next refresh).
+    #[tokio::test]
+    async fn the_list_carries_an_http_server_s_sign_in() {
+        let (_dir, paths) = test_paths();
+        std::fs::create_dir_all(&paths.config_dir).unwrap();
+        let desktop = Desktop::open(
+            paths,
+            Arc::new(crate::secrets::MemorySecrets::default()),
+            Arc::new(Quiet),
+        )
+        .unwrap();
+        let draft = crate::contract::McpServerDraft {
+            url: "http://127.0.0.1:9/mcp".into(),
+            ..crate::mcp::empty_draft("web", true)
+        };
+        let added = desktop.mcp_server_add(&draft).unwrap();
+        let not_yet = Some(crate::contract::McpSignIn::NotSignedIn);
+        assert_eq!(added.sign_in, not_yet);
+        assert_eq!(desktop.mcp_servers().unwrap()[0].sign_in, not_yet);
     }
 
     /// Issue 28: the pane's list and form carry what a server may touch (its sandbox as

@@ -119,22 +119,42 @@ impl ServerRequests for UiRequests {
             );
             return ElicitationAnswer::Decline;
         };
-        (self.emit)(AppEvent::Elicitation(ElicitationEvent {
+        // Closes the form however this ends: answered, timed out, or given up by the call
+        // that asked (its timeout or the user's Stop drop this future mid-wait).
+        let _open = OpenForm {
+            pending: Arc::clone(&self.pending),
+            emit: Arc::clone(&self.emit),
             id: id.clone(),
+        };
+        (self.emit)(AppEvent::Elicitation(ElicitationEvent {
+            id,
             server: server.to_owned(),
             message,
             schema,
             url,
         }));
-        let answer = match tokio::time::timeout(self.timeout, rx).await {
+        match tokio::time::timeout(self.timeout, rx).await {
             // A URL request's acceptance carries no content.
             Ok(Ok(ElicitationAnswer::Accept(_))) if url_mode => ElicitationAnswer::Accept(None),
             Ok(Ok(a)) => a,
             _ => ElicitationAnswer::Cancel,
-        };
-        lock(&self.pending.open).remove(&id);
-        (self.emit)(AppEvent::ElicitationClosed(ElicitationClosed { id }));
-        answer
+        }
+    }
+}
+
+/// A form shown to the user; dropped, it leaves the open forms and the UI closes it.
+struct OpenForm {
+    pending: Arc<Elicitations>,
+    emit: Emit,
+    id: String,
+}
+
+impl Drop for OpenForm {
+    fn drop(&mut self) {
+        lock(&self.pending.open).remove(&self.id);
+        (self.emit)(AppEvent::ElicitationClosed(ElicitationClosed {
+            id: std::mem::take(&mut self.id),
+        }));
     }
 }
 

@@ -21,7 +21,7 @@ pub use sandbox::*;
 pub use sign_in::*;
 pub use start::*;
 
-use crate::lock;
+use outpost_sync::lock;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -135,6 +135,10 @@ fn info(
         enabled: cfg.enabled,
         status,
         tool_count,
+        protocol: state
+            .as_ref()
+            .filter(|_| !held)
+            .and_then(|st| st.protocol_version.clone()),
         last_error,
         has_log,
         // The policy's rule and the sandbox are filled in by the caller (`Desktop`), which
@@ -282,6 +286,7 @@ fn draft_config(d: &McpServerDraft, secrets: &dyn SecretStore) -> Result<ServerC
     Ok(ServerConfig {
         enabled: d.enabled,
         transport,
+        protocol: None,
     })
 }
 
@@ -421,6 +426,8 @@ pub fn update(
         true
     });
     let mut server = draft_config(&draft, secrets)?;
+    // A pinned MCP revision is set in mcp.toml only; the pane's edit keeps it.
+    server.protocol = old.protocol.clone();
     let values = server.values_mut();
     for (k, secret) in kept {
         values.insert(k, ConfigValue::Secret { secret });
@@ -1277,6 +1284,53 @@ mod tests {
             ));
         }
         assert_eq!(ui.pending.open_count(), 0);
+    }
+
+    /// A call that gives up on its question (its timeout, the user's Stop: the asking
+    /// future is dropped) closes the form and frees its slot; before, it stayed on screen
+    /// and, four times over, made every later form of that server declined unasked.
+    #[tokio::test]
+    async fn a_form_whose_call_gave_up_is_closed_and_its_slot_freed() {
+        let (ui, events) = recording_ui(Duration::from_secs(300));
+        for round in 0..2 * MAX_FORMS_PER_SERVER {
+            let asking = {
+                let ui = ui.clone();
+                tokio::spawn(async move {
+                    ui.elicit(
+                        "srv",
+                        ElicitationRequest::Form {
+                            message: "?".into(),
+                            requested_schema: serde_json::json!({"type": "object"}),
+                        },
+                    )
+                    .await
+                })
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+            while ui.pending.open_count() == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "round {round}: no form opened (declined unasked?)"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            asking.abort();
+            let _ = asking.await;
+            assert_eq!(ui.pending.open_count(), 0, "round {round}");
+        }
+        let (opened, closed) = events
+            .lock()
+            .unwrap()
+            .iter()
+            .fold((0, 0), |(o, c), e| match e {
+                AppEvent::Elicitation(_) => (o + 1, c),
+                AppEvent::ElicitationClosed(_) => (o, c + 1),
+                _ => (o, c),
+            });
+        assert_eq!(
+            (opened, closed),
+            (2 * MAX_FORMS_PER_SERVER, 2 * MAX_FORMS_PER_SERVER)
+        );
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use crate::contract::{AppEvent, AttachmentView, ErrorEvent, StagedAttachments, U
 use crate::error::{DesktopError, Result};
 
 use crate::desktop::Desktop;
-use crate::lock;
+use outpost_sync::lock;
 
 impl Desktop {
     /// `chat_send`: the text, with the staged files first. Text may be empty when files go.

@@ -12,8 +12,8 @@ use crate::contract::{
 use crate::demo::{Demo, DemoPrograms};
 use crate::desktop::{Desktop, EventSink, TOKEN_ENV};
 use crate::error::{DesktopError, Result};
-use crate::lock;
 use crate::settings::{AuthMode, ConnectionConfig, connection_config};
+use outpost_sync::lock;
 
 impl Desktop {
     /// `session_subscribe`: registers the sink (replacing an earlier one) and returns the

@@ -13,7 +13,7 @@ use super::Pieces;
 use crate::demo::Demo;
 use crate::desktop::Desktop;
 use crate::error::{DesktopError, Result};
-use crate::lock;
+use outpost_sync::lock;
 
 impl Desktop {
     /// The joined session (waits for a start in progress).
@@ -73,8 +73,10 @@ impl Desktop {
         };
         let session = Arc::new(session);
         lock(&sessions.state).now.session = Some(Arc::clone(&session));
-        drop(turn);
+        // Voice joins the session before the turn is given up: a disconnect waiting for
+        // the turn then finds voice attached and detaches it with the rest.
         self.inner.voice.attach(Arc::clone(&session));
+        drop(turn);
         let me = self.clone();
         tokio::spawn(async move {
             while let Some(ev) = events.recv().await {
@@ -102,10 +104,15 @@ impl Desktop {
 
     /// Ends the running session, if any, with all its pieces (`session_disconnect`).
     pub(crate) async fn end_session(&self) {
+        // The microphone goes off at once, even while a start still holds the turn.
         self.inner.voice.stop().await;
         let pieces = {
             let _turn = self.inner.sessions.turn.lock().await;
-            self.inner.sessions.take()
+            let pieces = self.inner.sessions.take();
+            // Voice lets go of the session it was attached to (voice then says "Not
+            // connected" rather than publishing to a session that has left).
+            self.inner.voice.detach().await;
+            pieces
         };
         self.end_pieces(pieces).await;
         let mut live = lock(&self.inner.live);

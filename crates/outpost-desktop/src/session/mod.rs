@@ -22,8 +22,8 @@ use std::sync::{Arc, Mutex};
 use outpost_core::Session;
 
 use crate::demo::{Demo, DemoPrograms};
-use crate::lock;
 use crate::mcp::SessionServers;
+use outpost_sync::lock;
 
 /// What one session started and ends with it.
 #[derive(Default)]

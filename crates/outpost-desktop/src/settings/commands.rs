@@ -9,7 +9,7 @@ use crate::error::{DesktopError, Result};
 use crate::secrets::check_name;
 
 use crate::desktop::Desktop;
-use crate::lock;
+use outpost_sync::lock;
 
 impl Desktop {
     /// `settings_get`.

@@ -4,7 +4,7 @@ use crate::contract::{AudioDevices, VoiceControl, VoiceStatus};
 use crate::error::{DesktopError, Result};
 
 use crate::desktop::Desktop;
-use crate::lock;
+use outpost_sync::lock;
 
 impl Desktop {
     /// `voice_status`: the voice state now (for a reloaded page).

@@ -25,7 +25,7 @@
 
 mod commands;
 
-use crate::lock;
+use outpost_sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

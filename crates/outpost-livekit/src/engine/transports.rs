@@ -161,7 +161,7 @@ impl Engine {
             },
         };
         tracing::info!(path = %path.describe(), publisher = ?path.publisher, subscriber = ?path.subscriber, "network path");
-        *self.shared.path.lock().unwrap_or_else(|p| p.into_inner()) = path;
+        *outpost_sync::lock(&self.shared.path) = path;
         if link.announced {
             self.start_writer();
         } else {

@@ -40,10 +40,11 @@ use caller::{Pending, on_response_stream};
 use handler::Bucket;
 pub(crate) use handler::{on_request, on_stream_header};
 
+use outpost_sync::lock;
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -356,10 +357,6 @@ impl std::fmt::Debug for Rpc {
             .field("running", &lock(&self.running).len())
             .finish()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Whether `version` (`major.minor.patch`) is at least 1.8.0, the first server

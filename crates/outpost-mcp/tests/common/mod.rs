@@ -220,16 +220,16 @@ pub fn sandbox_of(config: &mut ServerConfig) -> &mut outpost_mcp::Sandbox {
     }
 }
 
-/// `tests/mcp/hostile_server.py` with these arguments.
-pub fn hostile(args: &[&str]) -> ServerConfig {
-    let mut argv = vec![
-        repo()
-            .join("tests/mcp/hostile_server.py")
-            .display()
-            .to_string(),
-    ];
+/// The Python server `tests/mcp/<script>` (test venv) with these arguments.
+pub fn python_server(script: &str, args: &[&str]) -> ServerConfig {
+    let mut argv = vec![repo().join("tests/mcp").join(script).display().to_string()];
     argv.extend(args.iter().map(|a| (*a).to_owned()));
     ServerConfig::stdio(python().display().to_string(), argv)
+}
+
+/// `tests/mcp/hostile_server.py` with these arguments.
+pub fn hostile(args: &[&str]) -> ServerConfig {
+    python_server("hostile_server.py", args)
 }
 
 pub fn args(v: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {

@@ -304,10 +304,11 @@ impl Session {
             }
         };
         tracing::info!(identity = %self.participant.identity(), track = %track.sid, "subscribed");
+        let (deliver, may_send) = tokio::sync::watch::channel(false);
         let task = self.shared.tasks.spawn(media::forward(
             track.subscribe(),
             local.clone(),
-            self.sub_connected.subscribe(),
+            may_send,
             track.sid.clone(),
         ));
         self.subscriptions.insert(
@@ -318,29 +319,37 @@ impl Session {
                 track,
                 offered: false,
                 bound: false,
+                deliver,
             },
         );
         self.renegotiate_subscriber().await
     }
 
-    /// The subscriber connection is up: forwarding may start, and the publishers of
-    /// the tracks already bound hear of this subscriber.
+    /// The subscriber connection is up: the tracks already bound start to flow, and
+    /// their publishers hear of this subscriber.
     pub(super) fn subscriber_connected(&mut self) {
         self.sub_connected.send_replace(true);
         self.tell_subscribed();
     }
 
-    /// Tells the publishers of the tracks this client can now receive (its answer bound
-    /// them and its subscriber connection is up) that they have a subscriber, as
-    /// livekit-server does (`TrackSubscribed` on the down track's bind-and-connected,
-    /// once per track; not for hidden participants): a publisher that waits for it
-    /// before it speaks (LiveKit Agents) is not heard from before it can be.
+    /// Starts forwarding the tracks this client can now receive (its answer bound them
+    /// and its subscriber connection is up), and tells their publishers that they have
+    /// a subscriber, as livekit-server does (`TrackSubscribed` on the down track's
+    /// bind-and-connected, once per track; not for hidden participants): a publisher
+    /// that waits for it before it speaks (LiveKit Agents) is not heard from before it
+    /// can be.
+    ///
+    /// Nothing is forwarded before: packets that reach the client before the offer
+    /// that names their SSRC are routed by payload type to a track it already
+    /// receives (libwebrtc then keeps that SSRC for the other receiver), and the new
+    /// track stays silent for good.
     fn tell_subscribed(&self) {
-        if !*self.sub_connected.borrow() || self.participant.grant.hidden {
+        if !*self.sub_connected.borrow() {
             return;
         }
-        for s in self.subscriptions.values() {
-            if s.bound {
+        for s in self.subscriptions.values().filter(|s| s.bound) {
+            s.deliver.send_replace(true);
+            if !self.participant.grant.hidden {
                 // Only the track's first subscriber reaches its publisher.
                 self.room.subscribed(&s.track);
             }

@@ -225,6 +225,9 @@ struct Subscription {
     offered: bool,
     /// The client answered an offer with this track: it is bound to its receiver.
     bound: bool,
+    /// Set once the track is bound and the subscriber connection is up: the forwarding
+    /// task sends nothing before.
+    deliver: tokio::sync::watch::Sender<bool>,
 }
 
 impl Session {

@@ -172,6 +172,13 @@ describe('ConsentDialog', () => {
     expect(onAnswer).toHaveBeenCalledTimes(1);
   });
 
+  it('never shows more time than granted when its clock lags the question', () => {
+    // The tick that drives the countdown came 800 ms before the question arrived.
+    const p = pending(request({ expiresInMs: 300_000 }));
+    setup([p], T0 - 800);
+    expect(screen.getByTestId('countdown')).toHaveTextContent('Denied automatically in 5:00');
+  });
+
   it('queues several requests visibly and shows the next one after an answer', async () => {
     const a = pending(request());
     const b = pending(request({ consentId: 'c2', tool: 'list_directory', summary: 'List /home/alice', parameters: { path: '~' } }));

@@ -38,6 +38,8 @@ describe('Settings → Tool servers', () => {
     const web = row(list, 'web-tools');
     expect(web).toHaveAttribute('data-status', 'running');
     expect(web).toHaveTextContent('1 tool');
+    // The MCP revision the running server speaks (the backend says; the UI copies).
+    expect(web).toHaveTextContent('MCP 2026-07-28');
     expect(row(list, 'notes')).toHaveTextContent('Disabled');
     await user.click(within(web).getByRole('checkbox', { name: /web-tools enabled/ }));
     await vi.waitFor(() => expect(row(list, 'web-tools')).toHaveAttribute('data-status', 'disabled'));
@@ -66,6 +68,27 @@ describe('Settings → Tool servers', () => {
     await user.click(within(row(list, 'notes')).getByRole('button', { name: 'Sign out of notes' }));
     await vi.waitFor(() => expect(backend.calls.at(-1)).toEqual({ cmd: 'mcp_servers_sign_out', args: { name: 'notes' } }));
     await vi.waitFor(() => expect(within(row(list, 'notes')).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'not_signed_in'));
+  });
+
+  it('a sign-in waiting for the browser can be cancelled: no error, nothing stored, and it can start again', async () => {
+    const { backend, list, user } = await open();
+    backend.holdSignIns = true;
+    const notes = () => row(list, 'notes');
+    await user.click(within(notes()).getByRole('button', { name: 'Sign in to notes' }));
+    const cancel = await within(notes()).findByRole('button', { name: 'Cancel the sign-in to notes' });
+    expect(within(notes()).getByRole('button', { name: 'Sign in to notes' })).toBeDisabled();
+    await user.click(cancel);
+    await vi.waitFor(() => expect(backend.calls).toContainEqual({ cmd: 'mcp_servers_sign_in_cancel', args: { name: 'notes' } }));
+    await vi.waitFor(() => expect(within(notes()).queryByRole('button', { name: 'Cancel the sign-in to notes' })).toBeNull());
+    expect(within(notes()).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'not_signed_in');
+    expect(app!.notices.map((n) => n.text)).toContain('Sign-in to notes cancelled.');
+    expect(app!.notices.filter((n) => n.kind === 'error')).toEqual([]);
+    // Again, and this time the login in the browser finishes.
+    await user.click(within(notes()).getByRole('button', { name: 'Sign in to notes' }));
+    await within(notes()).findByRole('button', { name: 'Cancel the sign-in to notes' });
+    backend.finishSignIn('notes');
+    await vi.waitFor(() => expect(within(notes()).getByTestId('mcp-sign-in')).toHaveAttribute('data-state', 'signed_in'));
+    expect(within(notes()).queryByRole('button', { name: 'Cancel the sign-in to notes' })).toBeNull();
   });
 
   it('a stored sign-in that stopped working offers "Sign in again"', async () => {

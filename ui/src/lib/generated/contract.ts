@@ -1019,6 +1019,10 @@ status: McpServerStatus,
  */
 toolCount: number, 
 /**
+ * The MCP revision it speaks while it runs (`2026-07-28`, `2025-11-25`...).
+ */
+protocol?: string, 
+/**
  * Why it last failed, if it did.
  */
 lastError?: string, 
@@ -1350,6 +1354,7 @@ export const COMMAND_NAMES = [
   'mcp_servers_remove',
   'mcp_servers_trust',
   'mcp_servers_sign_in',
+  'mcp_servers_sign_in_cancel',
   'mcp_servers_sign_out',
   'mcp_servers_log',
   'mcp_servers_import_preview',
