@@ -820,11 +820,29 @@ fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
             ))
         })
     });
+    // livekit-server's own account of the tracks and the rejoin, when it failed.
+    let server_log = match &outcome {
+        Err(_) => server
+            .log()
+            .lines()
+            .filter(|l| {
+                ["outpost-app", "track", "mute", "participant", "subscri"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .map(|l| l.chars().take(600).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Ok(()) => String::new(),
+    };
     drop(server);
     drop(pair);
     if let Err(e) = outcome {
         let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        panic!(
+            "{}\n--- the server's log (tracks, participants) ---\n{server_log}",
+            parts.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
     drop(dir);
 }

@@ -97,6 +97,15 @@ async def main():
     def on_published(pub, participant):
         report(op="seen-track", who=participant.identity, track=pub.sid, muted=pub.muted)
 
+    # What the server says of the app's mute switch (a failure's report shows it).
+    @room.on("track_muted")
+    def on_muted(participant, pub):
+        report(op="muted", who=participant.identity, track=pub.sid)
+
+    @room.on("track_unmuted")
+    def on_unmuted(participant, pub):
+        report(op="unmuted", who=participant.identity, track=pub.sid)
+
     # LK_TOKEN (e.g. minted with the agent kind, so the app finds its assistant), else a
     # plain participant's token.
     tok = os.environ.get("LK_TOKEN") or token(ME)

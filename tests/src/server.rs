@@ -149,8 +149,10 @@ impl LkServer {
                     "use_external_ip: false".to_owned(),
                 ];
                 rtc.extend(opts.rtc_extra.iter().cloned());
+                // OUTPOST_LK_LOG (e.g. debug), when set, replaces the server's log level.
+                let level = std::env::var("OUTPOST_LK_LOG").unwrap_or_else(|_| "info".into());
                 let yaml = format!(
-                    "rtc: {{{}}}\nlogging: {{level: info}}\n{}",
+                    "rtc: {{{}}}\nlogging: {{level: {level}}}\n{}",
                     rtc.join(", "),
                     opts.livekit_yaml
                 );

@@ -194,7 +194,7 @@ fn outpost_session(env: &Env, dir: &Path, room: RoomOptions) -> anyhow::Result<S
         opts.room_name = Some(ROOM.into());
         let (session, mut events) = core.connect(opts).await?;
         let mut voice = session.take_voice_events().context("voice events")?;
-        let mic = session.publish_microphone().await?;
+        let mic = session.publish_microphone(false).await?;
         let tone = sine_into(mic, OUR_TONE_HZ);
 
         let mut stream = loop {

@@ -148,7 +148,7 @@ fn only_the_assistant_can_hear_the_microphone() {
     let (core, opts) = outpost(dir.path(), &env);
     let heard = lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
         let (session, _ui) = core.connect(opts).await?;
-        let mic = session.publish_microphone().await?;
+        let mic = session.publish_microphone(false).await?;
         let tone = spawn_tone(mic);
         let heard = tokio::task::spawn_blocking(move || {
             let by_assistant = event(&assistant.0, &assistant.1, "heard");
@@ -229,7 +229,7 @@ fn a_transcription_of_a_microphone_no_longer_published_is_not_the_users_words() 
     let (mut first, mut second) = (transcriber("SG_on", on), transcriber("SG_off", off));
     let seen = lkclient::in_netns(&env.pair.client_ns.clone(), move || async move {
         let (session, mut ui) = core.connect(opts).await?;
-        let mic = session.publish_microphone().await?;
+        let mic = session.publish_microphone(false).await?;
         // While the microphone is published: the user's words.
         first.env("LK_TRACK", mic.sid());
         let p1 = transcribe("transcriber 1", first).await;

@@ -303,9 +303,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Publishes a mono microphone track (feed it 48 kHz PCM; mute it for push-to-talk).
-    /// Only in a session opened with [`ConnectOptions::voice`].
-    pub async fn publish_microphone(&self) -> Result<LocalAudioTrack> {
+    /// Publishes a mono microphone track (feed it 48 kHz PCM; mute it for push-to-talk),
+    /// muted from the start when `muted`. Only in a session opened with
+    /// [`ConnectOptions::voice`].
+    pub async fn publish_microphone(&self, muted: bool) -> Result<LocalAudioTrack> {
         if !self.voice {
             return Err(CoreError::Voice(
                 "this session was opened without voice".into(),
@@ -316,6 +317,7 @@ impl Session {
             .publish_audio(AudioSourceOptions {
                 name: "microphone".into(),
                 channels: 1,
+                muted,
             })
             .await
             .map_err(|e| CoreError::Voice(format!("the microphone track was refused: {e}")))?;

@@ -35,6 +35,12 @@ pub struct AudioSourceOptions {
     pub name: String,
     /// 1 (mono) or 2 (stereo, interleaved samples).
     pub channels: u16,
+    /// Published muted: the `AddTrackRequest` says so, so the server and the others see
+    /// it muted from the start and nothing is sent until [`LocalAudioTrack::set_muted`]
+    /// unmutes it. Better than muting it right after publishing: that request reaches
+    /// livekit-server as it applies the offer carrying the track, which can lose it
+    /// (docs/LIVEKIT_CLIENT.md, "Mute").
+    pub muted: bool,
 }
 
 impl Default for AudioSourceOptions {
@@ -42,6 +48,7 @@ impl Default for AudioSourceOptions {
         Self {
             name: "microphone".into(),
             channels: 1,
+            muted: false,
         }
     }
 }
@@ -94,7 +101,7 @@ impl std::fmt::Debug for LocalShared {
 }
 
 impl LocalShared {
-    pub(crate) fn new(channels: u16) -> Result<Self> {
+    pub(crate) fn new(channels: u16, muted: bool) -> Result<Self> {
         let ch = match channels {
             1 => opus::Channels::Mono,
             2 => opus::Channels::Stereo,
@@ -111,7 +118,7 @@ impl LocalShared {
         let _ = encoder.set_packet_loss_perc(5);
         Ok(Self {
             channels,
-            muted: AtomicBool::new(false),
+            muted: AtomicBool::new(muted),
             out: std::sync::Mutex::new(None),
             enc: tokio::sync::Mutex::new(Encoding {
                 encoder,
@@ -121,6 +128,11 @@ impl LocalShared {
                 first: true,
             }),
         })
+    }
+
+    /// Whether we want the track muted (what [`LocalAudioTrack::set_muted`] last asked).
+    pub(crate) fn is_muted(&self) -> bool {
+        self.muted.load(Ordering::Relaxed)
     }
 
     pub(crate) fn channels(&self) -> u16 {
@@ -689,8 +701,8 @@ mod tests {
 
     #[test]
     fn opus_round_trip_and_concealment() {
-        let shared = LocalShared::new(1).unwrap();
-        assert!(LocalShared::new(3).is_err());
+        let shared = LocalShared::new(1, false).unwrap();
+        assert!(LocalShared::new(3, false).is_err());
         let mut enc = shared.enc.try_lock().unwrap();
         let tone: Vec<i16> = (0..FRAME_SAMPLES)
             .map(|i| {

@@ -34,12 +34,14 @@ pub(crate) fn tracks(info: &ParticipantInfo) -> Vec<TrackInfo> {
         .collect()
 }
 
-/// The request to publish a microphone audio track with client id `cid`.
+/// The request to publish a microphone audio track with client id `cid` (muted from the
+/// start when `muted`).
 #[allow(deprecated)]
-pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool) -> AddTrackRequest {
+pub(crate) fn add_audio_track(cid: &str, name: &str, stereo: bool, muted: bool) -> AddTrackRequest {
     AddTrackRequest {
         cid: cid.to_owned(),
         name: name.to_owned(),
+        muted,
         r#type: TrackType::Audio as i32,
         source: TrackSource::Microphone as i32,
         // Deprecated for `audio_features`, but what older servers read; harmless to newer ones.
@@ -79,11 +81,12 @@ pub(crate) fn subscription(track_sids: Vec<String>, subscribe: bool) -> UpdateSu
     }
 }
 
-pub(crate) fn mute_track(sid: &str, muted: bool) -> MuteTrackRequest {
-    MuteTrackRequest {
+/// Our track `sid` muted or unmuted, as a signal request.
+pub(crate) fn mute_track(sid: &str, muted: bool) -> signal_request::Message {
+    signal_request::Message::Mute(MuteTrackRequest {
         sid: sid.to_owned(),
         muted,
-    }
+    })
 }
 
 /// Our publisher offer `id` as a signal request.
@@ -235,6 +238,20 @@ pub(crate) fn refused_add_track(r: &RequestResponse) -> Option<&str> {
                 && r.reason != request_response::Reason::Queued as i32 =>
         {
             Some(a.cid.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// The sid of the track whose `MuteTrackRequest` the server answered NOT_FOUND in this
+/// response (livekit-server answers so, with request id 0, a mute of a track it has
+/// neither pending nor published).
+pub(crate) fn mute_not_found(r: &RequestResponse) -> Option<&str> {
+    match &r.request {
+        Some(request_response::Request::Mute(m))
+            if r.reason == request_response::Reason::NotFound as i32 =>
+        {
+            Some(m.sid.as_str())
         }
         _ => None,
     }

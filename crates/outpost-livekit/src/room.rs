@@ -383,7 +383,7 @@ impl Room {
     /// confirmed it; feed it with [`LocalAudioTrack::push_frame`].
     pub async fn publish_audio(&self, options: AudioSourceOptions) -> Result<LocalAudioTrack> {
         const PUBLISH_TIMEOUT: Duration = Duration::from_secs(10);
-        let local = Arc::new(LocalShared::new(options.channels)?);
+        let local = Arc::new(LocalShared::new(options.channels, options.muted)?);
         let (tx, rx) = oneshot::channel();
         self.inner
             .cmd

@@ -177,7 +177,12 @@ impl Driver {
             .arg(XVFB_ARGS)
             .args(["dbus-run-session", "--", "sh", "-c", INNER])
             .env("E2E_DIR", dir)
-            .env("RUST_LOG", "outpost=info,outpost_app=info,warn")
+            // OUTPOST_APP_LOG, when set, replaces the app's log filter (to chase a failure).
+            .env(
+                "RUST_LOG",
+                std::env::var("OUTPOST_APP_LOG")
+                    .unwrap_or_else(|_| "outpost=info,outpost_app=info,warn".into()),
+            )
             .env_remove("DBUS_SESSION_BUS_ADDRESS")
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY");

@@ -431,14 +431,9 @@ impl VoiceHub {
         };
         if cap.is_ok() {
             match session {
-                Some(s) => match s.publish_microphone().await {
-                    Ok(t) => {
-                        // Nothing is sent until the rules say so.
-                        if let Err(e) = t.set_muted(true).await {
-                            tracing::warn!("could not mute the new microphone track: {e}");
-                        }
-                        track = Some(t);
-                    }
+                // Published muted: nothing is sent until the rules say so.
+                Some(s) => match s.publish_microphone(true).await {
+                    Ok(t) => track = Some(t),
                     Err(e) => input_status = failed(capitalise(&e.to_string())),
                 },
                 None => input_status = failed("Not connected to an assistant.".into()),
@@ -734,12 +729,9 @@ impl VoiceHub {
             };
             let Some(session) = session else { return };
             tries += 1;
-            match session.publish_microphone().await {
+            // Published muted; `changed` unmutes it when it should send.
+            match session.publish_microphone(true).await {
                 Ok(t) => {
-                    // Muted first; `changed` unmutes it when it should send.
-                    if let Err(e) = t.set_muted(true).await {
-                        tracing::warn!("could not mute the republished track: {e}");
-                    }
                     let stale = {
                         let mut st = lock(&self.state);
                         if st.status.on && st.run == run && st.track.is_none() {

@@ -132,7 +132,10 @@ impl Engine {
         let stereo = local.channels() == 2;
         link.signal
             .send(signal_request::Message::AddTrack(proto::add_audio_track(
-                &cid, &name, stereo,
+                &cid,
+                &name,
+                stereo,
+                local.is_muted(),
             )))
             .await;
         self.pending_tracks

@@ -21,7 +21,7 @@ mod transports;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -145,6 +145,12 @@ pub(crate) struct Engine {
     pending_tracks: HashMap<String, PendingTrack>,
     /// Our published audio tracks, by sid.
     local_tracks: HashMap<String, Arc<LocalShared>>,
+    /// Our tracks the server has listed in our own participant info since they were
+    /// published (or since it said it could not find one to mute): see
+    /// [`Engine::check_our_mutes`].
+    tracks_listed: HashSet<String>,
+    /// Mute states to tell the server again, found by [`Engine::check_our_mutes`].
+    mute_again: Vec<(String, bool)>,
     /// The tracks each remote participant publishes, by identity.
     published: HashMap<String, Vec<TrackInfo>>,
     /// Decoding tasks of subscribed remote tracks, by track sid.
@@ -206,6 +212,8 @@ impl Engine {
             next_request_id: 0,
             pending_tracks: HashMap::new(),
             local_tracks: HashMap::new(),
+            tracks_listed: HashSet::new(),
+            mute_again: Vec::new(),
             published: HashMap::new(),
             receivers_audio: HashMap::new(),
             unowned_audio: Vec::new(),
@@ -256,7 +264,7 @@ impl Engine {
                         let verdict = match self.link.as_ref() {
                             Some(link) if self.local_tracks.contains_key(&sid) => {
                                 link.signal
-                                    .send(signal_request::Message::Mute(proto::mute_track(&sid, muted)))
+                                    .send(proto::mute_track(&sid, muted))
                                     .await;
                                 Ok(())
                             }

@@ -18,6 +18,58 @@ impl Engine {
             .is_some_and(|l| l.sid == info.sid || l.identity == info.identity)
     }
 
+    /// Compares the mute state of our tracks in our own participant info with ours, the
+    /// first time the server lists each (after it was published, or after the server
+    /// answered a mute of it with NOT_FOUND), and notes the ones to tell it again.
+    ///
+    /// livekit-server (v1.13.5) can lose a mute request that arrives while it takes in
+    /// the track's first media: the request finds the track neither pending nor
+    /// published, is answered NOT_FOUND, and the track keeps the state its
+    /// `AddTrackRequest` (or an earlier mute) gave it. We send no media while muted, so
+    /// our first unmute and our first packets always arrive together; a track the user
+    /// unmuted then stayed muted for everyone, and the server forwarded nothing of it.
+    /// Only the first listing is compared: a later difference is the server's own
+    /// doing (an operator's mute), which is not undone here.
+    pub(super) fn check_our_mutes(&mut self, info: &ParticipantInfo) {
+        let local_tracks = &self.local_tracks;
+        self.tracks_listed
+            .retain(|sid| local_tracks.contains_key(sid));
+        for t in &info.tracks {
+            let Some(local) = self.local_tracks.get(&t.sid) else {
+                continue;
+            };
+            if !self.tracks_listed.insert(t.sid.clone()) {
+                continue;
+            }
+            let wanted = local.is_muted();
+            if t.muted != wanted {
+                self.mute_again.retain(|(sid, _)| sid != &t.sid);
+                self.mute_again.push((t.sid.clone(), wanted));
+            }
+        }
+    }
+
+    /// The server could not find our track `sid` to mute or unmute: its next listing in
+    /// our participant info is compared again ([`Engine::check_our_mutes`]).
+    pub(super) fn mute_not_found(&mut self, sid: &str) {
+        if self.local_tracks.contains_key(sid) {
+            tracing::info!(track = %sid, "the server did not find our track to (un)mute; checking its next listing");
+            self.tracks_listed.remove(sid);
+        }
+    }
+
+    /// Tells the server again the mute states [`Engine::check_our_mutes`] found it lost.
+    pub(super) async fn send_mutes_again(&mut self) {
+        let again = std::mem::take(&mut self.mute_again);
+        let Some(link) = self.link.as_ref() else {
+            return;
+        };
+        for (sid, muted) in again {
+            tracing::info!(track = %sid, muted, "the server lists our track with another mute state; telling it again");
+            link.signal.send(proto::mute_track(&sid, muted)).await;
+        }
+    }
+
     /// Applies a participant update.
     pub(super) fn update_roster(&mut self, infos: &[ParticipantInfo]) {
         let mut events = Vec::new();
@@ -35,6 +87,7 @@ impl Engine {
                 // Our own name, metadata and attributes as the server now has them.
                 if !proto::is_disconnected(info) {
                     self.announced();
+                    self.check_our_mutes(info);
                     let permission = proto::permission(info);
                     if permission != self.permission {
                         if let Some((can_publish, can_publish_data, can_subscribe)) = permission {

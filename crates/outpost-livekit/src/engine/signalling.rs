@@ -122,11 +122,17 @@ impl Engine {
             M::Trickle(t) => self.on_trickle(t).await,
             M::Update(u) => {
                 self.update_roster(&u.participants);
+                self.send_mutes_again().await;
                 self.sync_subscription_permission().await;
             }
             M::Leave(l) => self.on_leave(l).await,
             M::RefreshToken(t) => self.token = t,
             M::RequestResponse(r) => {
+                if let Some(sid) = proto::mute_not_found(&r) {
+                    let sid = sid.to_owned();
+                    self.mute_not_found(&sid);
+                    return;
+                }
                 if let Some(cid) = proto::refused_add_track(&r) {
                     // livekit-server refuses a track (no permission to publish, a source
                     // not allowed, an unsupported type) with request id 0.

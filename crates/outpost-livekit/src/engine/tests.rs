@@ -492,3 +492,45 @@ fn loopback_hosts() {
     assert!(!host_is_loopback("wss://example.livekit.cloud"));
     assert!(!host_is_loopback("ws://10.1.2.3:7880"));
 }
+
+#[test]
+fn a_mute_state_the_server_lost_is_told_again_once() {
+    let (mut e, _rx) = engine(RoomOptions::default());
+    let me = info("me", "PA_me", false, false);
+    e.shared.roster().local = Some(proto::participant(&me));
+    let ours = Arc::new(LocalShared::new(1, false).unwrap());
+    e.local_tracks.insert("TR_mic".into(), Arc::clone(&ours));
+    let listed = |muted: bool| {
+        let mut p = me.clone();
+        p.tracks = vec![livekit_protocol::TrackInfo {
+            sid: "TR_mic".into(),
+            muted,
+            ..Default::default()
+        }];
+        p
+    };
+    // We unmuted (a new track is unmuted); the server's first listing of the track says
+    // muted (the unmute was lost as its first media came in): told again, once.
+    assert!(!ours.is_muted());
+    e.update_roster(&[listed(true)]);
+    assert_eq!(e.mute_again, vec![("TR_mic".to_owned(), false)]);
+    e.mute_again.clear();
+    e.update_roster(&[listed(true)]);
+    assert!(
+        e.mute_again.is_empty(),
+        "a later listing is the server's own doing (an operator's mute)"
+    );
+    // The server could not find it to unmute: its next listing is compared again.
+    e.mute_not_found("TR_mic");
+    e.update_roster(&[listed(true)]);
+    assert_eq!(e.mute_again, vec![("TR_mic".to_owned(), false)]);
+    e.mute_again.clear();
+    // A first listing that agrees with us, and tracks that are not ours, ask nothing.
+    e.tracks_listed.clear();
+    e.update_roster(&[listed(false)]);
+    e.mute_not_found("TR_someone_elses");
+    let mut other = info("bob", "PA_b", false, false);
+    other.tracks = listed(true).tracks;
+    e.update_roster(&[other]);
+    assert!(e.mute_again.is_empty());
+}
