@@ -355,11 +355,22 @@ impl Peer {
         track_id: &str,
     ) -> Result<LocalAudioTrack> {
         let (track, ssrc) = LocalAudioTrack::build(stream_id, track_id);
-        let sender = self
+        // A transceiver of its own, never one an unpublished track left: `add_track`
+        // reuses those (the spec allows it only for a sender that never sent), and
+        // livekit-server, seeing a new track and SSRC on a section that carried another,
+        // now and then failed to find the section ("could not get mid for track") and
+        // never published the track. Unpublished sections stay in the SDP, inactive,
+        // as with the official SDKs.
+        let transceiver = self
             .pc
-            .add_track(track.clone() as Arc<dyn TrackLocal>)
+            .add_transceiver_from_track(track.clone() as Arc<dyn TrackLocal>, None)
             .await
             .map_err(|e| Error::Webrtc(format!("add audio track {track_id}: {e}")))?;
+        let sender = transceiver
+            .sender()
+            .await
+            .map_err(|e| Error::Webrtc(format!("add audio track {track_id}: {e}")))?
+            .ok_or_else(|| Error::Webrtc(format!("add audio track {track_id}: no sender")))?;
         Ok(LocalAudioTrack::new(
             track,
             sender,
