@@ -544,50 +544,14 @@ fn our_tone_is_heard_by_the_sdk_with_mute_unpublish_and_leave(kind: ServerKind) 
 /// test `a_mute_state_the_server_lost_is_told_again_once` pins the rule itself
 /// (docs/LIVEKIT_CLIENT.md, "Mute").
 fn an_unmute_sent_right_after_the_publish_is_not_lost(kind: ServerKind) {
-    let (env, _peer) = with_listener(kind);
-    let url = env.server.url.clone();
-    in_client_ns(&env, move || async move {
-        let mut c = Client::connect(&url, "app").await;
-        let rounds: usize = std::env::var("OUTPOST_UNMUTE_ROUNDS")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(UNMUTE_ROUNDS);
-        for round in 0..rounds {
-            let track = c
-                .room
-                .publish_audio(AudioSourceOptions {
-                    name: format!("mic-{round}"),
-                    channels: 1,
-                    muted: false,
-                })
-                .await
-                .expect("publish");
-            // As the voice hub did before it published muted: both requests reach the
-            // server as it applies the offer, which loses one now and then.
-            track.set_muted(true).await.unwrap();
-            track.set_muted(false).await.unwrap();
-            let tone = spawn_tone(track.clone());
-            let heard = c
-                .ask(
-                    "assistant",
-                    json!({"op": "hear_tone", "from": "app", "sid": track.sid(), "seconds": 2}),
-                    "heard",
-                    Duration::from_secs(30),
-                )
-                .await;
-            eprintln!("round {round}: the SDK heard {heard}");
-            assert!(heard["error"].is_null(), "round {round}: {heard}");
-            assert_eq!(heard["sid"], track.sid());
-            let f = heard["freq_hz"].as_f64().unwrap();
-            assert!((f - 440.0).abs() <= 440.0 * 0.02, "round {round}: {heard}");
-            // Kept published (muted): publishing again and again after unpublishing is
-            // another test's business.
-            tone.abort();
-            track.set_muted(true).await.unwrap();
-        }
-        c.room.leave().await.unwrap();
-        Ok(())
-    });
+    // Kept published (muted) after each round: publishing again and again after
+    // unpublishing is the next test's business.
+    publish_rounds(
+        kind,
+        "OUTPOST_UNMUTE_ROUNDS",
+        UNMUTE_ROUNDS,
+        Round::MuteUnmute,
+    );
 }
 
 /// Voice switched off and on: a track unpublished, then a new one published, again and
@@ -596,14 +560,36 @@ fn an_unmute_sent_right_after_the_publish_is_not_lost(kind: ServerKind) {
 /// one new track in about fourteen ("could not get mid for track"): never announced,
 /// never heard.
 fn a_track_published_again_and_again_is_heard_each_time(kind: ServerKind) {
+    publish_rounds(
+        kind,
+        "OUTPOST_REPUBLISH_ROUNDS",
+        REPUBLISH_ROUNDS,
+        Round::Unpublish,
+    );
+}
+
+/// What a round of [`publish_rounds`] does around its tone.
+#[derive(Clone, Copy, PartialEq)]
+enum Round {
+    /// Mute and unmute the new track at once (as the voice hub did before it published
+    /// muted), and mute it once heard.
+    MuteUnmute,
+    /// Unpublish the track once heard.
+    Unpublish,
+}
+
+/// `default` rounds (the environment variable `var` may say how many) on one
+/// connection: publish a track, play a tone into it, and require the SDK to hear it at
+/// 440 Hz on that track.
+fn publish_rounds(kind: ServerKind, var: &'static str, default: usize, round_kind: Round) {
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     in_client_ns(&env, move || async move {
         let mut c = Client::connect(&url, "app").await;
-        let rounds: usize = std::env::var("OUTPOST_REPUBLISH_ROUNDS")
+        let rounds: usize = std::env::var(var)
             .ok()
             .and_then(|n| n.parse().ok())
-            .unwrap_or(REPUBLISH_ROUNDS);
+            .unwrap_or(default);
         for round in 0..rounds {
             let track = c
                 .room
@@ -614,11 +600,16 @@ fn a_track_published_again_and_again_is_heard_each_time(kind: ServerKind) {
                 })
                 .await
                 .expect("publish");
+            if round_kind == Round::MuteUnmute {
+                // Both requests reach the server as it applies the offer.
+                track.set_muted(true).await.unwrap();
+                track.set_muted(false).await.unwrap();
+            }
             let tone = spawn_tone(track.clone());
             let heard = c
                 .ask(
                     "assistant",
-                    json!({"op": "hear_tone", "from": "app", "sid": track.sid(), "seconds": 1}),
+                    json!({"op": "hear_tone", "from": "app", "sid": track.sid(), "seconds": 1.5}),
                     "heard",
                     Duration::from_secs(30),
                 )
@@ -629,7 +620,10 @@ fn a_track_published_again_and_again_is_heard_each_time(kind: ServerKind) {
             let f = heard["freq_hz"].as_f64().unwrap();
             assert!((f - 440.0).abs() <= 440.0 * 0.03, "round {round}: {heard}");
             tone.abort();
-            track.unpublish().await.unwrap();
+            match round_kind {
+                Round::MuteUnmute => track.set_muted(true).await.unwrap(),
+                Round::Unpublish => track.unpublish().await.unwrap(),
+            }
         }
         c.room.leave().await.unwrap();
         Ok(())

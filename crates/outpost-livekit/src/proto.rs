@@ -243,6 +243,16 @@ pub(crate) fn refused_add_track(r: &RequestResponse) -> Option<&str> {
     }
 }
 
+/// A track as a participant update lists it (tests).
+#[cfg(test)]
+pub(crate) fn listed_track(sid: &str, muted: bool) -> livekit_protocol::TrackInfo {
+    livekit_protocol::TrackInfo {
+        sid: sid.to_owned(),
+        muted,
+        ..Default::default()
+    }
+}
+
 /// The sid of the track whose `MuteTrackRequest` the server answered NOT_FOUND in this
 /// response (livekit-server answers so, with request id 0, a mute of a track it has
 /// neither pending nor published).

@@ -502,11 +502,7 @@ fn a_mute_state_the_server_lost_is_told_again_once() {
     e.local_tracks.insert("TR_mic".into(), Arc::clone(&ours));
     let listed = |muted: bool| {
         let mut p = me.clone();
-        p.tracks = vec![livekit_protocol::TrackInfo {
-            sid: "TR_mic".into(),
-            muted,
-            ..Default::default()
-        }];
+        p.tracks = vec![proto::listed_track("TR_mic", muted)];
         p
     };
     // We unmuted (a new track is unmuted); the server's first listing of the track says
