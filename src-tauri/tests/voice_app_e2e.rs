@@ -688,9 +688,9 @@ async fn agent_hears_the_mic(app: &App, agent: &Assistant, when: &str) -> anyhow
     Ok(())
 }
 
-async fn unplug_scenario(agent: &Assistant, pulse: &Pulse) -> anyhow::Result<App> {
-    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
-    let (mut rec, recorded) = pulse.record("speaker.monitor")?;
+/// Launches the app, waits until it is connected and the agent ready, and turns voice on
+/// (push to talk: "Hold to talk").
+async fn launch_with_voice(agent: &Assistant) -> anyhow::Result<App> {
     let app = App::launch().await?;
     app.wait_text("[data-testid=connection-state]", "Connected")
         .await?;
@@ -704,6 +704,13 @@ async fn unplug_scenario(agent: &Assistant, pulse: &Pulse) -> anyhow::Result<App
         .context("clicking Voice")?;
     app.wait_text("[data-testid=mic-state]", "Hold to talk")
         .await?;
+    Ok(app)
+}
+
+async fn unplug_scenario(agent: &Assistant, pulse: &Pulse) -> anyhow::Result<App> {
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
+    let (mut rec, recorded) = pulse.record("speaker.monitor")?;
+    let app = launch_with_voice(agent).await?;
     agent_hears_the_mic(&app, agent, "before the unplug").await?;
     agent_voice_on(&recorded, "before the unplug").await?;
 
@@ -780,6 +787,29 @@ async fn connection(app: &App) -> anyhow::Result<String> {
 /// second track and hears the microphone on it) and plays the agent's voice again on the
 /// speaker.
 fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
+    with_listening_agent(kind, |c| async move {
+        rejoin_scenario(&c.agent, &c.pulse, &c.pair).await
+    });
+}
+
+/// What a scenario of [`with_listening_agent`] works with.
+struct Call {
+    agent: Arc<Assistant>,
+    pulse: Arc<Pulse>,
+    pair: Arc<NsPair>,
+    /// The server's URL.
+    url: String,
+}
+
+/// Runs `scenario` with the app and a listening agent (`voice_agent.py`) through a `kind`
+/// server. The client's link is brought back up afterwards, whatever happened. On
+/// failure it panics with the app's log, the agent's report and livekit-server's lines
+/// about tracks and participants.
+fn with_listening_agent<S, F>(kind: ServerKind, scenario: S)
+where
+    S: FnOnce(Call) -> F + Send + 'static,
+    F: Future<Output = anyhow::Result<App>> + 'static,
+{
     let _one = common::serial();
     let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
     let dir = tempfile::tempdir().unwrap();
@@ -788,7 +818,6 @@ fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
     let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
     let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
-    let server_ns = pair.server_ns.clone();
     let client_ns = pair.client_ns.clone();
     let url = server.url.clone();
     let logs = root.join("logs");
@@ -796,8 +825,14 @@ fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
     let link = Arc::clone(&pair);
     let outcome = in_netns(&pair.client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_listening_agent(&server_ns, &url, &root)?;
-        let r = rejoin_scenario(&agent, &p, &link).await;
+        let agent = Arc::new(start_listening_agent(&link.server_ns, &url, &root)?);
+        let r = scenario(Call {
+            agent: Arc::clone(&agent),
+            pulse: p,
+            pair: Arc::clone(&link),
+            url,
+        })
+        .await;
         // The link must come back even if the scenario failed half way.
         let _ = link.set_client_link(true);
         let r = match r {
@@ -809,6 +844,7 @@ fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
                 || l.contains("assistant audio")
                 || l.contains("rejoin")
                 || l.contains("reconnect")
+                || l.contains("muted")
         }) {
             eprintln!("app: {l}");
         }
@@ -851,19 +887,7 @@ async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> any
     let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
     let (mut rec, recorded) = pulse.record("speaker.monitor")?;
     let r = async {
-        let app = App::launch().await?;
-        app.wait_text("[data-testid=connection-state]", "Connected")
-            .await?;
-        wait_for("the agent to be ready", || async {
-            Ok(agent_said(agent, "ready"))
-        })
-        .await
-        .with_context(|| agent.report())?;
-        app.click("[data-testid=voice-toggle]")
-            .await
-            .context("clicking Voice")?;
-        app.wait_text("[data-testid=mic-state]", "Hold to talk")
-            .await?;
+        let app = launch_with_voice(agent).await?;
         agent_hears_the_mic(&app, agent, "before the rejoin").await?;
         agent_voice_on(&recorded, "before the rejoin").await?;
 
@@ -918,5 +942,81 @@ async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> any
     .await;
     let _ = (mic.kill(), rec.kill());
     let _ = (mic.wait(), rec.wait());
+    r
+}
+
+// --- The room's operator mutes the user -------------------------------------------------------
+
+/// livekit-server only (outpost-room has no room service API): the room's operator mutes
+/// the app's microphone through the server's API. The app shows it muted; the user's
+/// unmute lifts it, and holding the talk button reaches the agent again.
+#[test]
+fn the_rooms_mute_is_shown_and_the_users_unmute_lifts_it() {
+    with_listening_agent(ServerKind::LiveKit, |c| async move {
+        operator_mute_scenario(&c.agent, &c.pulse, &c.pair, &c.url).await
+    });
+}
+
+async fn operator_mute_scenario(
+    agent: &Assistant,
+    pulse: &Pulse,
+    pair: &NsPair,
+    url: &str,
+) -> anyhow::Result<App> {
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300)?;
+    let r = async {
+        let app = launch_with_voice(agent).await?;
+        agent_hears_the_mic(&app, agent, "before the room's mute").await?;
+        let sid = agent_said(agent, "subscribed")
+            .and_then(|e| e["track"].as_str().map(str::to_owned))
+            .context("the agent names the microphone track")?;
+        // The operator mutes while the user holds the talk button (so the agent's
+        // "muted" below can only be the operator's).
+        let mutes = || {
+            agent
+                .events()
+                .into_iter()
+                .filter(|e| e["op"] == "muted" && e["track"] == sid.as_str())
+                .count()
+        };
+        ensure!(
+            app.js(&press("pointerdown")).await? == "ok",
+            "pressing talk"
+        );
+        app.wait_text("[data-testid=mic-state]", "Mic live").await?;
+        let before = mutes();
+        let py = outpost_tests::python::python()?;
+        let out = pair
+            .server_command(&py)
+            .arg(outpost_tests::python::scripts_dir().join("room_admin.py"))
+            .args(["mute_track", ROOM, "outpost-app", &sid])
+            .current_dir(outpost_tests::python::scripts_dir())
+            .env("LK_URL", url)
+            .env("PYTHONWARNINGS", "ignore")
+            .output()?;
+        ensure!(
+            out.status.success(),
+            "room_admin.py: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        app.wait_text("[data-testid=mic-state]", "Muted").await?;
+        wait_for("the agent to see the microphone muted", || async {
+            Ok((mutes() > before).then_some(()))
+        })
+        .await
+        .with_context(|| agent.report())?;
+        app.js(&press("pointerup")).await?;
+        app.wait_text("[data-testid=mic-state]", "Muted").await?;
+        app.click("[data-testid=mute]")
+            .await
+            .context("clicking Mute to unmute")?;
+        app.wait_text("[data-testid=mic-state]", "Hold to talk")
+            .await?;
+        agent_hears_the_mic(&app, agent, "after the user's unmute").await?;
+        anyhow::Ok(app)
+    }
+    .await;
+    let _ = mic.kill();
+    let _ = mic.wait();
     r
 }

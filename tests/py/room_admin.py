@@ -3,6 +3,8 @@
 
 Usage: room_admin.py revoke_publish ROOM IDENTITY
   takes away IDENTITY's permission to publish (the server unpublishes its tracks).
+       room_admin.py mute_track ROOM IDENTITY TRACK_SID
+  mutes IDENTITY's track TRACK_SID (the server tells the publisher to mute it).
 Reads LK_URL (ws://HOST:PORT, turned into http://), LK_API_KEY and LK_API_SECRET. Prints
 one JSON line with what the server answered.
 """
@@ -16,12 +18,21 @@ from lkcommon import KEY, SECRET, URL, fail, finish, report
 
 
 async def main():
-    if len(sys.argv) != 4 or sys.argv[1] != "revoke_publish":
-        fail(f"usage: {sys.argv[0]} revoke_publish ROOM IDENTITY")
-    room, identity = sys.argv[2], sys.argv[3]
+    args = sys.argv[1:]
+    if not ((len(args) == 3 and args[0] == "revoke_publish")
+            or (len(args) == 4 and args[0] == "mute_track")):
+        fail(f"usage: {sys.argv[0]} revoke_publish ROOM IDENTITY"
+             f" | mute_track ROOM IDENTITY TRACK_SID")
+    room, identity = args[1], args[2]
     http = URL.replace("ws://", "http://").replace("wss://", "https://")
     lk = api.LiveKitAPI(url=http, api_key=KEY, api_secret=SECRET)
     try:
+        if args[0] == "mute_track":
+            res = await lk.room.mute_published_track(
+                api.MuteRoomTrackRequest(room=room, identity=identity, track_sid=args[3], muted=True)
+            )
+            report(op="mute_track", sid=res.track.sid, muted=res.track.muted)
+            finish(0)
         info = await lk.room.update_participant(
             api.UpdateParticipantRequest(
                 room=room,

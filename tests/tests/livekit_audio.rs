@@ -163,6 +163,24 @@ impl Client {
         self.events.reply(to, op, timeout).await
     }
 
+    /// Asks the SDK peer to record our track `sid` for `seconds` and requires it to hear
+    /// our 440 Hz tone (±3 %) on that track; its report.
+    async fn sdk_hears(&mut self, sid: &str, seconds: f64) -> Value {
+        let heard = self
+            .ask(
+                "assistant",
+                json!({"op": "hear_tone", "from": "app", "sid": sid, "seconds": seconds}),
+                "heard",
+                Duration::from_secs(30),
+            )
+            .await;
+        assert!(heard["error"].is_null(), "{heard}");
+        assert_eq!(heard["sid"], sid, "{heard}");
+        let f = heard["freq_hz"].as_f64().unwrap();
+        assert!((f - 440.0).abs() <= 440.0 * 0.03, "{heard}");
+        heard
+    }
+
     /// Polls the peer's track events until `[what, identity, sid]` is among them. A
     /// question unanswered within 5 s is asked again: a client that has just joined can
     /// send it before the peer's SDK knows the sender (seen once: the observer's first
@@ -270,75 +288,147 @@ async fn record(stream: &mut AudioStream, seconds: f64) -> (Vec<f64>, usize, usi
 /// and publishing again is refused at once.
 #[test]
 fn a_track_the_server_unpublishes_stops_and_is_reported() {
+    operator_acts(
+        &["revoke_publish", ROOM, "app"],
+        |url, published| async move {
+            let mut c = Client::connect(&url, "app").await;
+            let track = c.room.publish_audio(AudioSourceOptions::default()).await?;
+            let tone = spawn_tone(track.clone());
+            c.peer_sees("assistant", "published", "app", track.sid())
+                .await;
+            let sid = track.sid().to_owned();
+            published.send(sid.clone())?;
+            let ev = c
+                .events
+                .wait_for(
+                    "the server's unpublish",
+                    Duration::from_secs(20),
+                    |e| matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid),
+                )
+                .await;
+            assert!(
+                matches!(
+                    ev,
+                    RoomEvent::LocalTrackUnpublished {
+                        by_server: true,
+                        ..
+                    }
+                ),
+                "{ev:?}"
+            );
+            c.events
+                .wait_for("our new permissions", Duration::from_secs(5), |e| {
+                    matches!(
+                        e,
+                        RoomEvent::LocalPermissionsChanged {
+                            can_publish: false,
+                            ..
+                        }
+                    )
+                })
+                .await;
+            assert!(!track.is_published());
+            // The tone task ends: pushing into an unpublished track fails.
+            tokio::time::timeout(Duration::from_secs(3), tone).await??;
+            c.peer_sees("assistant", "unpublished", "app", &sid).await;
+            let err = c
+                .room
+                .publish_audio(AudioSourceOptions::default())
+                .await
+                .expect_err("no permission to publish any more");
+            assert!(
+                matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
+                "{err:?}"
+            );
+            c.room.leave().await?;
+            Ok(())
+        },
+    );
+}
+
+/// livekit-server with the SDK listener: runs `client` in the client namespace and, once
+/// it sends the sid of the track it published, has the room's operator act on it
+/// (`room_admin.py` with `admin`, where `SID` stands for that sid).
+fn operator_acts<F, Fut>(admin: &[&str], client: F)
+where
+    F: FnOnce(String, std::sync::mpsc::Sender<String>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
     let (env, _peer) = with_listener(ServerKind::LiveKit);
     let url = env.server.url.clone();
     let pair = &env.pair;
-    let server_url = env.server.url.clone();
     let res = std::thread::scope(|scope| {
-        let (published_tx, published_rx) = std::sync::mpsc::channel::<()>();
-        let client = scope.spawn(move || {
-            in_netns(&pair.client_ns.clone(), move || async move {
-                let mut c = Client::connect(&url, "app").await;
-                let track = c.room.publish_audio(AudioSourceOptions::default()).await?;
-                let tone = spawn_tone(track.clone());
-                c.peer_sees("assistant", "published", "app", track.sid()).await;
-                published_tx.send(())?;
-                let sid = track.sid().to_owned();
-                let ev = c
-                    .events
-                    .wait_for("the server's unpublish", Duration::from_secs(20), |e| {
-                        matches!(e, RoomEvent::LocalTrackUnpublished { sid: s, .. } if *s == sid)
-                    })
-                    .await;
-                assert!(
-                    matches!(ev, RoomEvent::LocalTrackUnpublished { by_server: true, .. }),
-                    "{ev:?}"
-                );
-                c.events.wait_for("our new permissions", Duration::from_secs(5), |e| {
-                    matches!(e, RoomEvent::LocalPermissionsChanged { can_publish: false, .. })
-                })
-                .await;
-                assert!(!track.is_published());
-                // The tone task ends: pushing into an unpublished track fails.
-                tokio::time::timeout(Duration::from_secs(3), tone).await??;
-                c.peer_sees("assistant", "unpublished", "app", &sid).await;
-                let err = c
-                    .room
-                    .publish_audio(AudioSourceOptions::default())
-                    .await
-                    .expect_err("no permission to publish any more");
-                assert!(
-                    matches!(&err, outpost_livekit::Error::Refused { reason, .. } if reason == "NOT_ALLOWED"),
-                    "{err:?}"
-                );
-                c.room.leave().await?;
-                Ok(())
-            })
-        });
-        published_rx
+        let (published_tx, published_rx) = std::sync::mpsc::channel::<String>();
+        let ns = pair.client_ns.clone();
+        let handle = scope.spawn(move || in_netns(&ns, move || client(url, published_tx)));
+        let sid = published_rx
             .recv_timeout(Duration::from_secs(30))
             .expect("the track was published");
-        let py = outpost_tests::python::python().unwrap();
-        let out = pair
-            .server_command(&py)
-            .arg(outpost_tests::python::scripts_dir().join("room_admin.py"))
-            .args(["revoke_publish", ROOM, "app"])
-            .current_dir(outpost_tests::python::scripts_dir())
-            .env("LK_URL", &server_url)
-            .env("PYTHONWARNINGS", "ignore")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "room_admin.py: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        client.join().expect("client thread")
+        let args: Vec<&str> = admin
+            .iter()
+            .map(|a| if *a == "SID" { sid.as_str() } else { a })
+            .collect();
+        room_admin(pair, &env.server.url, &args);
+        handle.join().expect("client thread")
     });
     if res.is_err() {
         eprintln!("server log:\n{}", env.server.proc.stderr());
     }
     res.unwrap();
+}
+
+/// Runs `tests/py/room_admin.py` with `args` (what a room's operator does through
+/// livekit-server's API) in the server's namespace; it must succeed.
+fn room_admin(pair: &lkclient::NsPair, server_url: &str, args: &[&str]) {
+    let py = outpost_tests::python::python().unwrap();
+    let out = pair
+        .server_command(&py)
+        .arg(outpost_tests::python::scripts_dir().join("room_admin.py"))
+        .args(args)
+        .current_dir(outpost_tests::python::scripts_dir())
+        .env("LK_URL", server_url)
+        .env("PYTHONWARNINGS", "ignore")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "room_admin.py: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// livekit-server only (outpost-room has no room service API): the room's operator mutes
+/// our track. We follow it (`LocalTrackMutedByServer`, the track muted here and nothing
+/// sent), the SDK sees it muted, and our own unmute brings the tone back.
+#[test]
+fn a_mute_by_the_rooms_operator_is_followed_until_we_unmute() {
+    operator_acts(
+        &["mute_track", ROOM, "app", "SID"],
+        |url, published| async move {
+            let mut c = Client::connect(&url, "app").await;
+            let track = c.room.publish_audio(AudioSourceOptions::default()).await?;
+            let tone = spawn_tone(track.clone());
+            c.peer_sees("assistant", "published", "app", track.sid())
+                .await;
+            let sid = track.sid().to_owned();
+            published.send(sid.clone())?;
+            c.events
+                .wait_for(
+                    "the server's mute",
+                    Duration::from_secs(20),
+                    |e| matches!(e, RoomEvent::LocalTrackMutedByServer { sid: s } if *s == sid),
+                )
+                .await;
+            assert!(track.is_muted());
+            c.peer_sees("assistant", "muted", "app", &sid).await;
+            track.set_muted(false).await?;
+            c.peer_sees("assistant", "unmuted", "app", &sid).await;
+            c.sdk_hears(&sid, 2.0).await;
+            tone.abort();
+            c.room.leave().await?;
+            Ok(())
+        },
+    );
 }
 
 /// A token that may not publish: the server refuses our track (livekit-server with a
@@ -606,19 +696,8 @@ fn publish_rounds(kind: ServerKind, var: &'static str, default: usize, round_kin
                 track.set_muted(false).await.unwrap();
             }
             let tone = spawn_tone(track.clone());
-            let heard = c
-                .ask(
-                    "assistant",
-                    json!({"op": "hear_tone", "from": "app", "sid": track.sid(), "seconds": 1.5}),
-                    "heard",
-                    Duration::from_secs(30),
-                )
-                .await;
+            let heard = c.sdk_hears(track.sid(), 1.5).await;
             eprintln!("round {round}: the SDK heard {heard}");
-            assert!(heard["error"].is_null(), "round {round}: {heard}");
-            assert_eq!(heard["sid"], track.sid());
-            let f = heard["freq_hz"].as_f64().unwrap();
-            assert!((f - 440.0).abs() <= 440.0 * 0.03, "round {round}: {heard}");
             tone.abort();
             match round_kind {
                 Round::MuteUnmute => track.set_muted(true).await.unwrap(),

@@ -724,6 +724,12 @@ impl Io {
                 }
                 None
             }
+            RoomEvent::LocalTrackMutedByServer { sid } => {
+                if let Some(v) = &self.voice {
+                    let _ = v.send(VoiceEvent::LocalTrackMutedByServer { sid });
+                }
+                None
+            }
             RoomEvent::LocalPermissionsChanged {
                 can_publish,
                 can_publish_data,

@@ -30,6 +30,12 @@ pub enum VoiceEvent {
         /// The server unpublished it.
         by_server: bool,
     },
+    /// The server muted one of our tracks (the room's operator): it sends nothing until
+    /// the user unmutes it.
+    LocalTrackMutedByServer {
+        /// The track's sid.
+        sid: String,
+    },
 }
 
 /// Tells whether a track of ours is still published.

@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use outpost_desktop::contract::{
-    AppEvent, ConsentRequest, Decision, RememberedKind, Settings, ToolResult, ToolRule,
+    AppEvent, ConnectionStatus, ConsentRequest, Decision, RememberedKind, Settings, ToolResult,
+    ToolRule,
 };
 use outpost_desktop::demo::DemoPrograms;
 use outpost_desktop::paths::Paths;
 use outpost_desktop::secrets::MemorySecrets;
-use outpost_desktop::{Desktop, Notifier};
+use outpost_desktop::{Desktop, DesktopError, Notifier};
 use tokio::sync::mpsc;
 
 #[derive(Debug, Default)]
@@ -395,6 +396,48 @@ async fn a_new_session_ends_the_demo_children_with_the_demo_session() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A disconnect while the join hangs (a server on loopback that accepts and never
+/// answers) gives the join up: the connect ends saying it was cancelled, rather than the
+/// disconnect waiting for it to time out and fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_gives_up_a_join_that_hangs() {
+    let (_dir, paths) = temp_paths();
+    let mut app = open(&paths);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = listener.accept().await {
+            held.push(conn);
+        }
+    });
+    let mut s = app.desktop.settings();
+    s.connection.livekit_url = format!("ws://127.0.0.1:{port}");
+    app.desktop.set_settings(s).await.unwrap();
+    app.desktop
+        .set_secret("livekit_token", "not-a-token")
+        .unwrap();
+    let desktop = app.desktop.clone();
+    let joining = tokio::spawn(async move { desktop.connect().await });
+    app.wait("the join under way", |e| match e {
+        AppEvent::Connection(c) if c.state == ConnectionStatus::Connecting => Some(()),
+        _ => None,
+    })
+    .await;
+    app.desktop.disconnect().await;
+    let joined = joining.await.unwrap();
+    assert!(
+        matches!(joined, Err(DesktopError::Cancelled(_))),
+        "{joined:?}"
+    );
+    app.wait("the disconnect shown", |e| match e {
+        AppEvent::Connection(c) if c.state == ConnectionStatus::Disconnected => Some(()),
+        _ => None,
+    })
+    .await;
+    silent.abort();
 }
 
 #[test]

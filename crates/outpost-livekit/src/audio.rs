@@ -135,6 +135,11 @@ impl LocalShared {
         self.muted.load(Ordering::Relaxed)
     }
 
+    /// Mutes or unmutes it here only (the server already has it so).
+    pub(crate) fn set_muted_here(&self, muted: bool) {
+        self.muted.store(muted, Ordering::Relaxed);
+    }
+
     pub(crate) fn channels(&self) -> u16 {
         self.channels
     }

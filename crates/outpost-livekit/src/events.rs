@@ -100,6 +100,14 @@ pub enum RoomEvent {
         /// The server unpublished it (rather than a rejoin dropping it).
         by_server: bool,
     },
+    /// The server muted one of our tracks (the room's operator, through its API): it is
+    /// muted here too ([`crate::LocalAudioTrack::is_muted`]), so nothing of it is sent
+    /// until it is unmuted. The server asking to unmute one is never followed: a
+    /// microphone is unmuted only by its user (the server is told it stays muted).
+    LocalTrackMutedByServer {
+        /// The track's sid.
+        sid: String,
+    },
     /// The server changed what we may do in the room (our `ParticipantPermission`).
     LocalPermissionsChanged {
         /// We may publish tracks.

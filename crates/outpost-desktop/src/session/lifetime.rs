@@ -37,6 +37,10 @@ impl Desktop {
         demo: Option<Demo>,
     ) -> Result<()> {
         let sessions = &self.inner.sessions;
+        // An end asked for after this point gives this start up (one asked for before
+        // it does not).
+        let mut ends = sessions.ends.subscribe();
+        ends.borrow_and_update();
         let turn = sessions.turn.lock().await;
         self.end_pieces(sessions.take()).await;
         {
@@ -60,7 +64,18 @@ impl Desktop {
         opts.mcp = mcp;
         // The assistant's audio is subscribed; it plays only while voice is on.
         opts.voice = true;
-        let (session, mut events) = match self.inner.core.connect(opts).await {
+        let joined = tokio::select! {
+            r = self.inner.core.connect(opts) => r,
+            _ = ends.changed() => {
+                // A disconnect while joining: the join is dropped (its room leaves), and
+                // the disconnect, waiting for the turn, says so to the UI.
+                self.end_pieces(sessions.take()).await;
+                return Err(DesktopError::Cancelled(
+                    "Disconnected before the connection was made.".into(),
+                ));
+            }
+        };
+        let (session, mut events) = match joined {
             Ok(x) => x,
             Err(e) => {
                 self.end_pieces(sessions.take()).await;
@@ -104,6 +119,9 @@ impl Desktop {
 
     /// Ends the running session, if any, with all its pieces (`session_disconnect`).
     pub(crate) async fn end_session(&self) {
+        // A start still joining gives up at once instead of holding the turn until its
+        // connect times out.
+        self.inner.sessions.ends.send_modify(|n| *n += 1);
         // The microphone goes off at once, even while a start still holds the turn.
         self.inner.voice.stop().await;
         let pieces = {

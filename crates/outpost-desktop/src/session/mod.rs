@@ -51,6 +51,9 @@ pub(crate) struct Sessions {
     /// a start, an end and a look at the session never interleave: asked for during a
     /// start, the session is the one that start joins. It guards no data of its own.
     pub(super) turn: tokio::sync::Mutex<()>,
+    /// Counts the ends asked for: a start whose join is still under way when it moves
+    /// gives the join up, so a disconnect never waits for a connect that hangs.
+    pub(super) ends: tokio::sync::watch::Sender<u64>,
     /// The pieces (read without waiting by the commands that show the MCP servers).
     state: Mutex<State>,
 }

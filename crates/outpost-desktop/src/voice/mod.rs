@@ -307,6 +307,16 @@ impl VoiceHub {
                             me.changed(&mut st);
                         }
                     }
+                    VoiceEvent::LocalTrackMutedByServer { sid } => {
+                        // The room's operator muted us: shown as the user's mute, which
+                        // the user can lift.
+                        let mut st = lock(&me.state);
+                        if st.track.as_ref().is_some_and(|t| t.sid() == sid) {
+                            tracing::info!(track = %sid, "the room muted our microphone");
+                            st.status.muted = true;
+                            me.changed(&mut st);
+                        }
+                    }
                     VoiceEvent::LocalTrackLost { sid, .. } => {
                         tracing::info!(track = %sid, "microphone track lost; publishing again");
                         {

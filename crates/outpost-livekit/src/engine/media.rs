@@ -165,6 +165,30 @@ impl Engine {
         });
     }
 
+    /// The server asks us to mute or unmute our track `sid` (livekit-server does when the
+    /// room's operator changed it through the API). A mute is followed here and told to
+    /// the application; an unmute is not (only the user unmutes a microphone), and the
+    /// server is told the track stays muted.
+    pub(super) async fn on_server_mute(&mut self, sid: &str, muted: bool) {
+        let Some(local) = self.local_tracks.get(sid) else {
+            return;
+        };
+        if muted {
+            if !local.is_muted() {
+                tracing::info!(track = %sid, "the server muted our track");
+                local.set_muted_here(true);
+                self.emit(RoomEvent::LocalTrackMutedByServer {
+                    sid: sid.to_owned(),
+                });
+            }
+        } else if local.is_muted() {
+            tracing::info!(track = %sid, "the server asks us to unmute our track; only its user does");
+            if let Some(link) = self.link.as_ref() {
+                link.signal.send(proto::mute_track(sid, true)).await;
+            }
+        }
+    }
+
     /// The server refused our track `cid`: it leaves the publisher and its caller hears why.
     pub(super) async fn refuse_track(&mut self, cid: &str, why: Error) {
         let Some(pending) = self.pending_tracks.remove(cid) else {

@@ -161,6 +161,7 @@ impl Engine {
             }
             M::TrackPublished(r) => self.on_track_published(r.cid, r.track.map(|t| t.sid)).await,
             M::TrackUnpublished(r) => self.on_server_unpublished(&r.track_sid).await,
+            M::Mute(m) => self.on_server_mute(&m.sid, m.muted).await,
             M::Join(_) | M::Reconnect(_) => {}
             _ => {}
         }
