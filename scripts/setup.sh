@@ -37,7 +37,19 @@ apt_packages=(
   libdbus-1-dev      # the keyring's Secret Service client (libdbus, as GTK and WebKit use)
   chromium           # the user's browser in the MCP OAuth sign-in tests (driven by playwright-core)
 )
-apt_install_missing "${apt_packages[@]}"
+# What only the desktop app's end-to-end tests need (setup_app_test_tools, below). The test
+# command sets OUTPOST_SETUP_FOR_TESTS=1 so that both lists go to apt at once.
+app_test_apt_packages=(
+  xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst
+  gnome-keyring dbus-daemon dbus-bin xdotool python3-gi gir1.2-gtk-3.0 python3-xlib
+  xdg-desktop-portal xdg-desktop-portal-kde libkf5globalaccel-bin
+  rpm  # scripts/check-rpm.sh: Debian's rpm tool reads and installs the .rpm into an empty root
+)
+if [ "${OUTPOST_SETUP_FOR_TESTS:-0}" = 1 ]; then
+  apt_install_missing "${apt_packages[@]}" "${app_test_apt_packages[@]}"
+else
+  apt_install_missing "${apt_packages[@]}"
+fi
 
 # --- Rust ---------------------------------------------------------------------------------
 if ! command -v cargo >/dev/null 2>&1; then
@@ -73,17 +85,24 @@ if [ ! -d "$repo/ui/node_modules" ] || [ "$repo/ui/package-lock.json" -nt "$repo
 fi
 
 # --- Python venv with the official LiveKit SDK -------------------------------------------
-venv="$repo/.venv"
-req="$repo/tests/py/requirements.txt"
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$req" | cut -d' ' -f1)"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  log "creating the Python venv with the official LiveKit SDK ($venv)"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
-  echo "$want" > "$stamp"
+setup_sdk_venv() {
+  local venv="$repo/.venv"
+  local req="$repo/tests/py/requirements.txt"
+  local stamp="$venv/.requirements.sha256"
+  local want
+  want="$(sha256sum "$req" | cut -d' ' -f1)"
+  if [ ! -x "$venv/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+    log "creating the Python venv with the official LiveKit SDK ($venv)"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" > "$stamp"
+  fi
+  export OUTPOST_PYTHON="$venv/bin/python"
+}
+# The test command installs the peers in the background while it builds (scripts/test.sh).
+if [ "${OUTPOST_SETUP_FOR_TESTS:-0}" != 1 ]; then
+  setup_sdk_venv
 fi
-export OUTPOST_PYTHON="$venv/bin/python"
 
 # --- peers only the tests need (scripts/test.sh calls this; the demo does not) -------------
 # A second venv with the real LiveKit Agents framework: livekit-agents pins an older livekit
@@ -149,10 +168,7 @@ setup_livekit_server() {
 # The real desktop portal with KDE's backend and shortcut daemon: the shortcut through the
 # portal's GlobalShortcuts (shortcut_app_e2e.rs; about 29 MB with their Qt/KF5 libraries).
 setup_app_test_tools() {
-  apt_install_missing xvfb xauth dbus-x11 at-spi2-core webkit2gtk-driver imagemagick dunst \
-    gnome-keyring dbus-daemon dbus-bin xdotool python3-gi gir1.2-gtk-3.0 python3-xlib \
-    xdg-desktop-portal xdg-desktop-portal-kde libkf5globalaccel-bin \
-    rpm  # scripts/check-rpm.sh: Debian's rpm tool reads and installs the .rpm into an empty root
+  apt_install_missing "${app_test_apt_packages[@]}"
   if ! command -v tauri-driver >/dev/null 2>&1 && [ ! -x "${HOME:-/root}/.cargo/bin/tauri-driver" ]; then
     log "installing tauri-driver (cargo install, about 2 minutes)"
     cargo install tauri-driver --version '^2' --locked

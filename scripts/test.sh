@@ -4,9 +4,30 @@
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$repo"
+# System packages (the app's test tools' too, in the same apt call), Rust, Node and the web
+# UI's packages now; the test peers (two Python venvs, livekit-server built with Go, the MCP
+# reference servers, tauri-driver) in the background while the checks and the build run:
+# on a fresh machine they take several minutes, much of it downloading (README).
+export OUTPOST_SETUP_FOR_TESTS=1
 source scripts/setup.sh
-setup_test_peers
-setup_app_test_tools
+peers_log="$(mktemp)"
+(setup_sdk_venv; setup_test_peers; setup_app_test_tools) >"$peers_log" 2>&1 &
+peers_pid=$!
+trap 'kill "$peers_pid" 2>/dev/null || true' EXIT
+wait_for_peers() {
+  local status=0
+  wait "$peers_pid" || status=$?
+  cat "$peers_log" >&2
+  rm -f "$peers_log"
+  if [ "$status" != 0 ]; then
+    log "installing the test peers failed (exit $status)"
+    exit "$status"
+  fi
+  # Everything is in place now: these only set the variables the tests read.
+  setup_sdk_venv
+  setup_test_peers
+  setup_app_test_tools
+}
 
 # A build from scratch gains nothing from incremental caches, and they add gigabytes: the
 # whole build (clippy and every test program) takes 7.7 GB without them (README).
@@ -41,7 +62,9 @@ export OUTPOST_DEB
 log "the .rpm, checked as far as a Debian machine can (scripts/check-rpm.sh)"
 scripts/check-rpm.sh "$(sed -n 2p <<< "$packages")"
 
-log "cargo test"
+wait_for_peers
+
+log "cargo test: the test programs in two lanes side by side (scripts/test-lanes.py)"
 # WebRTC tests create network namespaces: they need root (CI is root). The app's
 # end-to-end tests (src-tauri/tests/app_e2e.rs, installed_package.rs) start their own Xvfb,
 # D-Bus session and tauri-driver inside such a namespace; installed_package.rs installs and
@@ -54,4 +77,9 @@ export OUTPOST_LOAD_SECS="${OUTPOST_LOAD_SECS:-20}"
 # receiver that does not take a write within 50 ms, and the SDK's libwebrtc gives up
 # connecting), which made them fail now and then. It costs a few minutes (README).
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-1}"
-cargo test --workspace --locked --no-fail-fast
+# Two test programs at a time, though: one from each of two lanes (the LiveKit client,
+# room and voice programs; everything else), each running its tests one by one. These
+# tests mostly wait on the network, so the lanes cost each other little (README has the
+# times). The ten-peer room test and the load test run alone afterwards. Every program
+# runs, as with --no-fail-fast; a table of their times comes last.
+python3 scripts/test-lanes.py
