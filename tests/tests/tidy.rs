@@ -4,8 +4,8 @@
 //! may depend on which); no crate lists a dependency it does not use; and the app's command
 //! list has one source (src-tauri/commands.txt; build.rs makes the handler and the
 //! permissions from it) and agrees with what still spells it (backend.ts's `Commands`,
-//! ui/CONTRACT.md); only the core decides a tool call's status; locks are taken through
-//! the one helper, `outpost_sync`; and no crate switches off doc tests it has.
+//! ui/CONTRACT.md); only the core decides a tool call's status; and locks are taken through
+//! the one helper, `outpost_sync`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
@@ -386,57 +386,6 @@ fn only_the_core_decides_a_tool_calls_status() {
 /// One lock helper: every program takes its `std::sync` locks through `outpost_sync`
 /// (`lock`, `read`, `write`), which alone decides what a poisoned lock means. A lock taken
 /// with `.unwrap()` in test code is fine: a test may panic.
-/// A crate whose library says `doctest = false` (to spare `cargo test` a rustdoc pass
-/// over it for no test) has no Rust code block in its doc comments, which would be a doc
-/// test that never runs. Blocks of another language (```toml, ```json, ```text) are fine.
-#[test]
-fn no_doc_test_is_switched_off_unseen() {
-    let mut bad = Vec::new();
-    for m in members() {
-        let off = manifest(&m)
-            .get("lib")
-            .and_then(|l| l.get("doctest"))
-            .and_then(toml::Value::as_bool)
-            == Some(false);
-        if !off {
-            continue;
-        }
-        for f in sources(&m, &["src"]) {
-            let mut in_block = false;
-            for (i, line) in fs::read_to_string(&f).unwrap().lines().enumerate() {
-                let t = line.trim_start();
-                let Some(doc) = t.strip_prefix("///").or_else(|| t.strip_prefix("//!")) else {
-                    continue;
-                };
-                let Some(lang) = doc.trim().strip_prefix("```") else {
-                    continue;
-                };
-                if in_block {
-                    in_block = false;
-                    continue;
-                }
-                in_block = true;
-                let lang = lang.trim();
-                if lang.is_empty()
-                    || lang.split(',').any(|w| {
-                        matches!(
-                            w.trim(),
-                            "rust" | "no_run" | "should_panic" | "compile_fail"
-                        )
-                    })
-                {
-                    bad.push(format!("{}:{}", rel(&f), i + 1));
-                }
-            }
-        }
-    }
-    assert!(
-        bad.is_empty(),
-        "Rust code blocks in the docs of a crate with `doctest = false` (they would never \
-         run; drop the setting or mark the block as another language): {bad:#?}"
-    );
-}
-
 #[test]
 fn locks_are_taken_through_the_one_helper() {
     let mut bad = Vec::new();
