@@ -44,17 +44,8 @@ fn livekit_agents_agent_through_the_app(kind: ServerKind) {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
         let agent = start_lk_agent(&server_ns, &url, ROOM, &root)?;
         let r = scenario(&agent, &notes, &config).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
+        let r = App::quit_after(r, &driver, &config).await;
+        driver.with_log(r, Some(&agent))
     });
     drop(bed);
     outcome.unwrap_or_else(|e| common::fail(&e));

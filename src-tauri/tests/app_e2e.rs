@@ -161,13 +161,7 @@ fn official_sdk_assistant_through_the_app() {
         let driver = Driver::start(&client_ns, &fx.logs(), &env).await?;
         let mut assistant = Assistant::start(&server_ns, &url, ROOM, &steps, &fx.root)?;
         let r = assistant_scenario(&driver, &mut assistant, &fx).await;
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                assistant.report()
-            ))
-        })
+        driver.with_log(r, Some(&assistant))
     });
     drop(server);
     drop(pair);

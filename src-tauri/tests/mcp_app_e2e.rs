@@ -104,10 +104,7 @@ fn official_sdk_assistant_calls_an_mcp_tool_through_the_app() {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
         let mut assistant = Assistant::start(&server_ns, &url, ROOM, &steps, &root)?;
         let r = scenario(&mut assistant, &config).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
+        let r = App::quit_after(r, &driver, &config).await;
         r.map_err(|e| {
             e.context(format!(
                 "--- driver and app log ---\n{}\n--- {}\n--- everything.log\n{}",

@@ -41,10 +41,7 @@ fn a_remote_server_is_added_and_signed_in_from_settings() {
         // The system keyring, on the bus the app will use, before the app asks for it.
         let keyring = SecretService::join(&root.join("keyring"), driver.bus())?;
         let r = scenario(&oauth.mcp_url, &profile.config).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &profile.config).await,
-            Err(e) => Err(e),
-        };
+        let r = App::quit_after(r, &driver, &profile.config).await;
         drop(keyring);
         drop(oauth);
         driver.with_log(r, None)

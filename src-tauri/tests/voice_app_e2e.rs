@@ -40,14 +40,6 @@ outpost_tests::both_servers!(
     voice_comes_back_after_a_full_rejoin,
 );
 
-fn start_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
-    let py = outpost_tests::python::python()?;
-    // The agent kind: the app takes the first agent in the room as its assistant.
-    let mut cmd = agent_command(&py, "voice_agent.py", netns, url, ROOM, "voice-agent")?;
-    cmd.env("LK_TALK_SECONDS", "20").env("LK_TIMEOUT", "300");
-    Assistant::spawn(cmd, &dir.join("agent.stderr"))
-}
-
 /// The app's profile under `root` (config, data and an empty home), its settings file
 /// pointing at the room server `url`, and the environment the app is started with:
 /// the token in place of the keyring, `pulse_server` as its sound server. Returns the
@@ -65,57 +57,161 @@ fn app_profile(
     (profile.config, env)
 }
 
-fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts(kind: ServerKind) {
+/// Which assistant a test of this file talks with.
+#[derive(Clone, Copy)]
+enum Peer {
+    /// `voice_agent.py` (the agent kind: the app takes the first agent in the room as its
+    /// assistant), talking for 20 s.
+    Talking,
+    /// `voice_agent.py` hearing the microphone all along and talking for 280 s.
+    Listening,
+    /// `lk_voice_agent.py`: a real `AgentSession` with scripted speech plugins.
+    Session,
+}
+
+impl Peer {
+    /// Starts the peer in namespace `netns` against `url`; its stderr goes under `dir`.
+    fn start(self, netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
+        let mut cmd = match self {
+            Peer::Talking | Peer::Listening => {
+                let py = outpost_tests::python::python()?;
+                agent_command(&py, "voice_agent.py", netns, url, ROOM, "voice-agent")?
+            }
+            Peer::Session => {
+                let py = outpost_tests::python::agents_python()?;
+                let script = "lk_voice_agent.py";
+                agent_command(&py, script, netns, url, ROOM, "voice-session-agent")?
+            }
+        };
+        cmd.env("LK_TIMEOUT", "300");
+        match self {
+            Peer::Talking => cmd.env("LK_TALK_SECONDS", "20"),
+            Peer::Listening => cmd
+                .env("LK_KEEP_LISTENING", "1")
+                .env("LK_TALK_SECONDS", "280"),
+            Peer::Session => cmd
+                .env("LK_USER_TRANSCRIPT", TRANSCRIPT)
+                .env("LK_REPLY", REPLY)
+                .env("PYTHONWARNINGS", "ignore"),
+        };
+        Assistant::spawn(cmd, &dir.join("agent.stderr"))
+    }
+}
+
+/// What a scenario of [`with_call`] works with.
+struct Call {
+    agent: Arc<Assistant>,
+    pulse: Option<Arc<Pulse>>,
+    pair: Arc<NsPair>,
+    /// The server's URL.
+    url: String,
+}
+
+impl Call {
+    /// The app's sound server (for a test that gave one).
+    fn pulse(&self) -> &Pulse {
+        self.pulse.as_deref().expect("this test's sound server")
+    }
+}
+
+/// Runs `scenario` with the app and `peer` through a `kind` server. The app's sound server
+/// is `pulse`; with none, one that is not there. The client's link is brought back up
+/// afterwards, whatever happened. On failure it panics with the app's log, the peer's
+/// report and livekit-server's lines about tracks and participants.
+fn with_call<S, F>(kind: ServerKind, peer: Peer, pulse: Option<Arc<Pulse>>, scenario: S)
+where
+    S: FnOnce(Call) -> F + Send + 'static,
+    F: Future<Output = anyhow::Result<App>> + 'static,
+{
     let _one = common::serial();
-    let pulse = Pulse::start().expect("pulseaudio");
+    // The sound server lives until the app has quit.
+    let _sound = pulse.clone();
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
+    let pair = Arc::new(NsPair::create().expect("network namespaces (run as root)"));
     let server = RoomServer::start_on(kind, &pair).unwrap();
     let token = server.token(ROOM, "outpost-app").unwrap();
-    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
-    let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
-    let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
-    let server_ns = pair.server_ns.clone();
+    let sound_server = match &pulse {
+        Some(p) => p.server().into(),
+        None => root.join("no-pulse/native").into_os_string(),
+    };
+    let (config, env) = app_profile(&root, &server.url, token, sound_server);
     let client_ns = pair.client_ns.clone();
     let url = server.url.clone();
     let logs = root.join("logs");
-    let speaker = Speaker {
-        recorded: Arc::clone(&recorded),
-        pulse: pulse.server(),
-    };
+    let link = Arc::clone(&pair);
     let outcome = in_netns(&pair.client_ns.clone(), move || async move {
         let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_agent(&server_ns, &url, &root)?;
-        let r = scenario(&agent, &speaker).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        // The app's own account of its speaker, for the record.
+        let agent = Arc::new(peer.start(&link.server_ns, &url, &root)?);
+        let r = scenario(Call {
+            agent: Arc::clone(&agent),
+            pulse,
+            pair: Arc::clone(&link),
+            url,
+        })
+        .await;
+        // The link must come back even if the scenario failed half way.
+        let _ = link.set_client_link(true);
+        let r = App::quit_after(r, &driver, &config).await;
+        // The app's own account of its devices and its call, for the record.
         for l in driver.log().lines().filter(|l| {
-            l.contains("assistant audio") || l.contains("speaker") || l.contains("outpost_audio")
+            [
+                "microphone",
+                "speaker",
+                "assistant audio",
+                "outpost_audio",
+                "rejoin",
+                "reconnect",
+                "muted",
+            ]
+            .iter()
+            .any(|w| l.contains(w))
         }) {
             eprintln!("app: {l}");
         }
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
+        driver.with_log(r, Some(&agent))
     });
-    let _ = mic.kill();
-    let _ = rec.kill();
-    let _ = (mic.wait(), rec.wait());
+    // livekit-server's own account of the tracks and the rejoin, when it failed.
+    let server_log = match &outcome {
+        Err(_) => server
+            .log()
+            .lines()
+            .filter(|l| {
+                ["outpost-app", "track", "mute", "participant", "subscri"]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
+            .map(|l| l.chars().take(600).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Ok(()) => String::new(),
+    };
     drop(server);
     drop(pair);
     if let Err(e) = outcome {
         let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
+        panic!(
+            "{}\n--- the server's log (tracks, participants) ---\n{server_log}",
+            parts.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
     }
     drop(dir);
+}
+
+fn push_to_talk_in_the_app_reaches_a_voice_agent_with_transcripts(kind: ServerKind) {
+    let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
+    let mut mic = pulse.play_tone("mic_in", 440.0, 300).unwrap();
+    let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
+    let speaker = Speaker {
+        recorded: Arc::clone(&recorded),
+        pulse: pulse.server(),
+    };
+    with_call(kind, Peer::Talking, Some(pulse), move |c| async move {
+        scenario(&c.agent, &speaker).await
+    });
+    let _ = mic.kill();
+    let _ = rec.kill();
+    let _ = (mic.wait(), rec.wait());
 }
 
 fn agent_said(agent: &Assistant, op: &str) -> Option<serde_json::Value> {
@@ -333,17 +429,6 @@ const SPOKEN: &str = "Hello agent, can you hear me?";
 const TRANSCRIPT: &str = "Hello agent";
 const REPLY: &str = "I hear you loud and clear.";
 
-fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow::Result<Assistant> {
-    let py = outpost_tests::python::agents_python()?;
-    let script = "lk_voice_agent.py";
-    let mut cmd = agent_command(&py, script, netns, url, ROOM, "voice-session-agent")?;
-    cmd.env("LK_USER_TRANSCRIPT", TRANSCRIPT)
-        .env("LK_REPLY", REPLY)
-        .env("LK_TIMEOUT", "300")
-        .env("PYTHONWARNINGS", "ignore");
-    Assistant::spawn(cmd, &dir.join("agent.stderr"))
-}
-
 /// The app with a real `AgentSession` (`tests/py/lk_voice_agent.py`: the framework's VAD,
 /// scripted STT and LLM, espeak-ng TTS). Holding the talk button while espeak-ng's speech
 /// plays into the microphone: the agent's STT is handed it, the chat shows the user's
@@ -351,57 +436,21 @@ fn start_session_agent(netns: &str, url: &str, dir: &std::path::Path) -> anyhow:
 /// envelope matches espeak-ng's audio of it).
 fn push_to_talk_in_the_app_talks_with_a_livekit_agents_session(kind: ServerKind) {
     use outpost_tests::speech::{assert_reply_played, espeak};
-    let _one = common::serial();
-    let pulse = Pulse::start().expect("pulseaudio");
+    let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
     let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let spoken = root.join("spoken.wav");
-    let reply = root.join("reply.wav");
+    let spoken = dir.path().join("spoken.wav");
+    let reply = dir.path().join("reply.wav");
     espeak(SPOKEN, &spoken).unwrap();
     espeak(REPLY, &reply).unwrap();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start_on(kind, &pair).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
     let (mut rec, recorded) = pulse.record("speaker.monitor").unwrap();
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
-    let logs = root.join("logs");
     let pulse_server = pulse.server();
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
-        let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_session_agent(&server_ns, &url, &root)?;
-        let r = session_scenario(&agent, &spoken, &pulse_server).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        for l in driver.log().lines().filter(|l| {
-            l.contains("assistant audio") || l.contains("speaker") || l.contains("outpost_audio")
-        }) {
-            eprintln!("app: {l}");
-        }
-        eprintln!("--- {}", agent.report());
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
+    with_call(kind, Peer::Session, Some(pulse), move |c| async move {
+        session_scenario(&c.agent, &spoken, &pulse_server).await
     });
     let _ = rec.kill();
     let _ = rec.wait();
-    drop(server);
-    drop(pair);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    }
     // The reply on the app's speaker.
     assert_reply_played(&recorded.lock().unwrap(), &reply).unwrap();
-    drop(dir);
 }
 
 fn session_event(agent: &Assistant, event: &str) -> Option<serde_json::Value> {
@@ -482,46 +531,9 @@ async fn session_scenario(
 /// reason, and the text chat with the `AgentSession` goes on.
 #[test]
 fn without_audio_devices_voice_says_so_and_the_text_chat_goes_on() {
-    let _one = common::serial();
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    let (config, env) = app_profile(
-        &root,
-        &server.url,
-        token,
-        // A sound server that is not there.
-        root.join("no-pulse/native").into_os_string(),
-    );
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
-    let logs = root.join("logs");
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
-        let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_session_agent(&server_ns, &url, &root)?;
-        let r = no_device_scenario(&agent).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
+    with_call(ServerKind::Room, Peer::Session, None, |c| async move {
+        no_device_scenario(&c.agent).await
     });
-    drop(server);
-    drop(pair);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    }
-    drop(dir);
 }
 
 async fn no_device_scenario(agent: &Assistant) -> anyhow::Result<App> {
@@ -581,60 +593,13 @@ fn hearing(agent: &Assistant) -> (u64, f64) {
 /// on the same published track.
 #[test]
 fn a_headset_unplugged_mid_call_is_shown_and_voice_resumes_when_it_is_back() {
-    let _one = common::serial();
     let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let pair = NsPair::create().expect("network namespaces (run as root)");
-    let server = RoomServer::start(&pair.server_ns, pair.server_ip).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
-    let server_ns = pair.server_ns.clone();
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
-    let logs = root.join("logs");
-    let p = Arc::clone(&pulse);
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
-        let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = start_listening_agent(&server_ns, &url, &root)?;
-        let r = unplug_scenario(&agent, &p).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        for l in driver.log().lines().filter(|l| {
-            l.contains("speaker") || l.contains("microphone") || l.contains("outpost_audio")
-        }) {
-            eprintln!("app: {l}");
-        }
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
-    });
-    drop(server);
-    drop(pair);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!("{}", parts.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    }
-    drop(dir);
-}
-
-fn start_listening_agent(
-    netns: &str,
-    url: &str,
-    dir: &std::path::Path,
-) -> anyhow::Result<Assistant> {
-    let py = outpost_tests::python::python()?;
-    let mut cmd = agent_command(&py, "voice_agent.py", netns, url, ROOM, "voice-agent")?;
-    cmd.env("LK_KEEP_LISTENING", "1")
-        .env("LK_TALK_SECONDS", "280")
-        .env("LK_TIMEOUT", "300");
-    Assistant::spawn(cmd, &dir.join("agent.stderr"))
+    with_call(
+        ServerKind::Room,
+        Peer::Listening,
+        Some(pulse),
+        |c| async move { unplug_scenario(&c.agent, c.pulse()).await },
+    );
 }
 
 /// Waits until the recording `recorded` holds a second of sound, and checks its last half
@@ -787,100 +752,10 @@ async fn connection(app: &App) -> anyhow::Result<String> {
 /// second track and hears the microphone on it) and plays the agent's voice again on the
 /// speaker.
 fn voice_comes_back_after_a_full_rejoin(kind: ServerKind) {
-    with_listening_agent(kind, |c| async move {
-        rejoin_scenario(&c.agent, &c.pulse, &c.pair).await
-    });
-}
-
-/// What a scenario of [`with_listening_agent`] works with.
-struct Call {
-    agent: Arc<Assistant>,
-    pulse: Arc<Pulse>,
-    pair: Arc<NsPair>,
-    /// The server's URL.
-    url: String,
-}
-
-/// Runs `scenario` with the app and a listening agent (`voice_agent.py`) through a `kind`
-/// server. The client's link is brought back up afterwards, whatever happened. On
-/// failure it panics with the app's log, the agent's report and livekit-server's lines
-/// about tracks and participants.
-fn with_listening_agent<S, F>(kind: ServerKind, scenario: S)
-where
-    S: FnOnce(Call) -> F + Send + 'static,
-    F: Future<Output = anyhow::Result<App>> + 'static,
-{
-    let _one = common::serial();
     let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().to_path_buf();
-    let pair = Arc::new(NsPair::create().expect("network namespaces (run as root)"));
-    let server = RoomServer::start_on(kind, &pair).unwrap();
-    let token = server.token(ROOM, "outpost-app").unwrap();
-    let (config, env) = app_profile(&root, &server.url, token, pulse.server().into());
-    let client_ns = pair.client_ns.clone();
-    let url = server.url.clone();
-    let logs = root.join("logs");
-    let p = Arc::clone(&pulse);
-    let link = Arc::clone(&pair);
-    let outcome = in_netns(&pair.client_ns.clone(), move || async move {
-        let driver = Driver::start(&client_ns, &logs, &env).await?;
-        let agent = Arc::new(start_listening_agent(&link.server_ns, &url, &root)?);
-        let r = scenario(Call {
-            agent: Arc::clone(&agent),
-            pulse: p,
-            pair: Arc::clone(&link),
-            url,
-        })
-        .await;
-        // The link must come back even if the scenario failed half way.
-        let _ = link.set_client_link(true);
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        for l in driver.log().lines().filter(|l| {
-            l.contains("microphone")
-                || l.contains("assistant audio")
-                || l.contains("rejoin")
-                || l.contains("reconnect")
-                || l.contains("muted")
-        }) {
-            eprintln!("app: {l}");
-        }
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                agent.report()
-            ))
-        })
+    with_call(kind, Peer::Listening, Some(pulse), |c| async move {
+        rejoin_scenario(&c.agent, c.pulse(), &c.pair).await
     });
-    // livekit-server's own account of the tracks and the rejoin, when it failed.
-    let server_log = match &outcome {
-        Err(_) => server
-            .log()
-            .lines()
-            .filter(|l| {
-                ["outpost-app", "track", "mute", "participant", "subscri"]
-                    .iter()
-                    .any(|w| l.contains(w))
-            })
-            .map(|l| l.chars().take(600).collect::<String>())
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Ok(()) => String::new(),
-    };
-    drop(server);
-    drop(pair);
-    if let Err(e) = outcome {
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
-        panic!(
-            "{}\n--- the server's log (tracks, participants) ---\n{server_log}",
-            parts.into_iter().rev().collect::<Vec<_>>().join("\n")
-        );
-    }
-    drop(dir);
 }
 
 async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> anyhow::Result<App> {
@@ -952,9 +827,13 @@ async fn rejoin_scenario(agent: &Assistant, pulse: &Pulse, link: &NsPair) -> any
 /// unmute lifts it, and holding the talk button reaches the agent again.
 #[test]
 fn the_rooms_mute_is_shown_and_the_users_unmute_lifts_it() {
-    with_listening_agent(ServerKind::LiveKit, |c| async move {
-        operator_mute_scenario(&c.agent, &c.pulse, &c.pair, &c.url).await
-    });
+    let pulse = Arc::new(Pulse::start().expect("pulseaudio"));
+    with_call(
+        ServerKind::LiveKit,
+        Peer::Listening,
+        Some(pulse),
+        |c| async move { operator_mute_scenario(&c.agent, c.pulse(), &c.pair, &c.url).await },
+    );
 }
 
 async fn operator_mute_scenario(

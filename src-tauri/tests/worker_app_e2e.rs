@@ -100,17 +100,8 @@ fn a_new_user_connects_the_app_to_a_dispatched_livekit_agents_worker() {
         .with_context(|| worker.report())?;
         let driver = Driver::start(&client_ns, &logs, &env).await?;
         let r = scenario(&worker, &url, &notes, &spoken, &pulse_server).await;
-        let r = match r {
-            Ok(app) => app.quit(&driver, &config).await,
-            Err(e) => Err(e),
-        };
-        r.map_err(|e| {
-            e.context(format!(
-                "--- driver and app log ---\n{}\n--- {}",
-                driver.log(),
-                worker.report()
-            ))
-        })
+        let r = App::quit_after(r, &driver, &config).await;
+        driver.with_log(r, Some(&worker))
     });
     let _ = rec.kill();
     let _ = rec.wait();

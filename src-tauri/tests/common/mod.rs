@@ -513,6 +513,19 @@ impl App {
         .await
     }
 
+    /// What a scenario ended with, the app quit when it ended well
+    /// ([`App::quit`]): the one way each test winds its app down.
+    pub async fn quit_after(
+        r: anyhow::Result<App>,
+        driver: &Driver,
+        config_dir: &Path,
+    ) -> anyhow::Result<()> {
+        match r {
+            Ok(app) => app.quit(driver, config_dir).await,
+            Err(e) => Err(e),
+        }
+    }
+
     /// Runs `script` (a function body) in the page and returns its value.
     pub async fn js(&self, script: &str) -> anyhow::Result<Value> {
         Ok(self.client.execute(script, vec![]).await?)
