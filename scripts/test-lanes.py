@@ -48,14 +48,13 @@ def lane_of(program):
 
 
 class Program:
-    def __init__(self, package, version, manifest_dir, kind, name, argv, env=None):
+    def __init__(self, package, version, manifest_dir, kind, name, argv):
         self.package = package
         self.version = version
         self.manifest_dir = manifest_dir
         self.kind = kind
         self.name = name
         self.argv = argv
-        self.env = env or {}
         self.seconds = 0.0
         self.status = None
 
@@ -117,7 +116,6 @@ def run(program, target_dir, out_lock):
         p for p in [os.path.join(target_dir, "debug", "deps"), os.path.join(target_dir, "debug"),
                     env.get("LD_LIBRARY_PATH", "")] if p
     )
-    env.update(program.env)
     started = time.monotonic()
     proc = subprocess.run(
         program.argv,
