@@ -223,6 +223,22 @@ fn most_streams_failed(report: &str) -> bool {
     }
 }
 
+/// The step-down's trigger reads audio_many.py's verdict: more than half of the streams
+/// wrong, and nothing else.
+#[test]
+fn most_streams_failed_reads_the_verdict() {
+    assert!(most_streams_failed(
+        "audio_many.py failed; FAIL: 60 of 90 streams were wrong: p0 heard p1 ..."
+    ));
+    assert!(most_streams_failed("FAIL: 90 of 90 streams were wrong"));
+    assert!(!most_streams_failed("FAIL: 45 of 90 streams were wrong"));
+    assert!(!most_streams_failed("FAIL: 1 of 90 streams were wrong"));
+    assert!(!most_streams_failed("FAIL: many of 90 streams were wrong"));
+    assert!(!most_streams_failed(
+        "audio_many.py failed (exit status: 1)"
+    ));
+}
+
 /// Video is out of scope: the official SDK's video publish fails (the server answers
 /// UNSUPPORTED_TYPE and never confirms the track), nobody sees a video publication,
 /// and the same participant's audio still goes through.
