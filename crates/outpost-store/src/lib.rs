@@ -28,6 +28,11 @@
 //! and reads back with a visible note such as `[truncated: 5242880 bytes, stored first
 //! 1048576]`.
 
+// The test fixture (`tests/fixture/mod.rs`) is a module of this crate's unit tests and of
+// its integration tests alike, and names the crate by its name in both.
+#[cfg(test)]
+extern crate self as outpost_store;
+
 pub mod error;
 pub mod export;
 pub mod migrations;

@@ -532,6 +532,11 @@ impl Store {
     }
 }
 
+/// The fixture the integration tests use too (a conversation with one of everything).
+#[cfg(test)]
+#[path = "../tests/fixture/mod.rs"]
+mod fixture;
+
 #[cfg(test)]
 mod tests {
     //! What needs the writer's own connection (`on_writer`): a search index out of step, a
@@ -539,166 +544,9 @@ mod tests {
     //! `tests/store.rs`.
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-    use serde_json::{Value, json};
-
+    use super::fixture::*;
     use super::*;
     use crate::model::*;
-
-    const T0: Millis = 1_700_000_000_000;
-
-    fn conv(store: &Store, id: &str, at: Millis) -> ConversationId {
-        let cid = ConversationId::from(id);
-        store
-            .begin_conversation(NewConversation {
-                id: cid.clone(),
-                title: Some(format!("Conversation {id}")),
-                room: Some("room-1".into()),
-                assistant_identity: Some("assistant".into()),
-                started_at: at,
-            })
-            .wait()
-            .unwrap();
-        cid
-    }
-
-    fn msg(cid: &ConversationId, id: &str, role: Role, text: &str, at: Millis) -> NewMessage {
-        NewMessage {
-            conversation_id: cid.clone(),
-            id: id.into(),
-            role,
-            text: text.into(),
-            created_at: at,
-            completed_at: Some(at),
-        }
-    }
-
-    fn initiated(
-        cid: &ConversationId,
-        id: &str,
-        tool: &str,
-        args: Value,
-        at: Millis,
-    ) -> ToolCallEvent {
-        ToolCallEvent::Initiated {
-            conversation_id: cid.clone(),
-            id: id.into(),
-            message_id: Some("m2".into()),
-            tool_name: tool.into(),
-            server_name: String::new(),
-            execution: Execution::Client,
-            arguments: args,
-            at,
-        }
-    }
-
-    fn consent(
-        cid: &ConversationId,
-        call: &str,
-        tool: &str,
-        d: Decision,
-        at: Millis,
-    ) -> NewConsent {
-        NewConsent {
-            conversation_id: cid.clone(),
-            tool_call_id: Some(call.into()),
-            tool_name: tool.into(),
-            asked: format!("Allow {tool}?"),
-            outcome: if d.allows() {
-                crate::model::Outcome::Allowed
-            } else {
-                crate::model::Outcome::Denied
-            },
-            decision: Some(d),
-            scope: Some("/home/alice/docs/**".into()),
-            decided_by: DecidedBy::User,
-            asked_at: Some(at - 5),
-            decided_at: at,
-        }
-    }
-
-    /// A conversation with one of everything.
-    fn populate(store: &Store) -> ConversationId {
-        let cid = conv(store, "c1", T0);
-        let acks = vec![
-            store.log_message(msg(
-                &cid,
-                "m1",
-                Role::User,
-                "please read my notes file",
-                T0 + 10,
-            )),
-            store.log_status(NewStatusChange {
-                conversation_id: cid.clone(),
-                at: T0 + 15,
-                status: "thinking".into(),
-                detail: None,
-            }),
-            store.append_message_delta(MessageDelta {
-                conversation_id: cid.clone(),
-                id: "m2".into(),
-                delta: "Reading ".into(),
-                at: T0 + 20,
-                done: false,
-            }),
-            store.append_message_delta(MessageDelta {
-                conversation_id: cid.clone(),
-                id: "m2".into(),
-                delta: "it now.".into(),
-                at: T0 + 25,
-                done: true,
-            }),
-            store.log_tool_event(initiated(
-                &cid,
-                "t1",
-                "read_local_file",
-                json!({"filePath": "/Users/alice/documents/notes.txt"}),
-                T0 + 30,
-            )),
-            store.log_tool_event(ToolCallEvent::AwaitingConsent {
-                conversation_id: cid.clone(),
-                id: "t1".into(),
-                at: T0 + 31,
-            }),
-            store.log_consent(consent(
-                &cid,
-                "t1",
-                "read_local_file",
-                Decision::AllowOnce,
-                T0 + 40,
-            )),
-            store.log_tool_event(ToolCallEvent::Running {
-                conversation_id: cid.clone(),
-                id: "t1".into(),
-                executed_by: Executor::Client,
-                at: T0 + 41,
-            }),
-            store.log_tool_event(ToolCallEvent::Completed {
-                conversation_id: cid.clone(),
-                id: "t1".into(),
-                result: Some(json!({"content": "buy milk", "size": 8})),
-                executed_by: None,
-                at: T0 + 141,
-            }),
-            store.log_protocol_error(NewProtocolError {
-                conversation_id: Some(cid.clone()),
-                at: T0 + 150,
-                code: "malformed".into(),
-                message: "bad msgpack".into(),
-                detail: Some("c1 ff".into()),
-            }),
-        ];
-        for a in acks {
-            a.wait().unwrap();
-        }
-        cid
-    }
-
-    fn fts_integrity(store: &Store) {
-        assert_eq!(
-            store.integrity_check().wait().unwrap(),
-            Vec::<String>::new()
-        );
-    }
 
     #[test]
     fn integrity_check_notices_a_search_index_out_of_step() {
@@ -755,16 +603,7 @@ mod tests {
             .log_message(msg(&cid, "after", Role::User, "also kept", T0 + 2))
             .wait()
             .unwrap();
-        let t = store.timeline(cid).wait().unwrap();
-        let ids: Vec<String> = t
-            .items
-            .iter()
-            .filter_map(|i| match i {
-                TimelineItem::Message(m) => Some(m.id.clone()),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(ids, ["before", "after"]);
+        assert_eq!(message_ids(&store, &cid), ["before", "after"]);
         fts_integrity(&store);
     }
 }
