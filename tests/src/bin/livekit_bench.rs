@@ -178,10 +178,14 @@ fn main() -> anyhow::Result<()> {
         let r = in_netns(&env.pair.client_ns.clone(), move || {
             rust_round(url, size, rounds)
         })?;
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("turn {turn}: rust {r:?}");
+        }
         let p = python_round(&env, size, rounds)?;
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("turn {turn}: rust {r:?}\n        python {p:?}");
+            eprintln!("        python {p:?}");
         }
         rust.push(r);
         py.push(p);
