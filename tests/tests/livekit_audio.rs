@@ -1284,6 +1284,7 @@ fn tone_share(x: &[f64], freq: f64) -> f64 {
 /// next packet's in-band FEC when it carries some), so every 20 ms of the recording
 /// still carries the tone and frames keep coming in real time.
 fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
+    const STALL_MS: f64 = 150.0;
     let (env, _peer) = with_listener(kind);
     let url = env.server.url.clone();
     let ns = env.pair.client_ns.clone();
@@ -1305,10 +1306,12 @@ fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
         let took = started.elapsed().as_secs_f64();
         let dropped = veth_loss(&ns, None);
         let frames = arrivals.len();
-        let max_arrival_gap = arrivals
+        let arrival_gaps: Vec<f64> = arrivals
             .windows(2)
             .map(|w| (w[1] - w[0]).as_secs_f64() * 1000.0)
-            .fold(0.0, f64::max);
+            .collect();
+        let max_arrival_gap = arrival_gaps.iter().copied().fold(0.0, f64::max);
+        let stalls = arrival_gaps.iter().filter(|&&g| g >= STALL_MS).count();
         let x: Vec<f64> = samples.iter().map(|&s| f64::from(s)).collect();
         let (mut longest, mut run, mut bad) = (0, 0, 0);
         for w in x.chunks_exact(960) {
@@ -1324,7 +1327,7 @@ fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
             "5 % loss: {dropped} UDP packets dropped on the veth; {concealed} of {frames} \
              frames concealed; {bad} of {} 20 ms windows without the tone, longest run \
              {} ms; longest wait between frames {max_arrival_gap:.0} ms; 10 s of audio \
-             in {took:.2} s; peak {} Hz",
+             in {took:.2} s ({stalls} waits of {STALL_MS} ms or more); peak {} Hz",
             x.len() / 960,
             longest * 20,
             peak_hz(&x)
@@ -1335,9 +1338,15 @@ fn five_percent_loss_on_the_veth_still_decodes_without_gaps(kind: ServerKind) {
             "{concealed} of {frames} concealed (5 % loss)"
         );
         assert!(longest * 20 < 100, "a gap of {} ms", longest * 20);
+        // Frames keep coming in real time. A jitter buffer that waited on a lost packet
+        // would stall at most of the 30 or so losses; one pause of the test process on the
+        // loaded 2-core machine is not that (CI's lanes, 2026-11-28: one wait of 164 ms,
+        // every 20 ms window still carrying the tone). So: at most two waits of
+        // STALL_MS or more, and none of half a second.
         assert!(
-            max_arrival_gap < 150.0,
-            "frames stalled {max_arrival_gap} ms"
+            stalls <= 2 && max_arrival_gap < 500.0,
+            "frames stalled: {stalls} waits of {STALL_MS} ms or more, the longest \
+             {max_arrival_gap:.0} ms"
         );
         assert!((took - 10.0).abs() < 0.5, "10 s of audio took {took} s");
         assert!((peak_hz(&x) - 440.0).abs() <= 440.0 * 0.02);
