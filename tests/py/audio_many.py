@@ -27,8 +27,8 @@ SECONDS = float(os.environ.get("LK_TONE_SECONDS", "3"))
 # fill both cores of the test machine. With 10 ms frames five runs of five had gaps; with
 # 40 ms ones (2026-11-27) most runs passed, but CI then failed 7 of 90 streams, and on
 # the same evening four runs of four failed here (5, 58, 85 and 78 of 90 streams, packets
-# late or lost, the process starved). With 100 ms frames the next three runs passed with
-# not one silent 20 ms window in any stream. What is judged does not change: the PCM the
+# late or lost, the process starved). With 100 ms frames the next six runs of six passed
+# with not one silent 20 ms window in any stream. What is judged does not change: the PCM the
 # stream plays, in 20 ms windows; a frame only batches it.
 FRAME_MS = int(os.environ.get("LK_FRAME_MS", "100"))
 

@@ -51,13 +51,13 @@ async def main():
     room.register_byte_stream_handler("bytes", lambda r, s: asyncio.ensure_future(read(r, s)))
     await room.connect(URL, token(IDENTITY, ROOM), rtc.RoomOptions(auto_subscribe=False))
     await wait_remote(room, "assistant")
+    lp = room.local_participant
     # The SDK's first publish_data right after joining hung until the scenario's timeout
     # (60 s) in three runs of three through livekit-server on 2026-11-28, before a single
     # round trip; after a 3 s wait it went through in each run. Nothing here is timed.
     await asyncio.sleep(3)
-    await asyncio.wait_for(room.local_participant.publish_data(
+    await asyncio.wait_for(lp.publish_data(
         b"warm-up", topic="warm-up", destination_identities=["assistant"]), 20)
-    lp = room.local_participant
 
     samples = []
     for i in range(ROUNDS + 20):
