@@ -18,12 +18,21 @@ The programs are the ones `cargo test --workspace --no-run` built: this asks Car
 them (nothing is built again; the feature set is the workspace's, as `cargo test
 --workspace` has it) and runs each as `cargo test` would, in its package's folder with the
 CARGO_* variables Cargo sets. A program's output is printed whole when it ends, so the two
-lanes do not interleave; a table of every program's time and result comes last. Exits 1
-when any program failed (all of them run, as with --no-fail-fast).
+lanes do not interleave; a table of every program's time and result comes last.
+
+A program that failed in a lane runs once more, alone, after every other program: only
+its failed tests (`--exact`), or the whole program when it crashed before naming one, and
+not when more than three of its tests failed (that is a break, not a flake). Each of the
+last three CI failures was one timing-bound test, a different one each time, that had
+passed in earlier runs and passed again alone. A failure alone fails the run; a pass alone
+is reported as FLAKY in the table and at the end, with the first run's output printed in
+full above it, so the test is still there to be mended. Exits 1 when any program failed
+(all of them run, as with --no-fail-fast).
 """
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -35,6 +44,10 @@ KIND_ORDER = {"lib": 0, "proc-macro": 0, "bin": 1, "test": 2}
 
 # The interop package's programs that need the whole machine: they run after both lanes.
 ALONE = ("room_interop", "load")
+# More failed tests than this in one program are not rerun: that is a break, not a flake.
+MOST_RERUN = 3
+# libtest's line for a failed test: "test NAME ... FAILED".
+FAILED_TEST = re.compile(r"^test (\S+) \.\.\. FAILED$", re.MULTILINE)
 
 
 def lane_of(program):
@@ -57,6 +70,11 @@ class Program:
         self.argv = argv
         self.seconds = 0.0
         self.status = None
+        self.output = ""
+        # The tests that failed in the lane, when they ran again alone: their names (none
+        # for the whole program) and the result of that run.
+        self.rerun = None
+        self.rerun_status = None
 
     def label(self):
         if self.kind == "doc":
@@ -102,7 +120,7 @@ def programs():
     return found
 
 
-def run(program, target_dir, out_lock):
+def run(program, target_dir, out_lock, extra_args=(), what=""):
     env = dict(os.environ)
     env.update(
         {
@@ -118,22 +136,38 @@ def run(program, target_dir, out_lock):
     )
     started = time.monotonic()
     proc = subprocess.run(
-        program.argv,
+        program.argv + list(extra_args),
         cwd=program.manifest_dir,
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
-    program.seconds = time.monotonic() - started
-    program.status = proc.returncode
+    seconds = time.monotonic() - started
+    output = proc.stdout.decode("utf-8", "replace")
     word = "ok" if proc.returncode == 0 else f"FAILED (exit {proc.returncode})"
     with out_lock:
         sys.stdout.write(
-            f"\n\033[1m---- {program.label()}: {word}, {program.seconds:.1f} s\033[0m\n"
+            f"\n\033[1m---- {program.label()}{what}: {word}, {seconds:.1f} s\033[0m\n"
         )
-        sys.stdout.write(proc.stdout.decode("utf-8", "replace"))
+        sys.stdout.write(output)
         sys.stdout.flush()
+    return proc.returncode, seconds, output
+
+
+def rerun_alone(program, target_dir, out_lock):
+    """Runs a program that failed in its lane once more, alone: its failed tests, or all of
+    it when none was named (it crashed or hung). Not when too many tests failed."""
+    names = FAILED_TEST.findall(program.output)
+    if len(names) > MOST_RERUN:
+        return
+    program.rerun = names
+    if names and program.kind != "doc":
+        args, what = ["--exact", *names], f" (again alone: {', '.join(names)})"
+    else:
+        args, what = [], " (again alone, whole)"
+    program.rerun_status, seconds, _ = run(program, target_dir, out_lock, args, what)
+    program.seconds += seconds
 
 
 def main():
@@ -163,7 +197,7 @@ def main():
     def lane(name):
         started = time.monotonic()
         for program in lanes[name]:
-            run(program, target_dir, out_lock)
+            program.status, program.seconds, program.output = run(program, target_dir, out_lock)
         lane_seconds[name] = time.monotonic() - started
 
     threads = [threading.Thread(target=lane, args=(n,)) for n in ("livekit", "rest")]
@@ -173,24 +207,40 @@ def main():
     for t in threads:
         t.join()
     lane("alone")
+    everything = [(name, p) for name, items in lanes.items() for p in items]
+    rerun_started = time.monotonic()
+    for _, p in everything:
+        if p.status != 0:
+            rerun_alone(p, target_dir, out_lock)
+    rerun_seconds = time.monotonic() - rerun_started
     total = time.monotonic() - started
 
+    def word(p):
+        if p.status == 0:
+            return "ok"
+        return "FLAKY" if p.rerun_status == 0 else "FAILED"
+
     print("\n\033[1m==> test programs, slowest first\033[0m")
-    everything = [(name, p) for name, items in lanes.items() for p in items]
     for name, p in sorted(everything, key=lambda x: -x[1].seconds):
         if p.seconds >= 1.0 or p.status != 0:
-            word = "ok" if p.status == 0 else "FAILED"
-            print(f"{p.seconds:8.1f} s  {word:6}  [{name}] {p.label()}")
+            print(f"{p.seconds:8.1f} s  {word(p):6}  [{name}] {p.label()}")
     for name in lanes:
         print(f"lane {name}: {lane_seconds[name] / 60:.1f} min")
+    if rerun_seconds >= 1.0:
+        print(f"failed tests again alone: {rerun_seconds / 60:.1f} min")
     print(f"all the tests: {total / 60:.1f} min")
-    failed = [p for _, p in everything if p.status != 0]
+    flaky = [p for _, p in everything if word(p) == "FLAKY"]
+    if flaky:
+        print("\nFLAKY (failed in a lane, passed again alone; the first output is above):")
+        for p in flaky:
+            print(f"  {p.label()}: {', '.join(p.rerun) or 'the whole program'}")
+    failed = [p for _, p in everything if word(p) == "FAILED"]
     if failed:
         print("\nfailed:")
         for p in failed:
             print(f"  {p.label()}")
         return 1
-    print(f"all {len(everything)} test programs passed")
+    print(f"all {len(everything)} test programs passed" + (f" ({len(flaky)} of them again alone)" if flaky else ""))
     return 0
 
 

@@ -324,8 +324,10 @@ class Peer:
             await self.reply(sender, op="track_events", events=self.track_events)
         elif op == "speakers":
             # Every active-speaker change the server sent, oldest first; then cleared.
-            await self.reply(sender, op="speakers", changes=self.speakers)
-            self.speakers = []
+            # Taken before the reply is awaited: a change arriving while it is sent
+            # belongs to the next answer (clearing after the await lost it once, in CI).
+            changes, self.speakers = self.speakers, []
+            await self.reply(sender, op="speakers", changes=changes)
         elif op == "publish_tone":
             import audio_tone
             source, track, pub = await audio_tone.publish(self.room)
