@@ -423,7 +423,7 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent(kind: ServerKind) {
             assert!(said(Role::Assistant, HELLO), "{timeline:#?}");
             assert!(
                 timeline.items.iter().any(
-                    |i| matches!(i, TimelineItem::ProtocolError(p) if p.code == "rpc_refused")
+                    |i| matches!(i, TimelineItem::ProtocolError(p) if p.logged.code == "rpc_refused")
                 ),
                 "{timeline:#?}"
             );
@@ -450,7 +450,9 @@ fn outpost_is_the_frontend_of_a_livekit_agents_agent(kind: ServerKind) {
                 .items
                 .iter()
                 .filter_map(|i| match i {
-                    TimelineItem::Consent(c) if c.tool_name == "read_local_file" => Some(c.outcome),
+                    TimelineItem::Consent(c) if c.decided.tool_name == "read_local_file" => {
+                        Some(c.decided.outcome)
+                    }
                     _ => None,
                 })
                 .collect();

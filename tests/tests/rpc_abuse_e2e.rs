@@ -56,6 +56,7 @@ fn refusals(data_dir: &Path) -> Vec<(String, Option<String>)> {
         });
     attached
         .chain(doc.unattached_protocol_errors)
+        .map(|e| e.logged)
         .filter(|e| e.code == "rpc_refused")
         .map(|e| (e.message, e.detail))
         .collect()

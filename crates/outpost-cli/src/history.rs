@@ -168,8 +168,9 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                         TimelineItem::Message(m) => format!("{}: {}", m.role, m.text),
                         TimelineItem::Status(s) => format!(
                             "* {}{}",
-                            s.status,
-                            s.detail
+                            s.change.status,
+                            s.change
+                                .detail
                                 .as_ref()
                                 .map(|d| format!(": {d}"))
                                 .unwrap_or_default()
@@ -187,14 +188,17 @@ pub(crate) fn run(args: HistoryArgs) -> Result<(), Failure> {
                         ),
                         TimelineItem::Consent(c) => format!(
                             "? {} {} by {}{} ({})",
-                            c.tool_name,
-                            c.outcome,
-                            c.decided_by,
-                            c.decision.map(|d| format!(" [{d}]")).unwrap_or_default(),
-                            c.asked
+                            c.decided.tool_name,
+                            c.decided.outcome,
+                            c.decided.decided_by,
+                            c.decided
+                                .decision
+                                .map(|d| format!(" [{d}]"))
+                                .unwrap_or_default(),
+                            c.decided.asked
                         ),
                         TimelineItem::ProtocolError(e) => {
-                            format!("! protocol error {}: {}", e.code, e.message)
+                            format!("! protocol error {}: {}", e.logged.code, e.logged.message)
                         }
                         TimelineItem::Attachment(a) => format!(
                             "+ attachment {} ({}, {} bytes, sha256 {})",

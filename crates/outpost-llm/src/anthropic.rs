@@ -15,10 +15,7 @@ use crate::openai::preview;
 const PROVIDER: &str = "anthropic";
 
 fn format_err(what: impl Into<String>) -> Error {
-    Error::Format {
-        provider: PROVIDER,
-        what: what.into(),
-    }
+    Error::format(PROVIDER, what)
 }
 
 /// `{"name","description","input_schema"}` for a tool.
@@ -107,10 +104,7 @@ fn provider_error(body: &Value) -> Option<Error> {
     let e = body.get("error").unwrap_or(&Value::Null);
     let ty = e.get("type").and_then(Value::as_str).unwrap_or("error");
     let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
-    Some(Error::Provider {
-        provider: PROVIDER,
-        message: format!("{ty}: {msg}"),
-    })
+    Some(Error::provider(PROVIDER, format!("{ty}: {msg}")))
 }
 
 fn get_str<'a>(v: &'a Value, key: &str, at: &str) -> Result<&'a str> {

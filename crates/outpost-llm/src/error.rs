@@ -130,3 +130,18 @@ pub enum Error {
     #[error("batch: {0}")]
     Batch(String),
 }
+
+impl Error {
+    /// `provider`'s JSON did not have the documented shape: `what` was wrong, and where.
+    pub(crate) fn format(provider: &'static str, what: impl Into<String>) -> Error {
+        Error::Format {
+            provider,
+            what: what.into(),
+        }
+    }
+
+    /// `provider` reported an error with `message` (its type and text).
+    pub(crate) fn provider(provider: &'static str, message: String) -> Error {
+        Error::Provider { provider, message }
+    }
+}

@@ -14,10 +14,7 @@ use crate::error::{Error, Result};
 const PROVIDER: &str = "openai";
 
 fn format_err(what: impl Into<String>) -> Error {
-    Error::Format {
-        provider: PROVIDER,
-        what: what.into(),
-    }
+    Error::format(PROVIDER, what)
 }
 
 /// `{"type":"function","function":{"name","description","parameters"}}` for a tool.
@@ -90,10 +87,7 @@ fn provider_error(body: &Value) -> Option<Error> {
             format!("{ty}: {msg}")
         }
     };
-    Some(Error::Provider {
-        provider: PROVIDER,
-        message,
-    })
+    Some(Error::provider(PROVIDER, message))
 }
 
 fn str_field<'a>(v: &'a Value, key: &str, at: &str) -> Result<Option<&'a str>> {

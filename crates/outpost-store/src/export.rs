@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::model::{
-    ConversationId, Millis, ProtocolError, Role, StoredJson, Timeline, TimelineItem, ToolCallState,
+    Consent, ConversationId, Millis, ProtocolError, Role, StatusChange, StoredJson, Timeline,
+    TimelineItem, ToolCallState,
 };
 use crate::query;
 
@@ -122,7 +123,7 @@ fn markdown(doc: &ExportDocument) -> String {
     }
     if !doc.unattached_protocol_errors.is_empty() {
         out.push_str("# Protocol errors outside conversations\n\n");
-        for e in &doc.unattached_protocol_errors {
+        for ProtocolError { logged: e, .. } in &doc.unattached_protocol_errors {
             let _ = writeln!(
                 out,
                 "- {} `{}`: {}",
@@ -167,7 +168,7 @@ fn timeline_markdown(out: &mut String, t: &Timeline) {
                 out.push_str(&m.text);
                 out.push_str("\n\n");
             }
-            TimelineItem::Status(s) => {
+            TimelineItem::Status(StatusChange { change: s, .. }) => {
                 let _ = write!(
                     out,
                     "*{} · status: {}",
@@ -218,7 +219,7 @@ fn timeline_markdown(out: &mut String, t: &Timeline) {
                 }
                 out.push('\n');
             }
-            TimelineItem::Consent(cn) => {
+            TimelineItem::Consent(Consent { decided: cn, .. }) => {
                 let _ = write!(
                     out,
                     "> Consent for `{}`: **{}** by {}{} at {}",
@@ -245,7 +246,7 @@ fn timeline_markdown(out: &mut String, t: &Timeline) {
                     format_time(a.sent_at)
                 );
             }
-            TimelineItem::ProtocolError(e) => {
+            TimelineItem::ProtocolError(ProtocolError { logged: e, .. }) => {
                 let _ = writeln!(
                     out,
                     "> Protocol error `{}` at {}: {}\n",

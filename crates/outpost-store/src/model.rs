@@ -599,14 +599,9 @@ pub struct Message {
 /// A stored status change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusChange {
-    /// Conversation.
-    pub conversation_id: ConversationId,
-    /// When.
-    pub at: Millis,
-    /// Status.
-    pub status: String,
-    /// Detail.
-    pub detail: Option<String>,
+    /// What was logged.
+    #[serde(flatten)]
+    pub change: NewStatusChange,
     /// Store-wide insertion order.
     pub seq: i64,
 }
@@ -657,26 +652,9 @@ pub struct ToolCall {
 /// A stored consent decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Consent {
-    /// Conversation.
-    pub conversation_id: ConversationId,
-    /// Tool call it was asked for.
-    pub tool_call_id: Option<String>,
-    /// Tool name.
-    pub tool_name: String,
-    /// What was asked, or the rule's reason.
-    pub asked: String,
-    /// Allowed or denied.
-    pub outcome: Outcome,
-    /// The user's answer, when the user answered a prompt.
-    pub decision: Option<Decision>,
-    /// What it covers.
-    pub scope: Option<String>,
-    /// Who decided.
-    pub decided_by: DecidedBy,
-    /// When asked.
-    pub asked_at: Option<Millis>,
-    /// When decided.
-    pub decided_at: Millis,
+    /// What was logged.
+    #[serde(flatten)]
+    pub decided: NewConsent,
     /// Store-wide insertion order.
     pub seq: i64,
 }
@@ -684,16 +662,9 @@ pub struct Consent {
 /// A stored protocol error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProtocolError {
-    /// Conversation, if any.
-    pub conversation_id: Option<ConversationId>,
-    /// When.
-    pub at: Millis,
-    /// Code.
-    pub code: String,
-    /// Message.
-    pub message: String,
-    /// Detail.
-    pub detail: Option<String>,
+    /// What was logged.
+    #[serde(flatten)]
+    pub logged: NewProtocolError,
     /// Store-wide insertion order.
     pub seq: i64,
 }
@@ -733,10 +704,10 @@ impl TimelineItem {
     pub fn at(&self) -> Millis {
         match self {
             TimelineItem::Message(m) => m.created_at,
-            TimelineItem::Status(s) => s.at,
+            TimelineItem::Status(s) => s.change.at,
             TimelineItem::ToolCall(t) => t.initiated_at,
-            TimelineItem::Consent(c) => c.decided_at,
-            TimelineItem::ProtocolError(e) => e.at,
+            TimelineItem::Consent(c) => c.decided.decided_at,
+            TimelineItem::ProtocolError(e) => e.logged.at,
             TimelineItem::Attachment(a) => a.sent.sent_at,
         }
     }

@@ -6,8 +6,9 @@ use rusqlite::{Connection, OptionalExtension, Row, params};
 use crate::error::{Error, Result, SqlContext};
 use crate::model::{
     Attachment, AuditEntry, AuditPage, Consent, Conversation, ConversationId, ConversationPage,
-    ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, ProtocolError,
-    StatusChange, StoredJson, Timeline, TimelineItem, ToolCall, ToolCallState, Truncation, column,
+    ConversationSummary, Cursor, Decision, Message, Millis, NewAttachment, NewConsent,
+    NewProtocolError, NewStatusChange, ProtocolError, StatusChange, StoredJson, Timeline,
+    TimelineItem, ToolCall, ToolCallState, Truncation, column,
 };
 
 /// Largest page a query returns, whatever the caller asks for.
@@ -208,16 +209,18 @@ type RawConsent = (Consent, Option<String>, String, String);
 fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
     Ok((
         Consent {
-            conversation_id: ConversationId(r.get(0)?),
-            tool_call_id: r.get(1)?,
-            tool_name: r.get(2)?,
-            asked: r.get(3)?,
-            outcome: crate::model::Outcome::Denied, // replaced after parsing
-            decision: None,                         // replaced after parsing
-            scope: r.get(5)?,
-            decided_by: crate::model::DecidedBy::User, // replaced after parsing
-            asked_at: r.get(7)?,
-            decided_at: r.get(8)?,
+            decided: NewConsent {
+                conversation_id: ConversationId(r.get(0)?),
+                tool_call_id: r.get(1)?,
+                tool_name: r.get(2)?,
+                asked: r.get(3)?,
+                outcome: crate::model::Outcome::Denied, // replaced after parsing
+                decision: None,                         // replaced after parsing
+                scope: r.get(5)?,
+                decided_by: crate::model::DecidedBy::User, // replaced after parsing
+                asked_at: r.get(7)?,
+                decided_at: r.get(8)?,
+            },
             seq: r.get(9)?,
         },
         r.get(4)?,
@@ -227,29 +230,33 @@ fn consent_row(r: &Row<'_>) -> rusqlite::Result<RawConsent> {
 }
 
 fn finish_consent((mut c, decision, by, outcome): RawConsent) -> Result<Consent> {
-    c.decision = decision.map(|d| column(&d)).transpose()?;
-    c.decided_by = column(&by)?;
-    c.outcome = column(&outcome)?;
+    c.decided.decision = decision.map(|d| column(&d)).transpose()?;
+    c.decided.decided_by = column(&by)?;
+    c.decided.outcome = column(&outcome)?;
     Ok(c)
 }
 
 fn status_row(r: &Row<'_>) -> rusqlite::Result<StatusChange> {
     Ok(StatusChange {
-        conversation_id: ConversationId(r.get(0)?),
-        at: r.get(1)?,
-        status: r.get(2)?,
-        detail: r.get(3)?,
+        change: NewStatusChange {
+            conversation_id: ConversationId(r.get(0)?),
+            at: r.get(1)?,
+            status: r.get(2)?,
+            detail: r.get(3)?,
+        },
         seq: r.get(4)?,
     })
 }
 
 fn error_row(r: &Row<'_>) -> rusqlite::Result<ProtocolError> {
     Ok(ProtocolError {
-        conversation_id: r.get::<_, Option<String>>(0)?.map(ConversationId),
-        at: r.get(1)?,
-        code: r.get(2)?,
-        message: r.get(3)?,
-        detail: r.get(4)?,
+        logged: NewProtocolError {
+            conversation_id: r.get::<_, Option<String>>(0)?.map(ConversationId),
+            at: r.get(1)?,
+            code: r.get(2)?,
+            message: r.get(3)?,
+            detail: r.get(4)?,
+        },
         seq: r.get(5)?,
     })
 }

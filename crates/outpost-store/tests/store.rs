@@ -546,7 +546,7 @@ fn audit_filters_by_tool_decision_state_and_date() {
         .unwrap();
     assert_eq!(page.entries.len(), 3);
     assert_eq!(
-        page.entries[0].consents[0].decision,
+        page.entries[0].consents[0].decided.decision,
         Some(Decision::AllowOnce)
     );
     let rest = ids(AuditQuery {
