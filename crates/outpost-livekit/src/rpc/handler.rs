@@ -156,14 +156,7 @@ pub(crate) fn on_request(rpc: &Arc<Rpc>, caller: &str, req: RpcRequest) -> Optio
     if !ack(rpc, caller, &req.id) {
         return None;
     }
-    let refuse = |code: RpcErrorCode, data: Option<String>| {
-        respond_packet(
-            rpc,
-            caller,
-            req.id.clone(),
-            Err(RpcError::built_in(code, data)),
-        );
-    };
+    let refuse = |code, data| refuse_request(rpc, caller, &req.id, code, data);
     if req.version != VERSION_V1 {
         refuse(RpcErrorCode::UnsupportedVersion, None);
         return None;
@@ -353,19 +346,29 @@ fn request_attributes(
     };
     Ok((method, response_timeout))
 }
+
+/// Answers `caller`'s request `id` with the built-in error `code`.
+fn refuse_request(
+    rpc: &Arc<Rpc>,
+    caller: &str,
+    id: &str,
+    code: RpcErrorCode,
+    data: Option<String>,
+) {
+    respond_packet(
+        rpc,
+        caller,
+        id.to_owned(),
+        Err(RpcError::built_in(code, data)),
+    );
+}
+
 /// Runs the handler for an acknowledged request and answers it; refuses it at once
 /// when it has no handler or too many are running: [`MAX_RUNNING`] of the assistant's,
 /// [`MAX_RUNNING_PER_CALLER`] of any other caller's, [`MAX_RUNNING`] of all other
 /// callers' together (so they never take the assistant's room).
 fn serve(rpc: &Arc<Rpc>, caller: &str, req: Request) {
-    let refuse = |code: RpcErrorCode, data: Option<String>| {
-        respond_packet(
-            rpc,
-            caller,
-            req.id.clone(),
-            Err(RpcError::built_in(code, data)),
-        );
-    };
+    let refuse = |code, data| refuse_request(rpc, caller, &req.id, code, data);
     let Some(handler) = lock(&rpc.handlers.handlers).get(&req.method).cloned() else {
         return refuse(RpcErrorCode::UnsupportedMethod, None);
     };
