@@ -642,3 +642,33 @@ pub fn set_server_link_rate(server_ns: &str, rate: Option<&str>) -> anyhow::Resu
     }
     Ok(())
 }
+
+/// Feeds `track` a phase-continuous 440 Hz sine of `amplitude` (0 is silence, 1 full
+/// scale): 20 ms at 48 kHz every 20 ms, until aborted or the track refuses a frame.
+pub fn spawn_level(
+    track: outpost_livekit::LocalAudioTrack,
+    amplitude: f64,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut n: u64 = 0;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let frame: Vec<i16> = (0..960u64)
+                .map(|i| {
+                    let t = (n + i) as f64 / 48_000.0;
+                    (amplitude * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
+                })
+                .collect();
+            n += 960;
+            if track.push_frame(&frame).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+/// The tests' tone: [`spawn_level`] at half scale.
+pub fn spawn_tone(track: outpost_livekit::LocalAudioTrack) -> tokio::task::JoinHandle<()> {
+    spawn_level(track, 0.5)
+}

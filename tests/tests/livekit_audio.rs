@@ -17,7 +17,7 @@ use std::time::Duration;
 use outpost_livekit::{
     AudioSourceOptions, AudioStream, LocalAudioTrack, Room, RoomEvent, RoomOptions,
 };
-use outpost_tests::lkclient::{self, Env, PyPeer, in_netns};
+use outpost_tests::lkclient::{self, Env, PyPeer, in_netns, spawn_level, spawn_tone};
 use outpost_tests::server::ServerKind;
 use serde_json::{Value, json};
 
@@ -109,27 +109,6 @@ fn our_microphone_makes_us_an_active_speaker_on_livekit_server() {
     if let Err(e) = res {
         panic!("{e:#}\n--- server log ---\n{}", env.server.proc.stderr());
     }
-}
-
-/// Feeds `track` a constant level: a 440 Hz sine of `amplitude` (0 is silence).
-fn spawn_level(track: LocalAudioTrack, amplitude: f64) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut n: u64 = 0;
-        let mut tick = tokio::time::interval(Duration::from_millis(20));
-        loop {
-            tick.tick().await;
-            let frame: Vec<i16> = (0..960u64)
-                .map(|i| {
-                    let t = (n + i) as f64 / RATE;
-                    (amplitude * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
-                })
-                .collect();
-            n += 960;
-            if track.push_frame(&frame).await.is_err() {
-                return;
-            }
-        }
-    })
 }
 
 /// Runs `make`'s future in `env`'s client namespace; when it fails, prints the server's
@@ -235,11 +214,6 @@ fn with_listener(kind: ServerKind) -> (Env, PyPeer) {
     )
     .expect("peer");
     (env, peer)
-}
-
-/// Pushes a phase-continuous 440 Hz sine into `track`, 20 ms every 20 ms, until aborted.
-fn spawn_tone(track: LocalAudioTrack) -> tokio::task::JoinHandle<()> {
-    spawn_level(track, 0.5)
 }
 
 /// Power of `x` at `freq` (Goertzel).

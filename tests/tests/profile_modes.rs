@@ -36,13 +36,10 @@ fn open(paths: &Paths) -> Core {
     .unwrap();
     // A write, so SQLite makes its -wal and -shm files.
     core.store()
-        .begin_conversation(NewConversation {
-            id: ConversationId::from(format!("c{n}").as_str()),
-            title: None,
-            room: None,
-            assistant_identity: None,
-            started_at: 1,
-        })
+        .begin_conversation(NewConversation::new(
+            ConversationId::from(format!("c{n}").as_str()),
+            1,
+        ))
         .wait()
         .unwrap();
     core

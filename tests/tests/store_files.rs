@@ -10,13 +10,7 @@ use outpost_store::{
 fn begin(store: &Store, id: &str, at: i64) -> ConversationId {
     let cid = ConversationId::from(id);
     store
-        .begin_conversation(NewConversation {
-            id: cid.clone(),
-            title: None,
-            room: None,
-            assistant_identity: None,
-            started_at: at,
-        })
+        .begin_conversation(NewConversation::new(cid.clone(), at))
         .wait()
         .unwrap();
     cid

@@ -13,7 +13,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use outpost_core::{ConnectOptions, Core, Credentials, PolicySource, ToolsConfig, VoiceEvent};
-use outpost_tests::lkclient::{self, Env};
+use outpost_tests::lkclient::{self, Env, spawn_tone};
 use outpost_tests::proc::Proc;
 use serde_json::Value;
 
@@ -110,27 +110,6 @@ fn a_hidden_participants_audio_is_never_played_as_the_assistants() {
     );
     assert_eq!(heard, vec![assistant_sid], "the assistant's track, once");
     drop(eve);
-}
-
-/// Pushes a phase-continuous 440 Hz sine into `track`, 20 ms every 20 ms, until aborted.
-fn spawn_tone(track: outpost_core::LocalAudioTrack) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut n: u64 = 0;
-        let mut tick = tokio::time::interval(Duration::from_millis(20));
-        loop {
-            tick.tick().await;
-            let frame: Vec<i16> = (0..960u64)
-                .map(|i| {
-                    let t = (n + i) as f64 / 48_000.0;
-                    (0.5 * 32767.0 * (2.0 * std::f64::consts::PI * 440.0 * t).sin()) as i16
-                })
-                .collect();
-            n += 960;
-            if track.push_frame(&frame).await.is_err() {
-                return;
-            }
-        }
-    })
 }
 
 /// Issue 30, finding 5: Outpost publishes its microphone in a room with the assistant

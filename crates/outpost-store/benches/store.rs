@@ -176,13 +176,7 @@ fn run_store(w: &Workload, durability: Durability) -> Duration {
     let store = open_store(tmp.path(), durability);
     let cid = ConversationId::from("bench");
     store
-        .begin_conversation(NewConversation {
-            id: cid.clone(),
-            title: None,
-            room: None,
-            assistant_identity: None,
-            started_at: 0,
-        })
+        .begin_conversation(NewConversation::new(cid.clone(), 0))
         .wait()
         .unwrap();
     let start = Instant::now();
@@ -383,13 +377,10 @@ fn searching(quick: bool) {
     let store = open_store(tmp.path(), Durability::ProcessCrash);
     let mut acks = Vec::new();
     for c in 0..(n / 1000).max(1) {
-        acks.push(store.begin_conversation(NewConversation {
-            id: ConversationId(format!("c{c}")),
-            title: None,
-            room: None,
-            assistant_identity: None,
-            started_at: c as i64,
-        }));
+        acks.push(store.begin_conversation(NewConversation::new(
+            ConversationId(format!("c{c}")),
+            c as i64,
+        )));
     }
     for (i, text) in w.messages.iter().enumerate() {
         let cid = ConversationId(format!("c{}", i / 1000));

@@ -267,6 +267,19 @@ pub struct NewConversation {
     pub started_at: Millis,
 }
 
+impl NewConversation {
+    /// Conversation `id`, started at `started_at`, with no title, room or assistant yet.
+    pub fn new(id: ConversationId, started_at: Millis) -> Self {
+        NewConversation {
+            id,
+            title: None,
+            room: None,
+            assistant_identity: None,
+            started_at,
+        }
+    }
+}
+
 /// A whole message (user message, or an assistant message's final text). Logging a message
 /// whose id already exists in the conversation replaces its text and completion time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

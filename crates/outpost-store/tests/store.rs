@@ -911,13 +911,7 @@ async fn async_callers_log_concurrently() {
     let store = Store::open_in_memory().unwrap();
     let cid = ConversationId::generate();
     store
-        .begin_conversation(NewConversation {
-            id: cid.clone(),
-            title: None,
-            room: None,
-            assistant_identity: None,
-            started_at: T0,
-        })
+        .begin_conversation(NewConversation::new(cid.clone(), T0))
         .await
         .unwrap();
     let mut tasks = Vec::new();
