@@ -21,13 +21,13 @@ CARGO_* variables Cargo sets. A program's output is printed whole when it ends, 
 lanes do not interleave; a table of every program's time and result comes last.
 
 A program that failed in a lane runs once more, alone, after every other program: only
-its failed tests (`--exact`), or the whole program when it crashed before naming one, and
-not when more than three of its tests failed (that is a break, not a flake). Each of the
-last three CI failures was one timing-bound test, a different one each time, that had
-passed in earlier runs and passed again alone. A failure alone fails the run; a pass alone
-is reported as FLAKY in the table and at the end, with the first run's output printed in
-full above it, so the test is still there to be mended. Exits 1 when any program failed
-(all of them run, as with --no-fail-fast).
+its failed tests (`--exact`) when libtest's summary counts as many failures as it named,
+else the whole program (it crashed, or a peer's output broke a test's line), and not when
+more than three of its tests failed (that is a break, not a flake). The last three CI
+failures were three different timing-bound tests, each of which had passed in earlier
+runs. A failure alone fails the run; a pass alone is reported as FLAKY in the table and at
+the end, with the first run's output printed in full above it, so the test is still there
+to be mended. Exits 1 when any program failed (all of them run, as with --no-fail-fast).
 """
 
 import json
@@ -48,6 +48,8 @@ ALONE = ("room_interop", "load")
 MOST_RERUN = 3
 # libtest's line for a failed test: "test NAME ... FAILED".
 FAILED_TEST = re.compile(r"^test (\S+) \.\.\. FAILED$", re.MULTILINE)
+# libtest's summary of a failed run: "test result: FAILED. 22 passed; 1 failed; ...".
+FAILED_COUNT = re.compile(r"^test result: FAILED\. \d+ passed; (\d+) failed;", re.MULTILINE)
 
 
 def lane_of(program):
@@ -156,13 +158,16 @@ def run(program, target_dir, out_lock, extra_args=(), what=""):
 
 
 def rerun_alone(program, target_dir, out_lock):
-    """Runs a program that failed in its lane once more, alone: its failed tests, or all of
-    it when none was named (it crashed or hung). Not when too many tests failed."""
+    """Runs a program that failed in its lane once more, alone: its failed tests when the
+    summary counts exactly those, else all of it (so no failure goes unrun when a line
+    was broken or the program crashed). Not when too many tests failed."""
     names = FAILED_TEST.findall(program.output)
-    if len(names) > MOST_RERUN:
+    counted = sum(int(n) for n in FAILED_COUNT.findall(program.output))
+    if max(len(names), counted) > MOST_RERUN:
         return
-    program.rerun = names
-    if names and program.kind != "doc":
+    exact = bool(names) and len(names) == counted and program.kind != "doc"
+    program.rerun = names if exact else []
+    if exact:
         args, what = ["--exact", *names], f" (again alone: {', '.join(names)})"
     else:
         args, what = [], " (again alone, whole)"
@@ -240,7 +245,8 @@ def main():
         for p in failed:
             print(f"  {p.label()}")
         return 1
-    print(f"all {len(everything)} test programs passed" + (f" ({len(flaky)} of them again alone)" if flaky else ""))
+    again = f" ({len(flaky)} of them again alone)" if flaky else ""
+    print(f"all {len(everything)} test programs passed{again}")
     return 0
 
 
